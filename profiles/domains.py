@@ -1,0 +1,115 @@
+"""Domain and address rules of `[network]`: parsing into a canonical form.
+
+One canonical spelling per rule so that merging, narrowing, explaining and
+the proxy's matcher all agree: lower-case A-labels, no trailing dot, IPs in
+`ipaddress` form, CIDR blocks normalised.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """One allow/deny entry: a name, a `*.` wildcard, an IP literal or a CIDR block."""
+
+    host: str = ""  # canonical name without "*." ("" for address rules)
+    wildcard: bool = False  # "*.host": any subdomain, never the apex
+    network: IPNetwork | None = None  # IP literal (a /32 or /128) or CIDR block
+    port: int | None = None  # None: any port
+
+    def __str__(self) -> str:
+        if self.network is not None:
+            single = self.network.num_addresses == 1
+            text = str(self.network.network_address) if single else str(self.network)
+            if self.port is None:
+                return text
+            return f"[{text}]:{self.port}" if self.network.version == 6 else f"{text}:{self.port}"
+        name = f"*.{self.host}" if self.wildcard else self.host
+        return name if self.port is None else f"{name}:{self.port}"
+
+    def covers(self, other: HostRule) -> bool:
+        """True when everything `other` matches, this rule matches too (for narrowing)."""
+        if self.port is not None and self.port != other.port:
+            return False
+        if self.network is not None:
+            return other.network is not None and other.network.version == self.network.version and other.network.subnet_of(self.network)  # type: ignore[arg-type]
+        if other.network is not None:
+            return False
+        if not self.wildcard:
+            return not other.wildcard and other.host == self.host
+        return other.host.endswith("." + self.host) or (other.wildcard and other.host == self.host)
+
+
+def canonical_name(name: str) -> str:
+    """Lower-case A-label form of a host name, trailing dot removed; ValueError if malformed."""
+    text = name.strip().rstrip(".")
+    if not text:
+        raise ValueError("empty host name")
+    try:
+        ascii_name = text.encode("idna").decode("ascii") if not text.isascii() else text
+    except UnicodeError as exc:
+        raise ValueError(f"{name!r} is not a valid international domain name") from exc
+    ascii_name = ascii_name.lower()
+    labels = ascii_name.split(".")
+    if len(ascii_name) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise ValueError(f"{name!r} is not a valid host name")
+    return ascii_name
+
+
+def _split_port(text: str) -> tuple[str, int | None]:
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"{text!r}: missing ']' after an IPv6 address")
+        host, rest = text[1:end], text[end + 1 :]
+        if not rest:
+            return host, None
+        if not rest.startswith(":"):
+            raise ValueError(f"{text!r}: expected ':port' after ']'")
+        return host, _parse_port(rest[1:], text)
+    if text.count(":") == 1:
+        host, port = text.split(":")
+        return host, _parse_port(port, text)
+    return text, None  # no port, or a bare IPv6 address
+
+
+def _parse_port(port: str, whole: str) -> int:
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{whole!r}: port must be a number from 1 to 65535")
+    return int(port)
+
+
+def parse_rule(text: str) -> HostRule:
+    """Parse one `[network]` allow/deny entry; ValueError explains what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("empty network rule")
+    raw = text.strip()
+    if "/" in raw:
+        try:
+            return HostRule(network=ipaddress.ip_network(raw, strict=False))
+        except ValueError as exc:
+            raise ValueError(f"{raw!r} is not a valid CIDR block (e.g. \"10.1.0.0/16\")") from exc
+    host, port = _split_port(raw)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None:
+        return HostRule(network=ipaddress.ip_network(address), port=port)
+    if host == "*" or host.startswith("*") and not host.startswith("*."):
+        raise ValueError(f"{raw!r}: a wildcard must be a whole first label such as \"*.example.com\" (use mode = \"open\" for everything)")
+    wildcard = host.startswith("*.")
+    name = host[2:] if wildcard else host
+    if "*" in name:
+        raise ValueError(f"{raw!r}: '*' is only allowed as the first label (\"*.example.com\")")
+    if re.fullmatch(r"[0-9.]+", name.rstrip(".")):
+        raise ValueError(f"{raw!r} is not a valid IPv4 address")
+    return HostRule(host=canonical_name(name), wildcard=wildcard, port=port)

@@ -1,0 +1,54 @@
+"""Which environment variables reach the sandbox: never the well-known secrets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+
+from stockade.profiles.model import EnvRules
+
+# Credentials and handles to host services (agents, buses, terminals, CI runners).
+SECRET_ENV: tuple[str, ...] = (
+    "*_TOKEN", "*_TOKEN_*", "*TOKEN", "*_SECRET*", "*SECRET", "*_PASSWORD*", "*PASSWD*",
+    "*_API_KEY", "*_APIKEY", "*_ACCESS_KEY*", "*_PRIVATE_KEY*", "*CREDENTIAL*", "*_AUTH",
+    "AWS_*", "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GCLOUD_*", "DIGITALOCEAN_*",
+    "GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_*TOKEN*", "CI_JOB_TOKEN",
+    "CI_JOB_JWT*", "ACTIONS_*", "SYSTEM_ACCESSTOKEN", "NPM_TOKEN", "NODE_AUTH_TOKEN",
+    "PYPI_*", "TWINE_*", "CARGO_REGISTRY_TOKEN", "DOCKER_AUTH_CONFIG", "VAULT_*",
+    "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "KUBECONFIG",
+    "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "GNUPGHOME",
+    "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY",
+    "XAUTHORITY", "TMUX", "TMUX_PANE", "STY", "NVIM", "NVIM_LISTEN_ADDRESS",
+    "VSCODE_*", "TERM_SESSION_ID", "KITTY_LISTEN_ON", "WEZTERM_UNIX_SOCKET",
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND",
+)
+
+# Set by stockade itself inside the sandbox; a policy cannot set or pass them.
+RESERVED_ENV: tuple[str, ...] = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "all_proxy", "no_proxy", "STOCKADE_*",
+)
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
+def sandbox_env(host_env: Mapping[str, str], rules: EnvRules) -> dict[str, str]:
+    """The environment the sandboxed command starts with (before proxy variables)."""
+    result: dict[str, str] = {}
+    for name, value in host_env.items():
+        if _matches(name, RESERVED_ENV):
+            continue
+        if name in rules.passthrough or not _matches(name, SECRET_ENV + rules.deny):
+            result[name] = value
+    for name, value in rules.set:
+        if not _matches(name, RESERVED_ENV):
+            result[name] = value
+    return result
+
+
+def withheld(host_env: Mapping[str, str], rules: EnvRules) -> list[str]:
+    """Names of host variables that were not passed in, for `explain` and dry runs."""
+    kept = sandbox_env(host_env, rules)
+    return sorted(n for n in host_env if n not in kept and not _matches(n, RESERVED_ENV))

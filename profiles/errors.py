@@ -1,0 +1,58 @@
+"""One exception root for everything stockade reports to a user.
+
+Every layer raises a subclass; `cli` catches `StockadeError` once, prints
+`str(error)` as one line and exits with `error.exit_code`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from pathlib import Path
+
+
+class ExitCode(IntEnum):
+    """stockade's own exit codes (DESIGN.md); a command's own code passes through."""
+
+    OK = 0
+    USAGE = 2  # bad usage or bad policy
+    SETUP = 125  # the sandbox could not be set up
+    CANNOT_EXECUTE = 126
+    NOT_FOUND = 127
+    SIGNAL_BASE = 128  # a command killed by signal N gives 128 + N
+
+
+class StockadeError(Exception):
+    """A failure stockade explains to its user in one line."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+
+class UsageError(StockadeError):
+    exit_code = ExitCode.USAGE
+
+
+class PolicyError(StockadeError):
+    """A policy file is wrong; the message names the file and line."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, *, file: Path | str | None = None, line: int | None = None) -> None:
+        self.file = file
+        self.line = line
+        self.reason = message
+        where = ""
+        if file is not None:
+            where = f"{file}:{line}: " if line else f"{file}: "
+        super().__init__(f"{where}{message}")
+
+
+class SandboxSetupError(StockadeError):
+    exit_code = ExitCode.SETUP
+
+
+class CommandNotFoundError(StockadeError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class CannotExecuteError(StockadeError):
+    exit_code = ExitCode.CANNOT_EXECUTE

@@ -1,0 +1,110 @@
+"""The mandatory floor: what holds whatever a policy says, as data for every backend.
+
+Files that run code later, outside the sandbox, stay read-only even inside a
+writable place; stockade's own state stays out of sight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stockade.profiles.locations import Locations
+from stockade.profiles.paths import is_within
+
+# Relative to every writable root (a project, or any other allow_write entry).
+RUNS_LATER_IN_PROJECT: tuple[str, ...] = (
+    ".git/hooks",
+    ".git/config",
+    ".stockade.toml",
+    ".envrc",
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".mcp.json",
+    ".cursor",
+    ".codex",
+    ".gemini",
+    ".github/hooks",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".pip/pip.conf",
+    "pip.conf",
+)
+
+# Relative to $HOME; matter only when a writable root covers them.
+RUNS_LATER_IN_HOME: tuple[str, ...] = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".inputrc",
+    ".config/fish",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".config/git",
+    ".config/pip",
+    ".config/Code/User",
+    ".gitconfig",
+    ".ssh",
+    ".gnupg",
+    ".local/bin",
+    ".bun/bin",
+    ".cargo/bin",
+    ".cargo/config.toml",
+    ".npmrc",
+    ".pam_environment",
+    ".xprofile",
+    ".xsession",
+    ".claude",
+    ".claude.json",
+    "Library/LaunchAgents",
+)
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Floor paths for one run: read-only inside, or hidden entirely."""
+
+    read_only: tuple[str, ...]
+    hidden: tuple[str, ...]
+
+
+def floor_for(writable_roots: tuple[str, ...], locations: Locations, policy_files: tuple[str, ...] = ()) -> Floor:
+    """Protected paths that some writable root would otherwise expose to writes.
+
+    Every candidate is returned when it lies inside a writable root, whether
+    or not it exists yet: a backend must stop its creation too.
+    """
+    home = str(locations.home)
+    candidates = [f"{root.rstrip('/')}/{name}" for root in writable_roots for name in RUNS_LATER_IN_PROJECT]
+    candidates += [f"{home}/{name}" for name in RUNS_LATER_IN_HOME]
+    candidates += [str(locations.config), *policy_files]
+    read_only = tuple(
+        dict.fromkeys(p for p in candidates if any(is_within(p, root) for root in writable_roots))
+    )
+    hidden = tuple(str(p) for p in locations.private_dirs())
+    return Floor(read_only=read_only, hidden=hidden)
+
+
+def floor_summary() -> list[str]:
+    """The floor in plain words, for `stockade explain`."""
+    return [
+        "writes are denied everywhere except allow_write and a private /tmp",
+        "deny_* rules beat allow_* rules",
+        "files that run code later stay read-only inside writable places: "
+        + ", ".join(RUNS_LATER_IN_PROJECT[:8])
+        + ", ... and shell rc files, ~/.ssh, ~/.config/stockade",
+        "the sandbox cannot gain privileges: no new privileges, no setuid, no new user namespaces, no capabilities",
+        "with no network rule at all, the network is off",
+        "stockade's own state (audit logs, filter cache, control socket) is hidden from the sandbox",
+    ]

@@ -1,0 +1,206 @@
+"""Read one policy file (or built-in) into a validated `Layer`; every error has FILE:LINE."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from stockade.profiles import domains, units
+from stockade.profiles.errors import PolicyError
+from stockade.profiles.model import NetworkMode
+from stockade.profiles.paths import normalise_path
+from stockade.profiles.schema import LIST_KINDS, TABLES, Kind
+from stockade.profiles.toml_lines import KeyLines
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_GLOB = re.compile(r"^[A-Za-z0-9_*?]+$")
+BUILTIN_PREFIX = "builtin:"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One file's validated values, paths made absolute, rules canonical."""
+
+    source: str  # absolute file path, or "builtin:<name>"
+    extends: tuple[str, ...] = ()
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    text: str = ""
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.source.startswith(BUILTIN_PREFIX)
+
+
+def builtin_names() -> list[str]:
+    folder = resources.files("stockade.profiles.builtin")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def builtin_text(name: str) -> str:
+    folder = resources.files("stockade.profiles.builtin")
+    target = folder / f"{name}.toml"
+    if not target.is_file():
+        known = ", ".join(builtin_names())
+        hint = difflib.get_close_matches(name, builtin_names(), n=1)
+        suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+        raise PolicyError(f"no built-in profile named '{name}'{suggestion}; built-ins: {known}")
+    return target.read_text(encoding="utf-8")
+
+
+def load_builtin(name: str, *, project_dir: Path, home: Path) -> Layer:
+    return parse_layer(builtin_text(name), f"{BUILTIN_PREFIX}{name}", base=project_dir, home=home)
+
+
+def load_file(path: Path, *, home: Path, base: Path | None = None) -> Layer:
+    """Load a policy file; relative paths resolve against `base` (default: its directory)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PolicyError("policy file not found", file=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"cannot read policy file: {exc}", file=path) from None
+    return parse_layer(text, str(path), base=base or path.parent, home=home)
+
+
+def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
+    """Validate a policy document against the schema and normalise its values."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = _decode_error_line(str(exc))
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise PolicyError(f"not valid TOML: {message}", file=source, line=line) from None
+    lines = KeyLines(text)
+    checker = _Checker(source, lines, base=base, home=home)
+    values: dict[str, dict[str, Any]] = {}
+    extends: tuple[str, ...] = ()
+    for key, value in document.items():
+        if isinstance(value, dict):
+            if key not in TABLES or key == "":
+                checker.unknown_table(key)
+            values[key] = checker.table(key, value)
+        elif key in TABLES[""]:
+            extends = tuple(checker.value("", key, value))
+        else:
+            checker.unknown_key("", key)
+    return Layer(source=source, extends=extends, values=values, text=text)
+
+
+def _decode_error_line(message: str) -> int | None:
+    match = re.search(r"at line (\d+)", message)
+    return int(match.group(1)) if match else None
+
+
+class _Checker:
+    """Validates values and raises PolicyError with the line of the offending key."""
+
+    def __init__(self, source: str, lines: KeyLines, *, base: Path, home: Path) -> None:
+        self.source = source
+        self.lines = lines
+        self.base = base
+        self.home = home
+
+    def fail(self, message: str, table: str, key: str, item: str | None = None) -> PolicyError:
+        line = self.lines.item(table, key, item) if item is not None else self.lines.key(table, key)
+        if line is None:
+            line = self.lines.table(table)
+        return PolicyError(message, file=self.source, line=line)
+
+    def unknown_table(self, name: str) -> None:
+        known = [t for t in TABLES if t]
+        hint = difflib.get_close_matches(name, known, n=1)
+        suggestion = f" (did you mean [{hint[0]}]?)" if hint else f"; tables are {', '.join(f'[{t}]' for t in known)}"
+        raise PolicyError(f"unknown table [{name}]{suggestion}", file=self.source, line=self.lines.table(name) or self.lines.key("", name))
+
+    def unknown_key(self, table: str, key: str) -> None:
+        known = list(TABLES[table])
+        hint = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+        where = f" in [{table}]" if table else " at the top level"
+        suggestion = f" (did you mean '{hint[0]}'?)" if hint else f"; known keys: {', '.join(known)}"
+        raise self.fail(f"unknown key '{key}'{where}{suggestion}", table, key)
+
+    def table(self, table: str, content: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in content.items():
+            if key not in TABLES[table]:
+                self.unknown_key(table, key)
+            result[key] = self.value(table, key, value)
+        return result
+
+    def value(self, table: str, key: str, value: Any) -> Any:
+        kind = TABLES[table][key]
+        name = f"{table}.{key}" if table else key
+        if kind in LIST_KINDS:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise self.fail(f"'{name}' must be a {kind.value} (a list of strings), not {_type_name(value)}", table, key)
+            return tuple(dict.fromkeys(self.item(kind, table, key, v) for v in value))
+        try:
+            return self.scalar(kind, name, value)
+        except ValueError as exc:
+            raise self.fail(f"'{name}': {exc}", table, key) from None
+
+    def item(self, kind: Kind, table: str, key: str, value: str) -> str:
+        name = f"{table}.{key}" if table else key
+        try:
+            if kind is Kind.NAMES:
+                if not value.strip():
+                    raise ValueError("empty profile name")
+                return value.strip()
+            if kind in (Kind.PATHS, Kind.GLOB_PATHS):
+                return normalise_path(value, base=self.base, home=self.home, allow_glob=kind is Kind.GLOB_PATHS)
+            if kind is Kind.HOST_RULES:
+                return str(domains.parse_rule(value))
+            if kind is Kind.ENV_GLOBS and not _ENV_GLOB.match(value):
+                raise ValueError(f"{value!r} is not a variable name or glob (letters, digits, _, * and ?)")
+            if kind is Kind.ENV_NAMES and not _ENV_NAME.match(value):
+                raise ValueError(f"{value!r} is not a variable name")
+            return value
+        except ValueError as exc:
+            raise self.fail(f"'{name}': {exc}", table, key, item=value) from None
+
+    def scalar(self, kind: Kind, name: str, value: Any) -> Any:
+        if kind is Kind.MODE:
+            if value not in {m.value for m in NetworkMode}:
+                raise ValueError(f"must be {kind.value}, not {value!r}")
+            return NetworkMode(value)
+        if kind is Kind.SIZE:
+            return units.parse_size(_str_or_int(value, kind))
+        if kind is Kind.DURATION:
+            return units.parse_duration(_str_or_int(value, kind, allow_float=True))
+        if kind is Kind.COUNT:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"must be a {kind.value}, not {value!r}")
+            return value
+        if kind is Kind.PATH:
+            if not isinstance(value, str):
+                raise ValueError(f"must be a path string, not {_type_name(value)}")
+            return normalise_path(value, base=self.base, home=self.home, allow_glob=False)
+        if kind is Kind.ENV_TABLE:
+            if not isinstance(value, dict):
+                raise ValueError(f"must be a {kind.value}, not {_type_name(value)}")
+            for var, text in value.items():
+                if not _ENV_NAME.match(var):
+                    raise ValueError(f"{var!r} is not a variable name")
+                if not isinstance(text, str):
+                    raise ValueError(f"value of {var} must be a string, not {_type_name(text)}")
+                if "\0" in text:
+                    raise ValueError(f"value of {var} contains a NUL character")
+            return dict(value)
+        raise AssertionError(f"unhandled kind {kind}")
+
+
+def _str_or_int(value: Any, kind: Kind, allow_float: bool = False) -> Any:
+    allowed: tuple[type, ...] = (str, int, float) if allow_float else (str, int)
+    if isinstance(value, bool) or not isinstance(value, allowed):
+        raise ValueError(f"must be a {kind.value}, not {_type_name(value)}")
+    return value
+
+
+def _type_name(value: Any) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list", dict: "a table"}
+    return names.get(type(value), type(value).__name__)

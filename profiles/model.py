@@ -1,0 +1,77 @@
+"""The validated, merged policy as frozen dataclasses.
+
+A `Policy` is what every backend consumes: absolute paths, canonical domain
+rules, numbers in bytes and seconds. Nothing here touches the filesystem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class NetworkMode(str, Enum):
+    NONE = "none"
+    ALLOWLIST = "allowlist"
+    OPEN = "open"
+
+    @property
+    def rank(self) -> int:
+        """Order by how much each mode lets through, for narrowing."""
+        return {"none": 0, "allowlist": 1, "open": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class FilesystemRules:
+    deny_read: tuple[str, ...] = ()  # absolute paths or absolute globs ("/p/**/.env")
+    allow_write: tuple[str, ...] = ()  # absolute paths
+    deny_write: tuple[str, ...] = ()  # absolute paths or globs, carve-outs
+
+
+@dataclass(frozen=True)
+class NetworkRules:
+    mode: NetworkMode = NetworkMode.NONE
+    allow: tuple[str, ...] = ()  # canonical rules: "host", "*.suffix", "host:port", IPs, CIDRs
+    deny: tuple[str, ...] = ()
+    unix_sockets: tuple[str, ...] = ()  # absolute socket paths the sandbox may connect to
+
+
+@dataclass(frozen=True)
+class EnvRules:
+    deny: tuple[str, ...] = ()  # glob patterns of names never passed in
+    set: tuple[tuple[str, str], ...] = ()  # (name, value), sorted by name
+    passthrough: tuple[str, ...] = ()  # names passed even if a deny glob matches (TOML key "pass")
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: int | None = None  # bytes
+    pids: int | None = None
+    wall_time: float | None = None  # seconds
+    file_size: int | None = None  # bytes, RLIMIT_FSIZE
+    tmp_size: int | None = None  # bytes, size of the private /tmp and /dev/shm
+
+
+@dataclass(frozen=True)
+class AuditRules:
+    log: str | None = None  # absolute path of the JSON-lines audit log
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The effective policy for one run, after extends, merge and trust."""
+
+    filesystem: FilesystemRules = field(default_factory=FilesystemRules)
+    network: NetworkRules = field(default_factory=NetworkRules)
+    env: EnvRules = field(default_factory=EnvRules)
+    limits: Limits = field(default_factory=Limits)
+    audit: AuditRules = field(default_factory=AuditRules)
+    project_dir: Path = Path("/")  # where "." of built-in profiles points, and the run's default cwd
+    origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy
+    sources: tuple[str, ...] = ()  # every file or built-in that contributed, in load order
+    protected_files: tuple[str, ...] = ()  # policy files read for this run: always read-only inside
+
+    @property
+    def env_set(self) -> dict[str, str]:
+        return dict(self.env.set)

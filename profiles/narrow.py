@@ -1,0 +1,104 @@
+"""Apply an untrusted project policy to the user's own: it may narrow, never widen.
+
+A cloned repository wrote `.stockade.toml`; until the user trusts it, it can
+add denials and tighten limits, and can only keep allowances the user's own
+default already grants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from stockade.profiles.domains import parse_rule
+from stockade.profiles.model import EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
+from stockade.profiles.paths import is_within
+
+
+def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
+    """The effective policy and one note per allowance of `project` that was dropped."""
+    notes: list[str] = []
+    if project.audit.log and project.audit.log != base.audit.log:
+        notes.append(f"audit log {project.audit.log}")
+    fs = FilesystemRules(
+        deny_read=_union(base.filesystem.deny_read, project.filesystem.deny_read),
+        allow_write=_intersect_roots(base.filesystem.allow_write, project.filesystem.allow_write, notes),
+        deny_write=_union(base.filesystem.deny_write, project.filesystem.deny_write),
+    )
+    return (
+        replace(
+            base,
+            filesystem=fs,
+            network=_narrow_network(base.network, project.network, notes),
+            env=_narrow_env(base.env, project.env, notes),
+            limits=_narrow_limits(base.limits, project.limits),
+            project_dir=project.project_dir,
+            origin=project.origin,
+            sources=(*base.sources, *project.sources),
+            protected_files=_union(base.protected_files, project.protected_files),
+        ),
+        notes,
+    )
+
+
+def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*a, *b)))
+
+
+def _intersect_roots(base: tuple[str, ...], project: tuple[str, ...], notes: list[str]) -> tuple[str, ...]:
+    """Subtrees writable under both policies."""
+    kept: list[str] = []
+    for path in project:
+        inside = [b for b in base if is_within(path, b)]
+        if inside:
+            kept.append(path)
+        else:
+            notes.append(f"allow_write {path} (outside what your own policy lets you write)")
+        kept += [b for b in base if is_within(b, path) and b != path]
+    return tuple(dict.fromkeys(kept))
+
+
+def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str]) -> NetworkRules:
+    deny = _union(base.deny, project.deny)
+    for sock in project.unix_sockets:
+        if sock not in base.unix_sockets:
+            notes.append(f"unix_sockets {sock}")
+    sockets = tuple(s for s in project.unix_sockets if s in base.unix_sockets)
+    if project.mode.rank > base.mode.rank:
+        notes.append(f'network mode "{project.mode.value}" (yours is "{base.mode.value}")')
+    mode = min(base.mode, project.mode, key=lambda m: m.rank)
+    if mode is NetworkMode.NONE:
+        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets)
+    if base.mode is NetworkMode.OPEN:
+        allow = project.allow if project.mode is NetworkMode.ALLOWLIST else base.allow
+    elif project.mode is NetworkMode.OPEN:
+        allow = base.allow
+    else:
+        base_rules = [parse_rule(r) for r in base.allow]
+        allow = tuple(r for r in project.allow if any(b.covers(parse_rule(r)) for b in base_rules))
+        notes += [f"network allow {r}" for r in project.allow if r not in allow]
+    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets)
+
+
+def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules:
+    notes += [f"env pass {name}" for name in project.passthrough if name not in base.passthrough]
+    merged_set = dict(base.set)
+    merged_set.update(project.set)  # constants set inside only: they widen nothing on the host
+    return EnvRules(
+        deny=_union(base.deny, project.deny),
+        set=tuple(sorted(merged_set.items())),
+        passthrough=tuple(n for n in base.passthrough if n in project.passthrough or not project.passthrough),
+    )
+
+
+def _narrow_limits(base: Limits, project: Limits) -> Limits:
+    def lower(a: float | int | None, b: float | int | None) -> float | int | None:
+        values = [v for v in (a, b) if v is not None]
+        return min(values) if values else None
+
+    return Limits(
+        memory=lower(base.memory, project.memory),  # type: ignore[arg-type]
+        pids=lower(base.pids, project.pids),  # type: ignore[arg-type]
+        wall_time=lower(base.wall_time, project.wall_time),
+        file_size=lower(base.file_size, project.file_size),  # type: ignore[arg-type]
+        tmp_size=lower(base.tmp_size, project.tmp_size),  # type: ignore[arg-type]
+    )

@@ -1,0 +1,129 @@
+"""Pick and build the effective policy for a run: explicit file, profile, project file or default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stockade.profiles.discovery import find_project_policy
+from stockade.profiles.errors import PolicyError
+from stockade.profiles.loader import BUILTIN_PREFIX, Layer, load_builtin, load_file
+from stockade.profiles.locations import Locations
+from stockade.profiles.merge import compose
+from stockade.profiles.model import Policy
+from stockade.profiles.narrow import narrow
+from stockade.profiles.trust import TrustStore, chain_digest
+
+DEFAULT_PROFILE = "default"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    policy: Policy
+    project_file: Path | None = None  # a discovered .stockade.toml
+    trusted: bool = True
+    dropped: tuple[str, ...] = ()  # allowances an untrusted project policy asked for and did not get
+    notes: tuple[str, ...] = field(default=())
+
+
+class _Expander:
+    """Loads a layer and everything it extends, depth first, detecting cycles."""
+
+    def __init__(self, project_dir: Path, locations: Locations, relative_base: Path | None = None) -> None:
+        self.project_dir = project_dir
+        self.home = locations.home
+        self.relative_base = relative_base  # overrides a file's own directory (user config)
+
+    def from_file(self, path: Path) -> list[Layer]:
+        return self._expand(load_file(path, home=self.home, base=self.relative_base), [])
+
+    def from_builtin(self, name: str) -> list[Layer]:
+        return self._expand(load_builtin(name, project_dir=self.project_dir, home=self.home), [])
+
+    def _expand(self, layer: Layer, stack: list[str]) -> list[Layer]:
+        stack = [*stack, layer.source]
+        layers: list[Layer] = []
+        for entry in layer.extends:
+            child = self._load_entry(entry, layer)
+            if child.source in stack:
+                cycle = " -> ".join([*stack[stack.index(child.source) :], child.source])
+                where = None if layer.is_builtin else layer.source
+                raise PolicyError(f"extends cycle: {cycle}; remove one of these extends", file=where, line=_line_of_extends(layer))
+            layers += self._expand(child, stack)
+        layers.append(layer)
+        return list({l.source: l for l in layers}.values())  # a diamond loads each file once
+
+    def _load_entry(self, entry: str, parent: Layer) -> Layer:
+        if "/" in entry or entry.endswith(".toml") or entry.startswith("~"):
+            if parent.is_builtin:
+                raise PolicyError(f"built-in profile {parent.source} may only extend built-ins, not {entry!r}")
+            base = Path(parent.source).parent
+            target = Path(str(self.home) + entry[1:]) if entry.startswith("~") else base / entry
+            if ".." in Path(entry).parts:
+                raise PolicyError(f"extends {entry!r} climbs with '..': write the real path", file=parent.source, line=_line_of_extends(parent))
+            if not target.is_file():
+                raise PolicyError(f"extends {entry!r}: no such file {target}", file=parent.source, line=_line_of_extends(parent))
+            return load_file(target, home=self.home, base=self.relative_base)
+        try:
+            return load_builtin(entry, project_dir=self.project_dir, home=self.home)
+        except PolicyError as exc:
+            raise PolicyError(exc.reason, file=None if parent.is_builtin else parent.source, line=_line_of_extends(parent)) from None
+
+
+def _line_of_extends(layer: Layer) -> int | None:
+    for number, line in enumerate(layer.text.splitlines(), start=1):
+        if line.strip().startswith("extends"):
+            return number
+    return None
+
+
+def user_default(project_dir: Path, locations: Locations) -> list[Layer]:
+    """The user's own policy: ~/.config/stockade/config.toml, else the built-in default.
+
+    Relative paths in the user config mean the project, like the built-ins.
+    """
+    config = locations.user_config_file
+    if config.is_file():
+        return _Expander(project_dir, locations, relative_base=project_dir).from_file(config)
+    return _Expander(project_dir, locations).from_builtin(DEFAULT_PROFILE)
+
+
+def resolve(
+    cwd: Path,
+    locations: Locations,
+    *,
+    policy_file: Path | None = None,
+    profile: str | None = None,
+) -> Resolution:
+    """The effective policy for a run started in `cwd`.
+
+    Order: `--policy FILE` (the user's explicit choice), `--profile NAME`, the
+    nearest `.stockade.toml` (narrowing only, unless trusted), the user default.
+    """
+    if policy_file is not None and profile is not None:
+        raise PolicyError("give either --policy or --profile, not both")
+    project_file = find_project_policy(cwd)
+    project_dir = project_file.parent if project_file else cwd
+    if policy_file is not None:
+        path = policy_file if policy_file.is_absolute() else cwd / policy_file
+        layers = _Expander(project_dir, locations).from_file(path)
+        return Resolution(compose(layers, project_dir=project_dir, origin=str(path)))
+    if profile is not None:
+        layers = _Expander(project_dir, locations).from_builtin(profile)
+        return Resolution(compose(layers, project_dir=project_dir, origin=f"{BUILTIN_PREFIX}{profile}"))
+    base_layers = user_default(project_dir, locations)
+    base_origin = str(locations.user_config_file) if locations.user_config_file.is_file() else f"{BUILTIN_PREFIX}{DEFAULT_PROFILE}"
+    base = compose(base_layers, project_dir=project_dir, origin=base_origin)
+    if project_file is None:
+        return Resolution(base)
+    layers = _Expander(project_dir, locations).from_file(project_file)
+    project = compose(layers, project_dir=project_dir, origin=str(project_file))
+    if TrustStore(locations.trust_file).is_trusted(project_file, chain_digest(layers)):
+        return Resolution(project, project_file=project_file)
+    effective, dropped = narrow(base, project)
+    return Resolution(effective, project_file=project_file, trusted=False, dropped=tuple(dropped))
+
+
+def project_chain(project_file: Path, locations: Locations) -> list[Layer]:
+    """Every layer a project policy is made of, for `stockade trust`."""
+    return _Expander(project_file.parent, locations).from_file(project_file)

@@ -1,0 +1,49 @@
+"""The keys a policy file may contain, with their kinds: the language's grammar as data."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Kind(str, Enum):
+    NAMES = "list of profile names or paths"
+    PATHS = "list of paths"
+    GLOB_PATHS = "list of paths or globs"
+    HOST_RULES = "list of host rules"
+    MODE = '"none", "allowlist" or "open"'
+    ENV_GLOBS = "list of variable-name globs"
+    ENV_NAMES = "list of variable names"
+    ENV_TABLE = "table of NAME = \"value\""
+    SIZE = 'size such as "4G"'
+    DURATION = 'duration such as "30m"'
+    COUNT = "positive integer"
+    PATH = "path"
+
+
+TABLES: dict[str, dict[str, Kind]] = {
+    "": {"extends": Kind.NAMES},
+    "filesystem": {
+        "deny_read": Kind.GLOB_PATHS,
+        "allow_write": Kind.PATHS,
+        "deny_write": Kind.GLOB_PATHS,
+    },
+    "network": {
+        "mode": Kind.MODE,
+        "allow": Kind.HOST_RULES,
+        "deny": Kind.HOST_RULES,
+        "unix_sockets": Kind.PATHS,
+    },
+    "env": {"deny": Kind.ENV_GLOBS, "set": Kind.ENV_TABLE, "pass": Kind.ENV_NAMES},
+    "limits": {
+        "memory": Kind.SIZE,
+        "pids": Kind.COUNT,
+        "wall_time": Kind.DURATION,
+        "file_size": Kind.SIZE,
+        "tmp_size": Kind.SIZE,
+    },
+    "audit": {"log": Kind.PATH},
+}
+
+LIST_KINDS = frozenset(
+    {Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES}
+)

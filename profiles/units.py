@@ -1,0 +1,62 @@
+"""Sizes ("4G") and durations ("30m") as written in policies."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", re.IGNORECASE)
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from an integer or a string like "512M", "4G", "1.5GiB"."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as \"4G\" or \"512M\"")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError("a size must be positive")
+        return value
+    match = _SIZE_RE.match(value)
+    if not match:
+        raise ValueError(f"bad size {value!r}: write a number with K, M, G or T, e.g. \"4G\"")
+    number = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+    if number < 1:
+        raise ValueError(f"bad size {value!r}: it must be at least one byte")
+    return int(number)
+
+
+def parse_duration(value: int | float | str) -> float:
+    """Seconds from a number or a string like "30m", "1h30m", "500ms"."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as \"30m\" or \"10s\"")
+    if isinstance(value, (int, float)):
+        if value <= 0:
+            raise ValueError("a duration must be positive")
+        return float(value)
+    text = value.strip().replace(" ", "")
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts).lower() != text.lower():
+        raise ValueError(f"bad duration {value!r}: write e.g. \"30m\", \"90s\" or \"1h30m\"")
+    seconds = sum(float(n) * _DURATION_UNITS[u.lower()] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"bad duration {value!r}: it must be positive")
+    return seconds
+
+
+def format_size(size: int) -> str:
+    for unit, factor in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def format_duration(seconds: float) -> str:
+    if seconds >= 1 and float(seconds).is_integer():
+        whole = int(seconds)
+        for unit, factor in (("h", 3600), ("m", 60)):
+            if whole % factor == 0:
+                return f"{whole // factor}{unit}"
+        return f"{whole}s"
+    return f"{int(round(seconds * 1000))}ms"
