@@ -1,0 +1,146 @@
+"""Facts about this Linux machine that decide whether and how stockade can sandbox."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")
+
+
+@lru_cache(maxsize=1)
+def bwrap_path() -> str | None:
+    """bwrap by absolute path: never whatever a writable PATH entry offers first."""
+    for candidate in BWRAP_CANDIDATES:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("bwrap")
+    return found if found and os.path.isabs(found) else None
+
+
+@lru_cache(maxsize=1)
+def bwrap_version() -> tuple[int, ...] | None:
+    path = bwrap_path()
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
+    return tuple(int(g or 0) for g in match.groups()) if match else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def check_bwrap() -> Check:
+    path = bwrap_path()
+    if path is None:
+        return Check("bubblewrap", False, "bwrap not found", "install it: sudo apt-get install bubblewrap (or dnf install bubblewrap)")
+    version = bwrap_version()
+    text = ".".join(map(str, version)) if version else "unknown version"
+    mode = os.stat(path).st_mode
+    if mode & 0o4000:
+        return Check("bubblewrap", False, f"{path} {text} is setuid", "stockade needs non-setuid bwrap with user namespaces; remove the setuid bit")
+    return Check("bubblewrap", True, f"{path} {text}")
+
+
+def check_userns() -> Check:
+    """Can this user create the namespaces a sandbox needs? Tried for real."""
+    apparmor = _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    clone = _read("/proc/sys/kernel/unprivileged_userns_clone")
+    max_ns = _read("/proc/sys/user/max_user_namespaces")
+    path = bwrap_path()
+    if path is None:
+        return Check("user namespaces", False, "cannot test without bwrap", "install bubblewrap first")
+    try:
+        result = subprocess.run(
+            [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--", "/bin/true"],
+            capture_output=True, text=True, timeout=10,
+        )
+        ok, error = result.returncode == 0, result.stderr.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        ok, error = False, str(exc)
+    if ok:
+        return Check("user namespaces", True, f"bwrap can create user, pid, net, ipc, uts and cgroup namespaces (max_user_namespaces={max_ns})")
+    if apparmor == "1":
+        fix = ("Ubuntu restricts unprivileged user namespaces: add an AppArmor profile for bwrap "
+               "(see /etc/apparmor.d/bwrap-userns-restrict on Ubuntu 24.04) or run "
+               "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0")
+    elif clone == "0":
+        fix = "run: sudo sysctl kernel.unprivileged_userns_clone=1"
+    elif max_ns == "0":
+        fix = "run: sudo sysctl user.max_user_namespaces=15000"
+    else:
+        fix = "check that the kernel has CONFIG_USER_NS and that no container runtime forbids unshare"
+    return Check("user namespaces", False, f"bwrap failed: {error or 'unknown error'}", fix)
+
+
+def libseccomp_version() -> str | None:
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2")
+    except OSError:
+        return None
+    lib.seccomp_version.restype = ctypes.POINTER(ctypes.c_uint * 3)
+    major, minor, micro = lib.seccomp_version().contents
+    return f"{major}.{minor}.{micro}"
+
+
+def check_libseccomp() -> Check:
+    version = libseccomp_version()
+    if version is None:
+        return Check("libseccomp", False, "libseccomp.so.2 not found", "install it: sudo apt-get install libseccomp2")
+    return Check("libseccomp", True, f"libseccomp {version}")
+
+
+def cgroup_v2_delegated() -> str | None:
+    """A cgroup v2 directory this user may create children in, if any."""
+    if _read("/sys/fs/cgroup/cgroup.controllers") is None:
+        return None
+    own = _read("/proc/self/cgroup") or ""
+    match = re.search(r"^0::(.*)$", own, re.MULTILINE)
+    if not match:
+        return None
+    folder = "/sys/fs/cgroup" + match.group(1).rstrip("/")
+    for candidate in (folder, os.path.dirname(folder)):
+        if os.access(candidate, os.W_OK) and os.access(os.path.join(candidate, "cgroup.procs"), os.W_OK):
+            return candidate
+    return None
+
+
+def check_limits() -> Check:
+    folder = cgroup_v2_delegated()
+    if folder:
+        return Check("resource limits", True, f"pids and memory through cgroup v2 under {folder}", required=False)
+    if shutil.which("systemd-run") and os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        return Check("resource limits", True, "pids and memory through systemd-run --user --scope", required=False)
+    return Check(
+        "resource limits", True,
+        "no delegated cgroup: [limits] memory and pids fall back to rlimits (per process / per user)",
+        "for exact limits, run under a systemd user session or delegate a cgroup v2 subtree", required=False,
+    )
+
+
+def linux_checks() -> list[Check]:
+    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits()]

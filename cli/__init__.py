@@ -1,0 +1,1 @@
+"""The command line: a lean `run` path and a Typer application for everything else."""

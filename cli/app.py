@@ -1,0 +1,98 @@
+"""The Typer application: every command but the hot path of `run`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+
+from stockade.cli import check, doctor, explain, init, trust
+from stockade.cli.console import error_line
+from stockade.cli.run_options import RUN_OPTIONS
+from stockade.profiles.errors import ExitCode, StockadeError
+
+VERSION = "0.1.0"
+
+app = typer.Typer(
+    name="stockade",
+    help="Run any command inside the operating system's sandbox, from a per-project TOML policy.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"stockade {VERSION}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    """stockade: a sandbox you can leave switched on."""
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Run COMMAND inside the sandbox: stockade run [OPTIONS] -- COMMAND [ARGS...]",
+)
+def run(
+    ctx: typer.Context,
+    policy: Annotated[Optional[Path], typer.Option("--policy", "-p", help=RUN_OPTIONS[0].help, metavar="FILE")] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help=RUN_OPTIONS[1].help, metavar="NAME")] = None,
+    shell: Annotated[Optional[str], typer.Option("-c", help=RUN_OPTIONS[2].help, metavar="STRING")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help=RUN_OPTIONS[3].help)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=RUN_OPTIONS[4].help)] = False,
+    platform: Annotated[Optional[str], typer.Option("--platform", help=RUN_OPTIONS[5].help, metavar="NAME")] = None,
+) -> None:
+    # Reached only through `stockade --debug run` variants that Typer parses; the
+    # console script sends `run` to the lean parser first.
+    from stockade.cli.run_command import run as lean_run
+
+    argv: list[str] = []
+    for flag, value in (("--policy", policy), ("--profile", profile), ("-c", shell), ("--platform", platform)):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet
+    raise typer.Exit(lean_run([*argv, "--", *ctx.args]) if ctx.args or shell else lean_run(argv))
+
+
+app.command(name="check", help="Validate a policy and print the effective policy after extends and merge.")(check.check)
+app.command(name="explain", help="Say in plain words what the effective policy allows and denies.")(explain.explain)
+app.command(name="init", help="Write a commented starter .stockade.toml for this project.")(init.init)
+app.command(name="doctor", help="Check that this machine can sandbox, and say how to fix what is missing.")(doctor.doctor)
+app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
+
+
+def run_app(args: list[str], *, debug: bool = False) -> int:
+    """Run Typer with one error handler: one line on stderr, DESIGN.md exit codes."""
+    debug = debug or "--debug" in args
+    try:
+        result = app(args=args, prog_name="stockade", standalone_mode=False)
+    except StockadeError as error:
+        if debug:
+            import traceback
+
+            traceback.print_exception(error)
+        error_line(str(error))
+        return int(error.exit_code)
+    except click.exceptions.Exit as done:
+        return int(done.exit_code)
+    except click.exceptions.Abort:
+        return ExitCode.SIGNAL_BASE + 2
+    except click.ClickException as error:
+        error.show(file=sys.stderr)
+        return ExitCode.USAGE
+    return int(result or 0)

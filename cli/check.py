@@ -1,0 +1,31 @@
+"""`stockade check`: validate a policy and print the effective result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from stockade.cli.run_command import untrusted_note
+from stockade.cli.selection import select
+from stockade.profiles.serialize import policy_to_dict, policy_to_toml
+
+
+def check(
+    file: Annotated[Optional[Path], typer.Argument(help="Policy file (default: what `stockade run` would use here).")] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="Check a built-in profile instead.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    resolution = select(file, profile)
+    if as_json:
+        data = policy_to_dict(resolution.policy)
+        data["trusted"] = resolution.trusted
+        data["ignored"] = list(resolution.dropped)
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    note = untrusted_note(resolution)
+    if note:
+        typer.echo(note, err=True)
+    print(policy_to_toml(resolution.policy), end="")

@@ -1,0 +1,40 @@
+"""`stockade doctor`: can this machine sandbox, and if not, how to fix it."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.table import Table
+
+from stockade.cli.console import stdout
+from stockade.profiles.errors import ExitCode
+
+
+def _checks() -> list:
+    if sys.platform == "darwin":
+        from stockade.bwrap.probe import Check
+
+        exists = os.access("/usr/bin/sandbox-exec", os.X_OK)
+        return [Check("sandbox-exec", exists, "/usr/bin/sandbox-exec" if exists else "not found",
+                      "" if exists else "sandbox-exec ships with macOS; check that /usr/bin is intact")]
+    from stockade.bwrap.probe import linux_checks
+
+    return linux_checks()
+
+
+def doctor() -> None:
+    checks = _checks()
+    table = Table(show_header=True, header_style="bold")
+    for column in ("check", "status", "detail", "how to fix"):
+        table.add_column(column)
+    for check in checks:
+        status = "ok" if check.ok else ("FAIL" if check.required else "warn")
+        table.add_row(check.name, status, check.detail, check.fix if not check.ok or not check.required else "")
+    stdout().print(table)
+    failed = [c for c in checks if c.required and not c.ok]
+    if failed:
+        print(f"stockade: {len(failed)} check(s) failed: sandboxing will not work until fixed", file=sys.stderr)
+        raise typer.Exit(ExitCode.SETUP)
+    print("stockade: this machine can sandbox")

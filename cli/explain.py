@@ -1,0 +1,95 @@
+"""`stockade explain`: what the effective policy allows and denies, in plain words."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from stockade.cli.console import stdout
+from stockade.cli.run_command import untrusted_note
+from stockade.cli.selection import select
+from stockade.profiles.envfilter import withheld
+from stockade.profiles.floor import floor_for, floor_summary
+from stockade.profiles.locations import locate
+from stockade.profiles.model import NetworkMode, Policy
+from stockade.profiles.serialize import policy_to_dict
+from stockade.profiles.units import format_duration, format_size
+
+
+def explanation(policy: Policy) -> dict[str, Any]:
+    locations = locate()
+    floor = floor_for(policy.filesystem.allow_write, locations, policy.protected_files)
+    return {
+        "policy": policy_to_dict(policy),
+        "floor": {"rules": floor_summary(), "read_only": list(floor.read_only), "hidden": list(floor.hidden)},
+        "env_withheld": withheld(os.environ, policy.env),
+    }
+
+
+def _network_words(policy: Policy) -> str:
+    net = policy.network
+    if net.mode is NetworkMode.NONE:
+        return "off: no connection can leave the sandbox"
+    if net.mode is NetworkMode.OPEN:
+        extra = f", except {', '.join(net.deny)}" if net.deny else ""
+        return f"open to any public host through the audited proxy{extra}"
+    if not net.allow:
+        return "allowlist with nothing on it: every connection is refused"
+    return f"only {', '.join(net.allow)} through the audited proxy" + (f"; never {', '.join(net.deny)}" if net.deny else "")
+
+
+def _limits_words(policy: Policy) -> str:
+    limits = policy.limits
+    parts = [
+        f"memory {format_size(limits.memory)}" if limits.memory else "",
+        f"{limits.pids} processes" if limits.pids else "",
+        f"wall time {format_duration(limits.wall_time)}" if limits.wall_time else "",
+        f"file size {format_size(limits.file_size)}" if limits.file_size else "",
+        f"/tmp {format_size(limits.tmp_size)}" if limits.tmp_size else "",
+    ]
+    return ", ".join(p for p in parts if p) or "none set"
+
+
+def explain(
+    policy: Annotated[Optional[Path], typer.Option("--policy", "-p", help="Explain this policy file.")] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="Explain a built-in profile.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    resolution = select(policy, profile)
+    data = explanation(resolution.policy)
+    if as_json:
+        data["trusted"] = resolution.trusted
+        data["ignored"] = list(resolution.dropped)
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    p = resolution.policy
+    console = stdout()
+    console.print(f"Policy: {p.origin}" + ("" if resolution.trusted else " (untrusted: narrowing only)"))
+    note = untrusted_note(resolution)
+    if note:
+        console.print(note)
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("what")
+    table.add_column("rule")
+    rows = [
+        ("writable", "\n".join(p.filesystem.allow_write) or "nothing but a private /tmp"),
+        ("read-only inside writable places", "\n".join((*p.filesystem.deny_write, *data["floor"]["read_only"])) or "-"),
+        ("unreadable", "\n".join((*p.filesystem.deny_read, *data["floor"]["hidden"]))),
+        ("everything else", "readable, not writable"),
+        ("network", _network_words(p)),
+        ("unix sockets", "\n".join(p.network.unix_sockets) or "none (creating one is refused)"),
+        ("environment withheld", ", ".join(data["env_withheld"]) or "-"),
+        ("environment set", ", ".join(f"{k}={v}" for k, v in p.env.set) or "-"),
+        ("limits", _limits_words(p)),
+    ]
+    for what, rule in rows:
+        table.add_row(what, rule)
+    console.print(table)
+    console.print("Always, whatever the policy says:")
+    for line in data["floor"]["rules"]:
+        console.print(f"  - {line}")

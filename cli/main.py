@@ -1,0 +1,60 @@
+"""Console entry point: sends `run` to the lean path, everything else to Typer."""
+
+from __future__ import annotations
+
+import sys
+
+from stockade.profiles.errors import ExitCode, StockadeError
+
+HELP_FLAGS = frozenset({"-h", "--help"})
+
+
+def _report(error: BaseException, debug: bool) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exception(error)
+    print(f"stockade: error: {error}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = False
+    while args and args[0] == "--debug":
+        debug = True
+        args.pop(0)
+    if args and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:]))):
+        from stockade.cli.run_command import run
+
+        try:
+            return run(args[1:])
+        except StockadeError as error:
+            _report(error, debug)
+            return int(error.exit_code)
+        except KeyboardInterrupt:
+            return ExitCode.SIGNAL_BASE + 2
+    from stockade.cli.app import run_app
+
+    return run_app(args, debug=debug)
+
+
+def _run_options_part(args: list[str]) -> list[str]:
+    """The words before the command: `stockade run -- ls --help` is not a help request."""
+    from stockade.cli.run_options import BY_FLAG
+
+    out: list[str] = []
+    skip = False
+    for word in args:
+        if skip:
+            skip = False
+            continue
+        if word == "--" or not word.startswith("-"):
+            break
+        out.append(word)
+        option = BY_FLAG.get(word)
+        skip = bool(option and option.takes_value)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

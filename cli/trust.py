@@ -1,0 +1,46 @@
+"""`stockade trust`: let a project policy widen your own, like `direnv allow`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
+from stockade.profiles.errors import UsageError
+from stockade.profiles.locations import locate
+from stockade.profiles.resolve import project_chain
+from stockade.profiles.trust import TrustStore, chain_digest
+
+
+def _target(file: Path | None) -> Path:
+    if file is None:
+        found = find_project_policy(Path(os.getcwd()))
+        if found is None:
+            raise UsageError(f"no {PROJECT_FILE} here or in any parent directory; give the file to trust")
+        return found
+    path = file if file.is_absolute() else Path(os.getcwd()) / file
+    return Path(os.path.normpath(path))
+
+
+def trust(
+    file: Annotated[Optional[Path], typer.Argument(help=f"Policy file (default: the nearest {PROJECT_FILE}).")] = None,
+    revoke: Annotated[bool, typer.Option("--revoke", help="Forget the trust recorded for FILE.")] = False,
+) -> None:
+    locations = locate()
+    store = TrustStore(locations.trust_file)
+    target = _target(file)
+    if revoke:
+        if store.revoke(target):
+            print(f"stockade: no longer trusting {target}")
+        else:
+            print(f"stockade: {target} was not trusted")
+        return
+    if not target.is_file():
+        raise UsageError(f"{target}: no such policy file")
+    layers = project_chain(target, locations)  # validates the whole chain first
+    store.trust(target, chain_digest(layers))
+    files = [layer.source for layer in layers if not layer.is_builtin]
+    print(f"stockade: trusting {target} as it is now ({len(files)} file(s)); any change makes it untrusted again")

@@ -1,0 +1,75 @@
+"""The effective policy as plain data (JSON) and as TOML text, for `check` and `explain`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stockade.profiles.model import Policy
+from stockade.profiles.units import format_duration, format_size
+
+
+def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    limits = policy.limits
+    return {
+        "origin": policy.origin,
+        "sources": list(policy.sources),
+        "project_dir": str(policy.project_dir),
+        "filesystem": {
+            "deny_read": list(policy.filesystem.deny_read),
+            "allow_write": list(policy.filesystem.allow_write),
+            "deny_write": list(policy.filesystem.deny_write),
+        },
+        "network": {
+            "mode": policy.network.mode.value,
+            "allow": list(policy.network.allow),
+            "deny": list(policy.network.deny),
+            "unix_sockets": list(policy.network.unix_sockets),
+        },
+        "env": {
+            "deny": list(policy.env.deny),
+            "set": dict(policy.env.set),
+            "pass": list(policy.env.passthrough),
+        },
+        "limits": {
+            "memory": limits.memory,
+            "pids": limits.pids,
+            "wall_time": limits.wall_time,
+            "file_size": limits.file_size,
+            "tmp_size": limits.tmp_size,
+        },
+        "audit": {"log": policy.audit.log},
+    }
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        return "[\n" + "".join(f"    {_toml_value(v)},\n" for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return str(value)
+
+
+def policy_to_toml(policy: Policy) -> str:
+    """A standalone TOML document equivalent to the effective policy (no extends)."""
+    data = policy_to_dict(policy)
+    limits = policy.limits
+    data["limits"] = {
+        "memory": format_size(limits.memory) if limits.memory else None,
+        "pids": limits.pids,
+        "wall_time": format_duration(limits.wall_time) if limits.wall_time else None,
+        "file_size": format_size(limits.file_size) if limits.file_size else None,
+        "tmp_size": format_size(limits.tmp_size) if limits.tmp_size else None,
+    }
+    out = [f"# effective policy from {policy.origin}", f"# built from: {', '.join(policy.sources)}"]
+    for table in ("filesystem", "network", "env", "limits", "audit"):
+        out.append(f"\n[{table}]")
+        for key, value in data[table].items():
+            if value is None or value == {} and key != "set":
+                continue
+            out.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(out) + "\n"
