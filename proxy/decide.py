@@ -1,0 +1,268 @@
+"""Allow or deny one (host, port) for a session: pure functions, no mitmproxy.
+
+Two questions, asked at two moments:
+- `decide`: may the sandbox ask for this host and port at all? Judged on the
+  name the client sent, before any DNS lookup (so a denied name is never
+  resolved, which also closes DNS exfiltration through the proxy).
+- `check_resolved`: now that an allowed name has been resolved, may we
+  connect to these addresses? Refuses loopback, private, link-local,
+  multicast, metadata and this host's own addresses unless the address is
+  listed, so an allowed name cannot be pointed at the inside.
+
+The rule syntax and its canonical form belong to `profiles.domains`; this
+module only applies it to what arrives on the wire, where every spelling of
+an address (2130706433, 0x7f.1, 0177.0.0.1, ::ffff:127.0.0.1) must land on
+one canonical address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from stockade.profiles.domains import HostRule, IPAddress, IPNetwork, canonical_name, parse_rule
+
+_V4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NUMBER = re.compile(r"(0[xX][0-9a-fA-F]*|[0-9]+)")
+
+NO_ALLOW_RULE = "no allow rule matches"
+IP_NOT_LISTED = "IP literal not listed"
+INVALID_HOST = "invalid host name"
+NETWORK_OFF = "network mode is none"
+
+# Checked in this order; the first match names the refusal. Metadata first so
+# 169.254.169.254 reads "cloud metadata" rather than "link-local".
+_FORBIDDEN: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = tuple(
+    (kind, tuple(ipaddress.ip_network(n) for n in nets))
+    for kind, nets in (
+        ("cloud metadata", ("169.254.169.254/32", "fd00:ec2::254/128", "100.100.100.200/32")),
+        ("unspecified", ("0.0.0.0/8", "::/128")),
+        ("loopback", ("127.0.0.0/8", "::1/128")),
+        ("link-local", ("169.254.0.0/16", "fe80::/10")),
+        ("private", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")),
+        ("multicast", ("224.0.0.0/4", "ff00::/8")),
+        ("reserved", ("240.0.0.0/4",)),
+    )
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer for one request, with what to tell the user."""
+
+    allowed: bool
+    rule: str  # the rule that decided (`allow "x"`, `deny "y"`) or the reason
+    hint: str = ""  # the exact TOML line to add under [network], "" when adding cannot help
+    host: str = ""  # canonical spelling of the host that was judged
+
+
+@dataclass(frozen=True)
+class Target:
+    """A host as sent by a client, canonicalised: a name or an address, never both."""
+
+    name: str = ""
+    address: IPAddress | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.address is None else str(self.address)
+
+
+@dataclass(frozen=True)
+class SessionRules:
+    """A session's network rules, parsed once at registration."""
+
+    allow: tuple[HostRule, ...] = ()
+    deny: tuple[HostRule, ...] = ()
+    mode: str = "allowlist"  # "allowlist" | "open" | "none"
+
+    @classmethod
+    def parse(cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist") -> SessionRules:
+        """Parse canonical rule strings from `profiles`; ValueError names the bad entry."""
+        if mode not in ("allowlist", "open", "none"):
+            raise ValueError(f"unknown network mode {mode!r} (expected allowlist, open or none)")
+        return cls(
+            allow=tuple(_normalise_rule(parse_rule(r)) for r in allow),
+            deny=tuple(_normalise_rule(parse_rule(r)) for r in deny),
+            mode=mode,
+        )
+
+
+def canonical_address(address: IPAddress) -> IPAddress:
+    """One spelling per address: IPv4-mapped IPv6 becomes IPv4, scope ids are dropped."""
+    if address.version == 6:
+        mapped = address.ipv4_mapped  # type: ignore[union-attr]
+        if mapped is not None:
+            return mapped
+        if address.scope_id:  # type: ignore[union-attr]
+            return ipaddress.IPv6Address(str(address).split("%", 1)[0])
+    return address
+
+
+def parse_ipv4_loose(text: str) -> ipaddress.IPv4Address | None:
+    """Parse IPv4 the way inet_aton does (1-4 parts, hex, octal), or None.
+
+    Clients hand such spellings to the resolver, which turns 2130706433,
+    0x7f.1 and 0177.0.0.1 into 127.0.0.1; the filter must see the same address.
+    """
+    parts = text.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    values: list[int] = []
+    for part in parts:
+        if not _NUMBER.fullmatch(part):
+            return None
+        if part[:2].lower() == "0x":
+            values.append(int(part[2:] or "0", 16))
+        elif len(part) > 1 and part.startswith("0"):
+            if not set(part) <= set("01234567"):
+                return None
+            values.append(int(part, 8))
+        else:
+            values.append(int(part))
+    *head, last = values
+    if any(v > 255 for v in head) or last >= 256 ** (5 - len(values)):
+        return None
+    number = last
+    for i, value in enumerate(head):
+        number |= value << (24 - 8 * i)
+    return ipaddress.IPv4Address(number)
+
+
+def canonical_target(host: str) -> Target:
+    """Canonicalise a host from a request line, CONNECT or SNI; ValueError if it is no valid host."""
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if ":" in text:
+        try:
+            return Target(address=canonical_address(ipaddress.ip_address(text)))
+        except ValueError as exc:
+            raise ValueError(f"{host!r} is not a valid IPv6 address") from exc
+    text = text.rstrip(".")
+    last_label = text.rsplit(".", 1)[-1]
+    if _NUMBER.fullmatch(last_label):
+        # A name whose last label is a number is an IPv4 spelling (no TLD is numeric).
+        address = parse_ipv4_loose(text)
+        if address is None:
+            raise ValueError(f"{host!r} is not a valid IPv4 address")
+        return Target(address=address)
+    return Target(name=canonical_name(text))
+
+
+def decide(rules: SessionRules, host: str, port: int) -> Decision:
+    """May this session ask for host:port? Deny rules first, then allow rules."""
+    try:
+        target = canonical_target(host)
+    except ValueError:
+        return Decision(False, INVALID_HOST, "", _printable(host))
+    shown = str(target)
+    if not 0 < port < 65536:
+        return Decision(False, f"invalid port {port}", "", shown)
+    if rules.mode == "none":
+        return Decision(False, NETWORK_OFF, "", shown)
+    for rule in rules.deny:
+        if _matches(rule, target, port):
+            return Decision(False, f'deny "{rule}"', "", shown)
+    if rules.mode == "open":
+        return Decision(True, 'mode "open"', "", shown)
+    for rule in rules.allow:
+        if _matches(rule, target, port):
+            return Decision(True, f'allow "{rule}"', "", shown)
+    if target.address is not None:
+        return Decision(False, IP_NOT_LISTED, allow_line(shown), shown)
+    if any(_matches(HostRule(r.host, r.wildcard, r.network), target, port) for r in rules.allow):
+        # Listed for other ports only: suggest exactly this port, not every port.
+        return Decision(False, f"no allow rule matches port {port}", allow_line(f"{shown}:{port}"), shown)
+    return Decision(False, NO_ALLOW_RULE, allow_line(shown), shown)
+
+
+def address_kind(address: IPAddress) -> str | None:
+    """Why an address is off limits by default ("loopback", ...), or None for a public one.
+
+    Addresses that embed an IPv4 (mapped, 6to4, NAT64) are judged by it too:
+    on hosts with such routes they reach that IPv4.
+    """
+    candidates = [canonical_address(address)]
+    if address.version == 6:
+        v6 = ipaddress.IPv6Address(int(address))
+        if v6.sixtofour is not None:
+            candidates.append(v6.sixtofour)
+        if v6 in _NAT64:
+            candidates.append(ipaddress.IPv4Address(int(v6) & 0xFFFFFFFF))
+    for kind, networks in _FORBIDDEN:
+        for candidate in candidates:
+            if any(candidate.version == n.version and candidate in n for n in networks):
+                return kind
+    return None
+
+
+def check_resolved(
+    rules: SessionRules,
+    host: str,
+    port: int,
+    addresses: Iterable[IPAddress],
+    own_addresses: Iterable[IPAddress] = (),
+    exempt: Iterable[tuple[IPAddress, int]] = (),
+) -> Decision:
+    """May we connect to what `host` resolved to? Every address must pass.
+
+    `exempt` lists (address, port) endpoints that are known upstreams (the
+    test resolver's origins), never set in production.
+    """
+    own = {canonical_address(a) for a in own_addresses}
+    exempt_set = {(canonical_address(a), p) for a, p in exempt}
+    resolved = [canonical_address(a) for a in addresses]
+    if not resolved:
+        return Decision(False, f"{host} did not resolve", "", host)
+    is_literal = len(resolved) == 1 and host == str(resolved[0])
+    for address in resolved:
+        where = f"{address}" if is_literal else f"{host} resolves to {address}"
+        for rule in rules.deny:
+            if rule.network is not None and _matches(rule, Target(address=address), port):
+                return Decision(False, f'deny "{rule}" ({where})', "", host)
+        if (address, port) in exempt_set:
+            continue
+        kind = "this host's own address" if address in own else address_kind(address)
+        if kind is None:
+            continue
+        if any(r.network is not None and _matches(r, Target(address=address), port) for r in rules.allow):
+            continue
+        reason = f"{address} is {kind}" if is_literal else f"{where} ({kind})"
+        return Decision(False, reason, allow_line(str(address)), host)
+    return Decision(True, "resolved addresses are public or listed", "", host)
+
+
+def allow_line(entry: str) -> str:
+    """The exact line that would allow `entry`, ready to paste under [network]."""
+    return f"allow = [{json.dumps(entry)}]"
+
+
+def _matches(rule: HostRule, target: Target, port: int) -> bool:
+    if rule.port is not None and rule.port != port:
+        return False
+    if rule.network is not None:
+        address = target.address
+        return address is not None and address.version == rule.network.version and address in rule.network
+    if target.address is not None:
+        return False
+    if rule.wildcard:
+        return target.name.endswith("." + rule.host)
+    return target.name == rule.host
+
+
+def _normalise_rule(rule: HostRule) -> HostRule:
+    """IPv4-mapped IPv6 rules become IPv4 rules, so they meet canonical addresses."""
+    net = rule.network
+    if net is not None and net.version == 6 and net.prefixlen >= 96 and net.subnet_of(_V4_MAPPED):  # type: ignore[arg-type]
+        v4 = ipaddress.IPv4Network((int(net.network_address) & 0xFFFFFFFF, net.prefixlen - 96))
+        return HostRule(network=v4, port=rule.port)
+    return rule
+
+
+def _printable(host: str) -> str:
+    """A rejected host as text safe for logs and one-line messages (escapes control bytes)."""
+    return host.encode("unicode_escape").decode("ascii")[:255]
