@@ -71,6 +71,23 @@ RUNS_LATER_IN_HOME: tuple[str, ...] = (
 )
 
 
+# Floor entries that are folders when they exist (the rest are files); a
+# backend that must stop their creation needs to know which is which.
+FOLDER_NAMES: frozenset[str] = frozenset(
+    {
+        ".git/hooks", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini",
+        ".github/hooks", ".pip", ".config/fish", ".config/autostart", ".config/systemd",
+        ".config/environment.d", ".config/git", ".config/pip", ".config/Code/User", ".ssh",
+        ".gnupg", ".local/bin", ".bun/bin", ".cargo/bin", "Library/LaunchAgents", "stockade",
+    }
+)
+
+
+def is_folder_entry(path: str) -> bool:
+    """Whether an absent floor path should be protected as a folder."""
+    return any(path == name or path.endswith("/" + name) for name in FOLDER_NAMES)
+
+
 @dataclass(frozen=True)
 class Floor:
     """Floor paths for one run: read-only inside, or hidden entirely."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 GLOB_CHARS = frozenset("*?[")
@@ -40,3 +41,52 @@ def is_within(path: str, root: str) -> bool:
     """True when `path` is `root` or lies below it (plain string logic, no symlinks)."""
     root = root.rstrip("/") or "/"
     return path == root or path.startswith(root + "/") or root == "/"
+
+
+def glob_to_regex(pattern: str) -> str:
+    """Regex for an absolute glob: `**/` spans folders, `*` and `?` stay within one name.
+
+    Shared by the backends: bwrap expands globs at start, Seatbelt matches them.
+    """
+    out = ["^"]
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            out.append("(?:[^/]*/)*")
+            index += 3
+        elif pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif pattern[index] == "*":
+            out.append("[^/]*")
+            index += 1
+        elif pattern[index] == "?":
+            out.append("[^/]")
+            index += 1
+        elif pattern[index] == "[":
+            end = pattern.find("]", index + 1)
+            if end < 0:
+                out.append(r"\[")
+                index += 1
+            else:
+                body = pattern[index + 1 : end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                index = end + 1
+        else:
+            out.append(re.escape(pattern[index]))
+            index += 1
+    out.append("$")
+    return "".join(out)
+
+
+def glob_base(pattern: str) -> str:
+    """The longest leading folder of a glob without glob characters."""
+    parts = pattern.split("/")
+    fixed: list[str] = []
+    for part in parts[:-1]:
+        if is_glob(part):
+            break
+        fixed.append(part)
+    return "/".join(fixed) or "/"

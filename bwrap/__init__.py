@@ -1,0 +1,1 @@
+"""The Linux backend: policy -> bwrap argv, seccomp filter, network bridge, supervision."""

@@ -1,0 +1,150 @@
+"""The Linux backend: a policy becomes a bwrap invocation plus a seccomp filter."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+
+from stockade.bwrap import args as bw
+from stockade.bwrap.limits import LimitPlan, new_session_id, plan_limits
+from stockade.bwrap.mounts import View, plan_view
+from stockade.bwrap.probe import bwrap_path
+from stockade.profiles.backend import RunRequest
+from stockade.profiles.envfilter import sandbox_env, withheld
+from stockade.profiles.locations import Locations
+from stockade.profiles.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
+from stockade.profiles.model import Policy
+from stockade.profiles.paths import is_within
+
+# New namespaces for everything; no nested user namespaces; no capabilities even as root.
+SEALED = ("--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+          "--unshare-net", "--disable-userns", "--die-with-parent", "--cap-drop", "ALL")
+
+
+@dataclass
+class BwrapPlan:
+    bwrap: str
+    policy: Policy
+    pieces: list[bw.Piece]
+    command: tuple[str, ...]
+    env: dict[str, str]
+    cwd: str
+    view: View
+    limits: LimitPlan
+    session: str
+    interactive: bool
+    quiet: bool
+    locations: Locations
+    withheld_env: list[str] = field(default_factory=list)
+
+    @property
+    def allow_unix(self) -> bool:
+        return bool(self.policy.network.unix_sockets)
+
+
+def _sealing(interactive: bool) -> list[bw.Piece]:
+    pieces: list[bw.Piece] = [bw.Flag(word) for word in SEALED]
+    if not interactive:
+        pieces.append(bw.Flag("--new-session"))  # no TIOCSTI into a terminal we do not own (ESCAPES 46)
+    return [*pieces, bw.Flag("--hostname"), bw.Flag("stockade")]
+
+
+def _working_dir(cwd: str, view: View) -> str:
+    real = os.path.realpath(cwd)
+    hidden = [m for m in view.masked if is_within(real, m)]
+    if hidden:
+        raise SandboxSetupError(
+            f"the working directory {cwd} is hidden by the policy ({hidden[0]}); run from a folder the sandbox can see"
+        )
+    if not os.path.isdir(real):
+        raise SandboxSetupError(f"the working directory {cwd} does not exist")
+    return real
+
+
+def _environment(request: RunRequest, view: View) -> dict[str, str]:
+    env = sandbox_env(request.host_env, request.policy.env)
+    tmpdir = env.get("TMPDIR")
+    if tmpdir and not any(is_within(os.path.realpath(tmpdir), root) for root in view.writable):
+        env["TMPDIR"] = "/tmp"
+    env["STOCKADE_SANDBOX"] = "1"
+    return env
+
+
+class BwrapBackend:
+    name = "bwrap"
+
+    def build(self, request: RunRequest) -> BwrapPlan:
+        bwrap = bwrap_path()
+        if bwrap is None:
+            raise SandboxSetupError("bubblewrap (bwrap) is not installed: sudo apt-get install bubblewrap; then run `stockade doctor`")
+        view = plan_view(request.policy, request.locations)
+        cwd = _working_dir(str(request.cwd), view)
+        interactive = sys.stdin is not None and _isatty(0)
+        pieces = _sealing(interactive) + view.pieces() + [bw.Chdir(cwd)]
+        session = new_session_id()
+        return BwrapPlan(
+            bwrap=bwrap,
+            policy=request.policy,
+            pieces=pieces,
+            command=request.command,
+            env=_environment(request, view),
+            cwd=cwd,
+            view=view,
+            limits=plan_limits(request.policy.limits, session),
+            session=session,
+            interactive=interactive,
+            quiet=request.quiet,
+            locations=request.locations,
+            withheld_env=withheld(request.host_env, request.policy.env),
+        )
+
+    def explain(self, plan: BwrapPlan) -> str:
+        lines = [
+            f"# stockade plan: linux, {plan.bwrap}",
+            f"# policy: {plan.policy.origin}",
+            f"{plan.bwrap} --args FD --seccomp FD --info-fd FD -- {shlex.join(plan.command)}",
+            "# --args FD carries, NUL-separated:",
+        ]
+        lines += [f"  {shlex.join(list(piece.to_args()))}" for piece in plan.pieces]
+        lines.append(f"# seccomp: {'AF_UNIX allowed for ' + ', '.join(plan.policy.network.unix_sockets) if plan.allow_unix else 'AF_UNIX sockets refused'}; see `stockade explain`")
+        lines.append(f"# network: {plan.policy.network.mode.value} (no network namespace route out)")
+        lines.append(f"# environment: {len(plan.env)} variables passed; withheld: {', '.join(plan.withheld_env) or 'none'}")
+        lines.append(f"# limits: {plan.limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
+        if plan.view.placeholders:
+            lines.append(f"# absent protected paths held read-only by mount points removed after the run: {len(plan.view.placeholders)}")
+        if plan.view.unguarded:
+            lines.append(f"# absent protected paths checked after the run: {', '.join(plan.view.unguarded)}")
+        lines += [f"# note: {note}" for note in plan.view.notes]
+        return "\n".join(lines) + "\n"
+
+    def run(self, plan: BwrapPlan) -> int:
+        from stockade.bwrap.execute import execute
+
+        return execute(plan)
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def resolve_command(command: tuple[str, ...], env: dict[str, str]) -> str:
+    """The program's path as the sandbox will see it; 127/126 with a clear line otherwise."""
+    program = command[0]
+    if "/" in program:
+        if not os.path.exists(program):
+            raise CommandNotFoundError(f"{program}: no such file")
+        path = program
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise CommandNotFoundError(f"{program}: command not found (PATH={env.get('PATH', '')})")
+        path = found
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise CannotExecuteError(f"{path}: not an executable file")
+    return path

@@ -1,0 +1,89 @@
+"""One sandboxed run, start to finish: fds, limits, placeholders, supervision, summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import ExitStack
+
+from stockade.bwrap import args as bw
+from stockade.bwrap.backend import BwrapPlan, resolve_command
+from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, remove_cgroups
+from stockade.bwrap.placeholders import PlaceholderGuard
+from stockade.bwrap.supervise import supervise
+from stockade.bwrap.sweep import sweep_unguarded
+from stockade.profiles.errors import SandboxSetupError
+from stockade.profiles.units import format_duration
+
+
+def _args_fd(pieces: list[bw.Piece]) -> int:
+    """The options in an anonymous memory file: no size limit, never on an argv."""
+    fd = os.memfd_create("stockade-bwrap-args", 0)  # not CLOEXEC: bwrap reads it after exec
+    os.write(fd, bw.encode(pieces))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _seccomp_fd(plan: BwrapPlan) -> int:
+    from stockade.bwrap.seccomp_cache import open_filter
+
+    fd = open_filter(plan.locations.cache / "seccomp", allow_unix=plan.allow_unix)
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def execute(plan: BwrapPlan) -> int:
+    resolve_command(plan.command, plan.env)
+    started = time.monotonic()
+    seccomp_fd = _seccomp_fd(plan)
+    info_read, info_write = os.pipe()
+    os.set_inheritable(info_write, True)
+    pieces = [*plan.pieces, bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write)]
+    args_fd = _args_fd(pieces)
+    argv = [plan.bwrap, "--args", str(args_fd), "--", *plan.command]
+    with ExitStack() as stack:
+        guard = stack.enter_context(PlaceholderGuard(plan.locations.state, plan.session)) if plan.view.placeholders else None
+        if plan.limits.cgroup_dirs:
+            try:
+                make_cgroups(plan.limits)
+            except OSError as exc:
+                raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
+            stack.callback(remove_cgroups, plan.limits)
+        preexec = (lambda: enter_limits(plan.limits)) if (plan.limits.cgroup_procs or plan.limits.rlimits) else None
+        outcome = supervise(
+            argv,
+            env=plan.env,
+            pass_fds=(args_fd, seccomp_fd, info_write),
+            info_read_fd=info_read,
+            close_after_spawn=(args_fd, seccomp_fd, info_write),
+            wall_time=plan.policy.limits.wall_time,
+            interactive=plan.interactive,
+            preexec=preexec,
+            on_started=lambda _pid: guard.remember(plan.view.placeholders) if guard else None,
+        )
+        hits = limit_hit(plan.limits)
+    quarantined = sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)
+    if not plan.quiet:
+        _summary(plan, outcome.timed_out, hits, quarantined, time.monotonic() - started)
+    code = outcome.exit_code
+    return 128 - code if code < 0 else code
+
+
+def _summary(plan: BwrapPlan, timed_out: bool, hits: list[str], quarantined: list[tuple[str, str]], elapsed: float) -> None:
+    """One short stderr block of what stockade knows it blocked; silent when nothing was."""
+    origin = plan.policy.origin
+    lines: list[str] = []
+    limits = plan.policy.limits
+    if timed_out and limits.wall_time:
+        lines.append(f"wall_time {format_duration(limits.wall_time)} reached after {elapsed:.1f}s: the whole sandbox was killed (raise wall_time under [limits] in {origin})")
+    if "pids" in hits:
+        lines.append(f"pids limit {limits.pids} reached: new processes were refused (raise pids under [limits] in {origin})")
+    if "memory" in hits:
+        lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
+    for original, moved in quarantined:
+        lines.append(f"{original} was created inside the sandbox and runs code outside it; moved to {moved} (the floor keeps such files read-only)")
+    for note in plan.view.notes:
+        lines.append(note)
+    for line in lines:
+        print(f"stockade: {line}", file=sys.stderr)

@@ -1,0 +1,58 @@
+"""Expand `deny_read`/`deny_write` globs against the filesystem at sandbox start.
+
+A mount needs a concrete path, so `**/.env` becomes the list of `.env` files
+that exist now. One walk per base folder serves every pattern under it;
+symlinked folders are not followed (a link out of the project is masked by
+its own target's rules, not walked into).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+
+from stockade.profiles.paths import glob_base, glob_to_regex, is_glob
+
+MAX_ENTRIES = 500_000  # a walk stops here; the run's notes say so
+
+
+def expand(patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(existing paths matching any pattern, notes); plain paths pass through if they exist."""
+    found: list[str] = []
+    notes: list[str] = []
+    by_base: dict[str, list[re.Pattern[str]]] = defaultdict(list)
+    for pattern in patterns:
+        if not is_glob(pattern):
+            if os.path.lexists(pattern):
+                found.append(pattern)
+            continue
+        by_base[glob_base(pattern)].append(re.compile(glob_to_regex(pattern)))
+    for base, regexes in by_base.items():
+        matches, complete = _walk(base, regexes)
+        found += matches
+        if not complete:
+            notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
+    return list(dict.fromkeys(found)), notes
+
+
+def _walk(base: str, regexes: list[re.Pattern[str]]) -> tuple[list[str], bool]:
+    matches: list[str] = []
+    stack = [base]
+    seen = 0
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_ENTRIES:
+                        return matches, False
+                    path = entry.path
+                    if any(r.match(path) for r in regexes):
+                        matches.append(path)
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(path)
+        except OSError:
+            continue
+    return matches, True

@@ -1,0 +1,236 @@
+"""The sandbox's filesystem view: which host paths are writable, read-only or hidden.
+
+Planning reads the filesystem (lstat, realpath, glob walks) but changes
+nothing, so `--dry-run` shows exactly what a run would do. Every mount
+destination inside a writable place is checked component by component:
+a symlink there could have been planted by an earlier sandboxed run
+(ESCAPES 2-4), so stockade refuses rather than follow it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field, replace
+
+from stockade.bwrap import globs
+from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
+from stockade.profiles.errors import SandboxSetupError
+from stockade.profiles.floor import floor_for, is_folder_entry
+from stockade.profiles.locations import Locations
+from stockade.profiles.model import Policy
+from stockade.profiles.paths import is_within
+
+DEFAULT_TMP_SIZE = 1 << 30
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+HIDDEN_SYSTEM_DIRS = ("/run",)  # host sockets (D-Bus, agents, docker) live here
+SYMLINK_SCAN_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One mount over a path, ordered by depth so parents come first."""
+
+    path: str
+    rank: int  # at the same depth: writable root 0, pin 1, read-only 2, mask 3
+    piece: Piece
+
+
+@dataclass
+class View:
+    mounts: list[Mount] = field(default_factory=list)
+    writable: list[str] = field(default_factory=list)
+    read_only: list[str] = field(default_factory=list)
+    masked: list[str] = field(default_factory=list)
+    placeholders: list[str] = field(default_factory=list)  # absent floor paths bwrap creates as mount points
+    unguarded: list[str] = field(default_factory=list)  # absent floor paths with absent parents: swept after the run
+    notes: list[str] = field(default_factory=list)
+    tmp_size: int = DEFAULT_TMP_SIZE
+
+    def pieces(self) -> list[Piece]:
+        base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
+        base += [Tmpfs(path, size=self.tmp_size, mode="1777") for path in SCRATCH_DIRS if os.path.isdir(path) or path == "/dev/shm"]
+        base += [Tmpfs(path, mode="0755") for path in HIDDEN_SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+        ordered = sorted(self.mounts, key=lambda m: (m.path.count("/"), m.rank, m.path))
+        return base + [m.piece for m in ordered]
+
+    def add(self, path: str, rank: int, piece: Piece) -> None:
+        if not any(m.path == path and m.rank >= rank for m in self.mounts):
+            self.mounts.append(Mount(path, rank, piece))
+
+
+def _symlink_components(path: str) -> list[str]:
+    """Every existing component of `path` (itself included) that is a symlink."""
+    found: list[str] = []
+    current = ""
+    for part in path.strip("/").split("/"):
+        current += "/" + part
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                found.append(current)
+        except FileNotFoundError:
+            break
+    return found
+
+
+def _resolve_root(path: str, allowed: tuple[str, ...]) -> str:
+    """A writable root's real path; refuse symlinks that a sandbox could have planted."""
+    for link in _symlink_components(path):
+        owner = [root for root in allowed if is_within(os.path.dirname(link), root) and root != path]
+        if owner:
+            raise SandboxSetupError(
+                f"allow_write {path}: {link} is a symlink inside the writable place {owner[0]}; "
+                "a sandboxed run could have planted it, so stockade will not follow it (write the real path instead)"
+            )
+    return os.path.realpath(path)
+
+
+def _check_inside(root: str, path: str, why: str) -> None:
+    """Refuse a mount destination below `root` that has a symlink on its way (ESCAPES 4)."""
+    relative = os.path.relpath(path, root)
+    current = root
+    for part in relative.split("/"):
+        current = os.path.join(current, part)
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise SandboxSetupError(
+                f"{current} is a symlink inside the writable place {root}, so stockade cannot keep {why} {path} "
+                f"protected behind it; replace the link with a real folder or file, or remove it"
+            )
+
+
+def _pin_parents(view: View, root: str, path: str) -> None:
+    """Bind each folder between root and path onto itself: a mount point cannot be renamed away."""
+    current = root
+    for part in os.path.relpath(os.path.dirname(path), root).split("/"):
+        if part in ("", "."):
+            continue
+        current = os.path.join(current, part)
+        if os.path.isdir(current):
+            view.add(current, 1, Bind(current))
+
+
+def _root_of(path: str, roots: list[str]) -> str | None:
+    inside = [r for r in roots if is_within(path, r)]
+    return max(inside, key=len) if inside else None
+
+
+def _visible(path: str, roots: list[str]) -> bool:
+    """False for paths under a private tmpfs (/tmp, /run, ...) that no root re-exposes."""
+    hidden_by_tmpfs = any(is_within(path, d) for d in (*SCRATCH_DIRS, *HIDDEN_SYSTEM_DIRS))
+    return not hidden_by_tmpfs or _root_of(path, roots) is not None
+
+
+def plan_view(policy: Policy, locations: Locations) -> View:
+    view = View(tmp_size=policy.limits.tmp_size or DEFAULT_TMP_SIZE)
+    fs = policy.filesystem
+    deny_read, deny_notes = globs.expand(fs.deny_read)
+    view.notes += deny_notes
+    real_denied = [os.path.realpath(p) for p in deny_read]
+    roots = _writable_roots(view, fs.allow_write, real_denied)
+    real_home = os.path.realpath(locations.home)
+    floor = floor_for(tuple(roots), replace(locations, home=type(locations.home)(real_home)), policy.protected_files)
+    deny_write, write_notes = globs.expand(tuple(p for p in fs.deny_write))
+    view.notes += write_notes
+    for path in dict.fromkeys((*floor.read_only, *deny_write)):
+        _protect(view, path, roots, placeholder=path in floor.read_only)
+    for path in real_denied:
+        _mask(view, path, roots)
+    for path in _symlink_targets(real_denied):
+        _mask(view, path, roots)
+    for path in floor.hidden:
+        if os.path.exists(path):
+            _mask(view, os.path.realpath(path), roots)
+    return view
+
+
+def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str]) -> list[str]:
+    roots: list[str] = []
+    for entry in allow_write:
+        if entry == "/":
+            raise SandboxSetupError("allow_write '/' would make the whole system writable; list the folders you need")
+        if not os.path.lexists(entry):
+            view.notes.append(f"allow_write {entry} does not exist: skipped")
+            continue
+        real = _resolve_root(entry, allow_write)
+        if real == "/":
+            raise SandboxSetupError(f"allow_write {entry} resolves to '/'; list the folders you need")
+        hidden = [d for d in denied if is_within(real, d)]
+        if hidden:
+            view.notes.append(f"allow_write {entry} is inside deny_read {hidden[0]}: deny wins, skipped")
+            continue
+        roots.append(real)
+    roots = sorted(dict.fromkeys(roots), key=len)
+    kept = [r for i, r in enumerate(roots) if not any(is_within(r, other) for other in roots[:i])]
+    for root in kept:
+        view.add(root, 0, Bind(root))
+        view.writable.append(root)
+    return kept
+
+
+def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> None:
+    """Keep `path` read-only inside its writable root, existing or not."""
+    root = _root_of(path, roots)
+    if root is None or path == root:
+        if path == root:  # a writable root that is itself protected: make it read-only
+            view.add(path, 2, ReadOnlyBind(path))
+            view.read_only.append(path)
+        return
+    _check_inside(root, path, "read-only")
+    if os.path.lexists(path):
+        view.add(path, 2, ReadOnlyBind(path))
+        view.read_only.append(path)
+        _pin_parents(view, root, path)
+        return
+    if not placeholder:
+        return
+    if not os.path.isdir(os.path.dirname(path)):
+        view.unguarded.append(path)
+        return
+    # bwrap creates the mount point on the host; stockade removes it after the run.
+    piece: Piece = Tmpfs(path, read_only=True, mode="0555") if is_folder_entry(path) else ReadOnlyBindFrom("/dev/null", path)
+    view.add(path, 2, piece)
+    view.read_only.append(path)
+    view.placeholders.append(path)
+    _pin_parents(view, root, path)
+
+
+def _mask(view: View, path: str, roots: list[str]) -> None:
+    """Hide `path`: an empty read-only folder, or an unopenable file."""
+    if not os.path.lexists(path) or not _visible(path, roots) or path in view.masked:
+        return
+    root = _root_of(path, roots)
+    if root is not None and path != root:
+        _check_inside(root, path, "hidden")
+        _pin_parents(view, root, path)
+    piece: Piece = Tmpfs(path, read_only=True, mode="0000") if os.path.isdir(path) else ReadOnlyBindFrom("/dev/null", path)
+    view.add(path, 3, piece)
+    view.masked.append(path)
+
+
+def _symlink_targets(denied: list[str]) -> list[str]:
+    """Real targets of symlinks inside denied folders: both spellings stay unreadable (ESCAPES 8)."""
+    targets: list[str] = []
+    budget = SYMLINK_SCAN_LIMIT
+    for folder in denied:
+        if not os.path.isdir(folder):
+            continue
+        stack = [folder]
+        while stack and budget > 0:
+            current = stack.pop()
+            try:
+                with os.scandir(current) as entries:
+                    for entry in entries:
+                        budget -= 1
+                        if entry.is_symlink():
+                            target = os.path.realpath(entry.path)
+                            if not any(is_within(target, d) for d in denied):
+                                targets.append(target)
+                        elif entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+            except OSError:
+                continue
+    return targets

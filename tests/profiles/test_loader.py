@@ -1,0 +1,82 @@
+"""Policy files: every load error names the file, the line and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stockade.profiles.errors import PolicyError
+from stockade.profiles.loader import builtin_names, load_file, parse_layer
+from stockade.profiles.model import NetworkMode
+
+ERRORS = [
+    pytest.param('[network]\nalow = ["x.com"]\n', 2, "unknown key 'alow' in [network] (did you mean 'allow'?)", id="unknown-key-suggestion"),
+    pytest.param('extnds = ["default"]\n', 1, "unknown key 'extnds' at the top level (did you mean 'extends'?)", id="unknown-top-key"),
+    pytest.param('[netwrok]\nmode = "none"\n', 1, "unknown table [netwrok] (did you mean [network]?)", id="unknown-table"),
+    pytest.param('[filesystem]\nallow_write = "."\n', 2, "'filesystem.allow_write' must be a list of paths", id="wrong-type-list"),
+    pytest.param('[network]\nmode = "closed"\n', 2, "must be \"none\", \"allowlist\" or \"open\", not 'closed'", id="bad-mode"),
+    pytest.param('[limits]\nmemory = "4X"\n', 2, "bad size '4X'", id="bad-size"),
+    pytest.param('[limits]\nwall_time = "soon"\n', 2, "bad duration 'soon'", id="bad-duration"),
+    pytest.param('[limits]\npids = -3\n', 2, "must be a positive integer", id="negative-pids"),
+    pytest.param('[limits]\npids = true\n', 2, "must be a positive integer", id="bool-pids"),
+    pytest.param('[network]\nallow = [\n  "ok.test",\n  "bad..name",\n]\n', 4, "'bad..name' is not a valid host name", id="bad-domain-line-of-item"),
+    pytest.param('[network]\nallow = ["*"]\n', 2, 'use mode = "open"', id="bare-star"),
+    pytest.param('[network]\nallow = ["a.*.test"]\n', 2, "only allowed as the first label", id="inner-star"),
+    pytest.param('[network]\nallow = ["x.test:99999"]\n', 2, "port must be a number from 1 to 65535", id="bad-port"),
+    pytest.param('[network]\ndeny = ["10.0.0.0/33"]\n', 2, "not a valid CIDR block", id="bad-cidr"),
+    pytest.param('[filesystem]\nallow_write = ["/tmp/../etc"]\n', 2, "climbs with '..'", id="dotdot"),
+    pytest.param('[filesystem]\ndeny_read = [".."]\n', 2, "climbs with '..'", id="dotdot-deny"),
+    pytest.param('[filesystem]\nallow_write = ["./build/*"]\n', 2, "globs are only allowed in deny_read and deny_write", id="glob-in-allow"),
+    pytest.param('[filesystem]\nallow_write = ["~bob/x"]\n', 2, "only '~' and '~/...'", id="tilde-user"),
+    pytest.param('[env]\nset = { "1BAD" = "x" }\n', 2, "'1BAD' is not a variable name", id="bad-env-name"),
+    pytest.param('[env]\nset = { CI = 1 }\n', 2, "value of CI must be a string", id="env-not-string"),
+    pytest.param('[env]\npass = ["A-B"]\n', 2, "'A-B' is not a variable name", id="bad-pass-name"),
+    pytest.param('[network]\nmode = "none"\n[network]\n', 3, "not valid TOML", id="toml-duplicate-table"),
+    pytest.param('[network\n', 1, "not valid TOML", id="toml-syntax"),
+    pytest.param('# comment\n\n[audit]\nlog = 3\n', 4, "must be a path string", id="audit-not-path"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), ERRORS)
+def test_errors_name_file_and_line(tmp_path: Path, text: str, line: int, message: str) -> None:
+    policy = tmp_path / ".stockade.toml"
+    policy.write_text(text)
+    with pytest.raises(PolicyError) as caught:
+        load_file(policy, home=tmp_path)
+    assert str(caught.value).startswith(f"{policy}:{line}: "), str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_paths_resolve_against_the_file_and_home(tmp_path: Path) -> None:
+    layer = parse_layer(
+        '[filesystem]\nallow_write = [".", "./build/", "~/.cache/pip", "/abs//x"]\ndeny_read = ["**/.env"]\n',
+        "p.toml",
+        base=tmp_path / "proj",
+        home=tmp_path / "home",
+    )
+    fs = layer.values["filesystem"]
+    assert fs["allow_write"] == (str(tmp_path / "proj"), str(tmp_path / "proj/build"), str(tmp_path / "home/.cache/pip"), "/abs/x")
+    assert fs["deny_read"] == (str(tmp_path / "proj/**/.env"),)
+
+
+def test_domains_are_canonical() -> None:
+    layer = parse_layer('[network]\nallow = ["PyPI.org.", "*.Example.COM:443", "bücher.test", "[2001:DB8::1]:8443", "10.1.2.3/16"]\n', "p", base=Path("/"), home=Path("/h"))
+    assert layer.values["network"]["allow"] == ("pypi.org", "*.example.com:443", "xn--bcher-kva.test", "[2001:db8::1]:8443", "10.1.0.0/16")
+
+
+def test_mode_is_an_enum() -> None:
+    layer = parse_layer('[network]\nmode = "open"\n', "p", base=Path("/"), home=Path("/h"))
+    assert layer.values["network"]["mode"] is NetworkMode.OPEN
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_parses(name: str) -> None:
+    from stockade.profiles.loader import load_builtin
+
+    layer = load_builtin(name, project_dir=Path("/p"), home=Path("/h"))
+    assert layer.source == f"builtin:{name}"
+
+
+def test_builtins_include_the_required_ones() -> None:
+    assert {"default", "offline", "pypi", "npm", "github", "agent"} <= set(builtin_names())
