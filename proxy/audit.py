@@ -1,0 +1,276 @@
+"""Audit records: one JSON line per network decision, written so none is lost or forged.
+
+Writing: `O_APPEND`, one `write()` per record, no user-space buffer (a record
+is in the kernel when `write` returns, so a dying daemon loses nothing), and
+a failed write raises: the caller must stop the traffic it could not record.
+Records never carry header values or bodies, and secrets in query strings
+are redacted. `json.dumps` with `ensure_ascii` escapes every control byte, so
+a host name carrying a newline or a terminal escape stays inside its record.
+
+Reading (for `stockade audit`): filters and follow mode, with no import
+heavier than the standard library, since the CLI loads this on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import unquote_plus
+
+from stockade.profiles.domains import canonical_name
+from stockade.profiles.errors import StockadeError
+
+REDACTED = "REDACTED"
+# Query keys whose values are credentials more often than not (compared
+# lower-case with "-" read as "_"); suffixes catch client_secret, refresh_token,
+# x-amz-signature and friends.
+SENSITIVE_KEYS = frozenset(
+    {"token", "access_token", "key", "api_key", "apikey", "sig", "signature", "password", "passwd", "secret", "auth", "code"}
+)
+SENSITIVE_SUFFIXES = ("_token", "_secret", "_signature", "_password", "_key", "_auth")
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class AuditError(StockadeError):
+    """The audit log could not be written or read; traffic that cannot be recorded must stop."""
+
+
+def now_iso(timestamp: float | None = None) -> str:
+    """UTC time with milliseconds, e.g. 2025-01-31T12:00:00.123Z."""
+    moment = datetime.fromtimestamp(time.time() if timestamp is None else timestamp, timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def redact_path(path: str) -> str:
+    """The request path with credential-like query values replaced, and no fragment."""
+    base, _, query = path.partition("#")[0].partition("?")
+    if not query:
+        return path.partition("#")[0]
+    parts = []
+    for item in query.split("&"):
+        key, sep, _value = item.partition("=")
+        name = unquote_plus(key).strip().lower().replace("-", "_")
+        if sep and (name in SENSITIVE_KEYS or name.endswith(SENSITIVE_SUFFIXES)):
+            item = f"{key}={REDACTED}"
+        parts.append(item)
+    return f"{base}?{'&'.join(parts)}"
+
+
+@dataclass
+class AuditRecord:
+    """One decision; `bytes_*` and `duration_ms` are final when the flow ends."""
+
+    session: str
+    command: list[str]
+    scheme: str  # "http", "tls" (CONNECT tunnel carrying TLS), "tcp", "connect" (nothing seen yet)
+    host: str
+    port: int
+    decision: str  # "allow" | "deny"
+    rule: str
+    time: str = field(default_factory=now_iso)
+    method: str | None = None
+    path: str | None = None
+    sni: str | None = None
+    bytes_up: int = 0
+    bytes_down: int = 0
+    duration_ms: int = 0
+    error: str | None = None
+    address: str | None = None  # the IP the proxy connected to, when it did
+    hint: str | None = None  # for denials: the line to add under [network]
+
+    def to_line(self) -> bytes:
+        """One line of JSON, ASCII only, ending in exactly one newline."""
+        line = json.dumps(asdict(self), ensure_ascii=True, separators=(",", ":"), default=str)
+        if "\n" in line or "\r" in line:  # cannot happen with json.dumps; a record is never split
+            raise AuditError("audit record would span lines")
+        return line.encode("ascii") + b"\n"
+
+
+class AuditWriter:
+    """Appends records to one file; reopens it if it was moved or deleted."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.broken: str | None = None  # set after a failed write: nothing more goes through
+        self._fd = -1
+        self._ino: tuple[int, int] | None = None
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                os.close(fd)
+                raise OSError(f"{self.path} is not a regular file")
+        except OSError as exc:
+            self.broken = f"cannot open audit log {self.path}: {exc}"
+            raise AuditError(self.broken) from exc
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._ino = fd, (info.st_dev, info.st_ino)
+
+    def write(self, record: AuditRecord) -> None:
+        """Append one record; AuditError if it did not reach the file in full."""
+        if self.broken:
+            raise AuditError(self.broken)
+        data = record.to_line()
+        try:
+            try:
+                info = os.stat(self.path)
+                moved = (info.st_dev, info.st_ino) != self._ino
+            except FileNotFoundError:
+                moved = True
+            if moved:
+                self._open()
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                if written <= 0:
+                    raise OSError("short write")
+                view = view[written:]
+        except (OSError, AuditError) as exc:
+            self.broken = f"cannot write audit log {self.path}: {exc}"
+            raise AuditError(self.broken) from exc
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """What `stockade audit` asked to see."""
+
+    session: str | None = None
+    denied_only: bool = False
+    host: str | None = None  # a name, "*.suffix" or an address
+    since: datetime | None = None
+
+    def matches(self, record: dict[str, object]) -> bool:
+        if self.session is not None and record.get("session") != self.session:
+            return False
+        if self.denied_only and record.get("decision") != "deny":
+            return False
+        if self.host is not None and not _host_matches(self.host, str(record.get("host", ""))):
+            return False
+        if self.since is not None:
+            try:
+                stamp = datetime.fromisoformat(str(record.get("time", "")))
+            except ValueError:
+                return False
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=timezone.utc)
+            if stamp < self.since:
+                return False
+        return True
+
+
+def read_records(path: str | os.PathLike[str], where: AuditFilter = AuditFilter()) -> Iterator[dict[str, object]]:
+    """Records in file order that pass `where`; lines that are not records are skipped."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise AuditError(f"cannot read audit log {path}: {exc}") from exc
+    with handle:
+        for line in handle:
+            record = _parse(line)
+            if record is not None and where.matches(record):
+                yield record
+
+
+def follow_records(
+    path: str | os.PathLike[str],
+    where: AuditFilter = AuditFilter(),
+    *,
+    poll: float = 0.25,
+    stop: Callable[[], bool] = lambda: False,
+    from_start: bool = True,
+) -> Iterator[dict[str, object]]:
+    """Like `tail -F`: yield matching records as they are appended, across rotation, until `stop()`."""
+    handle = None
+    identity: tuple[int, int] | None = None
+    pending = b""
+    while True:
+        if handle is None:
+            try:
+                handle = open(path, "rb")
+                info = os.fstat(handle.fileno())
+                identity = (info.st_dev, info.st_ino)
+                if not from_start:
+                    handle.seek(0, os.SEEK_END)
+                pending = b""
+            except FileNotFoundError:
+                handle = None
+        if handle is not None:
+            chunk = handle.read()
+            if chunk:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    record = _parse(line)
+                    if record is not None and where.matches(record):
+                        yield record
+                continue
+            try:
+                info = os.stat(path)
+                if (info.st_dev, info.st_ino) != identity or info.st_size < handle.tell():
+                    handle.close()  # rotated or truncated: start over on the new file
+                    handle, from_start = None, True
+                    continue
+            except FileNotFoundError:
+                pass
+        if stop():
+            if handle is not None:
+                handle.close()
+            return
+        time.sleep(poll)
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """`30s`, `10m`, `2h`, `1d`, `1w` ago, or an ISO date/time (UTC unless it says otherwise)."""
+    now = now or datetime.now(timezone.utc)
+    value = text.strip()
+    match = _DURATION.fullmatch(value)
+    if match:
+        return now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise AuditError(f"--since {text!r}: use a duration like 10m, 2h, 1d or a date like 2025-01-31T12:00") from exc
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _parse(line: bytes) -> dict[str, object] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _host_matches(pattern: str, host: str) -> bool:
+    wanted = pattern.strip()
+    if wanted.startswith("*."):
+        return host.endswith("." + _canonical(wanted[2:]))
+    return host == _canonical(wanted)
+
+
+def _canonical(name: str) -> str:
+    try:
+        return canonical_name(name)
+    except ValueError:  # an address or an odd name: compare as typed
+        return name.strip().lower().rstrip(".")

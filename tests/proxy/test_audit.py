@@ -1,0 +1,256 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from stockade.proxy.audit import (
+    REDACTED,
+    AuditError,
+    AuditFilter,
+    AuditRecord,
+    AuditWriter,
+    follow_records,
+    now_iso,
+    parse_since,
+    read_records,
+    redact_path,
+)
+
+FIELDS = {
+    "time", "session", "command", "scheme", "host", "port", "method", "path", "sni",
+    "decision", "rule", "bytes_up", "bytes_down", "duration_ms", "error", "address", "hint",
+}
+
+
+def record(**overrides: object) -> AuditRecord:
+    values: dict[str, object] = dict(
+        session="s1", command=["curl", "https://allowed.test/"], scheme="http", host="allowed.test",
+        port=80, decision="allow", rule='allow "allowed.test"',
+    )
+    values.update(overrides)
+    return AuditRecord(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        pytest.param("/a/b", "/a/b", id="no query"),
+        pytest.param("/?q=1&page=2", "/?q=1&page=2", id="harmless keys kept"),
+        pytest.param("/?token=abc", f"/?token={REDACTED}", id="token"),
+        pytest.param("/?access_token=abc&x=1", f"/?access_token={REDACTED}&x=1", id="access_token"),
+        pytest.param("/?KEY=abc", f"/?KEY={REDACTED}", id="upper-case key"),
+        pytest.param("/?api-key=abc", f"/?api-key={REDACTED}", id="dash spelling"),
+        pytest.param("/?api%5Fkey=abc", f"/?api%5Fkey={REDACTED}", id="percent-encoded key"),
+        pytest.param("/?sig=1&signature=2", f"/?sig={REDACTED}&signature={REDACTED}", id="signatures"),
+        pytest.param("/?password=p&secret=s&auth=a&code=c", f"/?password={REDACTED}&secret={REDACTED}&auth={REDACTED}&code={REDACTED}", id="all others"),
+        pytest.param("/?client_secret=s&refresh_token=t", f"/?client_secret={REDACTED}&refresh_token={REDACTED}", id="suffixes"),
+        pytest.param("/?X-Amz-Signature=s", f"/?X-Amz-Signature={REDACTED}", id="aws signature"),
+        pytest.param("/?token", "/?token", id="key without value"),
+        pytest.param("/p?a=1#frag?token=x", "/p?a=1", id="fragment dropped"),
+        pytest.param("/?keyboard=1", "/?keyboard=1", id="prefix is not a match"),
+    ],
+)
+def test_redact_path(path: str, expected: str) -> None:
+    assert redact_path(path) == expected
+
+
+def test_record_has_every_field(tmp_path: Path) -> None:
+    data = json.loads(record().to_line())
+    assert set(data) == FIELDS
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        pytest.param('a\n{"decision":"allow"}.test', id="newline and json"),
+        pytest.param("a\x1b]52;c;aGk=\x07.test", id="terminal escape"),
+        pytest.param("a\r\u2028\u0085.test", id="other line breaks"),
+        pytest.param("[red]x[/red].test", id="markup"),
+    ],
+)
+def test_record_is_one_escaped_line(host: str) -> None:
+    line = record(host=host, decision="deny").to_line()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert all(b >= 0x20 and b < 0x7F for b in line[:-1])
+    data = json.loads(line)
+    assert data["host"] == host and data["decision"] == "deny"
+
+
+def test_writer_appends_and_creates_private_file(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "audit.jsonl"
+    writer = AuditWriter(path)
+    writer.write(record(host="a.test"))
+    writer.write(record(host="b.test"))
+    assert [r["host"] for r in read_records(path)] == ["a.test", "b.test"]
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(path.parent).st_mode & 0o777 == 0o700
+    writer.close()
+
+
+def test_writer_reopens_a_deleted_file(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    writer.write(record(host="a.test"))
+    path.unlink()
+    writer.write(record(host="b.test"))
+    assert [r["host"] for r in read_records(path)] == ["b.test"]
+
+
+def test_failed_write_raises_and_stays_broken(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    path.unlink()
+    path.mkdir()  # the path is now a directory: reopening must fail
+    with pytest.raises(AuditError, match="cannot write audit log"):
+        writer.write(record())
+    path.rmdir()
+    with pytest.raises(AuditError):
+        writer.write(record())  # a lost record is not forgotten
+    assert writer.broken
+
+
+def test_full_disk_raises() -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    writer = AuditWriter.__new__(AuditWriter)
+    writer.path, writer.broken, writer._fd = Path("/dev/full"), None, os.open("/dev/full", os.O_WRONLY)
+    writer._ino = (os.stat("/dev/full").st_dev, os.stat("/dev/full").st_ino)
+    with pytest.raises(AuditError, match="No space"):
+        writer.write(record())
+    assert writer.broken
+
+
+def test_unopenable_path_raises(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(AuditError, match="cannot open audit log"):
+        AuditWriter(tmp_path / "file" / "audit.jsonl")
+
+
+def test_symlink_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    (tmp_path / "audit.jsonl").symlink_to(target)
+    with pytest.raises(AuditError):
+        AuditWriter(tmp_path / "audit.jsonl")
+    assert not target.exists()
+
+
+def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    script = (
+        "import sys\n"
+        "from stockade.proxy.audit import AuditWriter, AuditRecord\n"
+        "w = AuditWriter(sys.argv[1])\n"
+        "for i in range(300):\n"
+        "    w.write(AuditRecord(session=sys.argv[2], command=['x'*500], scheme='http', host='h.test', port=80, decision='allow', rule='r'))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path), f"s{i}"]) for i in range(4)]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 1200
+    assert all(json.loads(line)["command"] == ["x" * 500] for line in lines)
+
+
+def test_filters(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    old = now_iso(time.time() - 7200)
+    writer.write(record(session="a", host="allowed.test", time=old))
+    writer.write(record(session="a", host="denied.test", decision="deny"))
+    writer.write(record(session="b", host="x.wild.test"))
+    writer.write(record(session="b", host="xn--bcher-kva.test", decision="deny"))
+    path.open("a").write("not json\n[1, 2]\n")
+
+    def hosts(**kw: object) -> list[object]:
+        return [r["host"] for r in read_records(path, AuditFilter(**kw))]  # type: ignore[arg-type]
+
+    assert hosts() == ["allowed.test", "denied.test", "x.wild.test", "xn--bcher-kva.test"]
+    assert hosts(session="a") == ["allowed.test", "denied.test"]
+    assert hosts(denied_only=True) == ["denied.test", "xn--bcher-kva.test"]
+    assert hosts(host="Allowed.Test.") == ["allowed.test"]
+    assert hosts(host="*.wild.test") == ["x.wild.test"]
+    assert hosts(host="bücher.test") == ["xn--bcher-kva.test"]
+    assert hosts(since=datetime.now(timezone.utc) - timedelta(hours=1)) == ["denied.test", "x.wild.test", "xn--bcher-kva.test"]
+    assert hosts(session="b", denied_only=True) == ["xn--bcher-kva.test"]
+
+
+def test_missing_file_reads_empty(tmp_path: Path) -> None:
+    assert list(read_records(tmp_path / "nothing.jsonl")) == []
+
+
+def test_follow_sees_appends_and_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    writer.write(record(host="first.test"))
+    seen: list[object] = []
+    done = threading.Event()
+
+    def appender() -> None:
+        time.sleep(0.1)
+        writer.write(record(host="second.test", decision="deny"))
+        time.sleep(0.1)
+        os.rename(path, tmp_path / "audit.jsonl.1")
+        writer.write(record(host="third.test", decision="deny"))  # the writer notices and reopens
+        time.sleep(0.3)
+        done.set()
+
+    thread = threading.Thread(target=appender)
+    thread.start()
+    for rec in follow_records(path, AuditFilter(denied_only=True), poll=0.02, stop=done.is_set):
+        seen.append(rec["host"])
+    thread.join()
+    assert seen == ["second.test", "third.test"]
+
+
+def test_follow_waits_for_whole_lines(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    line = record(host="slow.test").to_line()
+    path.write_bytes(line[:10])
+    seen: list[object] = []
+    polls = iter(range(1000))
+
+    def stop() -> bool:
+        n = next(polls)
+        if n == 2:
+            with path.open("ab") as f:
+                f.write(line[10:])
+        return n > 4
+
+    for rec in follow_records(path, poll=0.001, stop=stop):
+        seen.append(rec["host"])
+    assert seen == ["slow.test"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        pytest.param("30s", timedelta(seconds=30), id="seconds"),
+        pytest.param("10m", timedelta(minutes=10), id="minutes"),
+        pytest.param("2h", timedelta(hours=2), id="hours"),
+        pytest.param("1d", timedelta(days=1), id="days"),
+        pytest.param("1.5h", timedelta(minutes=90), id="fraction"),
+    ],
+)
+def test_parse_since_durations(text: str, expected: timedelta) -> None:
+    now = datetime(2025, 1, 31, 12, tzinfo=timezone.utc)
+    assert parse_since(text, now) == now - expected
+
+
+def test_parse_since_dates() -> None:
+    assert parse_since("2025-01-31T12:00") == datetime(2025, 1, 31, 12, tzinfo=timezone.utc)
+    assert parse_since("2025-01-31T12:00+01:00").utcoffset() == timedelta(hours=1)
+    with pytest.raises(AuditError, match="duration"):
+        parse_since("yesterday")
+
+
+def test_reader_is_lean() -> None:
+    code = "import sys, stockade.proxy.audit; print(sorted(m for m in sys.modules if m.split('.')[0] in ('mitmproxy', 'rich', 'typer', 'psutil')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
