@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from stockade.cli import check, doctor, explain, init, trust
@@ -77,10 +75,16 @@ app.command(name="trust", help="Trust a project policy (record its hash), or --r
 
 
 def run_app(args: list[str], *, debug: bool = False) -> int:
-    """Run Typer with one error handler: one line on stderr, DESIGN.md exit codes."""
+    """Run Typer with one error handler: one line on stderr, DESIGN.md exit codes.
+
+    Typer's standalone mode reports its own usage errors (exit 2, like ours);
+    stockade's errors are caught here, once.
+    """
     debug = debug or "--debug" in args
     try:
-        result = app(args=args, prog_name="stockade", standalone_mode=False)
+        app(args=args, prog_name="stockade", standalone_mode=True)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else ExitCode.USAGE)
     except StockadeError as error:
         if debug:
             import traceback
@@ -88,11 +92,4 @@ def run_app(args: list[str], *, debug: bool = False) -> int:
             traceback.print_exception(error)
         error_line(str(error))
         return int(error.exit_code)
-    except click.exceptions.Exit as done:
-        return int(done.exit_code)
-    except click.exceptions.Abort:
-        return ExitCode.SIGNAL_BASE + 2
-    except click.ClickException as error:
-        error.show(file=sys.stderr)
-        return ExitCode.USAGE
-    return int(result or 0)
+    return 0

@@ -1,0 +1,197 @@
+"""Each command through the real entry point, in-process; exit codes per DESIGN.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stockade.cli import app as app_module
+from stockade.cli.main import main
+from stockade.cli.run_command import parse_run_args
+from stockade.cli.run_options import RUN_OPTIONS
+from stockade.profiles.errors import ExitCode, UsageError
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0 and out.startswith("stockade ")
+
+
+def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "-h")
+    assert code == 0
+    for command in ("run", "check", "explain", "init", "doctor", "trust"):
+        assert command in out
+
+
+def test_run_help_goes_to_typer(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "--help")
+    assert code == 0 and "--dry-run" in out and "--profile" in out
+
+
+def test_check_unknown_key_exits_2_with_file_and_line(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / ".stockade.toml").write_text('extends = ["default"]\n[network]\nalow = ["x.test"]\n')
+    code, _, err = run_cli(capsys, "check")
+    assert code == ExitCode.USAGE
+    assert err.strip() == f"stockade: error: {project}/.stockade.toml:3: unknown key 'alow' in [network] (did you mean 'allow'?)"
+
+
+def test_check_prints_effective_policy(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "check", "--profile", "pypi")
+    assert code == 0
+    assert "pypi.org:443" in out and 'mode = "allowlist"' in out
+
+
+def test_check_json(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "check", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["network"]["mode"] == "none" and data["filesystem"]["allow_write"] == [str(project)]
+
+
+def test_check_file_argument(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = project / "other.toml"
+    policy.write_text('[limits]\nwall_time = "forever"\n')
+    code, _, err = run_cli(capsys, "check", str(policy))
+    assert code == ExitCode.USAGE and f"{policy}:2: 'limits.wall_time': bad duration 'forever'" in err
+
+
+def test_explain_prints_literal_user_data(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = project / "p.toml"
+    policy.write_text('[filesystem]\nallow_write = ["./[red]x[/red]"]\n')
+    code, out, _ = run_cli(capsys, "explain", "--policy", str(policy))
+    assert code == 0 and "[red]x[/red]" in out and "Always, whatever the policy says" in out
+
+
+def test_explain_json(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "explain", "--json", "--profile", "agent")
+    data = json.loads(out)
+    assert code == 0 and "api.anthropic.com:443" in data["policy"]["network"]["allow"]
+    assert any(path.endswith("/.git/hooks") for path in data["floor"]["read_only"])
+
+
+@pytest.mark.parametrize(("marker", "kind"), [("pyproject.toml", "python"), ("package.json", "node"), ("Cargo.toml", "rust"), ("go.mod", "go"), (None, "generic")])
+def test_init_detects_kind_and_writes_a_valid_policy(project: Path, capsys: pytest.CaptureFixture[str], marker: str | None, kind: str) -> None:
+    if marker:
+        (project / marker).write_text("")
+    code, out, _ = run_cli(capsys, "init")
+    assert code == 0 and f"for a {kind} project" in out
+    assert run_cli(capsys, "check", str(project / ".stockade.toml"))[0] == 0
+
+
+def test_init_refuses_to_overwrite(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / ".stockade.toml").write_text("")
+    code, _, err = run_cli(capsys, "init")
+    assert code == ExitCode.USAGE and "already exists; use --force" in err
+
+
+def test_trust_and_revoke(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / ".stockade.toml").write_text('extends = ["default"]\n[network]\nmode = "open"\n')
+    code, _, err = run_cli(capsys, "run", "--dry-run", "--", "true")
+    assert code == 0 and "is not trusted" in err and f"stockade trust {project}/.stockade.toml" in err
+    assert run_cli(capsys, "trust")[0] == 0
+    code, out, err = run_cli(capsys, "check", "--json")
+    assert json.loads(out)["network"]["mode"] == "open" and "not trusted" not in err
+    code, out, _ = run_cli(capsys, "trust", "--revoke", str(project / ".stockade.toml"))
+    assert code == 0 and "no longer trusting" in out
+
+
+def test_trust_without_policy_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "trust")
+    assert code == ExitCode.USAGE and "no .stockade.toml" in err
+
+
+def test_doctor_reports(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "doctor")
+    assert "bubblewrap" in out and "libseccomp" in out
+    assert code in (0, ExitCode.SETUP)
+
+
+def test_unknown_command_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "frobnicate")
+    assert code == ExitCode.USAGE and "No such command" in err
+
+
+def test_run_without_command_is_usage(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "run")
+    assert code == ExitCode.USAGE and "no command given" in err
+
+
+def test_run_bad_policy_is_usage(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "run", "--policy", "missing.toml", "--", "true")
+    assert code == ExitCode.USAGE and "missing.toml: policy file not found" in err
+
+
+def test_debug_shows_traceback(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "--debug", "run", "--policy", "missing.toml", "--", "true")
+    assert code == ExitCode.USAGE and "Traceback" in err
+
+
+def test_dry_run_prints_the_plan(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "--dry-run", "--", "echo", "a b")
+    assert code == 0 and "--bind " + str(project) in out and "-- echo 'a b'" in out
+
+
+def test_shell_string(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "--dry-run", "-c", "echo $HOME | wc")
+    assert code == 0 and "-- /bin/sh -c 'echo $HOME | wc'" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "command", "field", "value"),
+    [
+        pytest.param(["--", "ls", "-la"], ["ls", "-la"], "dry_run", False, id="dashdash"),
+        pytest.param(["ls", "--help"], ["ls", "--help"], "dry_run", False, id="options-after-command-belong-to-it"),
+        pytest.param(["--profile=pypi", "pip"], ["pip"], "profile", "pypi", id="equals-form"),
+        pytest.param(["-p", "x.toml", "--dry-run", "--", "--dev-bind", "/", "/"], ["--dev-bind", "/", "/"], "policy", "x.toml", id="option-injection-is-the-command"),
+        pytest.param(["-q", "-c", "echo hi"], ["/bin/sh", "-c", "echo hi"], "quiet", True, id="shell-string"),
+    ],
+)
+def test_parse_run_args(argv: list[str], command: list[str], field: str, value: object) -> None:
+    args = parse_run_args(argv)
+    assert args.command == command and getattr(args, field) == value
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bogus", "x"], "unknown option '--bogus'"),
+        (["--profile"], "--profile needs a value"),
+        (["-c", "x", "--", "y"], "not both"),
+        (["--dry-run=1", "x"], "takes no value"),
+        (["--platform", "windows", "--dry-run", "x"], "linux or darwin"),
+    ],
+)
+def test_parse_run_args_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_run_args(argv)
+
+
+def test_typer_run_command_matches_the_lean_option_table() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app_module.app)
+    run = group.commands["run"]  # type: ignore[attr-defined]
+    typer_flags = {tuple(sorted(p.opts)): p.is_flag for p in run.params if p.param_type_name == "option"}
+    table_flags = {tuple(sorted(o.flags)): not o.takes_value for o in RUN_OPTIONS}
+    assert typer_flags == table_flags
+
+
+def test_run_path_imports_nothing_heavy(tmp_path: Path) -> None:
+    """`stockade run` must not pay for Typer, Rich, psutil, pyseccomp or mitmproxy."""
+    code = (
+        "import sys, stockade.cli.main, stockade.cli.run_command, stockade.bwrap.backend, stockade.bwrap.execute;"
+        "heavy = [m for m in ('typer', 'click', 'rich', 'psutil', 'seccomp', 'pyseccomp', 'mitmproxy') if m in sys.modules];"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
