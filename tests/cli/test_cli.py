@@ -65,7 +65,8 @@ def test_check_file_argument(project: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == ExitCode.USAGE and f"{policy}:2: 'limits.wall_time': bad duration 'forever'" in err
 
 
-def test_explain_prints_literal_user_data(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_prints_literal_user_data(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
     policy = project / "p.toml"
     policy.write_text('[filesystem]\nallow_write = ["./[red]x[/red]"]\n')
     code, out, _ = run_cli(capsys, "explain", "--policy", str(policy))
