@@ -43,7 +43,9 @@ def execute(plan: BwrapPlan) -> int:
     args_fd = _args_fd(pieces)
     argv = [plan.bwrap, "--args", str(args_fd), "--", *plan.command]
     with ExitStack() as stack:
-        guard = stack.enter_context(PlaceholderGuard(plan.locations.state, plan.session)) if plan.view.placeholders else None
+        if plan.view.placeholders:
+            guard = stack.enter_context(PlaceholderGuard(plan.locations.state, plan.session))
+            guard.remember(plan.view.placeholders)
         if plan.limits.cgroup_dirs:
             try:
                 make_cgroups(plan.limits)
@@ -60,7 +62,6 @@ def execute(plan: BwrapPlan) -> int:
             wall_time=plan.policy.limits.wall_time,
             interactive=plan.interactive,
             preexec=preexec,
-            on_started=lambda _pid: guard.remember(plan.view.placeholders) if guard else None,
         )
         hits = limit_hit(plan.limits)
     quarantined = sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)

@@ -4,7 +4,9 @@ To keep `.envrc` or `.vscode/` from being created inside a writable project,
 bwrap mounts something read-only at that path, which creates an empty file
 or folder there on the host. Runs in one project share a lock: each holds it
 shared while its sandbox lives, and whoever can take it exclusively at the end
-removes every recorded placeholder that is still empty and still the same inode.
+removes every recorded placeholder that is still empty. A path is recorded
+only if it did not exist when the run was planned, and the record is written
+before bwrap starts, so a crash leaves a record the next run finishes.
 
 The lock is per user, not per project: two projects can share a writable
 place (a home folder), and removing a placeholder another sandbox still has
@@ -33,16 +35,10 @@ class PlaceholderGuard:
         return self
 
     def remember(self, paths: list[str]) -> None:
-        """Record the inodes bwrap created, once the sandbox is up."""
-        entries = []
-        for path in paths:
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            entries.append({"path": path, "dev": info.st_dev, "ino": info.st_ino})
-        if entries:
-            self.record.write_text(json.dumps(entries), encoding="utf-8")
+        """Record the paths bwrap is about to create, before it starts."""
+        absent = [path for path in paths if not os.path.lexists(path)]
+        if absent:
+            self.record.write_text(json.dumps(absent), encoding="utf-8")
 
     def __exit__(self, *_exc: object) -> None:
         fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
@@ -60,23 +56,18 @@ class PlaceholderGuard:
 
 def _remove_recorded(record: Path) -> None:
     try:
-        entries = json.loads(record.read_text(encoding="utf-8"))
+        paths = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        entries = []
-    for entry in entries:
-        _remove_if_placeholder(entry["path"], entry["dev"], entry["ino"])
+        paths = []
+    for path in paths if isinstance(paths, list) else []:
+        _remove_if_placeholder(str(path))
     record.unlink(missing_ok=True)
 
 
-def _remove_if_placeholder(path: str, dev: int, ino: int) -> None:
-    """Remove only an empty file or folder that is still the inode bwrap made."""
+def _remove_if_placeholder(path: str) -> None:
+    """Remove only an empty file or an empty folder: anything with content is kept."""
     try:
         info = os.lstat(path)
-    except OSError:
-        return
-    if (info.st_dev, info.st_ino) != (dev, ino):
-        return
-    try:
         if stat.S_ISREG(info.st_mode) and info.st_size == 0:
             os.unlink(path)
         elif stat.S_ISDIR(info.st_mode):

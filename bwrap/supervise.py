@@ -54,7 +54,6 @@ def supervise(
     wall_time: float | None,
     interactive: bool,
     preexec: Callable[[], None] | None,
-    on_started: Callable[[int], None],
 ) -> Outcome:
     try:
         process = subprocess.Popen(list(argv), env=env, pass_fds=tuple(pass_fds), preexec_fn=preexec, close_fds=True)
@@ -69,7 +68,6 @@ def supervise(
         raise SandboxSetupError(
             f"bwrap could not set up the sandbox (exit {code}, its message is above); run `stockade doctor`"
         )
-    on_started(init_pid)
 
     def forward(signum: int, _frame: object) -> None:
         if interactive:

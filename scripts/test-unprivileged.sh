@@ -24,4 +24,4 @@ cd "$WORK"
 # The installed package, not the copied sources, is what gets imported.
 runuser -u "$TEST_USER" -- env -i HOME="/home/$TEST_USER" PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
     STOCKADE_MUST_SANDBOX="${STOCKADE_MUST_SANDBOX:-1}" \
-    "$WORK/venv/bin/python" -m pytest -q -p no:cacheprovider --import-mode=importlib "$@"
+    "$WORK/venv/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,22 @@
+"""The Linux backend issue's acceptance line, as a test."""
+
+from __future__ import annotations
+
+from boxes import Box
+
+
+def test_home_write_and_ssh_read_fail_while_project_write_works(box: Box) -> None:
+    attack = box.run("echo x > ~/probe; echo home=$?; cat ~/.ssh/id_*; echo ssh=$?")
+    assert "home=1" in attack.stdout or "home=2" in attack.stdout, attack
+    assert "CANARY-SSH" not in attack.stdout and "ssh=1" in attack.stdout
+    assert not (box.home / "probe").exists()
+    control = box.run("echo x > ./probe")
+    assert control.returncode == 0, control.stderr
+    assert (box.project / "probe").read_text() == "x\n"
+
+
+def test_exit_status_and_signals_pass_through(box: Box) -> None:
+    assert box.run("exit 7").returncode == 7
+    assert box.run("kill -TERM $$").returncode == 128 + 15
+    assert box.run(argv=["no-such-command-xyz"]).returncode == 127
+    assert box.run(argv=[str(box.project)]).returncode == 126
