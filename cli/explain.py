@@ -31,6 +31,22 @@ def explanation(policy: Policy) -> dict[str, Any]:
     }
 
 
+def _short(path: str, policy: Policy, home: str) -> str:
+    """Paths as a person writes them: ./ for the project, ~/ for home."""
+    project = str(policy.project_dir).rstrip("/")
+    if path == project:
+        return ". (the project)"
+    if path.startswith(project + "/"):
+        return "./" + path[len(project) + 1 :]
+    if path == home or path.startswith(home + "/"):
+        return "~" + path[len(home) :]
+    return path
+
+
+def _listing(paths: list[str] | tuple[str, ...], policy: Policy, home: str) -> str:
+    return ", ".join(_short(p, policy, home) for p in paths)
+
+
 def _network_words(policy: Policy) -> str:
     net = policy.network
     if net.mode is NetworkMode.NONE:
@@ -73,16 +89,17 @@ def explain(
     note = untrusted_note(resolution)
     if note:
         console.print(note)
+    home = str(locate().home)
     table = Table(show_header=True, header_style="bold", expand=False)
-    table.add_column("what")
-    table.add_column("rule")
+    table.add_column("what", no_wrap=True)
+    table.add_column("rule", overflow="fold")
     rows = [
-        ("writable", "\n".join(p.filesystem.allow_write) or "nothing but a private /tmp"),
-        ("read-only inside writable places", "\n".join((*p.filesystem.deny_write, *data["floor"]["read_only"])) or "-"),
-        ("unreadable", "\n".join((*p.filesystem.deny_read, *data["floor"]["hidden"]))),
+        ("writable", _listing(p.filesystem.allow_write, p, home) or "nothing but a private /tmp"),
+        ("read-only inside writable places", _listing((*p.filesystem.deny_write, *data["floor"]["read_only"]), p, home) or "-"),
+        ("unreadable", _listing((*p.filesystem.deny_read, *data["floor"]["hidden"]), p, home)),
         ("everything else", "readable, not writable"),
         ("network", _network_words(p)),
-        ("unix sockets", "\n".join(p.network.unix_sockets) or "none (creating one is refused)"),
+        ("unix sockets", _listing(p.network.unix_sockets, p, home) or "none (creating one is refused)"),
         ("environment withheld", ", ".join(data["env_withheld"]) or "-"),
         ("environment set", ", ".join(f"{k}={v}" for k, v in p.env.set) or "-"),
         ("limits", _limits_words(p)),
