@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 import sys
 from dataclasses import dataclass, field
 
@@ -102,6 +100,8 @@ class BwrapBackend:
         )
 
     def explain(self, plan: BwrapPlan) -> str:
+        import shlex
+
         lines = [
             f"# stockade plan: linux, {plan.bwrap}",
             f"# policy: {plan.policy.origin}",
@@ -141,10 +141,18 @@ def resolve_command(command: tuple[str, ...], env: dict[str, str]) -> str:
             raise CommandNotFoundError(f"{program}: no such file")
         path = program
     else:
-        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        found = _which(program, env.get("PATH", os.defpath))
         if found is None:
             raise CommandNotFoundError(f"{program}: command not found (PATH={env.get('PATH', '')})")
         path = found
     if os.path.isdir(path) or not os.access(path, os.X_OK):
         raise CannotExecuteError(f"{path}: not an executable file")
     return path
+
+
+def _which(program: str, path: str) -> str | None:
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import resource
-import uuid
 from dataclasses import dataclass, field
 
 from stockade.profiles.model import Limits
@@ -83,7 +82,7 @@ def plan_limits(limits: Limits, session: str) -> LimitPlan:
 
 
 def new_session_id() -> str:
-    return uuid.uuid4().hex[:12]
+    return os.urandom(6).hex()
 
 
 def make_cgroups(plan: LimitPlan) -> None:

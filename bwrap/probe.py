@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -29,12 +26,16 @@ def bwrap_path() -> str | None:
     for candidate in BWRAP_CANDIDATES:
         if os.access(candidate, os.X_OK):
             return candidate
+    import shutil
+
     found = shutil.which("bwrap")
     return found if found and os.path.isabs(found) else None
 
 
 @lru_cache(maxsize=1)
 def bwrap_version() -> tuple[int, ...] | None:
+    import subprocess
+
     path = bwrap_path()
     if path is None:
         return None
@@ -68,6 +69,8 @@ def check_bwrap() -> Check:
 
 def check_userns() -> Check:
     """Can this user create the namespaces a sandbox needs? Tried for real."""
+    import subprocess
+
     apparmor = _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
     clone = _read("/proc/sys/kernel/unprivileged_userns_clone")
     max_ns = _read("/proc/sys/user/max_user_namespaces")
@@ -98,6 +101,8 @@ def check_userns() -> Check:
 
 
 def libseccomp_version() -> str | None:
+    import ctypes
+
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError:
@@ -133,6 +138,8 @@ def check_limits() -> Check:
     folder = cgroup_v2_delegated()
     if folder:
         return Check("resource limits", True, f"pids and memory through cgroup v2 under {folder}", required=False)
+    import shutil
+
     if shutil.which("systemd-run") and os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
         return Check("resource limits", True, "pids and memory through systemd-run --user --scope", required=False)
     return Check(

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from stockade.profiles import domains, units
+from stockade.profiles import units
 from stockade.profiles.errors import PolicyError
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.paths import normalise_path
@@ -36,20 +35,25 @@ class Layer:
         return self.source.startswith(BUILTIN_PREFIX)
 
 
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
+
+
 def builtin_names() -> list[str]:
-    folder = resources.files("stockade.profiles.builtin")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+    return sorted(name[:-5] for name in os.listdir(BUILTIN_DIR) if name.endswith(".toml"))
 
 
 def builtin_text(name: str) -> str:
-    folder = resources.files("stockade.profiles.builtin")
-    target = folder / f"{name}.toml"
-    if not target.is_file():
+    """A built-in profile's TOML (shipped as package data next to this module)."""
+    target = os.path.join(BUILTIN_DIR, f"{name}.toml")
+    if "/" in name or not os.path.isfile(target):
+        import difflib
+
         known = ", ".join(builtin_names())
         hint = difflib.get_close_matches(name, builtin_names(), n=1)
         suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
         raise PolicyError(f"no built-in profile named '{name}'{suggestion}; built-ins: {known}")
-    return target.read_text(encoding="utf-8")
+    with open(target, encoding="utf-8") as handle:
+        return handle.read()
 
 
 def load_builtin(name: str, *, project_dir: Path, home: Path) -> Layer:
@@ -112,12 +116,16 @@ class _Checker:
         return PolicyError(message, file=self.source, line=line)
 
     def unknown_table(self, name: str) -> None:
+        import difflib
+
         known = [t for t in TABLES if t]
         hint = difflib.get_close_matches(name, known, n=1)
         suggestion = f" (did you mean [{hint[0]}]?)" if hint else f"; tables are {', '.join(f'[{t}]' for t in known)}"
         raise PolicyError(f"unknown table [{name}]{suggestion}", file=self.source, line=self.lines.table(name) or self.lines.key("", name))
 
     def unknown_key(self, table: str, key: str) -> None:
+        import difflib
+
         known = list(TABLES[table])
         hint = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
         where = f" in [{table}]" if table else " at the top level"
@@ -154,7 +162,9 @@ class _Checker:
             if kind in (Kind.PATHS, Kind.GLOB_PATHS):
                 return normalise_path(value, base=self.base, home=self.home, allow_glob=kind is Kind.GLOB_PATHS)
             if kind is Kind.HOST_RULES:
-                return str(domains.parse_rule(value))
+                from stockade.profiles.domains import parse_rule  # ipaddress: only for policies with hosts
+
+                return str(parse_rule(value))
             if kind is Kind.ENV_GLOBS and not _ENV_GLOB.match(value):
                 raise ValueError(f"{value!r} is not a variable name or glob (letters, digits, _, * and ?)")
             if kind is Kind.ENV_NAMES and not _ENV_NAME.match(value):

@@ -11,8 +11,6 @@ from stockade.profiles.loader import BUILTIN_PREFIX, Layer, load_builtin, load_f
 from stockade.profiles.locations import Locations
 from stockade.profiles.merge import compose
 from stockade.profiles.model import Policy
-from stockade.profiles.narrow import narrow
-from stockade.profiles.trust import TrustStore, chain_digest
 
 DEFAULT_PROFILE = "default"
 
@@ -116,6 +114,9 @@ def resolve(
     base = compose(base_layers, project_dir=project_dir, origin=base_origin)
     if project_file is None:
         return Resolution(base)
+    from stockade.profiles.narrow import narrow
+    from stockade.profiles.trust import TrustStore, chain_digest
+
     layers = _Expander(project_dir, locations).from_file(project_file)
     project = compose(layers, project_dir=project_dir, origin=str(project_file))
     if TrustStore(locations.trust_file).is_trusted(project_file, chain_digest(layers)):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from stockade.profiles.errors import StockadeError
@@ -40,6 +39,8 @@ class TrustStore:
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def _write(self, records: dict[str, str]) -> None:
+        import tempfile
+
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".trusted-")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
