@@ -14,12 +14,13 @@ from stockade.profiles.backend import RunRequest
 from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.locations import Locations
 from stockade.profiles.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
-from stockade.profiles.model import Policy
+from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 
 # New namespaces for everything; no nested user namespaces; no capabilities even as root.
+# The network namespace is bwrap's own when the network is off, else stockade's (bwrap/netns.py).
 SEALED = ("--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
-          "--unshare-net", "--disable-userns", "--die-with-parent", "--cap-drop", "ALL")
+          "--disable-userns", "--die-with-parent", "--cap-drop", "ALL")
 
 
 @dataclass
@@ -39,12 +40,18 @@ class BwrapPlan:
     withheld_env: list[str] = field(default_factory=list)
 
     @property
+    def network(self) -> bool:
+        return self.policy.network.mode is not NetworkMode.NONE
+
+    @property
     def allow_unix(self) -> bool:
         return bool(self.policy.network.unix_sockets)
 
 
-def _sealing(interactive: bool) -> list[bw.Piece]:
+def _sealing(interactive: bool, network: bool) -> list[bw.Piece]:
     pieces: list[bw.Piece] = [bw.Flag(word) for word in SEALED]
+    if not network:
+        pieces.append(bw.Flag("--unshare-net"))
     if not interactive:
         pieces.append(bw.Flag("--new-session"))  # no TIOCSTI into a terminal we do not own (ESCAPES 46)
     return [*pieces, bw.Flag("--hostname"), bw.Flag("stockade")]
@@ -68,6 +75,10 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
     if tmpdir and not any(is_within(os.path.realpath(tmpdir), root) for root in view.writable):
         env["TMPDIR"] = "/tmp"
     env["STOCKADE_SANDBOX"] = "1"
+    if request.policy.network.mode is not NetworkMode.NONE:
+        from stockade.bwrap.network import proxy_environment
+
+        env.update(proxy_environment())
     return env
 
 
@@ -81,7 +92,8 @@ class BwrapBackend:
         view = plan_view(request.policy, request.locations)
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
-        pieces = _sealing(interactive) + view.pieces() + [bw.Chdir(cwd)]
+        network = request.policy.network.mode is not NetworkMode.NONE
+        pieces = _sealing(interactive, network) + view.pieces() + [bw.Chdir(cwd)]
         session = new_session_id()
         return BwrapPlan(
             bwrap=bwrap,
@@ -110,7 +122,10 @@ class BwrapBackend:
         ]
         lines += [f"  {shlex.join(list(piece.to_args()))}" for piece in plan.pieces]
         lines.append(f"# seccomp: {'AF_UNIX allowed for ' + ', '.join(plan.policy.network.unix_sockets) if plan.allow_unix else 'AF_UNIX sockets refused'}; see `stockade explain`")
-        lines.append(f"# network: {plan.policy.network.mode.value} (no network namespace route out)")
+        if plan.network:
+            lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, relayed by stockade to its proxy daemon")
+        else:
+            lines.append("# network: none (a private namespace with only an empty loopback)")
         lines.append(f"# environment: {len(plan.env)} variables passed; withheld: {', '.join(plan.withheld_env) or 'none'}")
         lines.append(f"# limits: {plan.limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
         if plan.view.placeholders:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.backend import BwrapPlan, resolve_command
@@ -15,6 +17,9 @@ from stockade.bwrap.supervise import supervise
 from stockade.bwrap.sweep import sweep_unguarded
 from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.units import format_duration
+
+if TYPE_CHECKING:
+    from stockade.bwrap.network import Bridge
 
 
 def _args_fd(pieces: list[bw.Piece]) -> int:
@@ -31,6 +36,24 @@ def _seccomp_fd(plan: BwrapPlan) -> int:
     fd = open_filter(plan.locations.cache / "seccomp", allow_unix=plan.allow_unix)
     os.set_inheritable(fd, True)
     return fd
+
+
+def _preexec(plan: BwrapPlan, bridge: Bridge | None) -> Callable[[], None] | None:
+    """What the child does between fork and exec: join limits, then enter its own network."""
+    limits = plan.limits if (plan.limits.cgroup_procs or plan.limits.rlimits) else None
+    if limits is None and bridge is None:
+        return None
+    uid, gid = os.getuid(), os.getgid()
+
+    def child() -> None:
+        if limits is not None:
+            enter_limits(limits)
+        if bridge is not None:
+            from stockade.bwrap.netns import enter_private_network
+
+            enter_private_network(bridge.child_channel_fd, uid, gid)
+
+    return child
 
 
 def execute(plan: BwrapPlan) -> int:
@@ -52,7 +75,14 @@ def execute(plan: BwrapPlan) -> int:
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
             stack.callback(remove_cgroups, plan.limits)
-        preexec = (lambda: enter_limits(plan.limits)) if (plan.limits.cgroup_procs or plan.limits.rlimits) else None
+        bridge = None
+        if plan.network:
+            from stockade.bwrap.network import Bridge
+
+            bridge = Bridge(plan.session, plan.policy, plan.locations, plan.command, plan.cwd)
+            bridge.open()
+            stack.callback(bridge.close)
+        preexec = _preexec(plan, bridge)
         outcome = supervise(
             argv,
             env=plan.env,
@@ -62,6 +92,7 @@ def execute(plan: BwrapPlan) -> int:
             wall_time=plan.policy.limits.wall_time,
             interactive=plan.interactive,
             preexec=preexec,
+            after_spawn=bridge.attach if bridge else None,
         )
         hits = limit_hit(plan.limits)
     quarantined = sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)

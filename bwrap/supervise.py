@@ -54,6 +54,7 @@ def supervise(
     wall_time: float | None,
     interactive: bool,
     preexec: Callable[[], None] | None,
+    after_spawn: Callable[[], None] | None = None,
 ) -> Outcome:
     try:
         process = subprocess.Popen(list(argv), env=env, pass_fds=tuple(pass_fds), preexec_fn=preexec, close_fds=True)
@@ -62,6 +63,13 @@ def supervise(
     finally:
         for fd in close_after_spawn:
             os.close(fd)
+    if after_spawn is not None:
+        try:
+            after_spawn()
+        except OSError as exc:
+            process.kill()
+            process.wait()
+            raise SandboxSetupError(f"cannot connect the sandbox to the network proxy: {exc}") from None
     init_pid = _read_info(info_read_fd)
     if init_pid is None:
         code = process.wait()

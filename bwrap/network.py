@@ -1,0 +1,101 @@
+"""Network for one run: the proxy variables inside, and the bridge to the proxy daemon outside.
+
+With `mode = "none"` none of this runs: bwrap's own --unshare-net leaves only a
+loopback with nothing on it, and no daemon is started.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+from dataclasses import dataclass, field
+
+from stockade.bwrap.netns import PROXY_PORT, receive_listener
+from stockade.bwrap.relay import Relay
+from stockade.profiles.errors import SandboxSetupError
+from stockade.profiles.locations import Locations
+from stockade.profiles.model import Policy
+
+PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
+NO_PROXY = "localhost,127.0.0.1,::1"
+
+
+def proxy_environment() -> dict[str, str]:
+    """What common tools read to find a proxy (README has the table)."""
+    env = {name: PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
+    env.update(NO_PROXY=NO_PROXY, no_proxy=NO_PROXY)
+    env.update(
+        npm_config_proxy=PROXY_URL,  # npm, pnpm
+        npm_config_https_proxy=PROXY_URL,
+        YARN_HTTP_PROXY=PROXY_URL,  # yarn berry
+        YARN_HTTPS_PROXY=PROXY_URL,
+        CARGO_HTTP_PROXY=PROXY_URL,
+        NODE_USE_ENV_PROXY="1",  # Node's built-in fetch (undici) honours *_PROXY only with this
+        GIT_PROXY_COMMAND="",  # no ProxyCommand-style bypass from the host's git config
+    )
+    java = f"-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={PROXY_PORT} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={PROXY_PORT} -Dhttp.nonProxyHosts=localhost|127.0.0.1"
+    env["JAVA_TOOL_OPTIONS"] = java
+    return env
+
+
+@dataclass
+class Bridge:
+    """The daemon session and the relay of one run."""
+
+    session_id: str
+    policy: Policy
+    locations: Locations
+    command: tuple[str, ...]
+    cwd: str
+    channel: socket.socket | None = None  # parent's end of the socketpair
+    child_channel_fd: int = -1
+    relay: Relay | None = None
+    denials: list[dict[str, object]] = field(default_factory=list)
+    _ticket: object = None
+
+    def open(self) -> None:
+        """Start (or reuse) the daemon and register this session: before bwrap starts."""
+        from stockade.proxy import client
+
+        audit = self.policy.audit.log or str(self.locations.default_audit_log)
+        spec = client.SessionSpec(
+            session_id=self.session_id,
+            command=list(self.command),
+            cwd=self.cwd,
+            mode=self.policy.network.mode.value,
+            allow=tuple(self.policy.network.allow),
+            deny=tuple(self.policy.network.deny),
+            audit_path=audit,
+            origin=self.policy.origin,
+        )
+        try:
+            client.ensure_daemon(self.locations)
+            self._ticket = client.register_session(self.locations, spec)
+        except OSError as exc:
+            raise SandboxSetupError(f"cannot reach the network proxy daemon: {exc}; the run has no network, so it was not started") from None
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.channel = parent
+        self.child_channel_fd = child.detach()
+
+    def attach(self) -> None:
+        """After bwrap started: take the sandbox's listener and relay it to the daemon."""
+        assert self.channel is not None
+        os.close(self.child_channel_fd)
+        self.channel.settimeout(10)
+        listener = receive_listener(self.channel)
+        self.channel.close()
+        ticket = self._ticket
+        credential = base64.b64encode(b"stockade:" + ticket.token.encode())  # type: ignore[attr-defined]
+        self.relay = Relay(listener, ("127.0.0.1", ticket.port), credential)  # type: ignore[attr-defined]
+        self.relay.start()
+
+    def close(self) -> None:
+        from stockade.proxy import client
+
+        if self.relay is not None:
+            self.relay.close()
+        try:
+            self.denials = list(client.end_session(self.locations, self.session_id))
+        except OSError:
+            self.denials = []
