@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from stockade.cli import check, doctor, explain, init, trust
+from stockade.cli import audit_cmd, check, doctor, explain, init, trust
 from stockade.cli.console import error_line
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.profiles.errors import ExitCode, StockadeError
@@ -72,6 +72,7 @@ app.command(name="explain", help="Say in plain words what the effective policy a
 app.command(name="init", help="Write a commented starter .stockade.toml for this project.")(init.init)
 app.command(name="doctor", help="Check that this machine can sandbox, and say how to fix what is missing.")(doctor.doctor)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
+app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 
 
 def run_app(args: list[str], *, debug: bool = False) -> int:

@@ -196,3 +196,24 @@ def test_run_path_imports_nothing_heavy(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_audit_prints_records_literally(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    log = project / "audit.jsonl"
+    records = [
+        {"time": "2026-01-01T00:00:00+00:00", "session": "s1", "decision": "allow", "host": "allowed.test", "port": 443, "scheme": "https", "rule": "allowed.test"},
+        {"time": "2026-01-01T00:00:01+00:00", "session": "s1", "decision": "deny", "host": "[red]x\x1b]52;c;aGk=\x07.test", "port": 80, "scheme": "http", "rule": "no allow rule matches"},
+        {"time": "2026-01-01T00:00:02+00:00", "session": "s2", "decision": "deny", "host": "other.test", "port": 443},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--session", "s1", "--denied")
+    assert code == 0 and "[red]x\\x1b]52;c;aGk=\\x07.test" in out and "\x1b" not in out
+    assert "allowed.test" not in out and "other.test" not in out
+    code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--json", "--host", "allowed.test")
+    assert [json.loads(line)["host"] for line in out.splitlines()] == ["allowed.test"]
+
+
+def test_audit_bad_since_is_usage(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "audit", "--log", str(project / "none.jsonl"), "--since", "yesterday-ish")
+    assert code == ExitCode.USAGE and "--since" in err

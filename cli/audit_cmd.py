@@ -1,0 +1,79 @@
+"""`stockade audit`: what sandboxed commands tried to reach, and what was decided."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from stockade.cli.console import stdout
+from stockade.cli.selection import select
+from stockade.profiles.locations import locate
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(value: object) -> str:
+    """Control characters as visible escapes: an audit row can never drive the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
+
+
+def _log_path(log: Path | None) -> Path:
+    if log is not None:
+        return log
+    policy = select().policy
+    return Path(policy.audit.log) if policy.audit.log else locate().default_audit_log
+
+
+def audit(
+    session: Annotated[Optional[str], typer.Option("--session", help="Only this session id.")] = None,
+    denied: Annotated[bool, typer.Option("--denied", help="Only denials.")] = False,
+    host: Annotated[Optional[str], typer.Option("--host", help="Only this host (or *.suffix).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only newer records: 10m, 2h, 1d or an ISO time.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON record per line.")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records.")] = False,
+    log: Annotated[Optional[Path], typer.Option("--log", help="Audit log file (default: the policy's).")] = None,
+) -> None:
+    from stockade.proxy.audit import AuditFilter, follow_records, parse_since, read_records
+
+    where = AuditFilter(session=session, denied_only=denied, host=host, since=parse_since(since) if since else None)
+    path = _log_path(log)
+    records = follow_records(path, where) if follow else read_records(path, where)
+    if as_json or follow:
+        for record in records:
+            print(json.dumps(record, ensure_ascii=True) if as_json else _line(record), flush=True)
+        return
+    table = Table(show_header=True, header_style="bold")
+    for column in ("time", "session", "decision", "destination", "request", "rule", "up", "down"):
+        table.add_column(column, overflow="fold")
+    rows = 0
+    for record in records:
+        table.add_row(*_cells(record))
+        rows += 1
+    if rows == 0:
+        print(f"stockade: no matching audit records in {path}")
+        return
+    stdout().print(table)
+
+
+def _cells(record: dict[str, object]) -> list[str]:
+    destination = f"{record.get('scheme') or ''}://{record.get('host')}:{record.get('port')}".lstrip(":/")
+    request = f"{record.get('method') or ''} {record.get('path') or ''}".strip()
+    return [
+        printable(record.get("time", ""))[:19],
+        printable(record.get("session", "")),
+        printable(record.get("decision", "")),
+        printable(destination),
+        printable(request),
+        printable(record.get("rule", "")),
+        printable(record.get("bytes_up", "")),
+        printable(record.get("bytes_down", "")),
+    ]
+
+
+def _line(record: dict[str, object]) -> str:
+    return "  ".join(cell for cell in _cells(record) if cell)
