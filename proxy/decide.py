@@ -226,7 +226,7 @@ def check_resolved(
                 return Decision(False, f'deny "{rule}" ({where})', "", host)
         if (address, port) in exempt_set:
             continue
-        kind = "this host's own address" if address in own else address_kind(address)
+        kind = address_kind(address) or ("this host's own address" if address in own else None)
         if kind is None:
             continue
         if any(r.network is not None and _matches(r, Target(address=address), port) for r in rules.allow):

@@ -431,10 +431,18 @@ class StockadeFilter:
             flow.kill()
 
     def _restore_address(self, data: server_hooks.ServerConnectionHookData) -> None:
-        """Give the connection its name back, so mitmproxy reuses it for the same host."""
+        """Give the connection its name back once it is connected.
+
+        mitmproxy reuses a connection only for the same `address`, so a
+        connection labelled with the IP would never be reused (and idle ones
+        would pile up against its five-per-destination limit). The name is
+        what mitmproxy itself keeps in `address` when it resolves a host;
+        the IP stays in `peername`. Server refuses address changes on open
+        connections (to stop redirects); this is a relabel, not a redirect.
+        """
         original = self.dialed.pop(data.server, None)
         if original is not None:
-            data.server.address = original
+            object.__setattr__(data.server, "address", original)
 
 
 def parse_proxy_authorization(value: str) -> str | None:

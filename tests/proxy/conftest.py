@@ -1,11 +1,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from stockade.profiles.locations import Locations
 from stockade.proxy.control import SessionSpec
 
 ALLOW = ("allowed.test", "*.wild.test")
@@ -39,3 +44,53 @@ def audit_lines(tmp_path: Path) -> Callable[[], list[dict[str, object]]]:
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
     return read
+
+
+def make_locations(root: Path) -> Locations:
+    """A private XDG tree under `root`, so no test touches the real home or another test's daemon."""
+    return Locations(home=root, config=root / "config", state=root / "state", cache=root / "cache", runtime=root / "run")
+
+
+def stop_daemon(locations: Locations) -> None:
+    """SIGTERM the daemon of `locations` if one runs, and wait for it to go."""
+    try:
+        pid = int(json.loads((locations.runtime / "proxy.port").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:  # reap it if it is our child
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def fresh_locations(tmp_path: Path) -> Iterator[Callable[[str], Locations]]:
+    """Factory of private XDG trees; any daemon started in one is stopped after the test."""
+    made: list[Locations] = []
+
+    def make(name: str = "home") -> Locations:
+        locations = make_locations(tmp_path / name)
+        made.append(locations)
+        return locations
+
+    yield make
+    for locations in made:
+        stop_daemon(locations)
+
+
+@pytest.fixture(scope="session")
+def daemon_tools() -> SimpleNamespace:
+    """`make_locations` and `stop_daemon` for module-scoped fixtures (tests do not import conftest)."""
+    return SimpleNamespace(make_locations=make_locations, stop_daemon=stop_daemon)

@@ -1,0 +1,291 @@
+"""The `stockade run` side of the proxy daemon: start it on demand, register and end sessions.
+
+On the hot path of every networked run, so it imports the standard library
+only (no mitmproxy, Rich or psutil); `subprocess` is imported only when a
+daemon has to be started.
+
+A warm run costs two Unix-socket round trips (ping, register). A cold one
+starts the daemon under an fcntl lock, so concurrent runs start one daemon,
+and waits for the daemon's "ready" line on a pipe rather than polling.
+
+A session lives while the registering process keeps its control connection
+(held here until `end_session`): if `stockade run` dies, the daemon ends the
+session itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stockade.profiles.errors import SandboxSetupError
+from stockade.profiles.locations import Locations
+from stockade.proxy.control import MAX_LINE, PROXY_USER, DaemonFiles, SessionSpec, decode, encode
+
+__all__ = [
+    "ProxyDaemonError",
+    "SessionSpec",
+    "SessionTicket",
+    "daemon_files",
+    "end_session",
+    "ensure_daemon",
+    "proxy_authorization",
+    "register_session",
+]
+
+START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
+IO_TIMEOUT = 10.0
+IDLE_ENV = "STOCKADE_PROXY_IDLE"  # seconds a daemon with no sessions and no connections lives on
+TEST_RESOLVER_ENV = "STOCKADE_PROXY_TEST_RESOLVER"  # tests only: JSON name table (see proxy/resolver.py)
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+_held: dict[str, socket.socket] = {}  # session id -> the control connection that keeps it alive
+
+
+class ProxyDaemonError(SandboxSetupError, OSError):
+    """The proxy daemon could not be started or reached, or refused a request."""
+
+
+@dataclass(frozen=True)
+class SessionTicket:
+    """What a relay needs: the daemon's port and the session's credential."""
+
+    port: int
+    token: str = field(repr=False)
+    session_id: str = ""
+
+    def proxy_authorization(self) -> bytes:
+        """The header line a relay inserts after the first request line of a connection."""
+        return proxy_authorization(self.token)
+
+
+def proxy_authorization(token: str) -> bytes:
+    """`Proxy-Authorization: Basic base64("stockade:" + token)` with its CRLF."""
+    import base64
+
+    value = base64.b64encode(f"{PROXY_USER}:{token}".encode()).decode("ascii")
+    return f"Proxy-Authorization: Basic {value}\r\n".encode("ascii")
+
+
+def daemon_files(locations: Locations) -> DaemonFiles:
+    return DaemonFiles(runtime=locations.runtime, state=locations.state)
+
+
+def ensure_daemon(locations: Locations, *, idle_timeout: float | None = None, test_resolver: str | None = None) -> int:
+    """The port of this user's proxy daemon on 127.0.0.1, starting the daemon if none answers.
+
+    `idle_timeout` and `test_resolver` apply only to a daemon this call starts
+    (defaults: $STOCKADE_PROXY_IDLE or 300 s; $STOCKADE_PROXY_TEST_RESOLVER or none).
+    """
+    files = daemon_files(locations)
+    port = _alive_port(files)
+    if port is not None:
+        return port
+    _private_dir(files.runtime)
+    _private_dir(files.state)
+    with _locked(files.lock):
+        port = _alive_port(files)  # another run may have started it while we waited
+        if port is not None:
+            return port
+        return _start(files, idle_timeout, test_resolver)
+
+
+def register_session(locations: Locations, spec: SessionSpec) -> SessionTicket:
+    """Register a session; the returned ticket carries the daemon port and the session's token."""
+    files = daemon_files(locations)
+    for attempt in (1, 2):
+        try:
+            conn = _connect(files)
+        except OSError:
+            if attempt == 2:
+                raise
+            ensure_daemon(locations)
+            continue
+        try:
+            reply = _exchange(conn, {"op": "register", "spec": spec.to_dict()})
+        except OSError:
+            conn.close()
+            if attempt == 2:
+                raise
+            ensure_daemon(locations)
+            continue
+        if reply.get("ok"):
+            previous = _held.pop(spec.session_id, None)
+            if previous is not None:
+                previous.close()
+            _held[spec.session_id] = conn
+            return SessionTicket(port=int(reply["port"]), token=str(reply["token"]), session_id=str(reply["session_id"]))
+        conn.close()
+        if reply.get("retry") and attempt == 1:  # the daemon was exiting: start a new one
+            ensure_daemon(locations)
+            continue
+        raise ProxyDaemonError(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
+    raise ProxyDaemonError("the proxy daemon did not accept the session")  # pragma: no cover
+
+
+def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
+    """End a session; returns what it was denied: dicts with host, port, rule, hint, count, origin."""
+    conn = _held.pop(session_id, None)
+    try:
+        if conn is None:
+            conn = _connect(daemon_files(locations))
+        reply = _exchange(conn, {"op": "end", "session_id": session_id})
+    finally:
+        if conn is not None:
+            conn.close()
+    if not reply.get("ok"):
+        raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
+    return list(reply.get("denials", []))
+
+
+# -- internals -----------------------------------------------------------------
+
+
+def _alive_port(files: DaemonFiles) -> int | None:
+    """The daemon's port if its port file exists and it answers a ping on the control socket."""
+    try:
+        recorded = json.loads(files.port_file.read_text())
+        conn = _connect(files)
+    except (OSError, ValueError):
+        return None
+    try:
+        reply = _exchange(conn, {"op": "ping"})
+    except OSError:
+        return None
+    finally:
+        conn.close()
+    if reply.get("ok") and not reply.get("exiting") and reply.get("port") == recorded.get("port"):
+        return int(reply["port"])
+    return None
+
+
+def _connect(files: DaemonFiles) -> socket.socket:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(IO_TIMEOUT)
+    try:
+        conn.connect(str(files.socket))
+    except OSError:
+        conn.close()
+        raise
+    return conn
+
+
+def _exchange(conn: socket.socket, message: dict[str, Any]) -> dict[str, Any]:
+    conn.sendall(encode(message))
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionResetError("the proxy daemon closed the control connection")
+        data += chunk
+        if len(data) > MAX_LINE:
+            raise ProxyDaemonError("the proxy daemon sent an oversized reply")
+    try:
+        return decode(data)
+    except ValueError as exc:
+        raise ProxyDaemonError(f"the proxy daemon sent a malformed reply: {exc}") from exc
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` 0700 (parents too); refuse one that another user owns."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise ProxyDaemonError(f"{path} belongs to another user; stockade keeps its proxy files in a private directory")
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ProxyDaemonError(f"timed out waiting for {path} (another stockade is starting the proxy daemon)") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _start(files: DaemonFiles, idle_timeout: float | None, test_resolver: str | None) -> int:
+    import subprocess
+
+    idle = idle_timeout if idle_timeout is not None else os.environ.get(IDLE_ENV)
+    resolver = test_resolver if test_resolver is not None else os.environ.get(TEST_RESOLVER_ENV)
+    read_end, write_end = os.pipe()
+    argv = [
+        sys.executable, "-m", "stockade.proxy.daemon",
+        "--runtime-dir", str(files.runtime),
+        "--state-dir", str(files.state),
+        "--ready-fd", str(write_end),
+    ]  # fmt: skip
+    if idle is not None and idle != "":
+        argv += ["--idle-timeout", str(int(float(idle)))]
+    if resolver:
+        argv += ["--test-resolver", str(resolver)]
+    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS and k != TEST_RESOLVER_ENV}
+    try:
+        with open(files.log, "ab") as log:
+            subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(write_end,),
+                start_new_session=True,  # not in the run's process group: survives ^C and the run
+                env=env,
+                cwd="/",
+            )
+    except OSError as exc:
+        os.close(read_end)
+        raise ProxyDaemonError(f"cannot start the proxy daemon: {exc}") from exc
+    finally:
+        os.close(write_end)
+    try:
+        line = _read_ready(read_end)
+    finally:
+        os.close(read_end)
+    try:
+        return int(line)
+    except ValueError:
+        raise ProxyDaemonError(f"the proxy daemon did not start: {_last_log_line(files.log)} (log: {files.log})") from None
+
+
+def _read_ready(fd: int) -> bytes:
+    """The daemon's ready line (its port), or b"" if it exited or timed out first."""
+    deadline = time.monotonic() + START_TIMEOUT
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return b""
+        chunk = os.read(fd, 64)
+        if not chunk:
+            return b""
+        data += chunk
+    return data.strip()
+
+
+def _last_log_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][-300:] if lines else "no output"

@@ -1,0 +1,620 @@
+"""The real daemon, end to end: curl through it to loopback HTTP and HTTPS origins.
+
+Names reach the origins through the daemon's test resolver; no test needs
+the internet. Each origin logs what it receives, so "the denied origin saw
+nothing" is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import http.server
+import ipaddress
+import json
+import os
+import random
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from stockade.profiles.locations import Locations
+from stockade.proxy import client
+from stockade.proxy.control import SessionSpec
+
+pytestmark = [
+    pytest.mark.network,
+    pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"),
+]
+
+BIG = 64 << 20
+NAMES = ("allowed.test", "denied.test", "a.wild.test", "blocked.wild.test")
+
+
+# -- origins -------------------------------------------------------------------
+
+
+@dataclass
+class Origin:
+    name: str
+    server: http.server.ThreadingHTTPServer
+    requests: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, Host)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+
+def _blob() -> bytes:
+    return random.Random(7).randbytes(BIG)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _record(self) -> None:
+        self.server.origin.requests.append((self.command, self.path, self.headers.get("Host", "")))
+
+    def _reply(self, body: bytes, status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        view = memoryview(body)
+        for start in range(0, len(view), 1 << 20):
+            self.wfile.write(view[start : start + (1 << 20)])
+
+    def do_GET(self) -> None:
+        self._record()
+        if self.path == "/blob":
+            self._reply(self.server.blob)
+        else:
+            self._reply(f"hello from {self.server.origin.name} {self.path}\n".encode())
+
+    def do_POST(self) -> None:
+        self._record()
+        remaining = int(self.headers.get("Content-Length", "0"))
+        digest = hashlib.sha256()
+        while remaining:
+            chunk = self.rfile.read(min(remaining, 1 << 20))
+            if not chunk:
+                break
+            digest.update(chunk)
+            remaining -= len(chunk)
+        self._reply(digest.hexdigest().encode())
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for every test name (EC: fast to make)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stockade test origin")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in NAMES] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "origin.pem", directory / "origin.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def start_origin(name: str, blob: bytes, tls: tuple[Path, Path] | None = None) -> Origin:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    origin = Origin(name, server)
+    server.origin = origin  # type: ignore[attr-defined]
+    server.blob = blob  # type: ignore[attr-defined]
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(tls[0]), str(tls[1]))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return origin
+
+
+# -- the daemon under test -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, daemon_tools: SimpleNamespace) -> Iterator[SimpleNamespace]:
+    root = tmp_path_factory.mktemp("proxyworld")
+    blob = _blob()
+    cert, key = make_certificate(root)
+    origins = {
+        "http": start_origin("allowed-http", blob),
+        "https": start_origin("allowed-https", blob, (cert, key)),
+        "denied": start_origin("denied-http", blob),
+        "denied_tls": start_origin("denied-https", blob, (cert, key)),
+        "canary": start_origin("canary", blob),  # a host service the sandbox must never reach
+    }
+    resolver = root / "names.json"
+    queries = root / "queries.txt"
+    resolver.write_text(
+        json.dumps(
+            {
+                "names": {
+                    "allowed.test": ["127.0.0.1"],
+                    "denied.test": ["127.0.0.1"],
+                    "a.wild.test": ["127.0.0.1"],
+                    "blocked.wild.test": ["127.0.0.1"],
+                    "rebind.wild.test": ["127.0.0.1"],
+                    "meta.wild.test": ["169.254.169.254"],
+                },
+                # every origin but the canary is a registered test upstream
+                "upstreams": [f"127.0.0.1:{o.port}" for k, o in origins.items() if k != "canary"],
+                "log": str(queries),
+            }
+        )
+    )
+    locations = daemon_tools.make_locations(root / "home")
+    started = time.monotonic()
+    port = client.ensure_daemon(locations, test_resolver=str(resolver), idle_timeout=600)
+    start_seconds = time.monotonic() - started
+    yield SimpleNamespace(
+        root=root, blob=blob, blob_sha=hashlib.sha256(blob).hexdigest(), cert=cert, origins=origins, port=port,
+        locations=locations, queries=queries, start_seconds=start_seconds,
+    )
+    daemon_tools.stop_daemon(locations)
+    for origin in origins.values():
+        origin.server.shutdown()
+
+
+@pytest.fixture
+def session(world: SimpleNamespace, tmp_path: Path) -> Iterator[Callable[..., SimpleNamespace]]:
+    """Register sessions for one test; ends them afterwards."""
+    opened: list[str] = []
+
+    def open_session(allow: tuple[str, ...] = ("allowed.test", "*.wild.test"), deny: tuple[str, ...] = ("blocked.wild.test",), mode: str = "allowlist") -> SimpleNamespace:
+        spec = SessionSpec(
+            session_id=f"{tmp_path.name}-{len(opened)}",
+            command=["curl", "-x", "..."],
+            cwd=str(tmp_path),
+            allow=allow,
+            deny=deny,
+            audit_path=str(tmp_path / f"audit-{len(opened)}.jsonl"),
+            origin=str(tmp_path / ".stockade.toml"),
+            mode=mode,
+        )
+        ticket = client.register_session(world.locations, spec)
+        opened.append(spec.session_id)
+        return SimpleNamespace(ticket=ticket, spec=spec, audit=Path(spec.audit_path), proxy=f"http://stockade:{ticket.token}@127.0.0.1:{ticket.port}")
+
+    yield open_session
+    for session_id in opened:
+        try:
+            client.end_session(world.locations, session_id)
+        except OSError:
+            pass
+
+
+def curl(*args: str, proxy: str | None, timeout: float = 120) -> tuple[str, bytes, str]:
+    """(status code, body, stderr) of a curl call through `proxy`."""
+    argv = ["curl", "-sS", "--max-time", "60", "-o", "-", "-w", "\n%{http_code}"]
+    if proxy is not None:
+        argv += ["-x", proxy]
+    done = subprocess.run(argv + list(args), capture_output=True, timeout=timeout)
+    body, _, code = done.stdout.rpartition(b"\n")
+    return code.decode(), body, done.stderr.decode(errors="replace")
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def raw_proxy(world: SimpleNamespace, request: bytes) -> bytes:
+    """Send bytes to the daemon as they are and return everything it answers."""
+    with socket.create_connection(("127.0.0.1", world.port), timeout=10) as conn:
+        conn.sendall(request)  # no half-close: mitmproxy reads that as the client leaving
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    return data
+
+
+def credential(token: str) -> str:
+    return "Basic " + base64.b64encode(f"stockade:{token}".encode()).decode()
+
+
+# -- tests -------------------------------------------------------------------------
+
+
+def test_daemon_started_quickly_and_privately(world: SimpleNamespace) -> None:
+    assert world.start_seconds < 15
+    runtime = world.locations.runtime
+    assert os.stat(runtime).st_mode & 0o777 == 0o700
+    assert os.stat(runtime / "proxy.sock").st_mode & 0o777 == 0o600
+    recorded = json.loads((runtime / "proxy.port").read_text())
+    assert recorded["port"] == world.port
+    assert client.ensure_daemon(world.locations) == world.port  # warm: the same daemon
+
+
+def test_allowed_http(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    port = world.origins["http"].port
+    code, body, _ = curl(f"http://allowed.test:{port}/hello?token=s3cret&x=1", proxy=s.proxy)
+    assert code == "200" and body == f"hello from allowed-http /hello?token=s3cret&x=1\n".encode()
+    assert world.origins["http"].requests[-1][2] == f"allowed.test:{port}"
+    assert wait_for(lambda: len(records(s.audit)) == 1)
+    (record,) = records(s.audit)
+    assert record["decision"] == "allow" and record["host"] == "allowed.test" and record["port"] == port
+    assert record["method"] == "GET" and record["path"] == "/hello?token=REDACTED&x=1"
+    assert record["scheme"] == "http" and record["address"] == "127.0.0.1"
+    assert record["session"] == s.spec.session_id and record["command"] == s.spec.command
+    assert record["bytes_down"] > 40 and record["bytes_up"] > 20
+    assert "s3cret" not in s.audit.read_text()
+
+
+def test_allowed_https_passes_untouched(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    port = world.origins["https"].port
+    # --cacert trusts the origin's own certificate only: a proxy that intercepted TLS would fail here.
+    code, body, err = curl("--cacert", str(world.cert), f"https://allowed.test:{port}/tls", proxy=s.proxy)
+    assert code == "200", err
+    assert body == b"hello from allowed-https /tls\n"
+    assert wait_for(lambda: len(records(s.audit)) == 1)
+    (record,) = records(s.audit)
+    assert (record["decision"], record["scheme"], record["sni"], record["method"]) == ("allow", "tls", "allowed.test", "CONNECT")
+    assert record["path"] is None and record["address"] == "127.0.0.1"
+    assert record["bytes_up"] > 300 and record["bytes_down"] > 300
+
+
+def test_wildcard_and_spelling(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    port = world.origins["http"].port
+    assert curl(f"http://A.Wild.TEST.:{port}/", proxy=s.proxy)[0] == "200"
+    assert curl(f"http://BLOCKED.wild.test.:{port}/", proxy=s.proxy)[0] == "403"
+    assert wait_for(lambda: len(records(s.audit)) == 2)
+    assert [r["host"] for r in records(s.audit)] == ["a.wild.test", "blocked.wild.test"]
+
+
+def test_denied_gets_403_with_the_fix_and_the_origin_sees_nothing(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    denied = world.origins["denied"]
+    code, body, _ = curl(f"http://denied.test:{denied.port}/", proxy=s.proxy)
+    assert code == "403"
+    text = body.decode()
+    assert text.count("\n") == 1
+    assert f"blocked denied.test:{denied.port}" in text
+    assert "going around the proxy will not work" in text
+    assert f'add `allow = ["denied.test"]` under [network] in {s.spec.origin}' in text
+    tls_code, _, _ = curl("--cacert", str(world.cert), f"https://denied.test:{world.origins['denied_tls'].port}/", proxy=s.proxy)
+    assert tls_code in ("000", "403")  # curl reports a refused CONNECT as 000 (with the 403 in stderr)
+    assert denied.requests == [] and world.origins["denied_tls"].requests == []
+    assert wait_for(lambda: len(records(s.audit)) == 2)
+    first, second = records(s.audit)
+    assert (first["decision"], first["rule"], first["hint"]) == ("deny", "no allow rule matches", 'allow = ["denied.test"]')
+    assert (second["method"], second["decision"]) == ("CONNECT", "deny")
+
+
+def test_no_credential_is_407(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    session()
+    origin = world.origins["http"]
+    before = len(origin.requests)
+    code, _, _ = curl(f"http://allowed.test:{origin.port}/", proxy=f"http://127.0.0.1:{world.port}")
+    assert code == "407"
+    code, _, _ = curl(f"http://allowed.test:{origin.port}/", proxy=f"http://stockade:not-a-token@127.0.0.1:{world.port}")
+    assert code == "407"
+    https_code, _, err = curl("--cacert", str(world.cert), f"https://allowed.test:{world.origins['https'].port}/", proxy=f"http://127.0.0.1:{world.port}")
+    assert https_code in ("000", "407") and "407" in err
+    assert len(origin.requests) == before
+
+
+def test_credentials_are_bound_to_their_session(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    a = session(allow=("allowed.test",), deny=())
+    b = session(allow=("a.wild.test",), deny=())
+    port = world.origins["http"].port
+    assert curl(f"http://a.wild.test:{port}/", proxy=a.proxy)[0] == "403"
+    assert curl(f"http://a.wild.test:{port}/", proxy=b.proxy)[0] == "200"
+    assert curl(f"http://allowed.test:{port}/", proxy=b.proxy)[0] == "403"
+    assert wait_for(lambda: len(records(a.audit)) == 1 and len(records(b.audit)) == 2)
+
+
+def test_sandbox_credential_next_to_the_relay_one_is_refused(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    a = session()
+    port = world.origins["http"].port
+    request = (
+        f"GET http://allowed.test:{port}/ HTTP/1.1\r\n"
+        f"Proxy-Authorization: {credential(a.ticket.token)}\r\n"  # what the relay inserts
+        f"Host: allowed.test:{port}\r\nProxy-Authorization: {credential('forged')}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    assert raw_proxy(world, request).startswith(b"HTTP/1.1 403")
+
+
+def test_host_header_must_match_the_target(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    allowed, denied = world.origins["http"], world.origins["denied"]
+    auth = f"Proxy-Authorization: {credential(s.ticket.token)}\r\n"
+    mismatch = f"GET http://allowed.test:{allowed.port}/ HTTP/1.1\r\n{auth}Host: denied.test:{denied.port}\r\nConnection: close\r\n\r\n"
+    assert raw_proxy(world, mismatch.encode()).startswith(b"HTTP/1.1 403")
+    origin_form = f"GET / HTTP/1.1\r\n{auth}Host: denied.test:{denied.port}\r\nConnection: close\r\n\r\n"
+    assert raw_proxy(world, origin_form.encode()).startswith(b"HTTP/1.1 403")
+    userinfo = f"GET http://allowed.test@denied.test:{denied.port}/ HTTP/1.1\r\n{auth}Host: denied.test:{denied.port}\r\nConnection: close\r\n\r\n"
+    assert raw_proxy(world, userinfo.encode())[:12] in (b"HTTP/1.1 400", b"HTTP/1.1 403")  # mitmproxy refuses userinfo
+    code, body, _ = curl(f"http://allowed.test@denied.test:{denied.port}/", proxy=s.proxy)  # curl drops it
+    assert code == "403" and b"blocked denied.test" in body
+    assert denied.requests == []
+
+
+def _tls_through(world: SimpleNamespace, token: str, connect: str, port: int, sni: str | None) -> str:
+    """CONNECT, then a TLS handshake with `sni`; returns "ok" or the failure."""
+    with socket.create_connection(("127.0.0.1", world.port), timeout=10) as conn:
+        conn.sendall(f"CONNECT {connect}:{port} HTTP/1.1\r\nHost: {connect}:{port}\r\nProxy-Authorization: {credential(token)}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn.recv(1024)
+        if not head.startswith(b"HTTP/1.1 200"):
+            return head.split(b"\r\n")[0].decode()
+        context = ssl.create_default_context(cafile=str(world.cert))
+        context.check_hostname = False
+        try:
+            with context.wrap_socket(conn, server_hostname=sni) as tls:
+                tls.sendall(f"GET /sni HTTP/1.1\r\nHost: {connect}\r\nConnection: close\r\n\r\n".encode())
+                return "ok" if tls.recv(12).startswith(b"HTTP/1.1 200") else "bad reply"
+        except (ssl.SSLError, OSError) as exc:
+            return f"failed: {exc}"
+
+
+def test_tls_sni_must_match_the_connect_host(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    origin = world.origins["https"]
+    before = len(origin.requests)
+    assert _tls_through(world, s.ticket.token, "allowed.test", origin.port, "denied.test").startswith("failed")
+    assert _tls_through(world, s.ticket.token, "allowed.test", origin.port, None).startswith("failed")
+    assert len(origin.requests) == before  # the killed tunnels never reached the origin
+    assert _tls_through(world, s.ticket.token, "allowed.test", origin.port, "allowed.test") == "ok"
+    assert wait_for(lambda: len(records(s.audit)) == 3)
+    fronted, bare, good = records(s.audit)
+    assert fronted["decision"] == "deny" and "TLS SNI denied.test does not match" in fronted["rule"]
+    assert bare["decision"] == "deny" and "without SNI" in bare["rule"]
+    assert good["decision"] == "allow" and good["sni"] == "allowed.test"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("http://127.0.0.1:{http}/", id="http v4"),
+        pytest.param("https://127.0.0.1:{https}/", id="https v4"),
+        pytest.param("http://2130706433:{http}/", id="decimal v4"),
+        pytest.param("http://[::ffff:127.0.0.1]:{http}/", id="mapped v6"),
+        pytest.param("http://localhost:{canary}/", id="localhost name"),
+        pytest.param("http://rebind.wild.test:{canary}/", id="allowed name resolving to loopback"),
+        pytest.param("http://meta.wild.test/latest/meta-data/", id="allowed name resolving to metadata"),
+    ],
+)
+def test_inside_addresses_are_refused(world: SimpleNamespace, session: Callable[..., SimpleNamespace], url: str) -> None:
+    s = session()
+    ports = {k: o.port for k, o in world.origins.items()}
+    code, body, err = curl("--cacert", str(world.cert), url.format(**ports), proxy=s.proxy)
+    assert code in ("403", "000"), (code, body, err)
+    assert world.origins["canary"].requests == []
+    assert wait_for(lambda: len(records(s.audit)) == 1)
+    assert records(s.audit)[0]["decision"] == "deny"
+
+
+def test_denied_names_are_never_resolved(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    for host in ("d1.exfil.denied.test", "blocked.wild.test", "x.exfil.test"):
+        curl(f"http://{host}/", proxy=s.proxy)
+        curl("--cacert", str(world.cert), f"https://{host}/", proxy=s.proxy)
+    asked = world.queries.read_text() if world.queries.exists() else ""
+    assert "exfil" not in asked and "blocked.wild.test" not in asked
+
+
+def test_raw_tcp_through_a_tunnel_is_killed(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    origin = world.origins["http"]
+    before = len(origin.requests)
+    with socket.create_connection(("127.0.0.1", world.port), timeout=10) as conn:
+        conn.sendall(f"CONNECT allowed.test:{origin.port} HTTP/1.1\r\nProxy-Authorization: {credential(s.ticket.token)}\r\n\r\n".encode())
+        assert conn.recv(1024).startswith(b"HTTP/1.1 200")
+        conn.sendall(b"SSH-2.0-OpenSSH_9.0\r\n")
+        assert conn.recv(1024) == b""  # closed, nothing relayed
+    assert len(origin.requests) == before
+    assert wait_for(lambda: len(records(s.audit)) == 1)
+    (record,) = records(s.audit)
+    assert record["decision"] == "deny" and record["scheme"] == "tcp"
+
+
+def test_keep_alive_connection_is_reused(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    port = world.origins["http"].port
+    urls = [f"http://allowed.test:{port}/r{i}" for i in range(12)]
+    argv = ["curl", "-sS", "--max-time", "30", "-x", s.proxy, "-w", "%{http_code} %{num_connects}\n"]
+    for url in urls:
+        argv += ["-o", "/dev/null", url]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.split()
+    assert out[0::2] == ["200"] * 12
+    assert sum(int(n) for n in out[1::2]) == 1  # one proxy connection for all twelve
+
+
+def test_big_bodies_stream_byte_identical(world: SimpleNamespace, session: Callable[..., SimpleNamespace], tmp_path: Path) -> None:
+    s = session()
+    upload = tmp_path / "upload.bin"
+    upload.write_bytes(world.blob)
+    for scheme, origin in (("http", world.origins["http"]), ("https", world.origins["https"])):
+        url = f"{scheme}://allowed.test:{origin.port}"
+        out = tmp_path / f"down-{scheme}.bin"
+        done = subprocess.run(
+            ["curl", "-sS", "--max-time", "120", "--cacert", str(world.cert), "-x", s.proxy, "-o", str(out), f"{url}/blob"],
+            capture_output=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert hashlib.sha256(out.read_bytes()).hexdigest() == world.blob_sha
+        code, body, err = curl("--cacert", str(world.cert), "--data-binary", f"@{upload}", f"{url}/upload", proxy=s.proxy)
+        assert code == "200", err
+        assert body.decode() == world.blob_sha
+    assert wait_for(lambda: len(records(s.audit)) == 4)
+    down_http, up_http, down_tls, up_tls = records(s.audit)
+    assert down_http["bytes_down"] >= BIG and up_http["bytes_up"] >= BIG
+    assert down_tls["bytes_down"] >= BIG and up_tls["bytes_up"] >= BIG
+
+
+def test_failed_audit_write_stops_the_session(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    port = world.origins["http"].port
+    assert curl(f"http://allowed.test:{port}/", proxy=s.proxy)[0] == "200"
+    assert wait_for(lambda: len(records(s.audit)) == 1)
+    s.audit.unlink()
+    s.audit.mkdir()  # the log is no longer writable
+    curl(f"http://allowed.test:{port}/lost", proxy=s.proxy)  # its record cannot be written
+    code, body, _ = curl(f"http://allowed.test:{port}/after", proxy=s.proxy)
+    assert code == "403" and b"audit log unwritable" in body
+    assert all(path != "/after" for _, path, _ in world.origins["http"].requests)
+
+
+def test_end_session_reports_denials_and_revokes_the_token(world: SimpleNamespace, tmp_path: Path) -> None:
+    spec = SessionSpec(
+        session_id="summary", command=["x"], cwd=str(tmp_path), allow=("allowed.test",), deny=(),
+        audit_path=str(tmp_path / "audit.jsonl"), origin="/p/.stockade.toml",
+    )  # fmt: skip
+    ticket = client.register_session(world.locations, spec)
+    proxy = f"http://stockade:{ticket.token}@127.0.0.1:{ticket.port}"
+    curl("http://denied.test:81/", proxy=proxy)
+    curl("http://denied.test:81/again", proxy=proxy)
+    curl("--cacert", str(world.cert), "https://203.0.113.7/", proxy=proxy)
+    denials = client.end_session(world.locations, "summary")
+    assert {(d["host"], d["port"], d["count"], d["hint"], d["origin"]) for d in denials} == {
+        ("denied.test", 81, 2, 'allow = ["denied.test"]', "/p/.stockade.toml"),
+        ("203.0.113.7", 443, 1, 'allow = ["203.0.113.7"]', "/p/.stockade.toml"),
+    }
+    assert curl(f"http://allowed.test:{world.origins['http'].port}/", proxy=proxy)[0] == "407"
+
+
+def test_session_ends_when_its_process_dies(world: SimpleNamespace, tmp_path: Path) -> None:
+    script = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from stockade.profiles.locations import Locations\n"
+        "from stockade.proxy import client\n"
+        "root = Path(sys.argv[1])\n"
+        "loc = Locations(home=root, config=root/'config', state=root/'state', cache=root/'cache', runtime=root/'run')\n"
+        "spec = client.SessionSpec(session_id='dies', command=['x'], cwd='/', allow=('allowed.test',), audit_path=sys.argv[2])\n"
+        "t = client.register_session(loc, spec)\n"
+        "print(t.token, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(world.locations.home), str(tmp_path / "a.jsonl")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    token = proc.stdout.readline().strip()
+    url = f"http://allowed.test:{world.origins['http'].port}/"
+    proxy = f"http://stockade:{token}@127.0.0.1:{world.port}"
+    assert curl(url, proxy=proxy)[0] == "200"
+    proc.kill()
+    proc.wait()
+    assert wait_for(lambda: curl(url, proxy=proxy)[0] == "407")
+
+
+def test_control_socket_refuses_other_users(world: SimpleNamespace) -> None:
+    if os.getuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as another user")
+    # Another user cannot even reach the 0700 directory; give it a hard link to the socket
+    # in an open directory, to prove SO_PEERCRED refuses it on its own.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as open_dir:
+        os.chmod(open_dir, 0o755)
+        link = Path(open_dir) / "proxy.sock"
+        os.link(world.locations.runtime / "proxy.sock", link)
+        os.chmod(link, 0o666)
+        try:
+            probe = (
+                "import socket,sys\n"
+                "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                "s.sendall(b'{\"op\":\"ping\"}\\n'); print(s.recv(4096).decode())\n"
+            )
+            done = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", sys.executable, "-c", probe, str(link)],
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+        finally:
+            os.chmod(world.locations.runtime / "proxy.sock", 0o600)
+    assert '"ok":false' in done.stdout and "own user" in done.stdout, done.stderr
+
+
+def test_daemon_exits_when_idle(fresh_locations: Callable[[str], Locations]) -> None:
+    locations = fresh_locations("idle")
+    port = client.ensure_daemon(locations, idle_timeout=2)
+    pid = json.loads((locations.runtime / "proxy.port").read_text())["pid"]
+    spec = SessionSpec(session_id="s", command=["x"], cwd="/", allow=(), audit_path=str(locations.state / "a.jsonl"))
+    client.register_session(locations, spec)
+    time.sleep(3)
+    assert os.path.exists(locations.runtime / "proxy.port")  # a session keeps it alive
+    client.end_session(locations, "s")
+
+    def gone() -> bool:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    assert wait_for(gone, timeout=20)
+    assert not (locations.runtime / "proxy.port").exists()
+    assert not (locations.runtime / "proxy.sock").exists()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_concurrent_starts_make_one_daemon(fresh_locations: Callable[[str], Locations]) -> None:
+    locations = fresh_locations("race")
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from stockade.profiles.locations import Locations\n"
+        "from stockade.proxy import client\n"
+        "root = Path(sys.argv[1])\n"
+        "loc = Locations(home=root, config=root/'config', state=root/'state', cache=root/'cache', runtime=root/'run')\n"
+        "print(client.ensure_daemon(loc, idle_timeout=60))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(locations.home)], stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    ports = {p.communicate(timeout=60)[0].strip() for p in procs}
+    assert len(ports) == 1 and ports != {""}
+
+
+def test_daemon_that_cannot_start_explains_why(fresh_locations: Callable[[str], Locations], tmp_path: Path) -> None:
+    locations = fresh_locations("broken")
+    with pytest.raises(client.ProxyDaemonError, match="did not start"):
+        client.ensure_daemon(locations, test_resolver=str(tmp_path / "missing.json"))
