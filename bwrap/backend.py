@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.limits import LimitPlan, new_session_id, plan_limits
-from stockade.bwrap.mounts import View, plan_view
+from stockade.bwrap.mounts import View, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.envfilter import sandbox_env, withheld
@@ -66,6 +66,11 @@ def _working_dir(cwd: str, view: View) -> str:
         )
     if not os.path.isdir(real):
         raise SandboxSetupError(f"the working directory {cwd} does not exist")
+    if not visible(real, view.writable):
+        raise SandboxSetupError(
+            f"the working directory {cwd} is not visible inside the sandbox (it gets a private /tmp, /var/tmp and /run); "
+            "add it to allow_write in the policy, or run from a folder outside those"
+        )
     return real
 
 

@@ -95,14 +95,22 @@ def execute(plan: BwrapPlan) -> int:
             after_spawn=bridge.attach if bridge else None,
         )
         hits = limit_hit(plan.limits)
+    denials = bridge.denials if bridge else []
     quarantined = sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)
     if not plan.quiet:
-        _summary(plan, outcome.timed_out, hits, quarantined, time.monotonic() - started)
+        _summary(plan, outcome.timed_out, hits, quarantined, denials, time.monotonic() - started)
     code = outcome.exit_code
     return 128 - code if code < 0 else code
 
 
-def _summary(plan: BwrapPlan, timed_out: bool, hits: list[str], quarantined: list[tuple[str, str]], elapsed: float) -> None:
+def _summary(
+    plan: BwrapPlan,
+    timed_out: bool,
+    hits: list[str],
+    quarantined: list[tuple[str, str]],
+    denials: list[dict[str, object]],
+    elapsed: float,
+) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was."""
     origin = plan.policy.origin
     lines: list[str] = []
@@ -115,7 +123,17 @@ def _summary(plan: BwrapPlan, timed_out: bool, hits: list[str], quarantined: lis
         lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
     for original, moved in quarantined:
         lines.append(f"{original} was created inside the sandbox and runs code outside it; moved to {moved} (the floor keeps such files read-only)")
+    for denial in denials:
+        count = f" ({denial.get('count')} times)" if int(str(denial.get("count") or 1)) > 1 else ""
+        lines.append(f"network: denied {denial.get('host')}:{denial.get('port')}{count}; to allow it, add {denial.get('hint')} under [network] {_where(origin)}")
     for note in plan.view.notes:
         lines.append(note)
     for line in lines:
         print(f"stockade: {line}", file=sys.stderr)
+
+
+def _where(origin: str) -> str:
+    """Which file a person edits to change this policy."""
+    if origin.startswith("builtin:"):
+        return f"in a .stockade.toml that extends {origin.removeprefix('builtin:')!r} (`stockade init` writes one)"
+    return f"in {origin}"

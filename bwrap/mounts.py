@@ -118,7 +118,7 @@ def _root_of(path: str, roots: list[str]) -> str | None:
     return max(inside, key=len) if inside else None
 
 
-def _visible(path: str, roots: list[str]) -> bool:
+def visible(path: str, roots: list[str]) -> bool:
     """False for paths under a private tmpfs (/tmp, /run, ...) that no root re-exposes."""
     hidden_by_tmpfs = any(is_within(path, d) for d in (*SCRATCH_DIRS, *HIDDEN_SYSTEM_DIRS))
     return not hidden_by_tmpfs or _root_of(path, roots) is not None
@@ -200,7 +200,7 @@ def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> N
 
 def _mask(view: View, path: str, roots: list[str]) -> None:
     """Hide `path`: an empty read-only folder, or an unopenable file."""
-    if not os.path.lexists(path) or not _visible(path, roots) or path in view.masked:
+    if not os.path.lexists(path) or not visible(path, roots) or path in view.masked:
         return
     root = _root_of(path, roots)
     if root is not None and path != root:
