@@ -1,0 +1,364 @@
+"""The macOS backend: build a `SeatbeltPlan`, explain it, run it under `sandbox-exec`.
+
+`build` and `explain` work on any platform (a dry run on Linux shows the
+exact macOS plan); `run` needs `/usr/bin/sandbox-exec`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stockade.profiles.backend import RunRequest
+from stockade.profiles.envfilter import sandbox_env, withheld
+from stockade.profiles.errors import (
+    CannotExecuteError,
+    CommandNotFoundError,
+    SandboxSetupError,
+    UsageError,
+)
+from stockade.profiles.floor import floor_for
+from stockade.profiles.model import NetworkMode, Policy
+from stockade.profiles.paths import is_within
+from stockade.seatbelt import sbpl
+from stockade.seatbelt.logstream import LOG_COMMAND, LogStream
+from stockade.seatbelt.profile import Profile, ProfileSpec, render
+from stockade.seatbelt.supervise import supervise
+from stockade.seatbelt.violations import parse_lines, printable, summary
+
+SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+PLACEHOLDER_PORT = 0
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
+TEMP_VARIABLES = ("TMPDIR",)
+_MAX_SYMLINK_HOPS = 40
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    """Path spellings as Seatbelt will compare them on this machine (it sees resolved paths).
+
+    Deny rules get every spelling, symlinks followed: denying more is safe.
+    Allow rules follow a symlink only when it lies outside every writable
+    root: a link the sandbox could have planted in an earlier run must not
+    decide what the next run may write.
+    """
+
+    writable_roots: tuple[str, ...] = ()
+    scan_limit: int = 5000  # entries looked at per denied folder when looking for symlinks
+    truncated: list[str] = field(default_factory=list)  # folders too big to scan completely
+
+    def deny_spellings(self, path: str) -> tuple[str, ...]:
+        return _unique((*sbpl.private_aliases(path), *sbpl.private_aliases(os.path.realpath(path))))
+
+    def allow_spellings(self, path: str) -> tuple[str, ...]:
+        real = self._trusted_realpath(path)
+        return _unique((*sbpl.private_aliases(path), *(sbpl.private_aliases(real) if real else ())))
+
+    def link_targets(self, path: str) -> tuple[str, ...]:
+        """Resolved targets of the symlinks below `path` (not following them further down)."""
+        targets: list[str] = []
+        seen = 0
+        for folder, dirs, files in os.walk(os.path.realpath(path)):
+            for name in (*dirs, *files):
+                seen += 1
+                full = os.path.join(folder, name)
+                if os.path.islink(full):
+                    targets.append(os.path.realpath(full))
+            if seen > self.scan_limit:
+                self.truncated.append(path)
+                break
+        return tuple(targets)
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def _planted(self, link: str) -> bool:
+        roots = (*self.writable_roots, *(os.path.realpath(r) for r in self.writable_roots))
+        return any(is_within(alias, root) for root in roots for alias in sbpl.private_aliases(link))
+
+    def _trusted_realpath(self, path: str) -> str | None:
+        """`path` with symlinks resolved, or None when a link inside a writable root is in the way."""
+        resolved = "/"
+        parts = path.split("/")
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                resolved = os.path.dirname(resolved)
+                continue
+            candidate = os.path.join(resolved, part)
+            if not os.path.islink(candidate):
+                resolved = candidate
+                continue
+            hops += 1
+            if self._planted(candidate) or hops > _MAX_SYMLINK_HOPS:
+                return None
+            try:
+                target = os.readlink(candidate)
+            except OSError:
+                return None
+            parts = target.split("/") + parts
+            if target.startswith("/"):
+                resolved = "/"
+        return resolved
+
+
+def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class SeatbeltPlan:
+    """One run, fully decided: `argv` is exactly what gets executed."""
+
+    argv: tuple[str, ...]
+    profile: Profile
+    command: tuple[str, ...]
+    cwd: Path
+    env: tuple[tuple[str, str], ...]
+    temp_dir: Path
+    tag: str
+    network_mode: NetworkMode
+    proxy_port: int | None  # None when the network is off; 0 is the dry-run placeholder
+    wall_time: float | None = None
+    file_size: int | None = None
+    report_violations: bool = True
+    withheld_env: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return dict(self.env)
+
+    @property
+    def params(self) -> tuple[tuple[str, str], ...]:
+        return self.profile.params
+
+
+def proxy_env(port: int) -> dict[str, str]:
+    """Variables that send HTTP(S) clients to the proxy; nothing bypasses it, loopback included."""
+    url = f"http://127.0.0.1:{port}"
+    return {**{name: url for name in PROXY_VARIABLES}, **{name: "" for name in NO_PROXY_VARIABLES}}
+
+
+class SeatbeltBackend:
+    """`Backend` for macOS: a Seatbelt profile run by `sandbox-exec`."""
+
+    name = "seatbelt"
+
+    def __init__(
+        self,
+        *,
+        proxy_port: int | None = None,
+        session_id: str | None = None,
+        temp_base: Path | None = None,
+        sandbox_exec: str = SANDBOX_EXEC,
+        log_command: str = LOG_COMMAND,
+    ) -> None:
+        """`proxy_port`: the proxy daemon's loopback port (None in a dry run without a daemon).
+
+        `session_id` names the run in denial messages (and may be the proxy's
+        session id); a random one is made per build when not given.
+        """
+        if proxy_port is not None and not 0 <= proxy_port <= 65535:
+            raise ValueError(f"proxy port {proxy_port} out of range")
+        self.proxy_port = proxy_port
+        self.session_id = session_id
+        self.temp_base = temp_base
+        self.sandbox_exec = sandbox_exec
+        self.log_command = log_command
+
+    # ---- build ----
+
+    def build(self, request: RunRequest) -> SeatbeltPlan:
+        if not request.command:
+            raise UsageError("no command to run")
+        if any("\0" in part for part in request.command):
+            raise UsageError("the command contains a NUL character")
+        policy = request.policy
+        session = self.session_id or secrets.token_hex(8)
+        try:
+            tag = sbpl.check_tag(f"stockade-{session}")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        temp_dir = self._temp_base() / tag
+        port, notes = self._port(policy)
+        floor = floor_for(policy.filesystem.allow_write, request.locations, policy.protected_files)
+        spec = ProfileSpec(policy=policy, floor=floor, home=str(request.locations.home), temp_dir=str(temp_dir), tag=tag, proxy_port=port)
+        paths = HostPaths(writable_roots=(*policy.filesystem.allow_write, str(temp_dir)))
+        try:
+            profile = render(spec, paths)
+        except ValueError as exc:
+            raise SandboxSetupError(f"cannot write the Seatbelt profile: {exc}") from None
+        notes += [f"{path}: more than {paths.scan_limit} entries; symlinks beyond those are not followed" for path in paths.truncated]
+        env = sandbox_env(request.host_env, policy.env)
+        env["TMPDIR"] = str(temp_dir)
+        if port is not None:
+            env.update(proxy_env(port))
+        argv = (self.sandbox_exec, *profile.sandbox_exec_args(), "--", *request.command)
+        return SeatbeltPlan(
+            argv=argv,
+            profile=profile,
+            command=tuple(request.command),
+            cwd=request.cwd,
+            env=tuple(env.items()),
+            temp_dir=temp_dir,
+            tag=tag,
+            network_mode=policy.network.mode,
+            proxy_port=port,
+            wall_time=policy.limits.wall_time,
+            file_size=policy.limits.file_size,
+            report_violations=not request.quiet,
+            withheld_env=tuple(withheld(request.host_env, policy.env)),
+            notes=tuple(notes + _limit_notes(policy)),
+        )
+
+    def _temp_base(self) -> Path:
+        return Path(os.path.realpath(self.temp_base or tempfile.gettempdir()))
+
+    def _port(self, policy: Policy) -> tuple[int | None, list[str]]:
+        notes: list[str] = []
+        if policy.network.mode is NetworkMode.NONE:
+            if policy.network.unix_sockets:
+                notes.append('[network] unix_sockets are not reachable: the network mode is "none"')
+            return None, notes
+        if self.proxy_port is None:
+            notes.append(
+                "proxy port 0 is a placeholder: no proxy daemon runs during a dry run; "
+                "`stockade run` puts the daemon's port there"
+            )
+            return PLACEHOLDER_PORT, notes
+        return self.proxy_port, notes
+
+    # ---- explain ----
+
+    def explain(self, plan: SeatbeltPlan) -> str:
+        index = plan.profile.index
+        if plan.proxy_port is None:
+            network = 'off (mode "none"): no outbound connection at all'
+        else:
+            network = f'mode "{plan.network_mode.value}": only the proxy at 127.0.0.1:{plan.proxy_port}, which applies [network] allow/deny'
+        denials = f"summarised after the run from `log stream`, tag {plan.tag}" if plan.report_violations else "not reported (quiet)"
+        set_here = sorted(n for n in plan.environment if n in (*PROXY_VARIABLES, *NO_PROXY_VARIABLES, *TEMP_VARIABLES))
+        lines = [
+            "# stockade run plan: macOS Seatbelt (sandbox-exec)",
+            f"policy: {printable(index.origin)}",
+            f"network: {network}",
+            f"temp dir: {printable(str(plan.temp_dir))} (created at start, removed at the end; TMPDIR points here)",
+            f"wall time: {_duration(plan.wall_time) if plan.wall_time else 'no limit'}",
+            f"denials: {denials}",
+            f"environment: {len(plan.env)} variables; set by stockade: {', '.join(set_here)}; "
+            f"withheld: {', '.join(plan.withheld_env) or 'none'}",
+        ]
+        lines += [f"note: {printable(note)}" for note in plan.notes]
+        lines += ["", "--- profile (sandbox-exec -p) ---", plan.profile.text.rstrip("\n"), ""]
+        lines += ["--- parameters (sandbox-exec -D) ---"]
+        lines += [f"{name}={printable(value)}" for name, value in plan.params]
+        lines += ["", "--- command ---", " ".join(_shell_word(a) if a != plan.profile.text else "\"$PROFILE\"" for a in plan.argv)]
+        lines += ["(where $PROFILE is the profile above)"]
+        return "\n".join(lines) + "\n"
+
+    # ---- run ----
+
+    def run(self, plan: SeatbeltPlan) -> int:
+        self._preflight(plan)
+        env = plan.environment
+        _check_command(plan.command, env, plan.cwd)
+        _make_private_dir(plan.temp_dir)
+        monitor = LogStream(plan.tag, self.log_command) if plan.report_violations else None
+        try:
+            if monitor is not None and not monitor.start():
+                monitor = None
+            outcome = supervise(plan.argv, env=env, cwd=plan.cwd, wall_time=plan.wall_time, file_size=plan.file_size)
+        except OSError as exc:
+            raise SandboxSetupError(f"cannot start {self.sandbox_exec}: {exc.strerror or exc}") from None
+        finally:
+            lines = monitor.stop() if monitor is not None else []
+            _remove_tree(plan.temp_dir)
+        if outcome.timed_out:
+            _say(f"stockade: wall_time limit of {_duration(plan.wall_time or 0)} reached; the command was killed")
+        for line in summary(parse_lines(lines, plan.tag), plan.profile.index):
+            _say(line)
+        return outcome.exit_code
+
+    def _preflight(self, plan: SeatbeltPlan) -> None:
+        if not (os.path.isfile(self.sandbox_exec) and os.access(self.sandbox_exec, os.X_OK)):
+            raise SandboxSetupError(f"{self.sandbox_exec} not found: the Seatbelt backend runs on macOS only")
+        if plan.network_mode is not NetworkMode.NONE and not plan.proxy_port:
+            raise SandboxSetupError(
+                f'network mode "{plan.network_mode.value}" needs the proxy daemon\'s port and none was given; '
+                "start the proxy daemon, or use a policy with network mode \"none\""
+            )
+
+
+def _limit_notes(policy: Policy) -> list[str]:
+    limits = policy.limits
+    missing = [name for name in ("memory", "pids", "tmp_size") if getattr(limits, name) is not None]
+    return [f"limits.{name} is not enforced on macOS (no cgroups or private /tmp there)" for name in missing]
+
+
+def _check_command(command: tuple[str, ...], env: dict[str, str], cwd: Path) -> None:
+    """127 and 126 before starting anything, as a shell would answer."""
+    name = command[0]
+    if "/" in name:
+        path = Path(name) if os.path.isabs(name) else cwd / name
+        if not path.exists():
+            raise CommandNotFoundError(f"{name}: no such file")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise CannotExecuteError(f"{name}: not an executable file")
+        return
+    if shutil.which(name, path=env.get("PATH", os.defpath)) is None:
+        raise CommandNotFoundError(f"{name}: command not found")
+
+
+def _make_private_dir(path: Path) -> None:
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as exc:
+        raise SandboxSetupError(f"cannot create the private temp dir {path}: {exc.strerror or exc}") from None
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove the temp dir, even folders the command made unwritable; never follows links."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    os.chmod(path, stat.S_IRWXU)
+    for root, dirs, _files in os.walk(path):  # top-down: a folder is opened up before it is entered
+        for name in dirs:
+            full = os.path.join(root, name)
+            if not os.path.islink(full):
+                os.chmod(full, stat.S_IRWXU)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def _shell_word(text: str) -> str:
+    """A shell spelling of one argv element that is safe to print to a terminal."""
+    if text.isprintable():
+        return shlex.quote(text)
+    return "$'" + text.encode("unicode_escape").decode("ascii").replace("'", "\\'") + "'"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
