@@ -55,6 +55,7 @@ META = "stockade"  # flow.metadata key holding the flow's Tracked
 OWN_ADDRESSES_TTL = 30.0  # seconds between re-reading this host's interface addresses
 INTERNAL_ERROR = "stockade internal error (request refused; see the daemon log)"
 RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP)"
+DENIED_BODY_LIMIT = 1 << 20  # the daemon's stream_large_bodies: denied bodies up to this size still get a 403
 
 
 class StockadeFilter:
@@ -375,6 +376,10 @@ class StockadeFilter:
         tracked = flow.metadata.get(META)
         if tracked is not None:
             tracked.deny(Decision(False, INTERNAL_ERROR, "", tracked.record.host))
+        if _body_too_big_to_answer(flow.request):
+            if flow.killable:
+                flow.kill()
+            return
         flow.response = _text_response(403, f"stockade: {INTERNAL_ERROR}\n")
 
     def _refuse_session(self, flow: http.HTTPFlow, session: Session, reason: str) -> None:
@@ -402,6 +407,9 @@ class StockadeFilter:
 
     def _refuse(self, flow: http.HTTPFlow, tracked: Tracked, decision: Decision) -> None:
         tracked.deny(decision)
+        if _body_too_big_to_answer(flow.request):
+            flow.kill()
+            return
         flow.response = _text_response(
             403, denial_text(tracked.record.host, tracked.record.port, decision, tracked.session.spec.origin)
         )
@@ -530,6 +538,22 @@ def auth_required_response() -> http.Response:
 
 def _text_response(status: int, text: str) -> http.Response:
     return http.Response.make(status, text, {"Content-Type": "text/plain; charset=utf-8"})
+
+
+def _body_too_big_to_answer(request: http.Request) -> bool:
+    """True if a denied request's body cannot be waited for: it is killed instead of answered.
+
+    mitmproxy sends a response set in `requestheaders` only after reading the
+    whole request body, and cannot both answer and stream; a body over
+    `stream_large_bodies` (or of unknown, chunked length) would either sit in
+    memory or break the stream. Such a request gets its connection closed.
+    """
+    if request.method == "CONNECT":
+        return False
+    if "transfer-encoding" in request.headers:
+        return True
+    length = request.headers.get("content-length", "0").strip()
+    return not length.isdigit() or int(length) > DENIED_BODY_LIMIT
 
 
 def _counter(tracked: Tracked, attribute: str) -> Callable[[bytes], bytes]:

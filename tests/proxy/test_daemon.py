@@ -439,6 +439,36 @@ def test_denied_names_are_never_resolved(world: SimpleNamespace, session: Callab
     assert "exfil" not in asked and "blocked.wild.test" not in asked
 
 
+def test_plain_http_through_a_tunnel(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    origin = world.origins["http"]
+    code, body, _ = curl("--proxytunnel", f"http://allowed.test:{origin.port}/tunnelled", proxy=s.proxy)
+    assert code == "200" and body == b"hello from allowed-http /tunnelled\n"
+    code, _, _ = curl("--proxytunnel", "-H", "Host: denied.test", f"http://allowed.test:{origin.port}/fronted", proxy=s.proxy)
+    assert code == "403"
+    assert all(path != "/fronted" for _, path, _ in origin.requests)
+
+
+def test_names_cannot_inject_audit_records(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    auth = f"Proxy-Authorization: {credential(s.ticket.token)}\r\n"
+    for host in ("a\x1b]52;c;aGk=\x07.test", 'a%0a{"decision":"allow"}.test', "[red]x[/red].test"):
+        raw_proxy(world, f"CONNECT {host}:443 HTTP/1.1\r\n{auth}\r\n".encode("latin-1"))
+        raw_proxy(world, f"GET http://{host}/ HTTP/1.1\r\n{auth}Host: {host}\r\nConnection: close\r\n\r\n".encode("latin-1"))
+    text = s.audit.read_text() if s.audit.exists() else ""
+    assert all(ord(c) >= 0x20 for line in text.splitlines() for c in line)
+    assert all(r["decision"] == "deny" for r in records(s.audit))
+
+
+def test_ipv6_literals_are_refused(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    port = world.origins["http"].port
+    assert curl(f"http://[::1]:{port}/", proxy=s.proxy)[0] == "403"
+    assert curl("--cacert", str(world.cert), f"https://[2001:db8::1]:{port}/", proxy=s.proxy)[0] in ("000", "403")
+    assert wait_for(lambda: len(records(s.audit)) == 2)
+    assert [r["rule"] for r in records(s.audit)] == ["IP literal not listed"] * 2
+
+
 def test_raw_tcp_through_a_tunnel_is_killed(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
     s = session()
     origin = world.origins["http"]
@@ -486,6 +516,23 @@ def test_big_bodies_stream_byte_identical(world: SimpleNamespace, session: Calla
     down_http, up_http, down_tls, up_tls = records(s.audit)
     assert down_http["bytes_down"] >= BIG and up_http["bytes_up"] >= BIG
     assert down_tls["bytes_down"] >= BIG and up_tls["bytes_up"] >= BIG
+
+
+def test_denied_uploads(world: SimpleNamespace, session: Callable[..., SimpleNamespace], tmp_path: Path) -> None:
+    s = session()
+    denied = world.origins["denied"]
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"x" * 1000)
+    code, body, _ = curl("--data-binary", f"@{small}", f"http://denied.test:{denied.port}/upload", proxy=s.proxy)
+    assert code == "403" and b"blocked denied.test" in body
+    big = tmp_path / "big.bin"
+    big.write_bytes(world.blob)
+    code, _, _ = curl("--data-binary", f"@{big}", f"http://denied.test:{denied.port}/upload", proxy=s.proxy)
+    assert code in ("000", "403")  # too big to wait for: the connection is closed instead
+    assert denied.requests == []
+    assert curl(f"http://allowed.test:{world.origins['http'].port}/still-fine", proxy=s.proxy)[0] == "200"
+    assert wait_for(lambda: len(records(s.audit)) == 3)
+    assert [r["decision"] for r in records(s.audit)] == ["deny", "deny", "allow"]
 
 
 def test_failed_audit_write_stops_the_session(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:

@@ -747,3 +747,33 @@ async def test_host_mismatch_helper() -> None:
     assert host_mismatch(request, in_tunnel=False) is None
     request.headers["Host"] = "denied.test"
     assert "does not match" in str(host_mismatch(request, in_tunnel=False))
+
+
+@pytest.mark.parametrize(
+    "headers, killed",
+    [
+        pytest.param({}, False, id="no body"),
+        pytest.param({"Content-Length": "1000"}, False, id="small body: answered"),
+        pytest.param({"Content-Length": str(sf.DENIED_BODY_LIMIT + 1)}, True, id="large body: killed"),
+        pytest.param({"Transfer-Encoding": "chunked"}, True, id="chunked body: killed"),
+        pytest.param({"Content-Length": "x"}, True, id="malformed length: killed"),
+    ],
+)
+async def test_denied_request_with_a_big_body_is_killed(
+    addon: StockadeFilter,
+    make_spec: Callable[..., SessionSpec],
+    audit_lines: Callable[[], list[dict[str, object]]],
+    headers: dict[str, str],
+    killed: bool,
+) -> None:
+    token = register(addon, make_spec())
+    with taddons.context(addon):
+        f = get_flow("denied.test", 80, token)
+        for name, value in headers.items():
+            f.request.headers[name] = value
+        await addon.requestheaders(f)
+    if killed:
+        assert f.response is None and f.error is not None and f.error.msg == f.error.KILLED_MESSAGE
+    else:
+        assert f.response is not None and f.response.status_code == 403
+    assert [r["decision"] for r in audit_lines()] == ["deny"]
