@@ -94,7 +94,9 @@ class BwrapBackend:
         bwrap = bwrap_path()
         if bwrap is None:
             raise SandboxSetupError("bubblewrap (bwrap) is not installed: sudo apt-get install bubblewrap; then run `stockade doctor`")
-        view = plan_view(request.policy, request.locations)
+        request.locations.ensure()
+        path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
+        view = plan_view(request.policy, request.locations, str(request.cwd), path_dirs)
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE
@@ -136,7 +138,7 @@ class BwrapBackend:
         if plan.view.placeholders:
             lines.append(f"# absent protected paths held read-only by mount points removed after the run: {len(plan.view.placeholders)}")
         if plan.view.unguarded:
-            lines.append(f"# absent protected paths checked after the run: {', '.join(plan.view.unguarded)}")
+            lines.append(f"# absent protected paths checked after the run: {', '.join(p for p, _ in plan.view.unguarded)}")
         lines += [f"# note: {note}" for note in plan.view.notes]
         return "\n".join(lines) + "\n"
 

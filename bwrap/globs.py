@@ -17,27 +17,25 @@ from stockade.profiles.paths import glob_base, glob_to_regex, is_glob
 MAX_ENTRIES = 500_000  # a walk stops here; the run's notes say so
 
 
-def expand(patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(existing paths matching any pattern, notes); plain paths pass through if they exist."""
-    found: list[str] = []
+def expand(patterns: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str]]:
+    """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists."""
+    found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
     notes: list[str] = []
-    by_base: dict[str, list[re.Pattern[str]]] = defaultdict(list)
+    by_base: dict[str, list[tuple[str, re.Pattern[str]]]] = defaultdict(list)
     for pattern in patterns:
         if not is_glob(pattern):
             if os.path.lexists(pattern):
-                found.append(pattern)
+                found[pattern].append(pattern)
             continue
-        by_base[glob_base(pattern)].append(re.compile(glob_to_regex(pattern)))
+        by_base[glob_base(pattern)].append((pattern, re.compile(glob_to_regex(pattern))))
     for base, regexes in by_base.items():
-        matches, complete = _walk(base, regexes)
-        found += matches
-        if not complete:
+        if not _walk(base, regexes, found):
             notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
-    return list(dict.fromkeys(found)), notes
+    return found, notes
 
 
-def _walk(base: str, regexes: list[re.Pattern[str]]) -> tuple[list[str], bool]:
-    matches: list[str] = []
+def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str, list[str]]) -> bool:
+    """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
     stack = [base]
     seen = 0
     while stack:
@@ -47,12 +45,13 @@ def _walk(base: str, regexes: list[re.Pattern[str]]) -> tuple[list[str], bool]:
                 for entry in entries:
                     seen += 1
                     if seen > MAX_ENTRIES:
-                        return matches, False
+                        return False
                     path = entry.path
-                    if any(r.match(path) for r in regexes):
-                        matches.append(path)
+                    for pattern, regex in regexes:
+                        if regex.match(path):
+                            found[pattern].append(path)
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(path)
         except OSError:
             continue
-    return matches, True
+    return True

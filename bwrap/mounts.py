@@ -43,7 +43,8 @@ class View:
     read_only: list[str] = field(default_factory=list)
     masked: list[str] = field(default_factory=list)
     placeholders: list[str] = field(default_factory=list)  # absent floor paths bwrap creates as mount points
-    unguarded: list[str] = field(default_factory=list)  # absent floor paths with absent parents: swept after the run
+    # absent floor paths whose folder is absent too, with the first absent folder: swept after the run
+    unguarded: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tmp_size: int = DEFAULT_TMP_SIZE
 
@@ -124,30 +125,66 @@ def visible(path: str, roots: list[str]) -> bool:
     return not hidden_by_tmpfs or _root_of(path, roots) is not None
 
 
-def plan_view(policy: Policy, locations: Locations) -> View:
+def plan_view(policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[str, ...] = ()) -> View:
+    """The mounts for one run; `path_dirs` are the host PATH's folders (ESCAPES 65)."""
     view = View(tmp_size=policy.limits.tmp_size or DEFAULT_TMP_SIZE)
     fs = policy.filesystem
-    deny_read, deny_notes = globs.expand(fs.deny_read)
-    view.notes += deny_notes
-    real_denied = [os.path.realpath(p) for p in deny_read]
-    roots = _writable_roots(view, fs.allow_write, real_denied)
+    project = os.path.realpath(policy.project_dir)
+    nested = (f"{project}/**/.git", f"{project}/**/.stockade.toml")
+    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested))
+    view.notes += walk_notes
+    real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
+    roots, anchors = _writable_roots(view, fs.allow_write, real_denied)
     real_home = os.path.realpath(locations.home)
-    floor = floor_for(tuple(roots), replace(locations, home=type(locations.home)(real_home)), policy.protected_files)
-    deny_write, write_notes = globs.expand(tuple(p for p in fs.deny_write))
-    view.notes += write_notes
-    for path in dict.fromkeys((*floor.read_only, *deny_write)):
-        _protect(view, path, roots, placeholder=path in floor.read_only)
-    for path in real_denied:
+    anchors += [project, os.path.realpath(cwd)]
+    floor = floor_for(tuple(roots), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
+    for path in floor.read_only:
+        _protect(view, path, roots, placeholder=True)
+    for path in _nested_repository_files(matches[nested[0]], roots) + matches[nested[1]]:
+        _protect(view, path, roots, placeholder=True)
+    for path in [p for pattern in fs.deny_write for p in matches[pattern]]:
+        _protect(view, path, roots, placeholder=False)
+    for folder in path_dirs:
+        real = os.path.realpath(folder)
+        if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
+            _protect(view, real, roots, placeholder=False)
+    hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in floor.hidden)]
+    for path in sorted(dict.fromkeys(hidden), key=len):  # outer masks first; anything inside one is hidden already
         _mask(view, path, roots)
-    for path in _symlink_targets(real_denied):
-        _mask(view, path, roots)
-    for path in floor.hidden:
-        if os.path.exists(path):
-            _mask(view, os.path.realpath(path), roots)
     return view
 
 
-def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str]) -> list[str]:
+def _nested_repository_files(git_entries: list[str], roots: list[str]) -> list[str]:
+    """hooks and config of every repository found in the project, and of the git dirs that
+    `.git` files (submodules, worktrees) point to (ESCAPES 58)."""
+    files: list[str] = []
+    for entry in git_entries:
+        if os.path.islink(entry):
+            continue
+        if os.path.isfile(entry):
+            files.append(entry)  # the `gitdir:` pointer itself
+            target = _gitdir_target(entry)
+            if target and _root_of(target, roots):
+                files += [f"{target}/hooks", f"{target}/config"]
+        elif os.path.isdir(entry):
+            files += [f"{entry}/hooks", f"{entry}/config"]
+    return files
+
+
+def _gitdir_target(pointer: str) -> str | None:
+    try:
+        with open(pointer, encoding="utf-8", errors="replace") as handle:
+            first = handle.readline(4096).strip()
+    except OSError:
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    target = first[len("gitdir:") :].strip()
+    return os.path.realpath(os.path.join(os.path.dirname(pointer), target))
+
+
+def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str]) -> tuple[list[str], list[str]]:
+    """(the folders bound writable, every allow_write entry's real path: floor anchors)."""
     roots: list[str] = []
     for entry in allow_write:
         if entry == "/":
@@ -168,7 +205,7 @@ def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str])
     for root in kept:
         view.add(root, 0, Bind(root))
         view.writable.append(root)
-    return kept
+    return kept, roots
 
 
 def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> None:
@@ -188,7 +225,7 @@ def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> N
     if not placeholder:
         return
     if not os.path.isdir(os.path.dirname(path)):
-        view.unguarded.append(path)
+        view.unguarded.append((path, _first_absent(root, path)))
         return
     # bwrap creates the mount point on the host; stockade removes it after the run.
     piece: Piece = Tmpfs(path, read_only=True, mode="0555") if is_folder_entry(path) else ReadOnlyBindFrom("/dev/null", path)
@@ -198,9 +235,18 @@ def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> N
     _pin_parents(view, root, path)
 
 
+def _first_absent(root: str, path: str) -> str:
+    current = root
+    for part in os.path.relpath(path, root).split("/"):
+        current = os.path.join(current, part)
+        if not os.path.lexists(current):
+            return current
+    return path
+
+
 def _mask(view: View, path: str, roots: list[str]) -> None:
     """Hide `path`: an empty read-only folder, or an unopenable file."""
-    if not os.path.lexists(path) or not visible(path, roots) or path in view.masked:
+    if not os.path.lexists(path) or not visible(path, roots) or any(is_within(path, m) for m in view.masked):
         return
     root = _root_of(path, roots)
     if root is not None and path != root:

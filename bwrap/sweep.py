@@ -1,20 +1,45 @@
 """After a run: protected files that could not be held read-only (their folder did not
-exist yet) and were created inside the sandbox are moved aside, never deleted."""
+exist yet) and were created inside the sandbox are moved aside, never deleted.
+
+The sweep never follows a symlink: it walks down from the first folder that
+was absent at planning with lstat, and a symlink the sandbox planted on the way
+is itself what gets moved (ESCAPES 4).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 
-def sweep_unguarded(paths: list[str], quarantine: Path) -> list[tuple[str, str]]:
+def _to_move(path: str, first_absent: str) -> str | None:
+    """The entry to move aside: `path`, or a symlink planted above it; None if nothing appeared."""
+    current = first_absent
+    remainder = os.path.relpath(path, first_absent).split("/")
+    for part in ["", *remainder]:
+        if part:
+            current = os.path.join(current, part)
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(mode):
+            return current
+        if current != path and not stat.S_ISDIR(mode):
+            return current  # a file where a folder should be: move it, it is not ours to keep
+    return path
+
+
+def sweep_unguarded(paths: list[tuple[str, str]], quarantine: Path) -> list[tuple[str, str]]:
     moved: list[tuple[str, str]] = []
-    for path in paths:
-        if not os.path.lexists(path):
+    for path, first_absent in paths:
+        entry = _to_move(path, first_absent)
+        if entry is None or any(entry == done for done, _ in moved):
             continue
-        target = quarantine / path.lstrip("/")
+        target = quarantine / entry.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        shutil.move(path, target)  # the project and the state folder may be on different filesystems
-        moved.append((path, str(target)))
+        shutil.move(entry, target)  # the project and the state folder may be on different filesystems
+        moved.append((entry, str(target)))
     return moved

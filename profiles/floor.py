@@ -96,14 +96,23 @@ class Floor:
     hidden: tuple[str, ...]
 
 
-def floor_for(writable_roots: tuple[str, ...], locations: Locations, policy_files: tuple[str, ...] = ()) -> Floor:
+def floor_for(
+    writable_roots: tuple[str, ...],
+    locations: Locations,
+    policy_files: tuple[str, ...] = (),
+    anchors: tuple[str, ...] = (),
+) -> Floor:
     """Protected paths that some writable root would otherwise expose to writes.
 
-    Every candidate is returned when it lies inside a writable root, whether
-    or not it exists yet: a backend must stop its creation too.
+    Project files are protected at every writable root and at every anchor
+    (the project, the working directory, each allow_write entry even when a
+    broader one covers it). Every candidate is returned when it lies inside a
+    writable root, whether or not it exists yet: a backend must stop its
+    creation too.
     """
     home = str(locations.home)
-    candidates = [f"{root.rstrip('/')}/{name}" for root in writable_roots for name in RUNS_LATER_IN_PROJECT]
+    places = dict.fromkeys((*writable_roots, *anchors))
+    candidates = [f"{place.rstrip('/')}/{name}" for place in places for name in RUNS_LATER_IN_PROJECT]
     candidates += [f"{home}/{name}" for name in RUNS_LATER_IN_HOME]
     candidates += [str(locations.config), *policy_files]
     read_only = tuple(

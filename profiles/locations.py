@@ -31,6 +31,16 @@ class Locations:
     def private_dirs(self) -> tuple[Path, ...]:
         return (self.state, self.cache, self.runtime)
 
+    def ensure(self) -> None:
+        """Create stockade's folders (0700) before a sandbox is planned.
+
+        A folder that does not exist at planning cannot be masked, and a
+        sandbox with a writable home could then plant a filter cache, a
+        placeholder record or a config of its own in it (ESCAPES 15, 63).
+        """
+        for folder in (*self.private_dirs(), self.config):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+
 
 def locate(env: Mapping[str, str] | None = None) -> Locations:
     env = os.environ if env is None else env
