@@ -110,7 +110,7 @@ def run(argv: list[str]) -> int:
     note = untrusted_note(resolution)
     if note and not args.quiet:
         print(note, file=sys.stderr)
-    backend = backend_for(args.platform or _host_platform())
+    platform = args.platform or _host_platform()
     request = RunRequest(
         policy=resolution.policy,
         command=tuple(args.command),
@@ -119,6 +119,11 @@ def run(argv: list[str]) -> int:
         locations=locations,
         quiet=args.quiet,
     )
+    if platform == "darwin" and not args.dry_run:
+        from stockade.seatbelt.network import run as run_on_macos
+
+        return run_on_macos(request)
+    backend = backend_for(platform)
     plan = backend.build(request)
     if args.dry_run:
         sys.stdout.write(backend.explain(plan))

@@ -145,9 +145,14 @@ class SeatbeltPlan:
         return self.profile.params
 
 
-def proxy_env(port: int) -> dict[str, str]:
-    """Variables that send HTTP(S) clients to the proxy; nothing bypasses it, loopback included."""
-    url = f"http://127.0.0.1:{port}"
+def proxy_env(port: int, token: str | None = None) -> dict[str, str]:
+    """Variables that send HTTP(S) clients to the proxy; nothing bypasses it, loopback included.
+
+    Without a relay in between (Linux has one), the session's credential rides in
+    the proxy URL: only this sandbox sees it, and it admits only this session.
+    """
+    credential = f"stockade:{token}@" if token else ""
+    url = f"http://{credential}127.0.0.1:{port}"
     return {**{name: url for name in PROXY_VARIABLES}, **{name: "" for name in NO_PROXY_VARIABLES}}
 
 
@@ -164,6 +169,7 @@ class SeatbeltBackend:
         temp_base: Path | None = None,
         sandbox_exec: str = SANDBOX_EXEC,
         log_command: str = LOG_COMMAND,
+        proxy_token: str | None = None,
     ) -> None:
         """`proxy_port`: the proxy daemon's loopback port (None in a dry run without a daemon).
 
@@ -173,6 +179,7 @@ class SeatbeltBackend:
         if proxy_port is not None and not 0 <= proxy_port <= 65535:
             raise ValueError(f"proxy port {proxy_port} out of range")
         self.proxy_port = proxy_port
+        self.proxy_token = proxy_token
         self.session_id = session_id
         self.temp_base = temp_base
         self.sandbox_exec = sandbox_exec
@@ -204,7 +211,7 @@ class SeatbeltBackend:
         env = sandbox_env(request.host_env, policy.env)
         env["TMPDIR"] = str(temp_dir)
         if port is not None:
-            env.update(proxy_env(port))
+            env.update(proxy_env(port, self.proxy_token))
         argv = (self.sandbox_exec, *profile.sandbox_exec_args(), "--", *request.command)
         return SeatbeltPlan(
             argv=argv,

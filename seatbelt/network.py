@@ -1,0 +1,47 @@
+"""A networked macOS run: register a proxy session, run, report what the proxy denied.
+
+Linux relays through its own bridge (bwrap/network.py); on macOS the profile
+lets the sandbox reach only the daemon's loopback port, and the credential
+travels in the proxy URL.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from stockade.profiles.backend import RunRequest
+from stockade.profiles.model import NetworkMode
+from stockade.seatbelt.backend import SeatbeltBackend
+
+
+def run(request: RunRequest) -> int:
+    """Build and run on macOS; with network, inside a registered proxy session."""
+    if request.policy.network.mode is NetworkMode.NONE:
+        backend = SeatbeltBackend()
+        return backend.run(backend.build(request))
+    from stockade.proxy import client
+
+    session = os.urandom(8).hex()
+    policy = request.policy
+    spec = client.SessionSpec(
+        session_id=session,
+        command=list(request.command),
+        cwd=str(request.cwd),
+        mode=policy.network.mode.value,
+        allow=tuple(policy.network.allow),
+        deny=tuple(policy.network.deny),
+        audit_path=policy.audit.log or str(request.locations.default_audit_log),
+        origin=policy.origin,
+    )
+    client.ensure_daemon(request.locations)
+    ticket = client.register_session(request.locations, spec)
+    try:
+        backend = SeatbeltBackend(proxy_port=ticket.port, session_id=session, proxy_token=ticket.token)
+        return backend.run(backend.build(request))
+    finally:
+        denials = client.end_session(request.locations, session)
+        if not request.quiet:
+            for denial in denials:
+                print(f"stockade: network: denied {denial.get('host')}:{denial.get('port')}; to allow it, add "
+                      f"{denial.get('hint')} under [network] in {policy.origin}", file=sys.stderr)
