@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.backend import BwrapPlan, resolve_command
+from stockade.bwrap.changes import changes, snapshot
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, remove_cgroups
 from stockade.bwrap.placeholders import PlaceholderGuard
 from stockade.bwrap.supervise import supervise
 from stockade.bwrap.sweep import sweep_unguarded
 from stockade.profiles.errors import SandboxSetupError
+from stockade.profiles.paths import is_within
 from stockade.profiles.units import format_duration
 
 if TYPE_CHECKING:
@@ -56,6 +58,11 @@ def _preexec(plan: BwrapPlan, bridge: Bridge | None) -> Callable[[], None] | Non
     return child
 
 
+def _project_watch(plan: BwrapPlan) -> bool:
+    """Watch the project only when the run can write it and someone reads the summary."""
+    return not plan.quiet and any(is_within(plan.view.project, root) for root in plan.view.writable)
+
+
 def execute(plan: BwrapPlan) -> int:
     resolve_command(plan.command, plan.env)
     started = time.monotonic()
@@ -65,6 +72,8 @@ def execute(plan: BwrapPlan) -> int:
     pieces = [*plan.pieces, bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write)]
     args_fd = _args_fd(pieces)
     argv = [plan.bwrap, "--args", str(args_fd), "--", *plan.command]
+    watched = _project_watch(plan)
+    before = snapshot(plan.view.project) if watched else {}
     with ExitStack() as stack:
         if plan.view.placeholders:
             guard = stack.enter_context(PlaceholderGuard(plan.locations.state, plan.session))
@@ -96,9 +105,10 @@ def execute(plan: BwrapPlan) -> int:
         )
         hits = limit_hit(plan.limits)
     denials = bridge.denials if bridge else []
+    touched = changes(before, snapshot(plan.view.project)) if watched else []
     quarantined = sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)
     if not plan.quiet:
-        _summary(plan, outcome.timed_out, hits, quarantined, denials, time.monotonic() - started)
+        _summary(plan, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)
     code = outcome.exit_code
     return 128 - code if code < 0 else code
 
@@ -109,6 +119,7 @@ def _summary(
     hits: list[str],
     quarantined: list[tuple[str, str]],
     denials: list[dict[str, object]],
+    touched: list[tuple[str, str]],
     elapsed: float,
 ) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was."""
@@ -126,6 +137,9 @@ def _summary(
     for denial in denials:
         count = f" ({denial.get('count')} times)" if int(str(denial.get("count") or 1)) > 1 else ""
         lines.append(f"network: denied {denial.get('host')}:{denial.get('port')}{count}; to allow it, add {denial.get('hint')} under [network] {_where(origin)}")
+    if touched:
+        names = ", ".join(f"{os.path.relpath(path, plan.view.project)} ({how})" for path, how in touched)
+        lines.append(f"files that run code later were created or changed; review them before running them outside the sandbox: {names}")
     for note in plan.view.notes:
         lines.append(note)
     for line in lines:

@@ -47,6 +47,7 @@ class View:
     unguarded: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tmp_size: int = DEFAULT_TMP_SIZE
+    project: str = "/"
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -130,6 +131,7 @@ def plan_view(policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[s
     view = View(tmp_size=policy.limits.tmp_size or DEFAULT_TMP_SIZE)
     fs = policy.filesystem
     project = os.path.realpath(policy.project_dir)
+    view.project = project
     nested = (f"{project}/**/.git", f"{project}/**/.stockade.toml")
     matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested))
     view.notes += walk_notes

@@ -88,6 +88,22 @@ def is_folder_entry(path: str) -> bool:
     return any(path == name or path.endswith("/" + name) for name in FOLDER_NAMES)
 
 
+# Project files that run code later but are ordinary work, so they stay
+# writable: the end-of-run summary names each one created or changed
+# (globs relative to the project; a bare name matches at any depth).
+REPORTED_WHEN_CHANGED: tuple[str, ...] = (
+    "Makefile", "makefile", "GNUmakefile", "*.mk", "Justfile", "justfile", "Taskfile.yml",
+    "conftest.py", "setup.py", "noxfile.py", "tox.ini", "package.json", "*.sh", "*.pth",
+    ".pre-commit-config.yaml", ".husky/*", ".github/workflows/*", ".gitlab-ci.yml", ".gitattributes",
+)
+
+
+def reported_patterns(project: str) -> tuple[str, ...]:
+    """Absolute globs for REPORTED_WHEN_CHANGED inside one project."""
+    root = project.rstrip("/")
+    return tuple(f"{root}/{name}" if "/" in name else f"{root}/**/{name}" for name in REPORTED_WHEN_CHANGED)
+
+
 @dataclass(frozen=True)
 class Floor:
     """Floor paths for one run: read-only inside, or hidden entirely."""
