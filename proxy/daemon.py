@@ -214,7 +214,7 @@ def peer_uid(sock: Any) -> int | None:
     return None
 
 
-def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None) -> DumpMaster:
+def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None, splice: bool = True) -> DumpMaster:
     """mitmproxy configured as a filter: no interception, lazy connects, streamed bodies."""
     files.state.mkdir(mode=0o700, parents=True, exist_ok=True)
     options = Options(
@@ -233,12 +233,13 @@ def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, r
         onboarding=False,
         stockade_idle_timeout=idle_timeout,
         stockade_test_resolver=test_resolver,
+        stockade_splice=splice,
     )
     return master
 
 
-async def serve(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None) -> None:
-    master = build_master(files, idle_timeout=idle_timeout, test_resolver=test_resolver, ready_fd=ready_fd)
+async def serve(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None, splice: bool = True) -> None:
+    master = build_master(files, idle_timeout=idle_timeout, test_resolver=test_resolver, ready_fd=ready_fd, splice=splice)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, master.shutdown)
@@ -252,12 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-timeout", type=int, default=DEFAULT_IDLE, help="seconds without sessions or connections before exiting")
     parser.add_argument("--test-resolver", default="", help="tests only: JSON file answering every name lookup")
     parser.add_argument("--ready-fd", type=int, default=None, help="write the port and a newline here once ready")
+    parser.add_argument("--debug", action="store_true", help="log every decision step")
+    parser.add_argument("--no-splice", action="store_true", help="keep checked TLS tunnels on mitmproxy's path (for comparison)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("mitmproxy").setLevel(logging.WARNING)
     os.umask(0o077)
     files = DaemonFiles(runtime=args.runtime_dir, state=args.state_dir)
-    asyncio.run(serve(files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd))
+    asyncio.run(
+        serve(files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd, splice=not args.no_splice)
+    )
     return 0
 
 

@@ -25,6 +25,7 @@ so every enforcing hook catches everything itself and denies.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import dataclasses
@@ -44,6 +45,7 @@ from mitmproxy.proxy.layers import HttpLayer, TCPLayer
 from stockade.proxy.audit import AuditRecord, now_iso, redact_path
 from stockade.proxy.control import PROXY_USER
 from stockade.proxy.decide import Decision, canonical_target, check_resolved, decide
+from stockade.proxy import splicer
 from stockade.proxy.meter import Meter
 from stockade.proxy.resolver import Resolved, Resolver, file_resolver, own_addresses, system_resolver
 from stockade.proxy.sessions import Registry, Session
@@ -66,6 +68,7 @@ class StockadeFilter:
         self.bound: MutableMapping[connection.Client, Session] = weakref.WeakKeyDictionary()
         self.tunnels: MutableMapping[connection.Client, Tracked] = weakref.WeakKeyDictionary()
         self.metered: MutableMapping[connection.Client, Meter] = weakref.WeakKeyDictionary()
+        self.splicing: MutableMapping[connection.Client, splicer.Splicer] = weakref.WeakKeyDictionary()
         self.pending: MutableMapping[connection.Client, dict[tuple[str, int], Resolved]] = weakref.WeakKeyDictionary()
         self.backstop: MutableMapping[connection.Client, dict[tuple[str, int], Decision]] = weakref.WeakKeyDictionary()
         self.dialed: MutableMapping[connection.Server, tuple[str, int]] = weakref.WeakKeyDictionary()
@@ -77,6 +80,13 @@ class StockadeFilter:
     # -- configuration ---------------------------------------------------
 
     def load(self, loader: Any) -> None:
+        loader.add_option(
+            "stockade_splice",
+            bool,
+            True,
+            "Move the bytes of checked TLS tunnels with splice(2) outside the event loop (Linux). "
+            "Off: every chunk goes through mitmproxy, slower but identical in effect.",
+        )
         loader.add_option(
             "stockade_test_resolver",
             str,
@@ -198,6 +208,8 @@ class StockadeFilter:
             elif isinstance(chosen, TCPLayer):
                 tracked.record.scheme = "tcp"
             meter = Meter(nextlayer.context, chosen, tracked)
+            if ctx.options.stockade_splice and splicer.AVAILABLE:
+                meter.on_drained = self._offer_splice
             self.metered[client] = meter
             nextlayer.layer = meter
         except Exception:
@@ -219,6 +231,9 @@ class StockadeFilter:
                 return
             data.establish_server_tls_first = False
             data.ignore_connection = True  # pass the TLS stream through, untouched
+            meter = self.metered.get(data.context.client)
+            if meter is not None:
+                meter.passthrough = True
         except Exception:
             logger.exception("tls_clienthello failed; cutting the tunnel")
             data.ignore_connection = False
@@ -230,6 +245,28 @@ class StockadeFilter:
         tracked = self.tunnels.get(data.context.client)
         if tracked is not None and not tracked.cut:
             tracked.deny(Decision(False, "TLS interception refused", "", tracked.record.host))
+
+    def _offer_splice(self, meter: Meter) -> None:
+        """The meter saw the tunnel drained: try to hand it to a splicer once the loop is free."""
+        asyncio.get_running_loop().call_soon(self._splice, meter, 0)
+
+    def _splice(self, meter: Meter, attempt: int) -> None:
+        client = meter.context.client
+        try:
+            if meter.tracked.must_close or client not in self.tunnels:
+                return
+            proxyserver = ctx.master.addons.get("proxyserver")
+            handler = proxyserver.connections.get(client.id) if proxyserver is not None else None
+            if handler is None:
+                return
+            spliced = splicer.Splicer(handler, client, meter.context.server, meter.tracked)
+            if spliced.start():
+                self.splicing[client] = spliced
+                logger.debug("tunnel to %s:%s spliced", meter.tracked.record.host, meter.tracked.record.port)
+            elif attempt < 20:  # a write still in flight: look again shortly
+                asyncio.get_running_loop().call_later(0.005, self._splice, meter, attempt + 1)
+        except Exception:
+            logger.exception("cannot splice the tunnel to %s; it stays on mitmproxy's path", meter.tracked.record.host)
 
     def client_disconnected(self, client: connection.Client) -> None:
         tracked = self.tunnels.pop(client, None)
