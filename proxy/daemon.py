@@ -69,6 +69,18 @@ class Daemon:
         self.last_activity = time.monotonic()
 
     async def running(self) -> None:
+        try:
+            await self._start_serving()
+        except Exception:
+            # mitmproxy would log this and carry on serving nobody: stop instead, so the
+            # starting run sees the ready pipe close and reports the log's last line.
+            logger.exception("cannot start the control socket")
+            if self.ready_fd is not None:
+                os.close(self.ready_fd)
+                self.ready_fd = None
+            ctx.master.shutdown()
+
+    async def _start_serving(self) -> None:
         proxyserver = ctx.master.addons.get("proxyserver")
         self.port = int(proxyserver.listen_addrs()[0][1])
         if self.files.socket.exists():

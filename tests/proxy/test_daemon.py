@@ -709,3 +709,11 @@ def test_daemon_that_cannot_start_explains_why(fresh_locations: Callable[[str], 
     locations = fresh_locations("broken")
     with pytest.raises(client.ProxyDaemonError, match="did not start"):
         client.ensure_daemon(locations, test_resolver=str(tmp_path / "missing.json"))
+
+
+def test_control_socket_failure_is_reported_fast(fresh_locations: Callable[[str], Locations], tmp_path: Path) -> None:
+    locations = fresh_locations("x" * 120)  # the socket path is longer than AF_UNIX allows
+    started = time.monotonic()
+    with pytest.raises(client.ProxyDaemonError, match="did not start"):
+        client.ensure_daemon(locations)
+    assert time.monotonic() - started < 15
