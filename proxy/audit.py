@@ -128,7 +128,7 @@ class AuditWriter:
         try:
             try:
                 info = os.stat(self.path)
-                moved = (info.st_dev, info.st_ino) != self._ino
+                moved = self._fd < 0 or (info.st_dev, info.st_ino) != self._ino
             except FileNotFoundError:
                 moved = True
             if moved:
@@ -147,6 +147,9 @@ class AuditWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)

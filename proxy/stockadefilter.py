@@ -271,7 +271,7 @@ class StockadeFilter:
     def client_disconnected(self, client: connection.Client) -> None:
         tracked = self.tunnels.pop(client, None)
         if tracked is not None:
-            tracked.finish()
+            tracked.finish(error=tracked.must_close)  # e.g. "session ended" for a tunnel cut by the end
 
     # -- raw TCP and DNS ---------------------------------------------------
 

@@ -95,6 +95,14 @@ def test_writer_appends_and_creates_private_file(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_closed_writer_reopens(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    writer.close()
+    writer.write(record(host="late.test"))
+    assert [r["host"] for r in read_records(path)] == ["late.test"]
+
+
 def test_writer_reopens_a_deleted_file(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     writer = AuditWriter(path)

@@ -546,6 +546,10 @@ def test_ending_a_session_cuts_its_running_tunnel(world: SimpleNamespace, sessio
     client.end_session(world.locations, s.spec.session_id)
     assert slow.wait(timeout=20) != 0  # cut long before the 32 s the download would take
     assert (tmp_path / "partial").stat().st_size < BIG
+    assert wait_for(lambda: len(records(s.audit)) == 1)  # written after the end, not lost
+    (record,) = records(s.audit)
+    assert record["decision"] == "allow" and 0 < record["bytes_down"] < BIG
+    assert record["error"] == "session ended"
 
 
 def test_tunnels_without_splice(daemon_tools: SimpleNamespace, world: SimpleNamespace, tmp_path: Path) -> None:
