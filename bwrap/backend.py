@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stockade.bwrap import args as bw
@@ -37,7 +38,7 @@ class BwrapPlan:
     interactive: bool
     quiet: bool
     locations: Locations
-    withheld_env: list[str] = field(default_factory=list)
+    host_env: Mapping[str, str] = field(default_factory=dict)  # for explain: what was withheld
 
     @property
     def network(self) -> bool:
@@ -115,7 +116,7 @@ class BwrapBackend:
             interactive=interactive,
             quiet=request.quiet,
             locations=request.locations,
-            withheld_env=withheld(request.host_env, request.policy.env),
+            host_env=request.host_env,
         )
 
     def explain(self, plan: BwrapPlan) -> str:
@@ -133,7 +134,7 @@ class BwrapBackend:
             lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, relayed by stockade to its proxy daemon")
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")
-        lines.append(f"# environment: {len(plan.env)} variables passed; withheld: {', '.join(plan.withheld_env) or 'none'}")
+        lines.append(f"# environment: {len(plan.env)} variables passed; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
         lines.append(f"# limits: {plan.limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
         if plan.view.placeholders:
             lines.append(f"# absent protected paths held read-only by mount points removed after the run: {len(plan.view.placeholders)}")

@@ -9,7 +9,6 @@ is itself what gets moved (ESCAPES 4).
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -40,6 +39,8 @@ def sweep_unguarded(paths: list[tuple[str, str]], quarantine: Path) -> list[tupl
             continue
         target = quarantine / entry.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        import shutil  # only when something is moved
+
         shutil.move(entry, target)  # the project and the state folder may be on different filesystems
         moved.append((entry, str(target)))
     return moved

@@ -9,12 +9,16 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stockade.cli.run_options import BY_FLAG
-from stockade.profiles.backend import Backend, RunRequest
+from stockade.profiles.backend import RunRequest
 from stockade.profiles.errors import UsageError
 from stockade.profiles.locations import locate
 from stockade.profiles.resolve import Resolution, resolve
+
+if TYPE_CHECKING:
+    from stockade.profiles.backend import Backend
 
 
 @dataclass

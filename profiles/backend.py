@@ -26,6 +26,8 @@ class RunRequest:
     quiet: bool = False  # no end-of-run summary on stderr
 
 
+
+
 class Backend(Protocol):
     name: str
 
