@@ -26,8 +26,6 @@ class RunRequest:
     quiet: bool = False  # no end-of-run summary on stderr
 
 
-
-
 class Backend(Protocol):
     name: str
 
