@@ -193,11 +193,15 @@ def tcp_listener() -> Listener:
 
 def start_canary(token: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """A host process of the test's own uid: `sh -c 'sleep 600; :' <token> ...` (argv stays visible)."""
-    return subprocess.Popen(
+    process = subprocess.Popen(
         ["/bin/sh", "-c", "sleep 600; :", token, "--token", "CANARY6"],
         env={"PATH": "/usr/bin:/bin", **(env or {})},
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 5
+    while process.pid not in pids_with(token) and time.monotonic() < deadline:  # wait for the exec
+        time.sleep(0.01)
+    return process
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

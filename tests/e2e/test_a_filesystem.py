@@ -107,7 +107,7 @@ def test_case_4_planted_symlink_is_not_followed_when_mounting(vbox: Box, where: 
     if where == "inside":
         plant = vbox.run(f"ln -s {q(str(destination))} {q(str(link))} && echo PLANTED")
         assert "PLANTED" in plant.stdout, plant
-    else:
+    if not link.is_symlink():  # planted on the host (a cloned repo), or the first run's sweep moved it aside
         link.symlink_to(destination)
     before = tree(vbox.outside)
     second = vbox.run("echo RAN")
@@ -118,7 +118,7 @@ def test_case_4_planted_symlink_is_not_followed_when_mounting(vbox: Box, where: 
     else:
         assert second.returncode == 0 and "RAN" in second.stdout, second
     # Control: with the link replaced by a real folder or file, runs work again.
-    link.unlink()
+    link.unlink(missing_ok=True)
     assert vbox.run("echo RAN").returncode == 0
 
 
@@ -130,11 +130,6 @@ SWEPT = [
 ]
 
 
-@pytest.mark.xfail(
-    reason="HOLE: bwrap/sweep.py sweep_unguarded follows a symlinked parent planted during the run "
-    "and moves host files from outside every writable root into the quarantine",
-    strict=True,
-)
 @pytest.mark.parametrize(("name", "victim"), SWEPT)
 def test_case_4_post_run_sweep_does_not_follow_planted_symlink(vbox: Box, name: str, victim: str) -> None:
     """ESCAPES 4 (stockade's own cleanup): a symlink planted during the run must not steer the host-side sweep.
@@ -225,9 +220,8 @@ def test_case_8_masks_are_read_only_ordered_and_cover_symlink_targets(vbox: Box)
 # --- case 9 -----------------------------------------------------------------------------------------
 
 HOLE_BROAD_ROOT = (
-    "HOLE: profiles/floor.py floor_for only protects RUNS_LATER_IN_PROJECT at the top of each *deduplicated* "
-    "writable root (bwrap/mounts.py _writable_roots drops the project when allow_write covers $HOME), "
-    "so the project's own and any nested floor files are writable"
+    "HOLE: profiles/floor.py floor_for anchors RUNS_LATER_IN_PROJECT at the writable roots, the project, the cwd "
+    "and each allow_write entry only: a folder elsewhere under a broad root (~/other/.envrc) gets no floor"
 )
 
 RC_ATTEMPTS = [
@@ -237,10 +231,10 @@ RC_ATTEMPTS = [
     pytest.param("~/.config/fish/config.fish", "mkdir -p ~/.config/fish && echo x > ~/.config/fish/config.fish", None,
                  id="fish-config-absent-parent"),
     pytest.param("~/other/.envrc", "echo 'touch /tmp/ENVRC' > ~/other/.envrc", HOLE_BROAD_ROOT, id="envrc-outside-cwd"),
-    pytest.param("~/proj/sub/.envrc", "echo 'touch /tmp/ENVRC' > .envrc", HOLE_BROAD_ROOT, id="envrc-of-cwd-project"),
-    pytest.param("~/proj/sub/.git/hooks/pre-commit", "echo 'touch /tmp/HOOK' > .git/hooks/pre-commit", HOLE_BROAD_ROOT,
+    pytest.param("~/proj/sub/.envrc", "echo 'touch /tmp/ENVRC' > .envrc", None, id="envrc-of-cwd-project"),
+    pytest.param("~/proj/sub/.git/hooks/pre-commit", "echo 'touch /tmp/HOOK' > .git/hooks/pre-commit", None,
                  id="git-hooks-of-cwd-project"),
-    pytest.param("~/proj/sub/.vscode/tasks.json", "mkdir -p .vscode; echo '{}' > .vscode/tasks.json", HOLE_BROAD_ROOT,
+    pytest.param("~/proj/sub/.vscode/tasks.json", "mkdir -p .vscode; echo '{}' > .vscode/tasks.json", None,
                  id="vscode-of-cwd-project"),
 ]
 
@@ -474,14 +468,8 @@ ALLOW_ALL_BPF = (
 
 
 @pytest.mark.skipif(NR.get("io_uring_setup") is None, reason="no syscall table for this machine")
-@pytest.mark.xfail(
-    reason="HOLE: bwrap/mounts.py plan_view masks floor.hidden only if the folder exists at planning, but "
-    "seccomp_cache.open_filter creates ~/.cache/stockade after planning: with a writable HOME the first run "
-    "can replace the cached BPF and every later run loads an allow-all filter",
-    strict=True,
-)
 def test_case_15_first_run_cannot_poison_the_filter_cache(vbox: Box) -> None:
-    """ESCAPES 15 (firejail 0.9.60 class): a first run with a writable HOME replaces the cached seccomp BPF."""
+    """ESCAPES 15 (firejail 0.9.60 class): a first run with a writable HOME cannot replace the cached seccomp BPF."""
     assert not (vbox.home / ".cache").exists()
     poison = "".join(f"\\{b:03o}" for b in ALLOW_ALL_BPF)
     attack = vbox.run(
@@ -495,12 +483,6 @@ def test_case_15_first_run_cannot_poison_the_filter_cache(vbox: Box) -> None:
     assert "POISONED" not in attack.stdout and not poisoned, attack
 
 
-@pytest.mark.xfail(
-    reason="HOLE: bwrap/placeholders.py PlaceholderGuard trusts every *.json in ~/.local/state/stockade/placeholders; "
-    "with a writable HOME and no state folder at planning, the sandbox plants a record and stockade deletes "
-    "empty files and folders outside every writable root after the run",
-    strict=True,
-)
 def test_case_15_planted_placeholder_record_deletes_nothing_outside(vbox: Box) -> None:
     """ESCAPES 15: stockade's placeholder records are its own state; a sandbox must not be able to add one."""
     (vbox.outside / "empty-file").write_text("")
