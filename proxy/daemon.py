@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("mitmproxy").setLevel(logging.WARNING)
     os.umask(0o077)
+    os.chdir("/")  # hold no directory of the run that started us
     files = DaemonFiles(runtime=args.runtime_dir, state=args.state_dir)
     asyncio.run(
         serve(files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd, splice=not args.no_splice)

@@ -174,7 +174,8 @@ def test_filters(tmp_path: Path) -> None:
     writer.write(record(session="a", host="denied.test", decision="deny"))
     writer.write(record(session="b", host="x.wild.test"))
     writer.write(record(session="b", host="xn--bcher-kva.test", decision="deny"))
-    path.open("a").write("not json\n[1, 2]\n")
+    with path.open("a") as handle:
+        handle.write("not json\n[1, 2]\n")
 
     def hosts(**kw: object) -> list[object]:
         return [r["host"] for r in read_records(path, AuditFilter(**kw))]  # type: ignore[arg-type]

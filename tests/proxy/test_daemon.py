@@ -185,6 +185,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, daemon_tools: SimpleNamespac
     daemon_tools.stop_daemon(locations)
     for origin in origins.values():
         origin.server.shutdown()
+        origin.server.server_close()
 
 
 @pytest.fixture
@@ -540,7 +541,7 @@ def test_ending_a_session_cuts_its_running_tunnel(world: SimpleNamespace, sessio
     url = f"https://allowed.test:{world.origins['https'].port}/blob"
     slow = subprocess.Popen(
         ["curl", "-sS", "--limit-rate", "2M", "--cacert", str(world.cert), "-x", s.proxy, "-o", str(tmp_path / "partial"), url],
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     assert wait_for(lambda: (tmp_path / "partial").exists() and (tmp_path / "partial").stat().st_size > 0)
     client.end_session(world.locations, s.spec.session_id)
@@ -633,6 +634,8 @@ def test_session_ends_when_its_process_dies(world: SimpleNamespace, tmp_path: Pa
     assert curl(url, proxy=proxy)[0] == "200"
     proc.kill()
     proc.wait()
+    proc.stdin.close()
+    proc.stdout.close()
     assert wait_for(lambda: curl(url, proxy=proxy)[0] == "407")
 
 
