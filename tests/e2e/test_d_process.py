@@ -73,7 +73,10 @@ print("PROBE " + json.dumps(out), flush=True)
 def run_on_pty(words: list[str], env: dict[str, str], cwd: Path, timeout: float = 30) -> tuple[int, str, bytes]:
     """Run `words` with a fresh pty as controlling terminal; return (exit, output, what sits in the input queue)."""
     master, slave = os.openpty()
-    tty.setraw(slave)  # no line discipline: a pushed byte is readable at once, nothing is echoed
+    tty.setraw(slave)  # no line editing: a pushed byte is readable at once from the input queue...
+    attrs = termios.tcgetattr(slave)
+    attrs[3] |= termios.ECHO  # ...and echoed to the master, so the output shows it too
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
 
     def become_controlling_terminal() -> None:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
@@ -112,11 +115,10 @@ def run_on_pty(words: list[str], env: dict[str, str], cwd: Path, timeout: float 
         os.close(slave)
 
 
-def _pty_probe(words: list[str], box: Box) -> tuple[dict, bytes]:
+def _pty_probe(words: list[str], box: Box) -> tuple[dict, bytes, str]:
     code, output, queued = run_on_pty(words, box.env, box.project)
-    for line in output.splitlines():
-        if line.startswith("PROBE "):
-            return json.loads(line[6:]), queued
+    if "PROBE " in output:  # echoed keys (shown as ^J) may precede it on the same line
+        return json.loads(output.split("PROBE ", 1)[1].splitlines()[0]), queued, output
     raise AssertionError(f"no PROBE line (exit {code}): {output!r}")
 
 
@@ -126,8 +128,9 @@ def test_case_46_terminal_input_injection(vbox: Box) -> None:
     After the run the harness reads the pty's input queue: nothing may have been pushed into it.
     """
     words = [sys.executable, "-m", "stockade.cli.main", "run", "--", PY, "-c", TIOCSTI_PROBE]
-    seen, queued = _pty_probe(words, vbox)
+    seen, queued, output = _pty_probe(words, vbox)
     assert queued == b"", f"bytes injected into the terminal: {queued!r}"
+    assert "touch INJECTED" not in output and "touch HIGHBIT" not in output, output  # nothing echoed either
     assert set(seen["plain"]) == {EPERM} and set(seen["high"]) == {EPERM}, seen
     assert seen["tioclinux"] == EPERM, seen
     assert seen["control_winsz"] == 0, seen  # control: ordinary terminal ioctls still work
@@ -139,8 +142,9 @@ def test_case_46_terminal_input_injection(vbox: Box) -> None:
 )
 def test_case_46_harness_control_detects_injection(vbox: Box) -> None:
     """ESCAPES 46 control: the same probe run without stockade on the same kind of pty does inject."""
-    seen, queued = _pty_probe([PY, "-c", TIOCSTI_PROBE], vbox)
+    seen, queued, output = _pty_probe([PY, "-c", TIOCSTI_PROBE], vbox)
     assert b"touch INJECTED\n" in queued and set(seen["plain"]) == {0}, (seen, queued)
+    assert "touch INJECTED" in output, output  # the echo the sandboxed run must not produce
 
 
 # --- case 47 ----------------------------------------------------------------------------------------
