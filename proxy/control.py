@@ -6,7 +6,8 @@ The control protocol is JSON lines over a Unix socket in a 0700 directory.
 Each request is one object with an "op"; each reply is one object with
 "ok" and either the result or an "error" sentence:
 
-    {"op": "ping"}                          -> {"ok": true, "port": 41234, "pid": 999}
+    {"op": "ping"}                          -> {"ok": true, "port": 41234, "pid": 999, "exiting": false,
+                                                "sessions": 2, "clients": 5, "spliced": 17}
     {"op": "register", "spec": {...}}       -> {"ok": true, "port": ..., "token": "...", "session_id": "..."}
     {"op": "end", "session_id": "..."}      -> {"ok": true, "denials": [{...}, ...]}
 

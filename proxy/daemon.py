@@ -145,7 +145,15 @@ class Daemon:
         """Answer one control request (see proxy/control.py for the protocol)."""
         op = message.get("op")
         if op == "ping":
-            return {"ok": True, "port": self.port, "pid": os.getpid(), "exiting": self.exiting}
+            return {
+                "ok": True,
+                "port": self.port,
+                "pid": os.getpid(),
+                "exiting": self.exiting,
+                "sessions": len(self.filter.registry),
+                "clients": self.clients,
+                "spliced": self.filter.spliced_total,
+            }
         if op == "register":
             if self.exiting:
                 return {"ok": False, "error": "the proxy daemon is exiting", "retry": True}

@@ -74,6 +74,7 @@ class StockadeFilter:
         self.dialed: MutableMapping[connection.Server, tuple[str, int]] = weakref.WeakKeyDictionary()
         self.upgraded: MutableMapping[connection.Server, Tracked] = weakref.WeakKeyDictionary()
         self.refused: MutableMapping[connection.Server, Decision] = weakref.WeakKeyDictionary()
+        self.spliced_total = 0  # tunnels handed to a splicer since start (reported by the daemon's ping)
         self._own: frozenset[Any] = frozenset()
         self._own_at = float("-inf")
 
@@ -256,12 +257,15 @@ class StockadeFilter:
             if meter.tracked.must_close or client not in self.tunnels:
                 return
             proxyserver = ctx.master.addons.get("proxyserver")
-            handler = proxyserver.connections.get(client.id) if proxyserver is not None else None
+            # Found by identity: the key of `connections` differs between mitmproxy versions.
+            handlers = proxyserver.connections.values() if proxyserver is not None else ()
+            handler = next((h for h in handlers if getattr(h, "client", None) is client), None)
             if handler is None:
                 return
             spliced = splicer.Splicer(handler, client, meter.context.server, meter.tracked)
             if spliced.start():
                 self.splicing[client] = spliced
+                self.spliced_total += 1
                 logger.debug("tunnel to %s:%s spliced", meter.tracked.record.host, meter.tracked.record.port)
             elif attempt < 20:  # a write still in flight: look again shortly
                 asyncio.get_running_loop().call_later(0.005, self._splice, meter, attempt + 1)

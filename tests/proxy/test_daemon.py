@@ -284,8 +284,16 @@ def test_allowed_http(world: SimpleNamespace, session: Callable[..., SimpleNames
     assert "s3cret" not in s.audit.read_text()
 
 
+def ping(world: SimpleNamespace) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(world.locations.runtime / "proxy.sock"))
+        conn.sendall(b'{"op":"ping"}\n')
+        return json.loads(conn.recv(65536))
+
+
 def test_allowed_https_passes_untouched(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
     s = session()
+    spliced_before = ping(world)["spliced"]
     port = world.origins["https"].port
     # --cacert trusts the origin's own certificate only: a proxy that intercepted TLS would fail here.
     code, body, err = curl("--cacert", str(world.cert), f"https://allowed.test:{port}/tls", proxy=s.proxy)
@@ -296,6 +304,7 @@ def test_allowed_https_passes_untouched(world: SimpleNamespace, session: Callabl
     assert (record["decision"], record["scheme"], record["sni"], record["method"]) == ("allow", "tls", "allowed.test", "CONNECT")
     assert record["path"] is None and record["address"] == "127.0.0.1"
     assert record["bytes_up"] > 300 and record["bytes_down"] > 300
+    assert ping(world)["spliced"] == spliced_before + 1  # the fast path carried it
 
 
 def test_wildcard_and_spelling(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
