@@ -102,7 +102,7 @@ class BwrapBackend:
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE
         pieces = _sealing(interactive, network) + view.pieces() + [bw.Chdir(cwd)]
-        session = new_session_id()
+        session = request.session_id or new_session_id()
         return BwrapPlan(
             bwrap=bwrap,
             policy=request.policy,

@@ -122,6 +122,7 @@ def run(argv: list[str]) -> int:
         host_env=dict(os.environ),
         locations=locations,
         quiet=args.quiet,
+        session_id=os.urandom(6).hex(),
     )
     if platform == "darwin" and not args.dry_run:
         from stockade.seatbelt.network import run as run_on_macos

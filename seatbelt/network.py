@@ -22,7 +22,7 @@ def run(request: RunRequest) -> int:
         return backend.run(backend.build(request))
     from stockade.proxy import client
 
-    session = os.urandom(8).hex()
+    session = request.session_id or os.urandom(6).hex()
     policy = request.policy
     spec = client.SessionSpec(
         session_id=session,
