@@ -281,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     os.umask(0o077)
     os.chdir("/")  # hold no directory of the run that started us
     files = DaemonFiles(runtime=args.runtime_dir, state=args.state_dir)
+    files.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if files.runtime.stat().st_uid != os.getuid():
+        parser.error(f"{files.runtime} belongs to another user")
+    os.chmod(files.runtime, 0o700)  # the control socket's only fence besides SO_PEERCRED
     asyncio.run(
         serve(files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd, splice=not args.no_splice)
     )
