@@ -14,7 +14,7 @@ import threading
 
 MAX_HEAD = 16384  # a first request line longer than this is refused
 CHUNK = 1 << 20
-SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_MORE", 4)
+SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1)  # not SPLICE_F_MORE: measured at half the throughput
 
 
 class Relay:
