@@ -16,6 +16,11 @@ Snapshot = dict[str, tuple[int, int, int]]
 
 def snapshot(project: str) -> Snapshot:
     matches, _notes = globs.expand(reported_patterns(project))
+    return stamps(matches)
+
+
+def stamps(matches: dict[str, list[str]]) -> Snapshot:
+    """lstat stamps of every matched path (the planning walk shares its results here)."""
     state: Snapshot = {}
     for paths in matches.values():
         for path in paths:

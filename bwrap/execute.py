@@ -73,7 +73,6 @@ def execute(plan: BwrapPlan) -> int:
     args_fd = _args_fd(pieces)
     argv = [plan.bwrap, "--args", str(args_fd), "--", *plan.command]
     watched = _project_watch(plan)
-    before = snapshot(plan.view.project) if watched else {}
     with ExitStack() as stack:
         if plan.view.placeholders:
             guard = stack.enter_context(PlaceholderGuard(plan.locations.state, plan.session))
@@ -105,7 +104,7 @@ def execute(plan: BwrapPlan) -> int:
         )
         hits = limit_hit(plan.limits)
     denials = bridge.denials if bridge else []
-    touched = changes(before, snapshot(plan.view.project)) if watched else []
+    touched = changes(plan.view.watched, snapshot(plan.view.project)) if watched else []
     quarantined = sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)
     if not plan.quiet:
         _summary(plan, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)

@@ -34,8 +34,37 @@ def expand(patterns: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str]]:
     return found, notes
 
 
+class _Patterns:
+    """The patterns under one base, indexed by their last path component.
+
+    Most entries of a big tree match nothing; a set lookup on the name (or
+    one combined regex for wildcard names) rules them out before any
+    full-path regex runs.
+    """
+
+    def __init__(self, items: list[tuple[str, re.Pattern[str]]]) -> None:
+        self.by_name: dict[str, list[tuple[str, re.Pattern[str]]]] = defaultdict(list)
+        self.wild: list[tuple[str, re.Pattern[str]]] = []
+        wild_names: list[str] = []
+        for pattern, regex in items:
+            last = pattern.rsplit("/", 1)[-1]
+            if is_glob(last):
+                self.wild.append((pattern, regex))
+                wild_names.append(glob_to_regex(last)[1:-1])
+            else:
+                self.by_name[last].append((pattern, regex))
+        self.wild_name = re.compile("^(?:" + "|".join(wild_names) + ")$") if wild_names else None
+
+    def matching(self, name: str, path: str) -> list[str]:
+        candidates = self.by_name.get(name, [])
+        if self.wild_name is not None and self.wild_name.match(name):
+            candidates = [*candidates, *self.wild]
+        return [pattern for pattern, regex in candidates if regex.match(path)]
+
+
 def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str, list[str]]) -> bool:
     """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
+    patterns = _Patterns(regexes)
     stack = [base]
     seen = 0
     while stack:
@@ -46,12 +75,10 @@ def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str
                     seen += 1
                     if seen > MAX_ENTRIES:
                         return False
-                    path = entry.path
-                    for pattern, regex in regexes:
-                        if regex.match(path):
-                            found[pattern].append(path)
+                    for pattern in patterns.matching(entry.name, entry.path):
+                        found[pattern].append(entry.path)
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(path)
+                        stack.append(entry.path)
         except OSError:
             continue
     return True
