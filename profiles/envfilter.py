@@ -9,7 +9,8 @@ from stockade.profiles.model import EnvRules
 
 # Credentials and handles to host services (agents, buses, terminals, CI runners).
 SECRET_ENV: tuple[str, ...] = (
-    "*_TOKEN", "*_TOKEN_*", "*TOKEN", "*_SECRET*", "*SECRET", "*_PASSWORD*", "*PASSWD*",
+    "*_TOKEN", "*_TOKEN_*", "*TOKEN", "*_SECRET*", "*SECRET", "*PASSWORD*", "*PASSWD*", "*_PWD",
+    "*AUTHTOKEN*", "*AUTH_TOKEN*",
     "*_API_KEY", "*_APIKEY", "*_ACCESS_KEY*", "*_PRIVATE_KEY*", "*CREDENTIAL*", "*_AUTH",
     "AWS_*", "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GCLOUD_*", "DIGITALOCEAN_*",
     "GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_*TOKEN*", "CI_JOB_TOKEN",
@@ -38,7 +39,7 @@ def _matcher(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]
     string methods do that in microseconds where fnmatch needs milliseconds.
     """
     exact, prefix, suffix, infix, other = set(), [], [], [], []
-    for p in patterns:
+    for p in (pattern.upper() for pattern in patterns):
         body = p.strip("*")
         if "*" in body or "?" in body or "[" in body:
             other.append(p)
@@ -54,13 +55,15 @@ def _matcher(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    """Case-insensitive: `github_token` and `npm_config__authToken` are secrets too."""
+    name = name.upper()
     exact, prefix, suffix, infix, other = _matcher(patterns)
     if name in exact or name.startswith(prefix) or name.endswith(suffix) or any(part in name for part in infix):
         return True
     if other:
         from fnmatch import fnmatchcase
 
-        return any(fnmatchcase(name, p) for p in other)
+        return any(fnmatchcase(name, p) for p in other)  # both sides upper-cased
     return False
 
 
