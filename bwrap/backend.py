@@ -96,6 +96,7 @@ class BwrapBackend:
         if bwrap is None:
             raise SandboxSetupError("bubblewrap (bwrap) is not installed: sudo apt-get install bubblewrap; then run `stockade doctor`")
         request.locations.ensure()
+        _ensure_audit_log(request.policy)
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
         view = plan_view(request.policy, request.locations, str(request.cwd), path_dirs)
         cwd = _working_dir(str(request.cwd), view)
@@ -179,3 +180,12 @@ def _which(program: str, path: str) -> str | None:
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def _ensure_audit_log(policy: Policy) -> None:
+    """A custom audit log must exist before planning, or it could not be hidden (ESCAPES 82)."""
+    path = policy.audit.log
+    if not path or os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))

@@ -154,7 +154,9 @@ def plan_view(policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[s
         real = os.path.realpath(folder)
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
             _protect(view, real, roots, placeholder=False)
-    hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in floor.hidden)]
+    sockets = _unlisted_sockets(policy.network.unix_sockets) if policy.network.unix_sockets else []
+    private = [*sockets, *floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
+    hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private)]
     for path in sorted(dict.fromkeys(hidden), key=len):  # outer masks first; anything inside one is hidden already
         _mask(view, path, roots)
     return view
@@ -261,6 +263,28 @@ def _mask(view: View, path: str, roots: list[str]) -> None:
     piece: Piece = Tmpfs(path, read_only=True, mode="0000") if os.path.isdir(path) else ReadOnlyBindFrom("/dev/null", path)
     view.add(path, 3, piece)
     view.masked.append(path)
+
+
+def _unlisted_sockets(listed: tuple[str, ...]) -> list[str]:
+    """Host pathname sockets other than the listed ones (ESCAPES 35).
+
+    seccomp cannot filter connect() by path, so once AF_UNIX is allowed for
+    one socket every other socket file the sandbox can see must be hidden.
+    """
+    allowed = {os.path.realpath(path) for path in listed}
+    found: list[str] = []
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
+            next(table, None)
+            for line in table:
+                fields = line.split(None, 7)
+                if len(fields) == 8 and fields[7].startswith("/"):
+                    path = fields[7].rstrip("\n")
+                    if os.path.realpath(path) not in allowed:
+                        found.append(path)
+    except OSError:
+        pass
+    return found
 
 
 def _symlink_targets(denied: list[str]) -> list[str]:
