@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.backend import BwrapPlan, resolve_command
-from stockade.bwrap.changes import changes, snapshot
+from stockade.bwrap import changes
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, remove_cgroups
 from stockade.bwrap.placeholders import PlaceholderGuard
 from stockade.bwrap.supervise import supervise
@@ -59,8 +59,18 @@ def _preexec(plan: BwrapPlan, bridge: Bridge | None) -> Callable[[], None] | Non
 
 
 def _project_watch(plan: BwrapPlan) -> bool:
-    """Watch the project only when the run can write it and someone reads the summary."""
-    return not plan.quiet and any(is_within(plan.view.project, root) for root in plan.view.writable)
+    """Walk the project after the run only when the run could write it."""
+    return any(is_within(plan.view.project, root) for root in plan.view.writable)
+
+
+def _project_changes(plan: BwrapPlan, watched: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(runs-later files created or changed, floor files made in new places and moved aside)."""
+    if not watched:
+        return [], []
+    after = changes.take(plan.view.project)
+    planted = [path for path, _how in changes.changes(plan.view.watched.swept, after.swept)]
+    moved = changes.quarantine(planted, plan.locations.state / "quarantine" / plan.session)
+    return changes.changes(plan.view.watched.reported, after.reported), moved
 
 
 def execute(plan: BwrapPlan) -> int:
@@ -104,8 +114,8 @@ def execute(plan: BwrapPlan) -> int:
         )
         hits = limit_hit(plan.limits)
     denials = bridge.denials if bridge else []
-    touched = changes(plan.view.watched, snapshot(plan.view.project)) if watched else []
-    quarantined = sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)
+    touched, quarantined = _project_changes(plan, watched)
+    quarantined += sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)
     if not plan.quiet:
         _summary(plan, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)
     code = outcome.exit_code

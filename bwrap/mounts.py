@@ -14,10 +14,10 @@ import stat
 from dataclasses import dataclass, field, replace
 
 from stockade.bwrap import globs
-from stockade.bwrap.changes import stamps
+from stockade.bwrap import changes
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles.floor import floor_for, is_folder_entry, reported_patterns
+from stockade.profiles.floor import floor_for, is_folder_entry
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
 from stockade.profiles.paths import is_within
@@ -49,7 +49,7 @@ class View:
     notes: list[str] = field(default_factory=list)
     tmp_size: int = DEFAULT_TMP_SIZE
     project: str = "/"
-    watched: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # runs-later files before the run
+    watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -135,10 +135,10 @@ def plan_view(policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[s
     project = os.path.realpath(policy.project_dir)
     view.project = project
     nested = (f"{project}/**/.git", f"{project}/**/.stockade.toml")
-    reported = reported_patterns(project)
-    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported))
+    reported, swept = changes.patterns(project)
+    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept))
     view.notes += walk_notes
-    view.watched = stamps({pattern: matches[pattern] for pattern in reported})
+    view.watched = changes.from_matches(project, matches)
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied)
     real_home = os.path.realpath(locations.home)

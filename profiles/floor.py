@@ -104,6 +104,22 @@ def reported_patterns(project: str) -> tuple[str, ...]:
     return tuple(f"{root}/{name}" if "/" in name else f"{root}/**/{name}" for name in REPORTED_WHEN_CHANGED)
 
 
+def swept_patterns(project: str) -> tuple[str, ...]:
+    """Runs-later files anywhere in the project, as globs.
+
+    The floor's mounts cover the places that exist at the start; a repository
+    or folder made during the run (`git init sub`) cannot be covered, so any
+    such file created or changed there is moved aside after the run.
+    """
+    root = project.rstrip("/")
+    patterns = [
+        f"{root}/**/{name}/*" if name in FOLDER_NAMES else f"{root}/**/{name}"
+        for name in RUNS_LATER_IN_PROJECT
+    ]
+    patterns += [f"{root}/**/.git/modules/**/hooks/*", f"{root}/**/.git/modules/**/config"]
+    return tuple(patterns)
+
+
 @dataclass(frozen=True)
 class Floor:
     """Floor paths for one run: read-only inside, or hidden entirely."""
