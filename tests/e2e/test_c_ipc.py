@@ -141,11 +141,6 @@ def test_case_35_allowed_socket_path_works_hidden_run_paths_do_not(vbox: Box, ru
                 listener.close()
 
 
-@pytest.mark.xfail(
-    reason="HOLE: with [network] unix_sockets listing one path, bwrap/seccomp.py allows AF_UNIX for every path and "
-    "bwrap/mounts.py masks no other socket, so any host socket on the read-only root (here $H/test.sock) answers",
-    strict=True,
-)
 def test_case_35_allowed_socket_does_not_open_every_other_socket(vbox: Box) -> None:
     """ESCAPES 35: with AF_UNIX allowed for one path, other host sockets under the read-only root are masked (ENOENT)."""
     allowed = vbox.project / "ok.sock"

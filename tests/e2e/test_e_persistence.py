@@ -74,8 +74,9 @@ def _nested_repo(box: Box) -> Path:
     return repo
 
 
-HOLE_FRESH = ("HOLE: bwrap/mounts.py plan_view finds nested repositories (**/.git) at planning only; a repository "
-              "or submodule git dir created during the run gets writable hooks and config")
+HOLE_FRESH = ("RESIDUAL: a repository or submodule git dir created during the run cannot be mounted over, so its hooks "
+              "and config are writable inside; bwrap/execute.py moves them aside after the run (the host commit runs no "
+              "hook), but the write itself succeeds")
 
 NESTED = [
     pytest.param("vendor/lib", "printf {hook} > vendor/lib/.git/hooks/pre-commit && chmod +x vendor/lib/.git/hooks/pre-commit",
@@ -386,3 +387,21 @@ def test_case_68_runs_later_files_are_reported(vbox: Box, name: str, content: st
     result = vbox.run(f"mkdir -p \"$(dirname {q(name)})\"; printf '%s\\n' {q(content)} > {q(name)}")
     assert result.returncode == 0 and (vbox.project / name).exists(), result  # allowed: the project is writable
     assert name in result.stderr, f"summary does not mention {name}: {result.stderr!r}"
+
+
+def test_case_58_hooks_of_a_repository_made_during_the_run_are_moved_aside(vbox: Box) -> None:
+    """ESCAPES 58 (what stockade does about the residual above): after the run, a fresh nested repository's new
+    hook and config are in the quarantine folder, the summary says so, and the host's next commit runs no hook."""
+    git(vbox, "init", "-q")
+    marker = vbox.root / "HOOKED"
+    attack = vbox.run(
+        f"git init -q fresh && printf {q(HOOK.format(marker=marker))} > fresh/.git/hooks/pre-commit && "
+        "chmod +x fresh/.git/hooks/pre-commit && git -C fresh config core.fsmonitor 'touch /tmp/FSMON' && echo PLANTED",
+        env=GIT_ENV,
+    )
+    assert "PLANTED" in attack.stdout, attack  # control: git works inside and the project is writable
+    fresh = vbox.project / "fresh" / ".git"
+    assert not (fresh / "hooks" / "pre-commit").exists() and not (fresh / "config").exists(), attack.stderr
+    assert "fresh/.git/hooks/pre-commit" in attack.stderr and "moved to" in attack.stderr, attack.stderr
+    git(vbox, "commit", "-q", "--allow-empty", "-m", "host", cwd=vbox.project / "fresh", check=False)
+    assert not marker.exists()

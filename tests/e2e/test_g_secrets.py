@@ -17,9 +17,6 @@ from escapes import PY, parse_probe, policy_text, probe, q, start_canary, stop, 
 
 # --- case 75 ----------------------------------------------------------------------------------------
 
-HOLE_ENV = ("HOLE: profiles/envfilter.py SECRET_ENV matches case-sensitively (fnmatchcase) and needs '_' before "
-            "PASSWORD, so common secret spellings pass into the sandbox")
-
 SECRET_VARS = [
     pytest.param("AWS_SECRET_ACCESS_KEY", None, id="aws-secret"),
     pytest.param("GITHUB_TOKEN", None, id="github-token"),
@@ -28,10 +25,10 @@ SECRET_VARS = [
     pytest.param("ANTHROPIC_API_KEY", None, id="anthropic-key"),
     pytest.param("HOMEBREW_GITHUB_API_TOKEN", None, id="homebrew-token"),
     pytest.param("DOCKER_PASSWORD", None, id="docker-password"),
-    pytest.param("PGPASSWORD", HOLE_ENV, id="pgpassword"),
-    pytest.param("MYSQL_PWD", HOLE_ENV, id="mysql-pwd"),
-    pytest.param("npm_config__authToken", HOLE_ENV, id="npm-config-authtoken"),
-    pytest.param("github_token", HOLE_ENV, id="lowercase-github-token"),
+    pytest.param("PGPASSWORD", None, id="pgpassword"),
+    pytest.param("MYSQL_PWD", None, id="mysql-pwd"),
+    pytest.param("npm_config__authToken", None, id="npm-config-authtoken"),
+    pytest.param("github_token", None, id="lowercase-github-token"),
 ]
 
 
@@ -223,11 +220,6 @@ def test_case_82_default_audit_log_is_unreadable(vbox: Box) -> None:
     assert control.returncode == 0 and (vbox.home / "notes.txt").exists(), control
 
 
-@pytest.mark.xfail(
-    reason="HOLE: an [audit] log outside stockade's state folder is not masked: bwrap/mounts.py plan_view hides only "
-    "floor.hidden (state, cache, runtime), never policy.audit.log",
-    strict=True,
-)
 def test_case_82_configured_audit_log_is_unreadable(vbox: Box) -> None:
     """ESCAPES 82: an audit log configured under [audit] log is unreadable inside too."""
     log = vbox.home / "logs" / "stockade-audit.jsonl"
