@@ -12,6 +12,7 @@ import os
 import resource
 from dataclasses import dataclass, field
 
+from stockade.bwrap.probe import read_text
 from stockade.profiles.model import Limits
 
 V1_ROOT = "/sys/fs/cgroup"
@@ -107,11 +108,11 @@ def limit_hit(plan: LimitPlan) -> list[str]:
     """Limits the sandbox ran into, read from the cgroup's own counters."""
     hits: list[str] = []
     for folder in plan.cgroup_dirs:
-        events = _read(os.path.join(folder, "pids.events")) or ""
+        events = read_text(os.path.join(folder, "pids.events")) or ""
         if "max " in events and not events.strip().endswith("max 0"):
             hits.append("pids")
-        failcnt = _read(os.path.join(folder, "memory.failcnt"))
-        mem_events = _read(os.path.join(folder, "memory.events")) or ""
+        failcnt = read_text(os.path.join(folder, "memory.failcnt"))
+        mem_events = read_text(os.path.join(folder, "memory.events")) or ""
         if (failcnt and failcnt != "0") or any(line.startswith("oom_kill ") and line != "oom_kill 0" for line in mem_events.splitlines()):
             hits.append("memory")
     return hits
@@ -123,11 +124,3 @@ def remove_cgroups(plan: LimitPlan) -> None:
             os.rmdir(folder)
         except OSError:
             pass
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None

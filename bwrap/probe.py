@@ -47,7 +47,8 @@ def bwrap_version() -> tuple[int, ...] | None:
     return tuple(int(g or 0) for g in match.groups()) if match else None
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A small kernel or cgroup file, stripped; None when unreadable."""
     try:
         with open(path, encoding="ascii") as handle:
             return handle.read().strip()
@@ -71,9 +72,9 @@ def check_userns() -> Check:
     """Can this user create the namespaces a sandbox needs? Tried for real."""
     import subprocess
 
-    apparmor = _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
-    clone = _read("/proc/sys/kernel/unprivileged_userns_clone")
-    max_ns = _read("/proc/sys/user/max_user_namespaces")
+    apparmor = read_text("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    clone = read_text("/proc/sys/kernel/unprivileged_userns_clone")
+    max_ns = read_text("/proc/sys/user/max_user_namespaces")
     path = bwrap_path()
     if path is None:
         return Check("user namespaces", False, "cannot test without bwrap", "install bubblewrap first")
@@ -121,9 +122,9 @@ def check_libseccomp() -> Check:
 
 def cgroup_v2_delegated() -> str | None:
     """A cgroup v2 directory this user may create children in, if any."""
-    if _read("/sys/fs/cgroup/cgroup.controllers") is None:
+    if read_text("/sys/fs/cgroup/cgroup.controllers") is None:
         return None
-    own = _read("/proc/self/cgroup") or ""
+    own = read_text("/proc/self/cgroup") or ""
     match = re.search(r"^0::(.*)$", own, re.MULTILINE)
     if not match:
         return None

@@ -12,6 +12,8 @@ import os
 import stat
 from pathlib import Path
 
+from stockade.bwrap.changes import quarantine
+
 
 def _to_move(path: str, first_absent: str) -> str | None:
     """The entry to move aside: `path`, or a symlink planted above it; None if nothing appeared."""
@@ -31,16 +33,6 @@ def _to_move(path: str, first_absent: str) -> str | None:
     return path
 
 
-def sweep_unguarded(paths: list[tuple[str, str]], quarantine: Path) -> list[tuple[str, str]]:
-    moved: list[tuple[str, str]] = []
-    for path, first_absent in paths:
-        entry = _to_move(path, first_absent)
-        if entry is None or any(entry == done for done, _ in moved):
-            continue
-        target = quarantine / entry.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        import shutil  # only when something is moved
-
-        shutil.move(entry, target)  # the project and the state folder may be on different filesystems
-        moved.append((entry, str(target)))
-    return moved
+def sweep_unguarded(paths: list[tuple[str, str]], folder: Path) -> list[tuple[str, str]]:
+    entries = [_to_move(path, first_absent) for path, first_absent in paths]
+    return quarantine(list(dict.fromkeys(e for e in entries if e is not None)), folder)
