@@ -13,22 +13,33 @@ else is never loaded: the filter is compiled again and the file replaced.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import stat
-import sys
+import struct
 from pathlib import Path
+
+from stockade.profiles.errors import SandboxSetupError
 
 # Bump whenever seccomp.py changes what the filter does: cached BPF from an
 # older rule set must never be loaded. tests/bwrap/test_seccomp.py records
 # the rule fingerprint of each version and fails when they drift apart.
 RULES_VERSION = 1
 
-INSN_SIZE = 8  # struct sock_filter
+SOCK_FILTER = "=HBBI"  # struct sock_filter: code, jt, jf, k in native byte order
+INSN_SIZE = struct.calcsize(SOCK_FILTER)
 MAX_INSNS = 4096  # BPF_MAXINSNS: the kernel refuses longer programs
-BPF_LD_W_ABS = 0x20
+BPF_JMP = 0x05  # instruction classes and the one unconditional jump
 BPF_RET = 0x06
-SECCOMP_DATA_ARCH = 4  # offsetof(struct seccomp_data, arch)
+BPF_JA = 0x00
+
+
+try:  # CPython's own sha256: hashlib would load OpenSSL first, 3-5 ms on every run
+    from _sha256 import sha256  # 3.11
+except ImportError:
+    try:
+        from _sha2 import sha256  # 3.12 and later
+    except ImportError:
+        from hashlib import sha256
 
 
 class _Version(ctypes.Structure):
@@ -40,7 +51,9 @@ def libseccomp_version() -> str:
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError as exc:
-        raise RuntimeError("libseccomp.so.2 not found: install libseccomp2") from exc
+        raise SandboxSetupError(
+            "libseccomp.so.2 not found: install it (sudo apt-get install libseccomp2)"
+        ) from exc
     lib.seccomp_version.restype = ctypes.POINTER(_Version)
     version = lib.seccomp_version().contents
     return f"{version.major}.{version.minor}.{version.micro}"
@@ -55,7 +68,7 @@ def cache_key(allow_unix: bool) -> str:
         os.uname().machine,
         libseccomp_version(),
     ))
-    return hashlib.sha256(material.encode()).hexdigest()
+    return sha256(material.encode()).hexdigest()
 
 
 def cache_path(cache_dir: Path, allow_unix: bool) -> Path:
@@ -66,35 +79,51 @@ def open_filter(cache_dir: Path, allow_unix: bool) -> int:
     """A read-only fd at offset 0 on the BPF program, compiled only on a miss.
 
     The fd is not inheritable (it must not leak into the sandbox, V2): pass
-    it on with `pass_fds` or `os.set_inheritable`. Errors from storing the
-    cache are swallowed; a failure to compile raises RuntimeError or OSError.
+    it on with `pass_fds` or `os.set_inheritable`. A cache that cannot be
+    written only costs a compile next time; a filter that cannot be
+    compiled raises SandboxSetupError.
     """
     path = cache_path(cache_dir, allow_unix)
     if _is_private_dir(cache_dir):
         fd = _open_cached(path)
         if fd is not None:
             return fd
-    from stockade.bwrap.seccomp import build_bpf
-
-    program = build_bpf(allow_unix)
-    if not looks_like_filter(program):
-        raise RuntimeError(f"libseccomp produced an unusable filter ({len(program)} bytes)")
+    program = _compile(allow_unix)
     _store(cache_dir, path, program)
     return _anonymous_fd(program)
 
 
-def looks_like_filter(program: bytes) -> bool:
-    """Whole instructions, within the kernel's limit, loading the arch first and ending in ret.
+def _compile(allow_unix: bool) -> bytes:
+    """The cache miss: the only place that imports the compiler and pyseccomp."""
+    try:
+        from stockade.bwrap.seccomp import build_bpf
 
-    Catches empty, short and truncated files; a file that passes and is
-    still wrong is refused by the kernel, so bwrap fails closed.
+        program = build_bpf(allow_unix)
+    except ImportError as exc:
+        raise SandboxSetupError(f"cannot compile the seccomp filter: {exc}; install pyseccomp") from exc
+    except (OSError, RuntimeError) as exc:
+        raise SandboxSetupError(f"libseccomp could not compile the seccomp filter: {exc}") from exc
+    if not looks_like_filter(program):
+        raise SandboxSetupError(f"libseccomp produced an unusable seccomp filter ({len(program)} bytes)")
+    return program
+
+
+def looks_like_filter(program: bytes) -> bool:
+    """Whole instructions within the kernel's limit, every jump landing inside, a ret last.
+
+    Catches empty, short and truncated files, which would otherwise make
+    every run fail (the kernel refuses them) until somebody deleted the file.
     """
-    if not program or len(program) % INSN_SIZE or len(program) > MAX_INSNS * INSN_SIZE:
+    count, rest = divmod(len(program), INSN_SIZE)
+    if rest or not 0 < count <= MAX_INSNS:
         return False
-    first_code = int.from_bytes(program[0:2], sys.byteorder)
-    first_k = int.from_bytes(program[4:8], sys.byteorder)
-    last_code = int.from_bytes(program[-INSN_SIZE:-INSN_SIZE + 2], sys.byteorder)
-    return first_code == BPF_LD_W_ABS and first_k == SECCOMP_DATA_ARCH and last_code & 0x07 == BPF_RET
+    instructions = list(struct.iter_unpack(SOCK_FILTER, program))
+    for pc, (code, jump_true, jump_false, k) in enumerate(instructions):
+        if code & 0x07 == BPF_JMP:
+            farthest = k if code & 0xF0 == BPF_JA else max(jump_true, jump_false)
+            if pc + 1 + farthest >= count:
+                return False
+    return instructions[-1][0] & 0x07 == BPF_RET
 
 
 def _is_private_dir(cache_dir: Path) -> bool:
@@ -174,7 +203,8 @@ def _anonymous_fd(program: bytes) -> int:
 
     fd = os.memfd_create("stockade-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        os.write(fd, program)
+        with open(fd, "wb", closefd=False) as out:
+            out.write(program)
         seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
         return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
