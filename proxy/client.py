@@ -252,6 +252,9 @@ def _start(files: DaemonFiles, idle_timeout: float | None, test_resolver: str | 
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, log, 1),
                 (os.POSIX_SPAWN_DUP2, log, 2),
+                # Whatever else this process would pass on (bwrap's info pipe, the caller's
+                # descriptors) must not live on in the daemon: a pipe it held would never see EOF.
+                *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited(keep=write_end)),
             ],
             setsid=True,  # its own session: survives ^C and the end of this run
         )
@@ -269,6 +272,25 @@ def _start(files: DaemonFiles, idle_timeout: float | None, test_resolver: str | 
         return int(line)
     except ValueError:
         raise ProxyDaemonError(f"the proxy daemon did not start: {_last_log_line(files.log)} (log: {files.log})") from None
+
+
+def _inherited(keep: int) -> list[int]:
+    """Descriptors above stdio, other than `keep`, that a spawned process would inherit."""
+    try:
+        names = os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        fd = int(name)
+        if fd <= 2 or fd == keep:
+            continue
+        try:
+            if os.get_inheritable(fd):
+                found.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return found
 
 
 def _read_ready(fd: int) -> bytes:
