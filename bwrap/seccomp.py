@@ -43,7 +43,9 @@ CLONE_NEW_FLAGS = {
 
 # Syscalls newer than some libseccomp releases know by name. From 424 on,
 # every architecture stockade supports uses one shared number.
-UNIFIED_NUMBERS = {"open_tree_attr": 467}
+UNIFIED_NUMBERS = {"fchmodat2": 452, "open_tree_attr": 467}
+S_ISUID = 0o4000
+S_ISGID = 0o2000
 UNIFIED_NUMBER_MACHINES = frozenset({"x86_64", "aarch64"})
 
 ABI_LINE = (
@@ -152,7 +154,19 @@ def _kernel_blocks() -> list[Block]:
                       "fsmount", "fspick", "mount_setattr")),
         Block("open_by_handle_at", "it opens files by handle, around the mount view", _always("open_by_handle_at")),
         Block("acct", "process accounting writes to a file outside the sandbox's control", _always("acct")),
+        Block("chmod, fchmod, fchmodat, fchmodat2 setting setuid or setgid",
+              "run as root, a setuid file made in a writable place would be a setuid-root file on the host",
+              _setid_rules()),
     ]
+
+
+def _setid_rules() -> tuple[Rule, ...]:
+    mode_arg = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
+    return tuple(
+        Rule(name, (ArgMatch(index, bit, bit),))
+        for name, index in mode_arg.items()
+        for bit in (S_ISUID, S_ISGID)
+    )
 
 
 def rule_blocks(allow_unix: bool) -> tuple[Block, ...]:

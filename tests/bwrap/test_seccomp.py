@@ -174,6 +174,7 @@ ALLOW_UNIX = {
 # Bump seccomp_cache.RULES_VERSION whenever the rules change, and record here.
 RULES_FINGERPRINTS = {
     1: "312d8d064bc957e848423447e148c16f40c2ec06a890e31190bc3cc9a4860833",
+    2: "4f190011588680e35413869e494aff6481368c5423bb9015dad558e19010d696",  # + setuid/setgid chmod
 }
 
 

@@ -374,11 +374,12 @@ def test_case_11_inherited_descriptors_do_not_reach_inside(vbox: Box) -> None:
 
 
 def test_case_13_device_nodes_and_setuid_on_writable_binds(vbox: Box) -> None:
-    """ESCAPES 13: mknod fails, a setuid copy runs as the caller, the project bind is nosuid,nodev; mkfifo works."""
+    """ESCAPES 13: mknod fails, a setuid copy runs as the caller (chmod u+s itself is refused by the filter
+    now; the copy still runs as the caller), the project bind is nosuid,nodev; mkfifo works."""
     p = q(str(vbox.project))
     result = vbox.run(
         f"mknod {p}/null2 c 1 3 && echo MKNOD-OK;"
-        f"cp /bin/dash {p}/sh && chmod u+s {p}/sh && echo caller=$(id -u) copy=$({p}/sh -p -c 'id -u');"
+        f"cp /bin/dash {p}/sh; chmod u+s {p}/sh; echo caller=$(id -u) copy=$({p}/sh -p -c 'id -u');"
         f"mkfifo {p}/fifo && echo FIFO-OK;"
         f"awk -v m={p} '$5 == m {{print \"OPTS\", $6}}' /proc/self/mountinfo"
     )
@@ -495,3 +496,18 @@ def test_case_15_planted_placeholder_record_deletes_nothing_outside(vbox: Box) -
     )
     assert tree(vbox.outside) == before, f"stockade deleted {set(before) - set(tree(vbox.outside))}: {attack.stdout!r}"
     assert "PLANTED" not in attack.stdout
+
+
+def test_setuid_bits_cannot_be_set_in_writable_places(vbox: Box) -> None:
+    """Found by the escape hunt (not in the catalogue): run as root, sandbox uid 0 is host root, so a
+    `chmod u+s` in the project would leave a setuid-root file on the host. The filter refuses setuid and
+    setgid bits in chmod, fchmod, fchmodat and fchmodat2; plain modes still work."""
+    attack = vbox.run(
+        "cp /bin/true ./suid && chmod u+s ./suid; echo u=$?; chmod g+s ./suid; echo g=$?;"
+        " /usr/bin/python3 -c \"import os; os.chmod('suid', 0o4755)\" 2>/dev/null; echo py=$?"
+    )
+    assert "u=1" in attack.stdout and "g=1" in attack.stdout and "py=1" in attack.stdout, attack
+    mode = (vbox.project / "suid").stat().st_mode
+    assert not mode & (stat.S_ISUID | stat.S_ISGID), oct(mode)
+    control = vbox.run("chmod 0750 ./suid && chmod +x ./suid && echo CONTROL")
+    assert "CONTROL" in control.stdout and (vbox.project / "suid").stat().st_mode & 0o777 == 0o751, control
