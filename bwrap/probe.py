@@ -101,21 +101,13 @@ def check_userns() -> Check:
     return Check("user namespaces", False, f"bwrap failed: {error or 'unknown error'}", fix)
 
 
-def libseccomp_version() -> str | None:
-    import ctypes
+def check_libseccomp() -> Check:
+    from stockade.bwrap.seccomp_cache import libseccomp_version
+    from stockade.profiles.errors import SandboxSetupError
 
     try:
-        lib = ctypes.CDLL("libseccomp.so.2")
-    except OSError:
-        return None
-    lib.seccomp_version.restype = ctypes.POINTER(ctypes.c_uint * 3)
-    major, minor, micro = lib.seccomp_version().contents
-    return f"{major}.{minor}.{micro}"
-
-
-def check_libseccomp() -> Check:
-    version = libseccomp_version()
-    if version is None:
+        version = libseccomp_version()
+    except SandboxSetupError:
         return Check("libseccomp", False, "libseccomp.so.2 not found", "install it: sudo apt-get install libseccomp2")
     return Check("libseccomp", True, f"libseccomp {version}")
 
