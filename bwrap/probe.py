@@ -142,5 +142,20 @@ def check_limits() -> Check:
     )
 
 
+def check_proxy_daemon() -> Check:
+    from stockade.profiles.locations import locate
+    from stockade.proxy.client import daemon_status
+
+    status = daemon_status(locate())
+    if status is None:
+        return Check("network proxy", True, "not running: the first run with a network allowlist starts it", required=False)
+    return Check(
+        "network proxy", True,
+        f"running on 127.0.0.1:{status.get('port')} (pid {status.get('pid')}, {status.get('sessions')} session(s), "
+        f"{status.get('clients')} connection(s))",
+        required=False,
+    )
+
+
 def linux_checks() -> list[Check]:
-    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits()]
+    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_proxy_daemon()]

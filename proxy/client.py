@@ -36,6 +36,7 @@ __all__ = [
     "SessionSpec",
     "SessionTicket",
     "daemon_files",
+    "daemon_status",
     "end_session",
     "ensure_daemon",
     "proxy_authorization",
@@ -145,6 +146,22 @@ def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
     return list(reply.get("denials", []))
+
+
+def daemon_status(locations: Locations) -> dict[str, Any] | None:
+    """The running daemon's ping reply (port, pid, sessions, clients, spliced), or None."""
+    files = daemon_files(locations)
+    try:
+        conn = _connect(files)
+    except OSError:
+        return None
+    try:
+        reply = _exchange(conn, {"op": "ping"})
+    except OSError:
+        return None
+    finally:
+        conn.close()
+    return reply if reply.get("ok") else None
 
 
 # -- internals -----------------------------------------------------------------
