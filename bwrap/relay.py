@@ -80,9 +80,11 @@ def _read_request_line(client: socket.socket) -> tuple[bytes, bytes] | None:
                 client.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
             return None
         data += chunk
-    end = data.index(b"\r\n") + 2
+        if not data[:1].isalpha():  # no HTTP method (SOCKS, TLS, ...): refuse now, not when a CRLF never comes
+            break
+    end = data.index(b"\r\n") + 2 if b"\r\n" in data else len(data)
     line = data[:end]
-    if line.count(b" ") < 2 or not line.rstrip().split(b" ")[-1].startswith(b"HTTP/"):
+    if not line[:1].isalpha() or line.count(b" ") < 2 or not line.rstrip().split(b" ")[-1].startswith(b"HTTP/"):
         client.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\n"
                        b"stockade: only HTTP proxy requests reach the network proxy")
         return None
