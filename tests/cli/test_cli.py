@@ -217,3 +217,33 @@ def test_audit_prints_records_literally(project: Path, capsys: pytest.CaptureFix
 def test_audit_bad_since_is_usage(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "audit", "--log", str(project / "none.jsonl"), "--since", "yesterday-ish")
     assert code == ExitCode.USAGE and "--since" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "expected"),
+    [
+        pytest.param(["--version"], 0, "stockade ", id="version"),
+        pytest.param(["check", "--profile", "offline"], 0, "[filesystem]", id="check"),
+        pytest.param(["check", "--profile", "nope"], 2, "no built-in profile named 'nope'", id="check-bad-profile"),
+        pytest.param(["explain", "--json"], 0, '"floor"', id="explain"),
+        pytest.param(["init", "--kind", "go"], 0, "for a go project", id="init"),
+        pytest.param(["init", "--kind", "cobol"], 2, "--kind must be one of", id="init-bad-kind"),
+        pytest.param(["trust"], 2, "no .stockade.toml", id="trust-nothing"),
+        pytest.param(["audit", "--log", "/nonexistent/audit.jsonl"], 0, "no matching audit records", id="audit-empty"),
+    ],
+)
+def test_typer_app_through_clirunner(project: Path, args: list[str], code: int, expected: str) -> None:
+    """The Typer application as Typer's own CliRunner sees it (errors are raised to run_app, which maps them)."""
+    from typer.testing import CliRunner
+
+    from stockade.cli.app import app, run_app
+
+    if code == 0:
+        result = CliRunner().invoke(app, args, catch_exceptions=False)
+        assert result.exit_code == 0 and expected in result.output, result.output
+    else:
+        from stockade.profiles.errors import StockadeError
+
+        with pytest.raises(StockadeError, match=expected):
+            CliRunner().invoke(app, args, catch_exceptions=False)
+        assert run_app(args) == code
