@@ -23,6 +23,10 @@ from stockade.profiles.paths import is_within
 SEALED = ("--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
           "--disable-userns", "--die-with-parent", "--cap-drop", "ALL")
 
+# GitHub Actions file commands (env, PATH, outputs, state, step summary) and the runner's
+# temp folder, where later steps' scripts live.
+CI_CHANNELS = ("GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STATE", "GITHUB_STEP_SUMMARY", "RUNNER_TEMP")
+
 
 @dataclass
 class BwrapPlan:
@@ -47,6 +51,16 @@ class BwrapPlan:
     @property
     def allow_unix(self) -> bool:
         return bool(self.policy.network.unix_sockets)
+
+
+def ci_channels(host_env: Mapping[str, str], policy: Policy) -> tuple[str, ...]:
+    """Files and folders through which a CI step reaches later steps (ESCAPES 67): kept
+    read-only inside writable places unless the policy lists that very path in allow_write."""
+    paths = [p for p in (host_env.get(name, "") for name in CI_CHANNELS) if os.path.isabs(p)]
+    if not paths:
+        return ()
+    granted = {os.path.realpath(entry) for entry in policy.filesystem.allow_write}
+    return tuple(p for p in paths if os.path.realpath(p) not in granted)
 
 
 def _sealing(interactive: bool, network: bool) -> list[bw.Piece]:
@@ -98,7 +112,7 @@ class BwrapBackend:
         request.locations.ensure()
         _ensure_audit_log(request.policy)
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
-        view = plan_view(request.policy, request.locations, str(request.cwd), path_dirs)
+        view = plan_view(request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy))
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE

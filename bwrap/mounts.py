@@ -128,8 +128,12 @@ def visible(path: str, roots: list[str]) -> bool:
     return not hidden_by_tmpfs or _root_of(path, roots) is not None
 
 
-def plan_view(policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[str, ...] = ()) -> View:
-    """The mounts for one run; `path_dirs` are the host PATH's folders (ESCAPES 65)."""
+def plan_view(
+    policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[str, ...] = (), extra_read_only: tuple[str, ...] = ()
+) -> View:
+    """The mounts for one run; `path_dirs` are the host PATH's folders (ESCAPES 65);
+    `extra_read_only` are files and folders kept read-only even inside a writable root
+    (the CI runner's channels into later steps, ESCAPES 67)."""
     view = View(tmp_size=policy.limits.tmp_size or DEFAULT_TMP_SIZE)
     fs = policy.filesystem
     project = os.path.realpath(policy.project_dir)
@@ -154,6 +158,8 @@ def plan_view(policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[s
         real = os.path.realpath(folder)
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
             _protect(view, real, roots, placeholder=False)
+    for path in extra_read_only:
+        _protect(view, os.path.realpath(path), roots, placeholder=False)
     sockets = _unlisted_sockets(policy.network.unix_sockets) if policy.network.unix_sockets else []
     private = [*sockets, *floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
     hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private)]

@@ -54,16 +54,22 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help=RUN_OPTIONS[3].help)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=RUN_OPTIONS[4].help)] = False,
     platform: Annotated[Optional[str], typer.Option("--platform", help=RUN_OPTIONS[5].help, metavar="NAME")] = None,
+    max_output: Annotated[Optional[str], typer.Option("--max-output", help=RUN_OPTIONS[6].help, metavar="BYTES")] = None,
+    ci: Annotated[bool, typer.Option("--ci", help=RUN_OPTIONS[7].help)] = False,
+    report: Annotated[Optional[Path], typer.Option("--report", help=RUN_OPTIONS[8].help, metavar="FILE")] = None,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
     # console script sends `run` to the lean parser first.
     from stockade.cli.run_command import run as lean_run
 
     argv: list[str] = []
-    for flag, value in (("--policy", policy), ("--profile", profile), ("-c", shell), ("--platform", platform)):
+    for flag, value in (
+        ("--policy", policy), ("--profile", profile), ("-c", shell), ("--platform", platform),
+        ("--max-output", max_output), ("--report", report),
+    ):  # fmt: skip
         if value is not None:
             argv += [flag, str(value)]
-    argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet
+    argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci
     raise typer.Exit(lean_run([*argv, "--", *ctx.args]) if ctx.args or shell else lean_run(argv))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,9 @@ class RunArgs:
     dry_run: bool = False
     quiet: bool = False
     platform: str | None = None
+    max_output: str | None = None
+    ci: bool = False
+    report: str | None = None
     command: list[str] = field(default_factory=list)
 
 
@@ -124,13 +128,44 @@ def run(argv: list[str]) -> int:
         quiet=args.quiet,
         session_id=os.urandom(6).hex(),
     )
+    limit = _output_limit(args.max_output)
+    if (args.ci or args.report) and not args.dry_run:
+        from stockade.cli.ci import run_ci  # CI mode only: the plain hot path never loads it
+
+        return run_ci(request, lambda: _execute(args, request, platform, limit), report=args.report, announce=args.ci and not args.quiet)
+    return _execute(args, request, platform, limit)
+
+
+def _execute(args: RunArgs, request: RunRequest, platform: str, limit: int | None) -> int:
     if platform == "darwin" and not args.dry_run:
         from stockade.seatbelt.network import run as run_on_macos
 
-        return run_on_macos(request)
+        return _limited(limit, lambda: run_on_macos(request))
     backend = backend_for(platform)
     plan = backend.build(request)
     if args.dry_run:
         sys.stdout.write(backend.explain(plan))
         return 0
-    return backend.run(plan)
+    return _limited(limit, lambda: backend.run(plan))
+
+
+def _limited(limit: int | None, go: Callable[[], int]) -> int:
+    """Run `go` with its output capped by --max-output (agent hooks), else untouched."""
+    if limit is None:
+        return go()
+    from stockade.cli.output_limit import OutputLimit
+
+    with OutputLimit(limit):
+        return go()
+
+
+def _output_limit(value: str | None) -> int | None:
+    """--max-output as bytes ("65536", "1M"); None when not given."""
+    if value is None:
+        return None
+    from stockade.profiles.units import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise UsageError(f"run: --max-output {value!r}: {exc}") from None

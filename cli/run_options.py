@@ -26,6 +26,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("dry_run", ("--dry-run",), False, "Print the exact sandbox plan and exit without running."),
     RunOption("quiet", ("--quiet", "-q"), False, "No end-of-run summary of what was blocked."),
     RunOption("platform", ("--platform",), True, "Plan for this platform (linux or darwin); with --dry-run only.", "NAME"),
+    RunOption("max_output", ("--max-output",), True, "Forward at most this much of the command's output (e.g. 1M), then one line saying how much was cut.", "BYTES"),
+    RunOption("ci", ("--ci",), False, "CI job mode: a Markdown summary in $GITHUB_STEP_SUMMARY when set, and a one-line result on stderr."),
+    RunOption("report", ("--report",), True, "Write a JSON report of the run (exit status, duration, hosts, denials) to FILE.", "FILE"),
 )
 
 BY_FLAG: dict[str, RunOption] = {flag: option for option in RUN_OPTIONS for flag in option.flags}

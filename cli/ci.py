@@ -1,0 +1,310 @@
+"""`stockade run --ci` / `--report FILE`: what a CI job ran, how it ended, and what it tried to reach.
+
+Wraps the lean run path: times it, then reads this run's records back from
+the audit log (by session id) and writes them as a Markdown step summary
+(`$GITHUB_STEP_SUMMARY`, GitHub Actions) and/or a JSON report. Loaded only
+when one of those options is given, so plain `stockade run` never pays for it.
+
+Everything written here comes from outside the sandbox, but the paths may
+lie in places the sandbox could write: the report is written through a
+temporary file and a rename, never through a symlink.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from stockade.profiles.backend import RunRequest
+from stockade.profiles.errors import StockadeError
+from stockade.profiles.model import NetworkMode
+
+REPORT_VERSION = 1
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+RECORD_SETTLE = 1.0  # seconds to wait for the proxy's last records of this session
+COMMAND_SHOWN = 4000  # characters of the command in the Markdown summary
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@dataclass
+class HostTally:
+    """Every audit record for one host:port in this run, added up."""
+
+    host: str
+    port: int
+    requests: int = 0
+    allowed: int = 0
+    denied: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+@dataclass
+class Denial:
+    host: str
+    port: int
+    rule: str
+    hint: str  # the line to add under [network]; "" when no policy change allows it
+    count: int = 1
+
+
+@dataclass
+class CiReport:
+    command: list[str]
+    cwd: str
+    session: str
+    policy: str
+    network: str
+    audit_log: str | None
+    exit_status: int
+    duration_seconds: float
+    started: str
+    finished: str
+    hosts: list[HostTally] = field(default_factory=list)
+    denials: list[Denial] = field(default_factory=list)
+    error: str | None = None  # stockade's own failure (the sandbox could not be set up, ...)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"version": REPORT_VERSION, **asdict(self)}
+
+
+def tally(records: Iterable[Mapping[str, object]]) -> tuple[list[HostTally], list[Denial]]:
+    """Hosts in first-contact order with their bytes; denials once per host, port and rule."""
+    hosts: dict[tuple[str, int], HostTally] = {}
+    denials: dict[tuple[str, int, str], Denial] = {}
+    for record in records:
+        host, port = str(record.get("host", "")), _int(record.get("port"))
+        entry = hosts.setdefault((host, port), HostTally(host, port))
+        entry.requests += 1
+        entry.bytes_up += _int(record.get("bytes_up"))
+        entry.bytes_down += _int(record.get("bytes_down"))
+        if record.get("decision") == "deny":
+            entry.denied += 1
+            rule = str(record.get("rule") or "")
+            key = (host, port, rule)
+            if key in denials:
+                denials[key].count += 1
+            else:
+                denials[key] = Denial(host, port, rule, str(record.get("hint") or ""))
+        else:
+            entry.allowed += 1
+    return list(hosts.values()), list(denials.values())
+
+
+def run_ci(request: RunRequest, execute: Callable[[], int], *, report: str | None, announce: bool) -> int:
+    """Run, then summarise; the command's exit status is returned unchanged, stockade's errors re-raised."""
+    started_wall, started = time.time(), time.monotonic()
+    failure: StockadeError | None = None
+    try:
+        code = execute()
+    except StockadeError as error:
+        failure, code = error, int(error.exit_code)
+    duration = time.monotonic() - started
+    result = build_report(request, code, duration, started_wall, failure)
+    written = publish(result, request.host_env, report)
+    if announce:
+        print(f"stockade: ci: {one_line(result)}{written}", file=sys.stderr)
+    if failure is not None:
+        raise failure
+    return code
+
+
+def build_report(request: RunRequest, code: int, duration: float, started_wall: float, failure: StockadeError | None) -> CiReport:
+    from stockade.proxy.audit import now_iso
+
+    policy = request.policy
+    network = policy.network.mode
+    audit_log = policy.audit.log or str(request.locations.default_audit_log)
+    result = CiReport(
+        command=list(request.command),
+        cwd=str(request.cwd),
+        session=request.session_id,
+        policy=policy.origin,
+        network=network.value,
+        audit_log=audit_log if network is not NetworkMode.NONE else None,
+        exit_status=code,
+        duration_seconds=round(duration, 3),
+        started=now_iso(started_wall),
+        finished=now_iso(started_wall + duration),
+        error=str(failure) if failure is not None else None,
+    )
+    if network is not NetworkMode.NONE and request.session_id:
+        try:
+            result.hosts, result.denials = tally(session_records(audit_log, request.session_id))
+        except StockadeError as error:
+            result.notes.append(f"the audit log could not be read: {error}")
+    return result
+
+
+def session_records(path: str, session: str, *, settle: float = RECORD_SETTLE) -> list[dict[str, object]]:
+    """This session's records; waits briefly for records of tunnels the end of the run cut."""
+    from stockade.proxy.audit import AuditFilter, read_records
+
+    where = AuditFilter(session=session)
+    records = list(read_records(path, where))
+    deadline = time.monotonic() + settle
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        again = list(read_records(path, where))
+        if len(again) == len(records):
+            return again
+        records = again
+    return records
+
+
+def publish(result: CiReport, host_env: Mapping[str, str], report: str | None) -> str:
+    """Append the step summary and write the report; returns what to add to the announce line."""
+    said = ""
+    summary_path = host_env.get(SUMMARY_ENV, "")
+    if summary_path:
+        try:
+            append_summary(summary_path, markdown(result))
+            said += f"; summary appended to ${SUMMARY_ENV}"
+        except OSError as exc:
+            print(f"stockade: ci: cannot append the step summary to {summary_path}: {exc.strerror or exc}", file=sys.stderr)
+    if report:
+        try:
+            write_report(report, result)
+            said += f"; report: {report}"
+        except (OSError, StockadeError) as exc:
+            print(f"stockade: ci: cannot write the report {report}: {exc}", file=sys.stderr)
+    return said
+
+
+def append_summary(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def write_report(path: str, result: CiReport) -> None:
+    """Through a temporary file and a rename: a planted symlink is replaced, never followed."""
+    target = Path(os.path.abspath(path))
+    _refuse_symlinked_folders(target.parent)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=".stockade-report-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(result.to_dict(), handle, indent=2, ensure_ascii=False)
+            handle.write("\n")
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _refuse_symlinked_folders(folder: Path) -> None:
+    current = Path("/")
+    for part in folder.parts[1:]:
+        current = current / part
+        if current.is_symlink():
+            raise StockadeError(f"{current} is a symlink (a sandboxed run could have planted it); give the report a real path")
+
+
+def one_line(result: CiReport) -> str:
+    denied = sum(d.count for d in result.denials)
+    contacted = len(result.hosts)
+    if result.error:
+        return f"stockade could not run the command (exit {result.exit_status}): {result.error}"
+    net = f"; {contacted} host{'s' * (contacted != 1)} contacted, {denied} request{'s' * (denied != 1)} denied" if result.audit_log else ""
+    return f"exit {result.exit_status} after {result.duration_seconds:.1f}s{net}"
+
+
+# -- Markdown ----------------------------------------------------------------------------------
+
+
+def markdown(result: CiReport) -> str:
+    """The step summary: GitHub renders it, so every piece of run data is escaped or fenced."""
+    outcome = "could not run" if result.error else ("passed" if result.exit_status == 0 else "failed")
+    lines = [f"### stockade: {outcome} (exit {result.exit_status}, {result.duration_seconds:.1f} s)", ""]
+    lines += [*_fenced(shown_command(result.command)), ""]
+    lines += ["| | |", "|---|---|"]
+    lines += [
+        f"| exit status | {result.exit_status} |",
+        f"| duration | {result.duration_seconds:.1f} s |",
+        f"| policy | {_code(result.policy)} |",
+        f"| network | {_code(result.network)} |",
+        f"| session | {_code(result.session)} (`stockade audit --session {_plain(result.session)}`) |",
+    ]
+    if result.error:
+        lines.append(f"| error | {_code(result.error)} |")
+    lines.append("")
+    if result.audit_log:
+        lines += [f"#### Hosts contacted ({len(result.hosts)})", ""]
+        if result.hosts:
+            lines += ["| host | port | requests | allowed | denied | bytes up | bytes down |", "|---|---:|---:|---:|---:|---:|---:|"]
+            lines += [
+                f"| {_code(h.host)} | {h.port} | {h.requests} | {h.allowed} | {h.denied} | {h.bytes_up:,} | {h.bytes_down:,} |"
+                for h in result.hosts
+            ]
+        else:
+            lines.append("No network requests.")
+        lines.append("")
+        denied = sum(d.count for d in result.denials)
+        lines += [f"#### Denied ({denied})", ""]
+        if result.denials:
+            lines += [f"| host | port | times | why | to allow it, add under `[network]` in {_code(result.policy)} |", "|---|---:|---:|---|---|"]
+            lines += [
+                f"| {_code(d.host)} | {d.port} | {d.count} | {_cell(d.rule)} | {_code(d.hint) if d.hint else 'no policy change allows this'} |"
+                for d in result.denials
+            ]
+        else:
+            lines.append("Nothing was denied.")
+        lines.append("")
+    else:
+        lines += ["The policy gives this command no network.", ""]
+    lines += [f"- {_cell(note)}" for note in result.notes]
+    return "\n".join(lines).rstrip("\n") + "\n\n"
+
+
+def shown_command(command: list[str]) -> str:
+    """The shell string of `-c STRING` runs, else the argv quoted for a shell."""
+    if len(command) == 3 and command[1] == "-c" and command[0].endswith("sh"):
+        text = command[2]
+    else:
+        text = shlex.join(command)
+    return text if len(text) <= COMMAND_SHOWN else text[:COMMAND_SHOWN] + f"\n... ({len(text) - COMMAND_SHOWN} more characters)"
+
+
+def _fenced(text: str) -> list[str]:
+    """A code block whose fence no line of `text` can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, _visible(text), fence]
+
+
+def _visible(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _cell(text: str) -> str:
+    """Plain text safe inside a table cell: no HTML, no Markdown, no line or cell breaks."""
+    escaped = html.escape(_visible(text).replace("\n", " ").replace("\t", " "))
+    return re.sub(r"([\\`*_\[\]|~])", r"\\\1", escaped)
+
+
+def _code(text: str) -> str:
+    escaped = html.escape(_visible(text).replace("\n", " ")).replace("|", "&#124;")
+    return f"<code>{escaped}</code>"
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "", text)
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,7 @@
+"""Fixtures for tests/integrations (helpers live in integration_support: tests do not import conftest)."""
+
+from __future__ import annotations
+
+from integration_support import sandbox, world
+
+__all__ = ["sandbox", "world"]

@@ -1,0 +1,126 @@
+"""Helpers for the agent-hook, CI and example tests: worlds the sandbox can see, real `stockade` runs.
+
+Sandboxed runs use the installed console script (the one an agent hook would
+name), with a HOME, project and outside folder on the sandbox's read-only
+root (not under /tmp, which the sandbox replaces with a private one), so a
+write outside the project meets the real wall.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+MUST_SANDBOX = os.environ.get("STOCKADE_MUST_SANDBOX") == "1"
+STOCKADE = str(Path(sys.executable).parent / "stockade")
+VISIBLE_BASE = Path(os.environ.get("STOCKADE_E2E_VISIBLE_ROOT") or Path.home() / ".stockade-e2e")
+
+
+def sandbox_problem() -> str | None:
+    for candidate in ("/usr/bin/bwrap", "/usr/local/bin/bwrap"):
+        if os.access(candidate, os.X_OK):
+            break
+    else:
+        return "bwrap is not installed"
+    result = subprocess.run(
+        [candidate, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "true"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return None if result.returncode == 0 else f"bwrap cannot create namespaces: {result.stderr.strip()}"
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> None:
+    """Tests that run a real sandbox ask for this: skipped where bwrap cannot work (failed under MUST_SANDBOX)."""
+    reason = sandbox_problem() or (None if os.access(STOCKADE, os.X_OK) else f"no stockade executable at {STOCKADE}")
+    if reason is None:
+        return
+    if MUST_SANDBOX:
+        pytest.fail(f"STOCKADE_MUST_SANDBOX=1 but {reason}")
+    pytest.skip(reason)
+
+
+@dataclass
+class World:
+    """A HOME, a project and a folder outside every rule, all visible (read-only) inside the sandbox."""
+
+    root: Path
+    home: Path
+    project: Path
+    outside: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def run(self, argv: list[str], *, stdin: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, input=stdin, cwd=cwd or self.project, env={**self.env, **(env or {})},
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    def stockade(self, *args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return self.run([STOCKADE, *args], stdin=stdin, env=env)
+
+
+def _force_rmtree(path: Path) -> None:
+    for folder, subdirs, _files in os.walk(path):
+        for name in subdirs:
+            target = os.path.join(folder, name)
+            if not os.path.islink(target):
+                try:
+                    os.chmod(target, 0o700)
+                except OSError:
+                    pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    VISIBLE_BASE.mkdir(mode=0o700, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="i", dir=VISIBLE_BASE))
+    runtime = Path(tempfile.mkdtemp(prefix="si"))  # short: the proxy daemon's control socket lives here
+    home, project, outside = root / "home", root / "project", root / "outside"
+    for folder in (home, project, outside):
+        folder.mkdir()
+    env = {
+        "HOME": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "XDG_RUNTIME_DIR": str(runtime),
+        "STOCKADE_PROXY_IDLE": "20",
+    }
+    try:
+        yield World(root=root, home=home, project=project, outside=outside, env=env)
+    finally:
+        stop_daemon(runtime / "stockade")
+        _force_rmtree(root)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def stop_daemon(runtime: Path) -> None:
+    """SIGTERM a proxy daemon a test started (its pid is in the port file), and wait for it."""
+    try:
+        pid = int(json.loads((runtime / "proxy.port").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
