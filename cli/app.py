@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from stockade.cli import audit_cmd, check, doctor, explain, init, trust
+from stockade.cli import audit_cmd, check, doctor, explain, init, install, trust
 from stockade.cli.console import error_line
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.profiles.errors import ExitCode, StockadeError
@@ -79,6 +79,20 @@ app.command(name="init", help="Write a commented starter .stockade.toml for this
 app.command(name="doctor", help="Check that this machine can sandbox, and say how to fix what is missing.")(doctor.doctor)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
+app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(install.install)
+
+
+@app.command(
+    name="hook",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Agent hook: read the agent's shell-tool JSON on stdin, answer with the command wrapped in `stockade run` "
+    "(AGENT: claude, codex, gemini or cursor; option --max-output BYTES). Installed by `stockade install`.",
+)
+def hook(ctx: typer.Context, agent: Annotated[str, typer.Argument(metavar="AGENT")]) -> None:
+    # The console script sends `hook` to the lean module first; Typer only shows the help.
+    from stockade.cli.hook import main as hook_main
+
+    raise typer.Exit(hook_main([agent, *ctx.args]))
 
 
 def run_app(args: list[str], *, debug: bool = False) -> int:

@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(error.exit_code)
         except KeyboardInterrupt:
             return ExitCode.SIGNAL_BASE + 2
+    if args and args[0] == "hook" and not (HELP_FLAGS & set(args[1:])):
+        from stockade.cli.hook import main as hook_main  # on every agent command: no Typer, no Rich
+
+        return hook_main(args[1:])
     from stockade.cli.app import run_app
 
     return run_app(args, debug=debug)

@@ -1,0 +1,251 @@
+"""`stockade hook AGENT`: a coding agent's shell-tool hook that runs every command inside `stockade run`.
+
+The agent hands the hook the command its shell tool is about to run (JSON on
+stdin); the hook answers with that command rewritten so the whole string,
+whatever it holds (pipes, `;`, `&&`, newlines, `$(...)`, heredocs, `&`), is
+the single argument of one sandboxed shell:
+
+    /abs/stockade run --max-output 1048576 -- /usr/bin/bash -c -- '<the original, quoted>'
+
+Nothing in the hook input chooses the policy, the sandbox or the wrapper:
+`stockade run` resolves the policy as it always does (the project's
+`.stockade.toml` if trusted, else the user's default), and stockade and bash
+are named by absolute path, so neither a PATH entry nor an alias can stand in.
+A command that is already exactly such a wrapper passes unchanged (no nested
+sandbox); anything else, including `stockade run --policy mine.toml ...`
+written by the agent, is wrapped like any command. Whatever cannot be wrapped
+is blocked, never let through.
+
+Per agent (see README "A coding agent"):
+- claude: PreToolUse for Bash; `updatedInput` with `permissionDecision: allow`.
+- codex:  PreToolUse for Bash; the same answer (Codex requires the allow beside `updatedInput`).
+- gemini: BeforeTool for run_shell_command; `hookSpecificOutput.tool_input` (merged by Gemini CLI).
+- cursor: beforeShellExecution cannot rewrite, so a command that is not yet wrapped is denied
+  with the wrapped command for the agent to run instead; the wrapped one is allowed.
+
+This module is on the path of every agent command: it imports no Typer or Rich.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+AGENTS = ("claude", "codex", "gemini", "cursor")
+DEFAULT_MAX_OUTPUT = 1 << 20
+MAX_INPUT = 16 << 20  # bytes of hook JSON read from the agent
+BLOCK = 2  # the exit status every supported agent reads as "do not run this tool call"
+SHELLS = ("/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash", "/opt/homebrew/bin/bash")
+CODEX_SHELL_TOOLS = frozenset({"Bash", "shell", "shell_command", "exec_command", "local_shell", "container.exec"})
+_BARE = re.compile(r"[A-Za-z0-9_./-]+")
+
+
+class HookError(Exception):
+    """Why a tool call was blocked rather than wrapped."""
+
+
+def quote(word: str) -> str:
+    """One shell word, the same in sh, dash, bash and zsh: bare only for [A-Za-z0-9_./-],
+    else single quotes (shlex.quote leaves `=` and `%` bare, which zsh expands)."""
+    if _BARE.fullmatch(word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """How a command string becomes one `stockade run`."""
+
+    stockade: str  # absolute path of the stockade executable
+    shell: str  # absolute path of the shell that runs the string inside the sandbox
+    max_output: int | None = DEFAULT_MAX_OUTPUT
+
+    def prefix(self) -> list[str]:
+        words = [self.stockade, "run"]
+        if self.max_output is not None:
+            words += ["--max-output", str(self.max_output)]
+        return [*words, "--", self.shell, "-c", "--"]  # `--`: a string that starts with "-" is still the command
+
+    def wrap(self, command: str) -> str:
+        if "\x00" in command:
+            raise HookError("the command contains a NUL byte, which no shell argument can carry")
+        return " ".join(quote(word) for word in [*self.prefix(), command])
+
+    def unwrap(self, command: str) -> str | None:
+        """The inner string when `command` is byte for byte what `wrap` makes, else None."""
+        head = " ".join(quote(word) for word in self.prefix()) + " "
+        if not command.startswith(head):
+            return None
+        try:
+            words = shlex.split(command[len(head) :], posix=True)
+        except ValueError:
+            return None
+        if len(words) != 1 or "\x00" in words[0] or self.wrap(words[0]) != command:
+            return None
+        return words[0]
+
+    def sandboxed(self, command: str) -> str:
+        """The wrapped command; an exact wrapper is kept as it is (no sandbox inside a sandbox)."""
+        return command if self.unwrap(command) is not None else self.wrap(command)
+
+
+def stockade_executable() -> str:
+    """This stockade, by absolute path: the script that started us, else the one beside our Python."""
+    started = sys.argv[0] if sys.argv else ""
+    candidates = []
+    if os.path.basename(started).startswith("stockade"):
+        candidates.append(os.path.abspath(started))
+    candidates.append(os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "stockade"))
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise HookError(f"cannot find the stockade executable (looked at {', '.join(candidates)})")
+
+
+def sandbox_shell() -> str:
+    """bash by absolute path (agents write bash), else /bin/sh."""
+    for path in SHELLS:
+        if os.access(path, os.X_OK):
+            return path
+    return "/bin/sh"
+
+
+# -- agents ----------------------------------------------------------------------------------------
+
+
+def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
+    """The JSON to print for one hook call; None means "no opinion" (not a shell tool)."""
+    if not isinstance(payload, dict):
+        raise HookError("the hook input is not a JSON object")
+    if agent == "cursor":
+        return _cursor(payload, wrapper)
+    tool = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    if agent == "claude":
+        if tool != "Bash":
+            return None
+        command = _command(tool_input)
+        updated = {**tool_input, "command": wrapper.sandboxed(command)}  # run_in_background, timeout... kept
+        return _pre_tool_use(updated, wrapper)
+    if agent == "codex":
+        if tool not in CODEX_SHELL_TOOLS:
+            return None
+        command = _command(tool_input)
+        kind = tool_input.get("kind")
+        if kind not in (None, "script", "argv"):
+            raise HookError(f"stockade sandboxes POSIX shell commands; this one is {kind!r}")
+        return _pre_tool_use({"command": wrapper.sandboxed(command)}, wrapper)
+    if agent == "gemini":
+        if tool != "run_shell_command":
+            return {}
+        command = _command(tool_input)
+        # Gemini CLI merges this into the model's arguments: dir_path, is_background... stay.
+        return {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": {"command": wrapper.sandboxed(command)}}}
+    raise HookError(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}")
+
+
+def _pre_tool_use(updated: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "permissionDecisionReason": f"stockade: runs inside the sandbox ({wrapper.stockade} run)",
+            "updatedInput": updated,
+        }
+    }
+
+
+def _cursor(payload: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
+    event = payload.get("hook_event_name", "beforeShellExecution")
+    if event != "beforeShellExecution":
+        return {}
+    command = _command(payload)
+    if wrapper.unwrap(command) is not None:
+        return {"permission": "allow"}
+    wrapped = wrapper.wrap(command)
+    return {
+        "permission": "deny",
+        "user_message": "stockade: shell commands run only inside the sandbox; the agent was given the wrapped command",
+        "agent_message": (
+            "This workspace runs every shell command inside the stockade sandbox. Run exactly this command "
+            f"instead, unchanged (it runs your command inside the sandbox with the same output):\n{wrapped}"
+        ),
+    }
+
+
+def _command(tool_input: Any) -> str:
+    if not isinstance(tool_input, dict):
+        raise HookError("the hook input has no tool_input object")
+    command = tool_input.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise HookError("the hook input has no command string")
+    return command
+
+
+# -- entry point -----------------------------------------------------------------------------------
+
+USAGE = f"usage: stockade hook {{{','.join(AGENTS)}}} [--max-output BYTES|none]"
+
+
+def parse(argv: list[str]) -> tuple[str, int | None]:
+    if not argv or argv[0] not in AGENTS:
+        raise HookError(USAGE)
+    agent, rest = argv[0], argv[1:]
+    max_output: int | None = DEFAULT_MAX_OUTPUT
+    while rest:
+        word = rest.pop(0)
+        flag, eq, value = word.partition("=")
+        if flag != "--max-output":
+            raise HookError(f"unknown option {word!r}; {USAGE}")
+        if not eq:
+            if not rest:
+                raise HookError(f"--max-output needs a value; {USAGE}")
+            value = rest.pop(0)
+        max_output = _size(value)
+    return agent, max_output
+
+
+def _size(value: str) -> int | None:
+    if value.lower() == "none":
+        return None
+    from stockade.profiles.units import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise HookError(f"--max-output {value!r}: {exc}") from None
+
+
+def main(argv: list[str]) -> int:
+    """Read the agent's JSON, print the answer; block (never allow) whatever goes wrong."""
+    agent = argv[0] if argv else ""
+    try:
+        agent, max_output = parse(argv)
+        data = sys.stdin.buffer.read(MAX_INPUT + 1)
+        if len(data) > MAX_INPUT:
+            raise HookError(f"the hook input is larger than {MAX_INPUT} bytes")
+        try:
+            payload = json.loads(data)
+        except ValueError as exc:
+            raise HookError(f"the hook input is not JSON: {exc}") from None
+        wrapper = Wrapper(stockade_executable(), sandbox_shell(), max_output)
+        result = answer(agent, payload, wrapper)
+    except HookError as error:
+        return _blocked(agent, str(error))
+    if result is not None:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+    return 0
+
+
+def _blocked(agent: str, reason: str) -> int:
+    message = f"stockade hook: blocked: {reason}"
+    if agent == "cursor":  # Cursor reads its answer from stdout
+        sys.stdout.write(json.dumps({"permission": "deny", "user_message": message, "agent_message": message}) + "\n")
+        return 0
+    print(message, file=sys.stderr)
+    return BLOCK
