@@ -53,6 +53,9 @@ class Relay:
     def _serve(self, client: socket.socket) -> None:
         try:
             with client:
+                # A relay adds no Nagle delay of its own: a response's head and body, spliced as two
+                # writes, would otherwise wait for the client's delayed ACK (40 ms per keep-alive request).
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 head = _read_request_line(client)
                 if head is None:
                     return
