@@ -43,40 +43,29 @@ def is_within(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/") or root == "/"
 
 
+_GLOB_TOKEN = re.compile(r"(\*\*/|\*\*|\*|\?|\[[^\]]+\])")
+
+
 def glob_to_regex(pattern: str) -> str:
     """Regex for an absolute glob: `**/` spans folders, `*` and `?` stay within one name.
 
     Shared by the backends: bwrap expands globs at start, Seatbelt matches them.
     """
     out = ["^"]
-    index = 0
-    while index < len(pattern):
-        if pattern.startswith("**/", index):
+    for index, token in enumerate(_GLOB_TOKEN.split(pattern)):
+        if index % 2 == 0:
+            out.append(re.escape(token))  # the literal text between glob tokens
+        elif token == "**/":
             out.append("(?:[^/]*/)*")
-            index += 3
-        elif pattern.startswith("**", index):
+        elif token == "**":
             out.append(".*")
-            index += 2
-        elif pattern[index] == "*":
+        elif token == "*":
             out.append("[^/]*")
-            index += 1
-        elif pattern[index] == "?":
+        elif token == "?":
             out.append("[^/]")
-            index += 1
-        elif pattern[index] == "[":
-            end = pattern.find("]", index + 1)
-            if end < 0:
-                out.append(r"\[")
-                index += 1
-            else:
-                body = pattern[index + 1 : end].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                index = end + 1
-        else:
-            out.append(re.escape(pattern[index]))
-            index += 1
+        else:  # [class]
+            body = token[1:-1].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
     out.append("$")
     return "".join(out)
 
