@@ -245,6 +245,11 @@ def install_hook(agent: str, scope: str, *, home: Path, project: Path, remove: b
                 f"other {AGENT_SETTINGS[agent].event} hooks also answer for this tool ({'; '.join(others)}): "
                 "some agent versions drop a rewrite when several hooks answer, so keep stockade's the only one"
             )
+        if scope == "project":
+            notes.append(
+                f"{path} names this machine's stockade ({stockade}); where teammates install it elsewhere, "
+                "their agent cannot start the hook, so prefer --user (or --local for Claude Code)"
+            )
         if agent == "claude" and after.get("disableAllHooks") is True:
             notes.append(f"{path} sets disableAllHooks: the hook will not run until that is removed")
     return Outcome(path, changed, action, notes)

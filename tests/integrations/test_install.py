@@ -100,7 +100,8 @@ def test_reinstall_updates_in_place_and_drops_duplicates(places: tuple[Path, Pat
 
 def test_project_and_local_scopes(places: tuple[Path, Path]) -> None:
     home, project = places
-    assert _install("claude", home, project, scope="project").path == project / ".claude" / "settings.json"
+    shared = _install("claude", home, project, scope="project")
+    assert shared.path == project / ".claude" / "settings.json" and any("names this machine's stockade" in n for n in shared.notes)
     assert _install("claude", home, project, scope="local").path == project / ".claude" / "settings.local.json"
     assert _install("cursor", home, project, scope="project").path == project / ".cursor" / "hooks.json"
     with pytest.raises(UsageError, match="no local"):
