@@ -145,7 +145,11 @@ def _summary(
         lines.append(f"{original} was created inside the sandbox and runs code outside it; moved to {moved} (the floor keeps such files read-only)")
     for denial in denials:
         count = f" ({denial.get('count')} times)" if int(str(denial.get("count") or 1)) > 1 else ""
-        lines.append(f"network: denied {denial.get('host')}:{denial.get('port')}{count}; to allow it, add {denial.get('hint')} under [network] {_where(origin)}")
+        where = f"network: denied {denial.get('host')}:{denial.get('port')}{count}"
+        if denial.get("hint"):
+            lines.append(f"{where}; to allow it, add {denial.get('hint')} under [network] {_where(origin)}")
+        else:
+            lines.append(f"{where} ({denial.get('rule')}); no policy change allows this")
     if touched:
         names = ", ".join(f"{os.path.relpath(path, plan.view.project)} ({how})" for path, how in touched)
         lines.append(f"files that run code later were created or changed; review them before running them outside the sandbox: {names}")

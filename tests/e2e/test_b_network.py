@@ -401,13 +401,6 @@ s_client -servername allowed.test > "$P/good23.txt" 2>&1; echo "good=$?"
     assert (good["decision"], good["sni"], good["scheme"]) == ("allow", "allowed.test", "tls")
 
 
-@pytest.mark.xfail(
-    reason="BUG (bwrap/execute.py _summary): a denial no policy line can fix (SNI mismatch, Host mismatch, forged "
-    "credential) has an empty hint, and the run summary still says 'to allow it, add  under [network]'; "
-    "fix: when the hint is empty, print the rule instead (e.g. 'network: denied allowed.test:443 (TLS SNI ... ); "
-    "no policy change allows this')",
-    strict=True,
-)
 def test_case_23_summary_of_an_unfixable_denial_does_not_suggest_an_empty_rule(warm: NetWorld) -> None:
     result = warm.run(
         'openssl s_client -proxy 127.0.0.1:3128 -connect "allowed.test:$SP" -servername denied.test </dev/null >/dev/null 2>&1',
@@ -416,6 +409,7 @@ def test_case_23_summary_of_an_unfixable_denial_does_not_suggest_an_empty_rule(w
     summary = [line for line in result.stderr.splitlines() if "network: denied" in line]
     assert summary, result.stderr
     assert not any("add  under" in line for line in summary), summary
+    assert any("no policy change allows this" in line for line in summary), summary
 
 
 # --- 24 (residual) ------------------------------------------------------------------------------------
