@@ -40,6 +40,45 @@ say "3. Checked from outside the sandbox:"
 echo "  ./output.txt contains: $(cat output.txt)"
 if [ -s "$HOME/.bashrc" ]; then echo "  ~/.bashrc was changed: FAIL"; exit 1; else echo "  ~/.bashrc is untouched"; fi
 
-say "4. The exact bwrap plan for that run (stockade run --dry-run):"
+say "4. The network: an allowlist, an audited proxy, and no way around it"
+# A web server on this machine's loopback plays the internet; the demo's test
+# resolver maps two made-up names to it (no real DNS, no internet needed).
+echo "hello from allowed.test" > "$DEMO/index.html"
+python3 -m http.server 0 --bind 127.0.0.1 --directory "$DEMO" > "$DEMO/server.log" 2>&1 &
+SERVER=$!
+PORT=""
+for _ in $(seq 50); do
+    PORT=$(python3 - "$SERVER" <<'PY'
+import subprocess
+import sys
+out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+pid = sys.argv[1]
+for line in out.splitlines():
+    if f"pid={pid}," in line:
+        print(line.split()[3].rsplit(":", 1)[1]); break
+PY
+)
+    [ -n "$PORT" ] && break
+    sleep 0.1
+done
+printf '{"names": {"allowed.test": ["127.0.0.1"], "denied.test": ["127.0.0.1"]}, "upstreams": ["127.0.0.1:%s"]}\n' "$PORT" > "$DEMO/names.json"
+printf 'extends = ["default"]\n[network]\nallow = ["allowed.test"]\n' > .stockade.toml
+stockade trust >/dev/null
+export STOCKADE_PROXY_TEST_RESOLVER="$DEMO/names.json" STOCKADE_PROXY_IDLE=30
+cat .stockade.toml
+set +e
+stockade run -- /bin/sh -c "
+    echo '  allowed.test  :' \$(curl -s http://allowed.test:$PORT/index.html)
+    echo '  denied.test   :' \$(curl -s http://denied.test:$PORT/index.html)
+    curl -s -m 3 --noproxy '*' http://127.0.0.1:$PORT/ >/dev/null 2>&1 && echo '  around the proxy: CONNECTED' || echo '  around the proxy: refused (no route out)'
+"
+set -e
+say "5. What the proxy decided (stockade audit):"
+stockade audit
+kill "$SERVER" 2>/dev/null || true
+DAEMON=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$HOME/.local/state/stockade/run/proxy.port" 2>/dev/null || true)
+[ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null || true
+
+say "6. The exact bwrap plan for a run (stockade run --dry-run):"
 stockade run --dry-run -- true | head -25
 echo "  ..."

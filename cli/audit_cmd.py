@@ -49,7 +49,7 @@ def audit(
         return
     table = Table(show_header=True, header_style="bold")
     for column in ("time", "session", "decision", "destination", "request", "rule", "up", "down"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column in ("time", "session", "decision"))
     rows = 0
     for record in records:
         table.add_row(*_cells(record))
@@ -61,14 +61,17 @@ def audit(
 
 
 def _cells(record: dict[str, object]) -> list[str]:
-    destination = f"{record.get('scheme') or ''}://{record.get('host')}:{record.get('port')}".lstrip(":/")
-    request = f"{record.get('method') or ''} {record.get('path') or ''}".strip()
+    """Short cells for a terminal: time of day, 8-character session, host:port, first 40 characters of the path."""
+    stamp = printable(record.get("time", ""))
+    destination = f"{record.get('host')}:{record.get('port')}"
+    path = printable(record.get("path") or "")
+    request = f"{record.get('method') or record.get('scheme') or ''} {path[:40]}{'...' if len(path) > 40 else ''}".strip()
     return [
-        printable(record.get("time", ""))[:19],
-        printable(record.get("session", "")),
+        stamp[11:19] or stamp,
+        printable(record.get("session", ""))[:8],
         printable(record.get("decision", "")),
         printable(destination),
-        printable(request),
+        request,
         printable(record.get("rule", "")),
         printable(record.get("bytes_up", "")),
         printable(record.get("bytes_down", "")),
