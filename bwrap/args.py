@@ -87,6 +87,17 @@ class Chdir:
 
 
 @dataclass(frozen=True)
+class SetEnv:
+    """One variable of the sandbox's environment; bwrap itself starts with none (see execute)."""
+
+    name: str
+    value: str
+
+    def to_args(self) -> Iterator[str]:
+        yield from ("--setenv", self.name, self.value)
+
+
+@dataclass(frozen=True)
 class FdOption:
     """An option that takes a file descriptor number (--seccomp, --info-fd)."""
 
@@ -97,7 +108,7 @@ class FdOption:
         yield from (self.word, str(self.fd))
 
 
-Piece = Flag | Bind | ReadOnlyBindFrom | Tmpfs | Dev | Proc | Chdir | FdOption
+Piece = Flag | Bind | ReadOnlyBindFrom | Tmpfs | Dev | Proc | Chdir | FdOption | SetEnv
 
 
 def words(pieces: list[Piece]) -> list[str]:

@@ -149,7 +149,7 @@ class BwrapBackend:
             lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, relayed by stockade to its proxy daemon")
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")
-        lines.append(f"# environment: {len(plan.env)} variables passed; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
+        lines.append(f"# environment: bwrap starts with none; --clearenv and {len(plan.env)} --setenv in the memfd; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
         lines.append(f"# limits: {plan.limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
         if plan.view.placeholders:
             lines.append(f"# absent protected paths held read-only by mount points removed after the run: {len(plan.view.placeholders)}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from stockade.bwrap import globs
 from stockade.profiles.floor import reported_patterns, swept_patterns
@@ -63,16 +62,53 @@ def changes(before: Stamps, after: Stamps) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def quarantine(paths: list[str], folder: Path) -> list[tuple[str, str]]:
-    """Move each path (never following a link) under `folder`; (original, new place)."""
-    import shutil
+QUARANTINE_SUFFIX = ".stockade-quarantine-"
 
+
+def quarantine(paths: list[str], session: str, roots: list[str] | None = None) -> list[tuple[str, str]]:
+    """Rename each path to NAME.stockade-quarantine-SESSION in its own folder; (original, new name).
+
+    The folder is reached from its writable root one component at a time
+    with O_NOFOLLOW, and the rename happens relative to that folder's fd: a
+    concurrent sandbox that swaps a parent for a symlink makes the move fail,
+    never aims it at a host file. Renamed files no longer have the name that
+    makes a tool run them, and stay where the user will see them.
+    """
     moved: list[tuple[str, str]] = []
     for path in paths:
-        if not os.path.lexists(path):
+        parent = _open_parent(path, roots or ["/"])
+        if parent is None:
             continue
-        target = folder / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        shutil.move(path, target)  # the project and the state folder may be on different filesystems
-        moved.append((path, str(target)))
+        name = os.path.basename(path)
+        new_name = f"{name}{QUARANTINE_SUFFIX}{session}"
+        try:
+            os.rename(name, new_name, src_dir_fd=parent, dst_dir_fd=parent)
+            moved.append((path, os.path.join(os.path.dirname(path), new_name)))
+        except OSError:
+            pass
+        finally:
+            os.close(parent)
     return moved
+
+
+def _open_parent(path: str, roots: list[str]) -> int | None:
+    """An O_PATH fd of path's folder, reached from its writable root without following links."""
+    inside = [root for root in roots if path == root or path.startswith(root.rstrip("/") + "/")]
+    if not inside:
+        return None
+    root = max(inside, key=len)
+    try:
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return None
+    for part in os.path.relpath(os.path.dirname(path), root).split("/"):
+        if part in ("", "."):
+            continue
+        try:
+            child = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = child
+    return fd

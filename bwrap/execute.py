@@ -58,6 +58,18 @@ def _preexec(plan: BwrapPlan, bridge: Bridge | None) -> Callable[[], None] | Non
     return child
 
 
+# bwrap runs on the host before any namespace or filter exists, so it gets no
+# variable from the policy or the caller: LD_PRELOAD in a policy's [env] set
+# would otherwise run code outside the sandbox. The sandbox's environment
+# travels in the --args memfd as --clearenv and --setenv, applied by bwrap
+# after it started (and so never in /proc/1/environ inside, ESCAPES V3).
+BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+
+
+def _environment(plan: BwrapPlan) -> list[bw.Piece]:
+    return [bw.Flag("--clearenv"), *(bw.SetEnv(name, value) for name, value in sorted(plan.env.items()))]
+
+
 def _project_watch(plan: BwrapPlan) -> bool:
     """Walk the project after the run only when the run could write it."""
     return any(is_within(plan.view.project, root) for root in plan.view.writable)
@@ -69,7 +81,7 @@ def _project_changes(plan: BwrapPlan, watched: bool) -> tuple[list[tuple[str, st
         return [], []
     after = changes.take(plan.view.project)
     planted = [path for path, _how in changes.changes(plan.view.watched.swept, after.swept)]
-    moved = changes.quarantine(planted, plan.locations.state / "quarantine" / plan.session)
+    moved = changes.quarantine(planted, plan.session, plan.view.writable)
     return changes.changes(plan.view.watched.reported, after.reported), moved
 
 
@@ -79,7 +91,7 @@ def execute(plan: BwrapPlan) -> int:
     seccomp_fd = _seccomp_fd(plan)
     info_read, info_write = os.pipe()
     os.set_inheritable(info_write, True)
-    pieces = [*plan.pieces, bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write)]
+    pieces = [*plan.pieces, bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write), *_environment(plan)]
     args_fd = _args_fd(pieces)
     argv = [plan.bwrap, "--args", str(args_fd), "--", *plan.command]
     watched = _project_watch(plan)
@@ -103,7 +115,7 @@ def execute(plan: BwrapPlan) -> int:
         preexec = _preexec(plan, bridge)
         outcome = supervise(
             argv,
-            env=plan.env,
+            env=BWRAP_ENV,
             pass_fds=(args_fd, seccomp_fd, info_write),
             info_read_fd=info_read,
             close_after_spawn=(args_fd, seccomp_fd, info_write),
@@ -115,7 +127,7 @@ def execute(plan: BwrapPlan) -> int:
         hits = limit_hit(plan.limits)
     denials = bridge.denials if bridge else []
     touched, quarantined = _project_changes(plan, watched)
-    quarantined += sweep_unguarded(plan.view.unguarded, plan.locations.state / "quarantine" / plan.session)
+    quarantined += sweep_unguarded(plan.view.unguarded, plan.session, plan.view.writable)
     if not plan.quiet:
         _summary(plan, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)
     code = outcome.exit_code
@@ -142,7 +154,7 @@ def _summary(
     if "memory" in hits:
         lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
     for original, moved in quarantined:
-        lines.append(f"{original} was created inside the sandbox and runs code outside it; moved to {moved} (the floor keeps such files read-only)")
+        lines.append(f"{original} was created inside the sandbox and runs code outside it; renamed to {moved} (the floor keeps such files read-only)")
     for denial in denials:
         count = f" ({denial.get('count')} times)" if int(str(denial.get("count") or 1)) > 1 else ""
         where = f"network: denied {denial.get('host')}:{denial.get('port')}{count}"

@@ -17,7 +17,7 @@ from stockade.bwrap import globs
 from stockade.bwrap import changes
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles.floor import floor_for, is_folder_entry
+from stockade.profiles.floor import floor_for, is_folder_entry, takes_placeholder
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
 from stockade.profiles.paths import is_within
@@ -26,6 +26,7 @@ DEFAULT_TMP_SIZE = 1 << 30
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 HIDDEN_SYSTEM_DIRS = ("/run",)  # host sockets (D-Bus, agents, docker) live here
 SYMLINK_SCAN_LIMIT = 2000
+GIT_DIR_FILES = ("hooks", "config", "commondir", "config.worktree", "worktrees")  # what makes git run code
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,11 @@ def _symlink_components(path: str) -> list[str]:
     return found
 
 
-def _resolve_root(path: str, allowed: tuple[str, ...]) -> str:
-    """A writable root's real path; refuse symlinks that a sandbox could have planted."""
+def _resolve_root(path: str, allowed: tuple[str, ...], project: str) -> str:
+    """A writable root's real path; refuse symlinks that a sandbox or a repository could have planted
+    (inside another writable place, or inside the project)."""
     for link in _symlink_components(path):
-        owner = [root for root in allowed if is_within(os.path.dirname(link), root) and root != path]
+        owner = [root for root in (*allowed, project) if is_within(os.path.dirname(link), root) and root != path]
         if owner:
             raise SandboxSetupError(
                 f"allow_write {path}: {link} is a symlink inside the writable place {owner[0]}; "
@@ -144,7 +146,7 @@ def plan_view(
     view.notes += walk_notes
     view.watched = changes.from_matches(project, matches)
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
-    roots, anchors = _writable_roots(view, fs.allow_write, real_denied)
+    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project)
     real_home = os.path.realpath(locations.home)
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(tuple(roots), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
@@ -179,9 +181,9 @@ def _nested_repository_files(git_entries: list[str], roots: list[str]) -> list[s
             files.append(entry)  # the `gitdir:` pointer itself
             target = _gitdir_target(entry)
             if target and _root_of(target, roots):
-                files += [f"{target}/hooks", f"{target}/config"]
+                files += [f"{target}/{name}" for name in GIT_DIR_FILES]
         elif os.path.isdir(entry):
-            files += [f"{entry}/hooks", f"{entry}/config"]
+            files += [f"{entry}/{name}" for name in GIT_DIR_FILES]
     return files
 
 
@@ -197,7 +199,7 @@ def _gitdir_target(pointer: str) -> str | None:
     return os.path.realpath(os.path.join(os.path.dirname(pointer), target))
 
 
-def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str]) -> tuple[list[str], list[str]]:
+def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str], project: str) -> tuple[list[str], list[str]]:
     """(the folders bound writable, every allow_write entry's real path: floor anchors)."""
     roots: list[str] = []
     for entry in allow_write:
@@ -206,7 +208,7 @@ def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str])
         if not os.path.lexists(entry):
             view.notes.append(f"allow_write {entry} does not exist: skipped")
             continue
-        real = _resolve_root(entry, allow_write)
+        real = _resolve_root(entry, allow_write, project)
         if real == "/":
             raise SandboxSetupError(f"allow_write {entry} resolves to '/'; list the folders you need")
         hidden = [d for d in denied if is_within(real, d)]
@@ -238,7 +240,7 @@ def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> N
         return
     if not placeholder:
         return
-    if not os.path.isdir(os.path.dirname(path)):
+    if not os.path.isdir(os.path.dirname(path)) or not takes_placeholder(path):
         view.unguarded.append((path, _first_absent(root, path)))
         return
     # bwrap creates the mount point on the host; stockade removes it after the run.

@@ -1,5 +1,5 @@
 """After a run: protected files that could not be held read-only (their folder did not
-exist yet) and were created inside the sandbox are moved aside, never deleted.
+exist yet) and were created inside the sandbox are renamed aside, never deleted.
 
 The sweep never follows a symlink: it walks down from the first folder that
 was absent at planning with lstat, and a symlink the sandbox planted on the way
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
-
 from stockade.bwrap.changes import quarantine
 
 
@@ -33,6 +31,6 @@ def _to_move(path: str, first_absent: str) -> str | None:
     return path
 
 
-def sweep_unguarded(paths: list[tuple[str, str]], folder: Path) -> list[tuple[str, str]]:
+def sweep_unguarded(paths: list[tuple[str, str]], session: str, roots: list[str]) -> list[tuple[str, str]]:
     entries = [_to_move(path, first_absent) for path, first_absent in paths]
-    return quarantine(list(dict.fromkeys(e for e in entries if e is not None)), folder)
+    return quarantine(list(dict.fromkeys(e for e in entries if e is not None)), session, roots)

@@ -8,9 +8,14 @@ PROJECT_FILE = ".stockade.toml"
 
 
 def find_project_policy(start: Path) -> Path | None:
-    """The nearest `.stockade.toml` at or above `start`, up to the filesystem root."""
+    """The nearest non-empty `.stockade.toml` at or above `start`, up to the filesystem root.
+
+    Empty files are skipped: while a sandbox runs, stockade holds an absent
+    `.stockade.toml` read-only with an empty placeholder, which a concurrent
+    run must not take for the project's policy.
+    """
     for folder in (start, *start.parents):
         candidate = folder / PROJECT_FILE
-        if candidate.is_file():
+        if candidate.is_file() and candidate.stat().st_size > 0:  # an empty one is a placeholder mount point
             return candidate
     return None

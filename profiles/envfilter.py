@@ -24,6 +24,13 @@ SECRET_ENV: tuple[str, ...] = (
     "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND",
 )
 
+# Variables that make the dynamic loader or a shell run code; an untrusted
+# policy may not set them (profiles/narrow.py).
+LOADER_ENV: tuple[str, ...] = (
+    "LD_*", "GCONV_PATH", "GLIBC_TUNABLES", "MALLOC_*", "BASH_ENV", "ENV", "PROMPT_COMMAND",
+    "PYTHONSTARTUP", "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "GIT_*",
+)
+
 # Set by stockade itself inside the sandbox; a policy cannot set or pass them.
 RESERVED_ENV: tuple[str, ...] = (
     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
@@ -54,7 +61,7 @@ def _matcher(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]
     return frozenset(exact), tuple(prefix), tuple(suffix), tuple(infix), tuple(other)
 
 
-def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+def matches(name: str, patterns: tuple[str, ...]) -> bool:
     """Case-insensitive: `github_token` and `npm_config__authToken` are secrets too."""
     name = name.upper()
     exact, prefix, suffix, infix, other = _matcher(patterns)
@@ -71,12 +78,12 @@ def sandbox_env(host_env: Mapping[str, str], rules: EnvRules) -> dict[str, str]:
     """The environment the sandboxed command starts with (before proxy variables)."""
     result: dict[str, str] = {}
     for name, value in host_env.items():
-        if _matches(name, RESERVED_ENV):
+        if matches(name, RESERVED_ENV):
             continue
-        if name in rules.passthrough or not _matches(name, SECRET_ENV + rules.deny):
+        if name in rules.passthrough or not matches(name, SECRET_ENV + rules.deny):
             result[name] = value
     for name, value in rules.set:
-        if not _matches(name, RESERVED_ENV):
+        if not matches(name, RESERVED_ENV):
             result[name] = value
     return result
 
@@ -84,4 +91,4 @@ def sandbox_env(host_env: Mapping[str, str], rules: EnvRules) -> dict[str, str]:
 def withheld(host_env: Mapping[str, str], rules: EnvRules) -> list[str]:
     """Names of host variables that were not passed in, for `explain` and dry runs."""
     kept = sandbox_env(host_env, rules)
-    return sorted(n for n in host_env if n not in kept and not _matches(n, RESERVED_ENV))
+    return sorted(n for n in host_env if n not in kept and not matches(n, RESERVED_ENV))

@@ -15,6 +15,9 @@ from stockade.profiles.paths import is_within
 RUNS_LATER_IN_PROJECT: tuple[str, ...] = (
     ".git/hooks",
     ".git/config",
+    ".git/commondir",  # git takes the repository config from the folder this names
+    ".git/config.worktree",
+    ".git/worktrees",
     ".stockade.toml",
     ".envrc",
     ".vscode",
@@ -75,12 +78,22 @@ RUNS_LATER_IN_HOME: tuple[str, ...] = (
 # backend that must stop their creation needs to know which is which.
 FOLDER_NAMES: frozenset[str] = frozenset(
     {
-        ".git/hooks", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini",
+        ".git/hooks", ".git/worktrees", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini",
         ".github/hooks", ".pip", ".config/fish", ".config/autostart", ".config/systemd",
         ".config/environment.d", ".config/git", ".config/pip", ".config/Code/User", ".ssh",
         ".gnupg", ".local/bin", ".bun/bin", ".cargo/bin", "Library/LaunchAgents", "stockade",
     }
 )
+
+
+# Floor entries whose mere existence changes what a tool does (git dies on an
+# empty or unreadable commondir): when absent they get no placeholder; a file
+# created there during the run is renamed aside after it.
+NO_PLACEHOLDER: frozenset[str] = frozenset({"commondir", "config.worktree"})  # in any git dir
+
+
+def takes_placeholder(path: str) -> bool:
+    return path.rsplit("/", 1)[-1] not in NO_PLACEHOLDER
 
 
 def is_folder_entry(path: str) -> bool:
@@ -116,7 +129,7 @@ def swept_patterns(project: str) -> tuple[str, ...]:
         f"{root}/**/{name}/*" if name in FOLDER_NAMES else f"{root}/**/{name}"
         for name in RUNS_LATER_IN_PROJECT
     ]
-    patterns += [f"{root}/**/.git/modules/**/hooks/*", f"{root}/**/.git/modules/**/config"]
+    patterns += [f"{root}/**/.git/modules/**/{name}" for name in ("hooks/*", "config", "commondir", "config.worktree")]
     return tuple(patterns)
 
 

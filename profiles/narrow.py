@@ -45,10 +45,14 @@ def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _intersect_roots(base: tuple[str, ...], project: tuple[str, ...], notes: list[str]) -> tuple[str, ...]:
-    """Subtrees writable under both policies."""
+    """Subtrees writable under both policies, compared by real path: `./w` is not inside the
+    project when the repository made `w` a symlink to somewhere else."""
+    import os
+
+    real_base = [os.path.realpath(b) for b in base]
     kept: list[str] = []
     for path in project:
-        inside = [b for b in base if is_within(path, b)]
+        inside = [b for b, real in zip(base, real_base) if is_within(path, b) and is_within(os.path.realpath(path), real)]
         if inside:
             kept.append(path)
         else:
@@ -80,9 +84,15 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
 
 
 def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules:
+    """Constants an untrusted project sets reach only the sandbox, except names that load or run
+    code (LD_*, BASH_ENV, ...) or look like secrets: those are dropped and reported."""
+    from stockade.profiles.envfilter import LOADER_ENV, SECRET_ENV, matches
+
     notes += [f"env pass {name}" for name in project.passthrough if name not in base.passthrough]
+    risky = [name for name, _ in project.set if matches(name, SECRET_ENV + LOADER_ENV)]
+    notes += [f"env set {name}" for name in risky]
     merged_set = dict(base.set)
-    merged_set.update(project.set)  # constants set inside only: they widen nothing on the host
+    merged_set.update((name, value) for name, value in project.set if name not in risky)
     return EnvRules(
         deny=_union(base.deny, project.deny),
         set=tuple(sorted(merged_set.items())),

@@ -391,7 +391,7 @@ def test_case_68_runs_later_files_are_reported(vbox: Box, name: str, content: st
 
 def test_case_58_hooks_of_a_repository_made_during_the_run_are_moved_aside(vbox: Box) -> None:
     """ESCAPES 58 (what stockade does about the residual above): after the run, a fresh nested repository's new
-    hook and config are in the quarantine folder, the summary says so, and the host's next commit runs no hook."""
+    hook and config are renamed aside, the summary says so, and the host's next commit runs no hook."""
     git(vbox, "init", "-q")
     marker = vbox.root / "HOOKED"
     attack = vbox.run(
@@ -402,6 +402,6 @@ def test_case_58_hooks_of_a_repository_made_during_the_run_are_moved_aside(vbox:
     assert "PLANTED" in attack.stdout, attack  # control: git works inside and the project is writable
     fresh = vbox.project / "fresh" / ".git"
     assert not (fresh / "hooks" / "pre-commit").exists() and not (fresh / "config").exists(), attack.stderr
-    assert "fresh/.git/hooks/pre-commit" in attack.stderr and "moved to" in attack.stderr, attack.stderr
+    assert "fresh/.git/hooks/pre-commit" in attack.stderr and "renamed to" in attack.stderr, attack.stderr
     git(vbox, "commit", "-q", "--allow-empty", "-m", "host", cwd=vbox.project / "fresh", check=False)
     assert not marker.exists()

@@ -139,3 +139,12 @@ def test_user_config_relative_paths_mean_the_project(project: Path, locations: L
 def test_policy_and_profile_are_exclusive(project: Path, locations: Locations) -> None:
     with pytest.raises(PolicyError, match="either --policy or --profile"):
         resolve(project, locations, policy_file=Path("x"), profile="default")
+
+
+def test_untrusted_policy_cannot_set_loader_or_secret_variables(project: Path, locations: Locations) -> None:
+    """Found by the escape hunt: [env] set LD_PRELOAD in a cloned repository's policy."""
+    write(project / ".stockade.toml", '[env]\nset = { LD_PRELOAD = "./evil.so", BASH_ENV = "x", MY_TOKEN = "t", CI = "1" }\n')
+    result = resolve(project, locations)
+    assert result.policy.env.set == (("CI", "1"),)
+    for name in ("LD_PRELOAD", "BASH_ENV", "MY_TOKEN"):
+        assert f"env set {name}" in result.dropped
