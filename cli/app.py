@@ -9,10 +9,10 @@ import typer
 
 from stockade.cli import audit_cmd, check, doctor, explain, init, install, trust
 from stockade.cli.console import error_line
+from stockade.cli.version import VERSION
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.profiles.errors import ExitCode, StockadeError
 
-VERSION = "0.1.0"
 
 app = typer.Typer(
     name="stockade",

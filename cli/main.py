@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     while args and args[0] == "--debug":
         debug = True
         args.pop(0)
+    if args == ["--version"]:  # answered without loading Typer and Rich
+        from stockade.cli.version import VERSION
+
+        print(f"stockade {VERSION}")
+        return 0
     if args and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:]))):
         from stockade.cli.run_command import run
 

@@ -7,7 +7,10 @@ Every layer raises a subclass; `cli` catches `StockadeError` once, prints
 from __future__ import annotations
 
 from enum import IntEnum
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class ExitCode(IntEnum):

@@ -247,3 +247,14 @@ def test_typer_app_through_clirunner(project: Path, args: list[str], code: int, 
         with pytest.raises(StockadeError, match=expected):
             CliRunner().invoke(app, args, catch_exceptions=False)
         assert run_app(args) == code
+
+
+def test_version_matches_pyproject() -> None:
+    import tomllib
+
+    from stockade.cli.version import VERSION
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    if not pyproject.exists():
+        pytest.skip("running from an installed copy without pyproject.toml")
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == VERSION

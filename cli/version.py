@@ -1,0 +1,3 @@
+"""stockade's version, importable without Typer or package metadata (kept equal to pyproject.toml by a test)."""
+
+VERSION = "0.1.0"
