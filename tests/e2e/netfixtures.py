@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from boxes import Box
+from escapes import Listener
 
 PY = "/usr/bin/python3"  # Debian's python inside the sandbox, readable by every uid
 NAMES = ("allowed.test", "denied.test", "a.wild.test", "blocked.wild.test", "pypi.test")
@@ -202,44 +203,15 @@ class UdpCanary:
         self.sock.close()
 
 
-class TcpCanary:
+class TcpCanary(Listener):
     """A host TCP listener that records connections and bytes (for raw-TCP tunnels)."""
 
     def __init__(self, greeting: bytes = b"SSH-2.0-canary\r\n") -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.greeting = greeting
-        self.connections = 0
-        self.received = b""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, socket.timeout):
-                continue
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                conn.settimeout(1)
-                try:
-                    conn.sendall(self.greeting)
-                    while chunk := conn.recv(4096):
-                        self.received += chunk
-                except OSError:
-                    pass
+        super().__init__(socket.AF_INET, ("127.0.0.1", 0), greeting)
+        self.port = self.address[1]
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
+        self.close()
 
 
 def make_certificate(directory: Path, names: Iterable[str] = NAMES) -> tuple[Path, Path]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from boxes import Box
-from escapes import IS_ROOT, NR, PY, one_line, parse_probe, policy_text, probe, q, syscall_probe_code, tree
+from escapes import NR, PY, one_line, parse_probe, policy_text, probe, q, syscall_probe_code, tree
 
 
 def test_visible_box_is_really_visible(vbox: Box) -> None:

@@ -13,7 +13,6 @@ import errno
 import fcntl
 import json
 import os
-import pty  # noqa: F401  (documents the harness: a pty pair from os.openpty)
 import select
 import shutil
 import signal
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 from boxes import Box
 from escapes import (
-    BAD, IS_ROOT, MACHINE, NR, PY, named, parse_probe, pids_with, probe, process_state, q, start_canary, stop,
+    BAD, IS_ROOT, MACHINE, NR, PY, named, pids_with, probe, process_state, q, start_canary, stop,
     syscall_probe_code, wait_gone,
 )
 

@@ -6,14 +6,12 @@ proxy-side half and case 82's proxy records belong to the network filter's suite
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from boxes import Box
-from escapes import PY, parse_probe, policy_text, probe, q, start_canary, stop, tcp_listener
+from escapes import policy_text, probe, q, start_canary, stop, tcp_listener
 
 # --- case 75 ----------------------------------------------------------------------------------------
 
