@@ -1,56 +1,79 @@
 """bwrap options as small typed pieces; `to_args()` yields the exact words.
 
 The words travel NUL-separated through `--args FD`, so nothing a policy or
-path contains can become an option, and `ps` shows none of it.
+path contains can become an option, and `ps` shows none of it. Plain classes
+with `__slots__` (as bubblejail does), not dataclasses: this module is on the
+hot path of every run, and ten dataclasses cost ~5 ms to create at import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class Flag:
-    word: str  # e.g. "--unshare-all"
+class Piece:
+    """One bwrap option; subclasses say which words it becomes."""
+
+    __slots__ = ()
+
+    def to_args(self) -> Iterator[str]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({' '.join(self.to_args())})"
+
+
+class Flag(Piece):
+    __slots__ = ("word",)
+
+    def __init__(self, word: str) -> None:
+        self.word = word  # e.g. "--unshare-all"
 
     def to_args(self) -> Iterator[str]:
         yield self.word
 
 
-@dataclass(frozen=True)
-class Bind:
+class Bind(Piece):
     """Writable bind of a host path onto the same path."""
 
-    path: str
+    __slots__ = ("path",)
     word = "--bind"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
 
     def to_args(self) -> Iterator[str]:
         yield from (self.word, self.path, self.path)
 
 
-@dataclass(frozen=True)
 class ReadOnlyBind(Bind):
+    __slots__ = ()
     word = "--ro-bind"
 
 
-@dataclass(frozen=True)
-class ReadOnlyBindFrom:
+class ReadOnlyBindFrom(Piece):
     """Read-only bind of `source` onto `dest` (a mask file, for example)."""
 
-    source: str
-    dest: str
+    __slots__ = ("source", "dest")
+
+    def __init__(self, source: str, dest: str) -> None:
+        self.source = source
+        self.dest = dest
 
     def to_args(self) -> Iterator[str]:
         yield from ("--ro-bind", self.source, self.dest)
 
 
-@dataclass(frozen=True)
-class Tmpfs:
-    path: str
-    size: int | None = None
-    read_only: bool = False  # an empty, read-only directory: a mask
-    mode: str | None = None
+class Tmpfs(Piece):
+    """A fresh tmpfs; read-only and mode 0000 it is a mask."""
+
+    __slots__ = ("path", "size", "read_only", "mode")
+
+    def __init__(self, path: str, size: int | None = None, read_only: bool = False, mode: str | None = None) -> None:
+        self.path = path
+        self.size = size
+        self.read_only = read_only
+        self.mode = mode
 
     def to_args(self) -> Iterator[str]:
         if self.mode:
@@ -62,53 +85,60 @@ class Tmpfs:
             yield from ("--remount-ro", self.path)
 
 
-@dataclass(frozen=True)
-class Dev:
-    path: str = "/dev"
+class Dev(Piece):
+    __slots__ = ("path",)
+
+    def __init__(self, path: str = "/dev") -> None:
+        self.path = path
 
     def to_args(self) -> Iterator[str]:
         yield from ("--dev", self.path)
 
 
-@dataclass(frozen=True)
-class Proc:
-    path: str = "/proc"
+class Proc(Piece):
+    __slots__ = ("path",)
+
+    def __init__(self, path: str = "/proc") -> None:
+        self.path = path
 
     def to_args(self) -> Iterator[str]:
         yield from ("--proc", self.path)
 
 
-@dataclass(frozen=True)
-class Chdir:
-    path: str
+class Chdir(Piece):
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
 
     def to_args(self) -> Iterator[str]:
         yield from ("--chdir", self.path)
 
 
-@dataclass(frozen=True)
-class SetEnv:
+class SetEnv(Piece):
     """One variable of the sandbox's environment; bwrap itself starts with none (see execute)."""
 
-    name: str
-    value: str
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: str) -> None:
+        self.name = name
+        self.value = value
 
     def to_args(self) -> Iterator[str]:
         yield from ("--setenv", self.name, self.value)
 
 
-@dataclass(frozen=True)
-class FdOption:
+class FdOption(Piece):
     """An option that takes a file descriptor number (--seccomp, --info-fd)."""
 
-    word: str
-    fd: int
+    __slots__ = ("word", "fd")
+
+    def __init__(self, word: str, fd: int) -> None:
+        self.word = word
+        self.fd = fd
 
     def to_args(self) -> Iterator[str]:
         yield from (self.word, str(self.fd))
-
-
-Piece = Flag | Bind | ReadOnlyBindFrom | Tmpfs | Dev | Proc | Chdir | FdOption | SetEnv
 
 
 def words(pieces: list[Piece]) -> list[str]:
