@@ -5,14 +5,16 @@ from __future__ import annotations
 from boxes import Box
 
 
-def test_home_write_and_ssh_read_fail_while_project_write_works(box: Box) -> None:
-    attack = box.run("echo x > ~/probe; echo home=$?; cat ~/.ssh/id_*; echo ssh=$?")
+def test_home_write_and_ssh_read_fail_while_project_write_works(vbox: Box) -> None:
+    """The issue's line, in a box whose HOME the sandbox can see (so failures are the walls, not ENOENT)."""
+    attack = vbox.run("echo x > ~/probe; echo home=$?; cat ~/.ssh/id_*; echo ssh=$?")
     assert "home=1" in attack.stdout or "home=2" in attack.stdout, attack
     assert "CANARY-SSH" not in attack.stdout and "ssh=1" in attack.stdout
-    assert not (box.home / "probe").exists()
-    control = box.run("echo x > ./probe")
+    assert "Read-only file system" in attack.stderr and "Permission denied" in attack.stderr, attack.stderr
+    assert not (vbox.home / "probe").exists()
+    control = vbox.run("echo x > ./probe")
     assert control.returncode == 0, control.stderr
-    assert (box.project / "probe").read_text() == "x\n"
+    assert (vbox.project / "probe").read_text() == "x\n"
 
 
 def test_exit_status_and_signals_pass_through(box: Box) -> None:
