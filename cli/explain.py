@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -28,7 +29,17 @@ def explanation(policy: Policy) -> dict[str, Any]:
         "policy": policy_to_dict(policy),
         "floor": {"rules": floor_summary(), "read_only": list(floor.read_only), "hidden": list(floor.hidden)},
         "env_withheld": withheld(os.environ, policy.env),
+        "syscalls_refused": _syscalls(policy),
     }
+
+
+def _syscalls(policy: Policy) -> list[str]:
+    """The seccomp filter's refusals in words (Linux); plain data, no libseccomp needed."""
+    if sys.platform != "linux":
+        return []
+    from stockade.bwrap.seccomp import describe_rules
+
+    return describe_rules(allow_unix=bool(policy.network.unix_sockets))
 
 
 def _short(path: str, policy: Policy, home: str) -> str:
@@ -110,3 +121,7 @@ def explain(
     console.print("Always, whatever the policy says:")
     for line in data["floor"]["rules"]:
         console.print(f"  - {line}")
+    if data["syscalls_refused"]:
+        console.print("The kernel calls the sandbox's filter refuses:")
+        for line in data["syscalls_refused"]:
+            console.print(f"  - {line}")

@@ -78,6 +78,8 @@ def test_explain_json(project: Path, capsys: pytest.CaptureFixture[str]) -> None
     data = json.loads(out)
     assert code == 0 and "api.anthropic.com:443" in data["policy"]["network"]["allow"]
     assert any(path.endswith("/.git/hooks") for path in data["floor"]["read_only"])
+    if sys.platform == "linux":
+        assert any(line.startswith("io_uring_setup") for line in data["syscalls_refused"])
 
 
 @pytest.mark.parametrize(("marker", "kind"), [("pyproject.toml", "python"), ("package.json", "node"), ("Cargo.toml", "rust"), ("go.mod", "go"), (None, "generic")])
