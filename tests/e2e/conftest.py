@@ -6,15 +6,14 @@ The whole suite runs once as root and once as an unprivileged user (test.sh).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from boxes import Box
+from visible import force_rmtree, visible_root
 
 MUST_SANDBOX = os.environ.get("STOCKADE_MUST_SANDBOX") == "1"
 
@@ -66,33 +65,11 @@ def box(tmp_path: Path) -> Box:
     return _make_box(tmp_path)
 
 
-# The escape suite needs HOME and the outside folder *visible* inside the
-# sandbox: under /tmp (pytest's tmp_path) they sit below the sandbox's private
-# /tmp, so a canary would be unreadable for the wrong reason and a write would
-# fail with ENOENT instead of meeting the real wall. The runner's own home is
-# on the read-only root for root and for the unprivileged test user alike.
-VISIBLE_BASE = Path(os.environ.get("STOCKADE_E2E_VISIBLE_ROOT") or Path.home() / ".stockade-e2e")
-
-
-def _force_rmtree(path: Path) -> None:
-    """Remove a box even where a test left folders without write or search permission."""
-    for folder, subdirs, _files in os.walk(path):
-        for name in subdirs:
-            target = os.path.join(folder, name)
-            if not os.path.islink(target):
-                try:
-                    os.chmod(target, 0o700)
-                except OSError:
-                    pass
-    shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.fixture
 def vbox() -> Iterator[Box]:
     """A Box whose HOME, project and outside folder are on the sandbox's read-only root, not under /tmp."""
-    VISIBLE_BASE.mkdir(mode=0o700, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="b", dir=VISIBLE_BASE))
+    root = visible_root("b")
     try:
         yield _make_box(root)
     finally:
-        _force_rmtree(root)
+        force_rmtree(root)

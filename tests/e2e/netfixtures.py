@@ -20,13 +20,11 @@ import json
 import os
 import random
 import shlex
-import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +34,7 @@ from typing import Any
 
 from boxes import Box
 from escapes import Listener
+from visible import force_rmtree, visible_root
 
 PY = "/usr/bin/python3"  # Debian's python inside the sandbox, readable by every uid
 NAMES = ("allowed.test", "denied.test", "a.wild.test", "blocked.wild.test", "pypi.test")
@@ -43,7 +42,6 @@ ALLOW = ("allowed.test", "*.wild.test")
 DENY = ("blocked.wild.test",)
 PROXY_PORT = 3128  # inside the sandbox (bwrap/netns.py)
 BIG = 64 << 20
-VISIBLE_BASE = Path(os.environ.get("STOCKADE_E2E_VISIBLE_ROOT") or Path.home() / ".stockade-e2e")
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path holds 108 bytes with the NUL
 q = shlex.quote
 
@@ -303,24 +301,6 @@ def make_box(root: Path) -> Box:
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
     return Box(root=root, home=home, project=project, outside=outside, env=env)
-
-
-def visible_root(prefix: str) -> Path:
-    """A short folder on the sandbox's read-only root (not under the private /tmp)."""
-    VISIBLE_BASE.mkdir(mode=0o700, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=VISIBLE_BASE))
-
-
-def force_rmtree(path: Path) -> None:
-    for folder, subdirs, _files in os.walk(path):
-        for name in subdirs:
-            target = os.path.join(folder, name)
-            if not os.path.islink(target):
-                try:
-                    os.chmod(target, 0o700)
-                except OSError:
-                    pass
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def records(path: Path) -> list[dict[str, Any]]:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from visible import force_rmtree, visible_root
 
 MUST_SANDBOX = os.environ.get("STOCKADE_MUST_SANDBOX") == "1"
 STOCKADE = str(Path(sys.executable).parent / "stockade")
-VISIBLE_BASE = Path(os.environ.get("STOCKADE_E2E_VISIBLE_ROOT") or Path.home() / ".stockade-e2e")
 
 
 def sandbox_problem() -> str | None:
@@ -71,22 +71,9 @@ class World:
         return self.run([STOCKADE, *args], stdin=stdin, env=env)
 
 
-def _force_rmtree(path: Path) -> None:
-    for folder, subdirs, _files in os.walk(path):
-        for name in subdirs:
-            target = os.path.join(folder, name)
-            if not os.path.islink(target):
-                try:
-                    os.chmod(target, 0o700)
-                except OSError:
-                    pass
-    shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.fixture
 def world() -> Iterator[World]:
-    VISIBLE_BASE.mkdir(mode=0o700, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="i", dir=VISIBLE_BASE))
+    root = visible_root("i")
     runtime = Path(tempfile.mkdtemp(prefix="si"))  # short: the proxy daemon's control socket lives here
     home, project, outside = root / "home", root / "project", root / "outside"
     for folder in (home, project, outside):
@@ -102,7 +89,7 @@ def world() -> Iterator[World]:
         yield World(root=root, home=home, project=project, outside=outside, env=env)
     finally:
         stop_daemon(runtime / "stockade")
-        _force_rmtree(root)
+        force_rmtree(root)
         shutil.rmtree(runtime, ignore_errors=True)
 
 
