@@ -12,10 +12,8 @@ so the tests assert on the host side rather than on what the sandbox prints.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import http.server
-import ipaddress
 import json
 import os
 import random
@@ -27,13 +25,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from boxes import Box
 from escapes import Listener
+from netkit import make_certificate
 from visible import force_rmtree, visible_root
 
 PY = "/usr/bin/python3"  # Debian's python inside the sandbox, readable by every uid
@@ -212,36 +211,6 @@ class TcpCanary(Listener):
         self.close()
 
 
-def make_certificate(directory: Path, names: Iterable[str] = NAMES) -> tuple[Path, Path]:
-    """A self-signed certificate (its own CA) for every test name and 127.0.0.1."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stockade e2e origin")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    alt = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "origin.pem", directory / "origin.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    os.chmod(cert_path, 0o644)
-    return cert_path, key_path
-
-
 # -- a tiny package index (PEP 503) ----------------------------------------------------------------
 
 
@@ -347,7 +316,7 @@ class NetWorld:
             raise RuntimeError(f"the daemon's control socket path {control} is longer than AF_UNIX allows; set STOCKADE_E2E_VISIBLE_ROOT to a short folder")
         self.blob = random.Random(7).randbytes(BIG)
         self.blob_sha = hashlib.sha256(self.blob).hexdigest()
-        self.cert, self.key = make_certificate(self.root)
+        self.cert, self.key = make_certificate(self.root, NAMES)
         wheel_name, wheel = tiny_wheel()
         self.wheel_name, self.wheel_sha = wheel_name, hashlib.sha256(wheel).hexdigest()
         self.origins = {

@@ -8,19 +8,17 @@ write outside the project meets the real wall.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from netkit import stop_daemon
 from visible import force_rmtree, visible_root
 
 MUST_SANDBOX = os.environ.get("STOCKADE_MUST_SANDBOX") == "1"
@@ -91,23 +89,3 @@ def world() -> Iterator[World]:
         stop_daemon(runtime / "stockade")
         force_rmtree(root)
         shutil.rmtree(runtime, ignore_errors=True)
-
-
-def stop_daemon(runtime: Path) -> None:
-    """SIGTERM a proxy daemon a test started (its pid is in the port file), and wait for it."""
-    try:
-        pid = int(json.loads((runtime / "proxy.port").read_text())["pid"])
-    except (OSError, ValueError, KeyError):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)

@@ -1,14 +1,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from netkit import stop_daemon as stop_runtime_daemon
 
 from stockade.profiles.locations import Locations
 from stockade.proxy.control import SessionSpec
@@ -53,26 +51,7 @@ def make_locations(root: Path) -> Locations:
 
 def stop_daemon(locations: Locations) -> None:
     """SIGTERM the daemon of `locations` if one runs, and wait for it to go."""
-    try:
-        pid = int(json.loads((locations.runtime / "proxy.port").read_text())["pid"])
-    except (OSError, ValueError, KeyError):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        try:  # reap it if it is our child
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
+    stop_runtime_daemon(locations.runtime)
 
 
 @pytest.fixture

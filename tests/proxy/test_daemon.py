@@ -8,10 +8,8 @@ nothing" is checked, not assumed.
 from __future__ import annotations
 
 import base64
-import datetime
 import hashlib
 import http.server
-import ipaddress
 import json
 import os
 import random
@@ -29,10 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from netkit import make_certificate
 
 from stockade.profiles.locations import Locations
 from stockade.proxy import client
@@ -103,29 +98,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._reply(digest.hexdigest().encode())
 
 
-def make_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for every test name (EC: fast to make)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stockade test origin")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in NAMES] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "origin.pem", directory / "origin.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return cert_path, key_path
-
-
 def start_origin(name: str, blob: bytes, tls: tuple[Path, Path] | None = None) -> Origin:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
@@ -147,7 +119,7 @@ def start_origin(name: str, blob: bytes, tls: tuple[Path, Path] | None = None) -
 def world(tmp_path_factory: pytest.TempPathFactory, daemon_tools: SimpleNamespace) -> Iterator[SimpleNamespace]:
     root = tmp_path_factory.mktemp("proxyworld")
     blob = _blob()
-    cert, key = make_certificate(root)
+    cert, key = make_certificate(root, NAMES)
     origins = {
         "http": start_origin("allowed-http", blob),
         "https": start_origin("allowed-https", blob, (cert, key)),
