@@ -189,6 +189,7 @@ def resolve_command(command: tuple[str, ...], env: dict[str, str]) -> str:
 
 
 def _which(program: str, path: str) -> str | None:
+    """shutil.which's PATH walk: importing shutil would cost every run a few ms."""
     for folder in path.split(os.pathsep):
         candidate = os.path.join(folder or ".", program)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):

@@ -155,13 +155,10 @@ def _summary(
         lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
     for original, moved in quarantined:
         lines.append(f"{original} was created inside the sandbox and runs code outside it; renamed to {moved} (the floor keeps such files read-only)")
-    for denial in denials:
-        count = f" ({denial.get('count')} times)" if int(str(denial.get("count") or 1)) > 1 else ""
-        where = f"network: denied {denial.get('host')}:{denial.get('port')}{count}"
-        if denial.get("hint"):
-            lines.append(f"{where}; to allow it, add {denial.get('hint')} under [network] {_where(origin)}")
-        else:
-            lines.append(f"{where} ({denial.get('rule')}); no policy change allows this")
+    if denials:
+        from stockade.proxy.client import describe_denial  # already loaded: the bridge used it
+
+        lines += [describe_denial(denial, origin) for denial in denials]
     if touched:
         names = ", ".join(f"{os.path.relpath(path, plan.view.project)} ({how})" for path, how in touched)
         lines.append(f"files that run code later were created or changed; review them before running them outside the sandbox: {names}")
@@ -169,10 +166,3 @@ def _summary(
         lines.append(note)
     for line in lines:
         print(f"stockade: {line}", file=sys.stderr)
-
-
-def _where(origin: str) -> str:
-    """Which file a person edits to change this policy."""
-    if origin.startswith("builtin:"):
-        return f"in a .stockade.toml that extends {origin.removeprefix('builtin:')!r} (`stockade init` writes one)"
-    return f"in {origin}"

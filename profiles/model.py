@@ -71,7 +71,3 @@ class Policy:
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy
     sources: tuple[str, ...] = ()  # every file or built-in that contributed, in load order
     protected_files: tuple[str, ...] = ()  # policy files read for this run: always read-only inside
-
-    @property
-    def env_set(self) -> dict[str, str]:
-        return dict(self.env.set)

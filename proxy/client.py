@@ -37,6 +37,7 @@ __all__ = [
     "SessionTicket",
     "daemon_files",
     "daemon_status",
+    "describe_denial",
     "end_session",
     "ensure_daemon",
     "proxy_authorization",
@@ -146,6 +147,19 @@ def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
     return list(reply.get("denials", []))
+
+
+def describe_denial(denial: dict[str, Any], origin: str) -> str:
+    """One summary line for a session's denial, with the policy line that would allow it, for every backend."""
+    count = int(str(denial.get("count") or 1))
+    where = f"network: denied {denial.get('host')}:{denial.get('port')}" + (f" ({count} times)" if count > 1 else "")
+    if not denial.get("hint"):
+        return f"{where} ({denial.get('rule')}); no policy change allows this"
+    if origin.startswith("builtin:"):
+        edit = f"in a .stockade.toml that extends {origin.removeprefix('builtin:')!r} (`stockade init` writes one)"
+    else:
+        edit = f"in {origin}"
+    return f"{where}; to allow it, add {denial.get('hint')} under [network] {edit}"
 
 
 def daemon_status(locations: Locations) -> dict[str, Any] | None:

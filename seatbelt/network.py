@@ -43,5 +43,4 @@ def run(request: RunRequest) -> int:
         denials = client.end_session(request.locations, session)
         if not request.quiet:
             for denial in denials:
-                print(f"stockade: network: denied {denial.get('host')}:{denial.get('port')}; to allow it, add "
-                      f"{denial.get('hint')} under [network] in {policy.origin}", file=sys.stderr)
+                print(f"stockade: {client.describe_denial(denial, policy.origin)}", file=sys.stderr)
