@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from stockade.bwrap.netns import PROXY_PORT, receive_listener
 from stockade.bwrap.relay import Relay
-from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
 
@@ -58,22 +57,7 @@ class Bridge:
         """Start (or reuse) the daemon and register this session: before bwrap starts."""
         from stockade.proxy import client
 
-        audit = self.policy.audit.log or str(self.locations.default_audit_log)
-        spec = client.SessionSpec(
-            session_id=self.session_id,
-            command=list(self.command),
-            cwd=self.cwd,
-            mode=self.policy.network.mode.value,
-            allow=tuple(self.policy.network.allow),
-            deny=tuple(self.policy.network.deny),
-            audit_path=audit,
-            origin=self.policy.origin,
-        )
-        try:
-            client.ensure_daemon(self.locations)
-            self._ticket = client.register_session(self.locations, spec)
-        except OSError as exc:
-            raise SandboxSetupError(f"cannot reach the network proxy daemon: {exc}; the run has no network, so it was not started") from None
+        self._ticket = client.open_session(self.locations, self.session_id, list(self.command), self.cwd, self.policy)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.channel = parent
         self.child_channel_fd = child.detach()

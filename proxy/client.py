@@ -29,6 +29,7 @@ from typing import Any
 
 from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.locations import Locations
+from stockade.profiles.model import Policy
 from stockade.proxy.control import MAX_LINE, PROXY_USER, DaemonFiles, SessionSpec, decode, encode
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "describe_denial",
     "end_session",
     "ensure_daemon",
+    "open_session",
     "proxy_authorization",
     "register_session",
 ]
@@ -147,6 +149,27 @@ def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
     return list(reply.get("denials", []))
+
+
+def open_session(locations: Locations, session_id: str, command: list[str], cwd: str, policy: Policy) -> SessionTicket:
+    """Start (or reuse) the daemon and register one run's network rules; fails closed with exit 125."""
+    spec = SessionSpec(
+        session_id=session_id,
+        command=command,
+        cwd=cwd,
+        mode=policy.network.mode.value,
+        allow=tuple(policy.network.allow),
+        deny=tuple(policy.network.deny),
+        audit_path=policy.audit.log or str(locations.default_audit_log),
+        origin=policy.origin,
+    )
+    try:
+        ensure_daemon(locations)
+        return register_session(locations, spec)
+    except ProxyDaemonError:
+        raise
+    except OSError as exc:
+        raise ProxyDaemonError(f"cannot reach the network proxy daemon: {exc}; the run has no network, so it was not started") from None
 
 
 def describe_denial(denial: dict[str, Any], origin: str) -> str:

@@ -24,18 +24,7 @@ def run(request: RunRequest) -> int:
 
     session = request.session_id or os.urandom(6).hex()
     policy = request.policy
-    spec = client.SessionSpec(
-        session_id=session,
-        command=list(request.command),
-        cwd=str(request.cwd),
-        mode=policy.network.mode.value,
-        allow=tuple(policy.network.allow),
-        deny=tuple(policy.network.deny),
-        audit_path=policy.audit.log or str(request.locations.default_audit_log),
-        origin=policy.origin,
-    )
-    client.ensure_daemon(request.locations)
-    ticket = client.register_session(request.locations, spec)
+    ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy)
     try:
         backend = SeatbeltBackend(proxy_port=ticket.port, session_id=session, proxy_token=ticket.token)
         return backend.run(backend.build(request))
