@@ -187,7 +187,25 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
 
 def daemon_status(locations: Locations) -> dict[str, Any] | None:
     """The running daemon's ping reply (port, pid, sessions, clients, spliced), or None."""
-    files = daemon_files(locations)
+    return _ping(daemon_files(locations))
+
+
+# -- internals -----------------------------------------------------------------
+
+
+def _alive_port(files: DaemonFiles) -> int | None:
+    """The daemon's port if its port file exists and it answers a ping on the control socket."""
+    try:
+        recorded = json.loads(files.port_file.read_text())
+    except (OSError, ValueError):
+        return None
+    reply = _ping(files)
+    if reply and not reply.get("exiting") and reply.get("port") == recorded.get("port"):
+        return int(reply["port"])
+    return None
+
+
+def _ping(files: DaemonFiles) -> dict[str, Any] | None:
     try:
         conn = _connect(files)
     except OSError:
@@ -199,27 +217,6 @@ def daemon_status(locations: Locations) -> dict[str, Any] | None:
     finally:
         conn.close()
     return reply if reply.get("ok") else None
-
-
-# -- internals -----------------------------------------------------------------
-
-
-def _alive_port(files: DaemonFiles) -> int | None:
-    """The daemon's port if its port file exists and it answers a ping on the control socket."""
-    try:
-        recorded = json.loads(files.port_file.read_text())
-        conn = _connect(files)
-    except (OSError, ValueError):
-        return None
-    try:
-        reply = _exchange(conn, {"op": "ping"})
-    except OSError:
-        return None
-    finally:
-        conn.close()
-    if reply.get("ok") and not reply.get("exiting") and reply.get("port") == recorded.get("port"):
-        return int(reply["port"])
-    return None
 
 
 def _connect(files: DaemonFiles) -> socket.socket:
