@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import defaultdict
 
 from stockade.profiles.paths import glob_base, glob_to_regex, is_glob
@@ -77,8 +78,28 @@ def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str
                         return False
                     for pattern in patterns.matching(entry.name, entry.path):
                         found[pattern].append(entry.path)
-                    if entry.is_dir(follow_symlinks=False):
+                    if entry.is_dir(follow_symlinks=False) and (not AS_ROOT or sandbox_can_enter(entry.stat(follow_symlinks=False))):
                         stack.append(entry.path)
         except OSError:
             continue
     return True
+
+
+AS_ROOT = os.geteuid() == 0
+
+
+def sandbox_can_enter(folder: os.stat_result) -> bool:
+    """Whether root inside the sandbox's user namespace can enter this folder.
+
+    Only uid 0 and gid 0 are mapped there, and capabilities do not apply to
+    files of unmapped owners, so another user's 0700 folder is closed to
+    the sandbox (and to bwrap setting it up) though host root walks it.
+    Nothing inside it can be reached, so nothing inside needs a mount.
+    """
+    if folder.st_uid == 0 and folder.st_gid == 0:
+        return True
+    if folder.st_uid == 0:
+        return bool(folder.st_mode & stat.S_IXUSR)
+    if folder.st_gid == 0:
+        return bool(folder.st_mode & stat.S_IXGRP)
+    return bool(folder.st_mode & stat.S_IXOTH)

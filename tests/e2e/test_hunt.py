@@ -8,12 +8,14 @@ H4: .git/commondir redirected git's repository config to a file the sandbox wrot
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from boxes import Box
+from escapes import q
 
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}
@@ -128,3 +130,21 @@ def test_h4_existing_commondir_is_read_only(vbox: Box) -> None:
     (vbox.project / ".git" / "commondir").write_text(".\n")  # a valid commondir pointing at the git dir itself
     attack = vbox.run("echo /elsewhere > .git/commondir && echo WROTE")
     assert "WROTE" not in attack.stdout and (vbox.project / ".git" / "commondir").read_text() == ".\n", attack
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only host root can see into another user's private folder")
+def test_root_runs_in_a_project_holding_another_users_private_folder(vbox: Box) -> None:
+    """Found running in /tmp as root: a nested repository inside another user's 0700 folder made
+    stockade plan mounts that bwrap (uid 0 mapped alone) cannot reach, and every run failed.
+    The folder is closed to the sandbox as well, so nothing inside needs a mount."""
+    private = vbox.project / "someone-elses"
+    (private / "repo" / ".git" / "hooks").mkdir(parents=True)
+    (private / "repo" / ".git" / "config").write_text("[core]\n")
+    os.chown(private, 65534, 65534)
+    private.chmod(0o700)
+    result = vbox.run(f"ls {q(str(private))} 2>/dev/null || echo CLOSED; echo RAN")
+    assert result.returncode == 0 and "RAN" in result.stdout, result
+    assert "CLOSED" in result.stdout, result  # the sandbox cannot enter it either
+    private.chmod(0o755)
+    control = vbox.run(f"ls {q(str(private))}; echo > {q(str(private / 'repo' / '.git' / 'hooks' / 'pre-commit'))} || echo RO")
+    assert "repo" in control.stdout and "RO" in control.stdout, control
