@@ -1,0 +1,357 @@
+"""The benchmark suite: stockade against no sandbox, bare bwrap and srt, every figure measured side by side in one run.
+
+    python bench/run_all.py [--with-srt] [--runs N] [--quick] [--only startup,loop,...] [--no-write]
+
+Each contender runs once per round, the rounds interleaved (and the starting contender rotating), so load drifts hit
+them all alike; each figure is the median of the rounds, with min and max, and each row is compared with the
+baseline of the same run. Prints Markdown tables and writes bench/RESULTS.md and bench/startup.png (unless
+--only or --no-write). Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (  # noqa: E402
+    MB_S, MS, MS_FINE, SECONDS, Contender, Section, first_line, machine, package_version, render, rounds,
+    run_checked, script_python, timed_rounds,
+)  # fmt: skip
+from fixtures import FILES, KEEPALIVE, NAME, Origins  # noqa: E402
+from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare, bare_bwrap, find_srt  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = ("startup", "loop", "files", "json", "download", "keepalive")
+
+BARE = "bare (no sandbox)"
+BWRAP = "bare bwrap"
+OFF = "stockade, network off"
+WARM = "stockade, allowlist, warm daemon"
+COLD = "stockade, allowlist, cold daemon"
+SRT_OFF = "srt, network off"
+SRT_NET = "srt, allowlist"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many samples each workload takes; the defaults keep a full run with srt near five minutes on 2 cores."""
+
+    startup_runs: int = 20
+    loop_runs: int = 3
+    loop_count: int = 100
+    file_runs: int = 5
+    file_count: int = 10_000
+    download_runs: int = 5
+    size_mb: int = 200
+    request_runs: int = 3
+    request_count: int = 200
+
+
+def make_plan(runs: int | None, quick: bool) -> Plan:
+    """--runs sets the short workloads' rounds; the long ones (a 100-command loop, 200 MB) take a share of it."""
+    plan = Plan(size_mb=50, loop_count=20, request_count=50) if quick else Plan()
+    base = runs if runs is not None else (5 if quick else plan.startup_runs)
+
+    def share(n: int, least: int = 1) -> int:
+        return max(least, -(-base // n))
+
+    return replace(plan, startup_runs=base, loop_runs=share(7), file_runs=share(4, 2), download_runs=share(4, 2), request_runs=share(7))
+
+
+@dataclass
+class Bench:
+    """Everything a workload needs: the folders, the origins, and the tools by row name."""
+
+    world: World
+    origins: Origins
+    plan: Plan
+    tools: dict[str, Tool]
+
+    def contenders(self, workload: str, names: Sequence[str], command: Callable[[Tool, Path], list[str]],
+                   before: Callable[[Path], None] | None = None) -> list[Contender]:  # fmt: skip
+        """One contender per tool present, each in a fresh project, running `command` as that tool wraps it."""
+        made = []
+        for name in names:
+            tool = self.tools.get(name)
+            if tool is None:
+                continue
+            project = self.world.project(f"{workload} {name}")
+            made.append(Contender(name, tool.wrap(project, command(tool, project)), project, self.world.env, both(tool.before, before, project)))
+        return made
+
+
+def both(first: Callable[[], None] | None, second: Callable[[Path], None] | None, project: Path) -> Callable[[], None] | None:
+    """The tool's untimed step, then the workload's, as one."""
+    if first is None and second is None:
+        return None
+
+    def run() -> None:
+        if first is not None:
+            first()
+        if second is not None:
+            second(project)
+
+    return run
+
+
+def count_of(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def startup(bench: Bench) -> list[Section]:
+    runs = bench.plan.startup_runs
+    progress(f"startup: `true`, {count_of(runs, 'round')}")
+    contenders = bench.contenders("startup", [BARE, BWRAP, OFF, WARM, COLD, SRT_OFF, SRT_NET], lambda tool, project: [TRUE])
+    note = (f"Wall time of one `true`, from fork to exit, median of {count_of(runs, 'interleaved round')}. Cold daemon: the "
+            "daemon is stopped (untimed) before each of its samples. srt starts its proxies on every run.")  # fmt: skip
+    return [Section("Startup: `true`", note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF), (WARM, SRT_NET), (COLD, SRT_NET)])]
+
+
+def loop(bench: Bench) -> list[Section]:
+    runs, count = bench.plan.loop_runs, bench.plan.loop_count
+    progress(f"loop: {count} sandboxed `true` in a shell loop, {count_of(runs, 'round')}")
+    script = f'for i in $(seq {count}); do "$@" || exit 1; done'
+    names = [BARE, BWRAP, OFF, WARM, SRT_OFF]
+    contenders = [replace(c, argv=["/bin/sh", "-c", script, "loop", *c.argv]) for c in bench.contenders("loop", names, lambda tool, project: [TRUE])]
+    note = (f"A shell loop running {count} separate sandboxed `true`, one after another (what an agent does all day), "
+            f"timed as a whole; median of {count_of(runs, 'round')}, and the median per command.")  # fmt: skip
+    return [Section(f"{count} short sandboxed commands in a loop", note, SECONDS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF), (WARM, SRT_OFF)], per=count)]
+
+
+def files(bench: Bench) -> list[Section]:
+    runs, count = bench.plan.file_runs, bench.plan.file_count
+    progress(f"files: write then read {count} small files, {count_of(runs, 'round')}")
+    script = bench.world.write("files.py", FILES)
+
+    def clear(project: Path) -> None:
+        """Last sample's files gone and on disk, so no sample pays for another's writeback."""
+        run_checked(["sh", "-c", 'rm -rf "$1" && sync', "clear", str(project / "f")])
+
+    contenders = bench.contenders("files", [BARE, BWRAP, OFF, SRT_OFF], lambda tool, project: [HOST_PYTHON, str(script), str(count)], clear)
+    note = (f"One sandboxed `python3` that writes {count:,} files of 200 bytes into the project, then reads them all "
+            f"back; median of {count_of(runs, 'round')}, each in a fresh folder (the last one's removed and synced to disk, untimed).")  # fmt: skip
+    return [Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF)])]
+
+
+def import_json(bench: Bench) -> list[Section]:
+    runs = bench.plan.startup_runs
+    progress(f"json: python -c 'import json', {count_of(runs, 'round')}")
+    contenders = bench.contenders("json", [BARE, BWRAP, OFF, SRT_OFF], lambda tool, project: [HOST_PYTHON, "-c", "import json"])
+    note = f"`{HOST_PYTHON} -c \"import json\"`, median of {count_of(runs, 'interleaved round')}."
+    return [Section('`python -c "import json"`', note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF)])]
+
+
+def download(bench: Bench) -> list[Section]:
+    plan = bench.plan
+    progress(f"download: {plan.size_mb} MB, {count_of(plan.download_runs, 'round')} per scheme")
+    sections = []
+    for scheme in ("http", "https"):
+        port = bench.origins.port(scheme)
+        curl = lambda tool, project: ["curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{speed_download}\n",  # noqa: E731
+                                      "--cacert", str(bench.origins.cert), f"{scheme}://{tool.host}:{port}/big"]  # fmt: skip
+        contenders = bench.contenders(f"download {scheme}", [BARE, WARM, SRT_NET], curl)
+        speeds = rounds(contenders, plan.download_runs, lambda c: [float(run_checked(c.argv, cwd=c.cwd, env=c.env).split()[-1]) / 1e6], warmup=0)
+        how = "plain HTTP: the proxy handles the body" if scheme == "http" else "HTTPS: a CONNECT tunnel"
+        note = (f"`curl -o /dev/null` of {plan.size_mb} MB from a loopback origin, {how}; MB/s as curl reports it (the "
+                f"sandbox's startup is not in it), median of {count_of(plan.download_runs, 'interleaved round')}.")  # fmt: skip
+        sections.append(Section(f"{plan.size_mb} MB loopback download, {scheme.upper()} (MB/s, higher is better)", note, MB_S, speeds, BARE, [(WARM, SRT_NET)]))
+    return sections
+
+
+def keepalive(bench: Bench) -> list[Section]:
+    plan = bench.plan
+    progress(f"keepalive: {plan.request_count} requests on one connection, {count_of(plan.request_runs, 'round')} per scheme")
+    script = bench.world.write("keepalive.py", KEEPALIVE)
+    sections = []
+    for scheme in ("http", "https"):
+        port = str(bench.origins.port(scheme))
+        request = lambda tool, project: [HOST_PYTHON, str(script), scheme, tool.host, port, str(plan.request_count),  # noqa: E731
+                                         str(bench.origins.cert), "proxy" if tool.proxied else "direct"]  # fmt: skip
+        contenders = bench.contenders(f"keepalive {scheme}", [BARE, WARM, SRT_NET], request)
+        latencies = rounds(contenders, plan.request_runs, lambda c: list(json.loads(run_checked(c.argv, cwd=c.cwd, env=c.env))))
+        note = (f"{plan.request_count} small GETs on one kept-alive connection ({scheme.upper()}), direct or through the "
+                f"sandbox's proxy; the figure is per request, over all requests of {count_of(plan.request_runs, 'round')}.")  # fmt: skip
+        sections.append(Section(f"{plan.request_count} keep-alive requests, {scheme.upper()} (per request)", note, MS_FINE, latencies, BARE, [(WARM, SRT_NET)]))
+    return sections
+
+
+RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
+    "startup": startup, "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
+}  # fmt: skip
+
+
+def make_tools(stockade: Stockade, srt: Srt | None) -> dict[str, Tool]:
+    tools = [
+        Tool(BARE, bare),
+        Tool(BWRAP, bare_bwrap),
+        Tool(OFF, stockade.off),
+        Tool(WARM, stockade.net, host=NAME, proxied=True),
+        Tool(COLD, stockade.net, host=NAME, proxied=True, before=stockade.stop_daemon),
+    ]
+    if srt is not None:
+        tools += [Tool(SRT_OFF, srt.off), Tool(SRT_NET, srt.net, proxied=True)]
+    return {tool.name: tool for tool in tools}
+
+
+def versions(stockade: Stockade, srt: Srt | None) -> dict[str, str]:
+    """Every version the figures depend on, as they were during this run."""
+    found = machine()
+    found["workload Python"] = first_line([HOST_PYTHON, "--version"])
+    found["stockade"] = f"{stockade.version()} ({stockade.command[0]}; repository at {git_describe()})"
+    found["mitmproxy"] = package_version(script_python(stockade.command), "mitmproxy")
+    found["srt"] = srt.version() if srt is not None else "not run"
+    found["node"] = first_line(["node", "--version"])
+    if srt is not None:
+        found["socat"] = socat_version()
+        found["ripgrep"] = first_line(["rg", "--version"])
+    found["curl"] = " ".join(first_line(["curl", "--version"]).split()[:2])
+    return found
+
+
+def socat_version() -> str:
+    """socat's version line (its -V prints a banner first)."""
+    done = subprocess.run(["socat", "-V"], capture_output=True, text=True)
+    line = next((line for line in done.stdout.splitlines() if "socat version" in line), "")
+    return " ".join(line.split()[:3]) or "unknown"
+
+
+def git_describe() -> str:
+    done = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def plot(sections: list[Section], path: Path) -> str:
+    """A box plot of the `true` samples per sandbox; returns a line for the report (the image, or why there is none)."""
+    startup_section = next((s for s in sections if s.title.startswith("Startup")), None)
+    if startup_section is None:
+        return ""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)", file=sys.stderr)
+        return "(no plot: matplotlib was not installed; `pip install matplotlib`)"
+    shown = [s for s in startup_section.series if s.name in (BWRAP, OFF, WARM, SRT_OFF, SRT_NET)]
+    figure, axes = plt.subplots(figsize=(9, 4.8), dpi=110)
+    data = [[v * 1000 for v in s.values] for s in shown]
+    axes.boxplot(data, vert=False, showfliers=False, widths=0.6)
+    axes.set_yticks(range(1, len(shown) + 1), [s.name for s in shown])
+    for row, values in enumerate(data, start=1):
+        offsets = [row + ((i % 7) - 3) * 0.03 for i in range(len(values))]
+        axes.scatter(values, offsets, s=9, alpha=0.5, color="tab:blue", zorder=3)
+    axes.invert_yaxis()
+    axes.set_xlabel("wall time of `true`, ms (lower is better)")
+    axes.set_xlim(left=0)
+    axes.grid(axis="x", alpha=0.3)
+    axes.set_title(f"Startup, {len(shown[0].values)} runs each, interleaved ({os.cpu_count()} cores)")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return f"![startup distribution per tool]({path.name})"
+
+
+def report(command_line: str, started: datetime.datetime, seconds: float, found: dict[str, str], notes: list[str],
+           sections: list[Section], image: str) -> str:  # fmt: skip
+    """RESULTS.md: how it was made, on what, and every table of the run."""
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Generated by `{command_line}` on {started:%Y-%m-%d %H:%M} UTC ({seconds:.0f} s). Every figure is the median of "
+        "several runs (min and max beside it), all contenders interleaved run by run in the same run; ratios are "
+        "against the baseline measured in that same run. Rerun the command to regenerate this file.",
+        "",
+        "| | version |",
+        "|---|---|",
+        *[f"| {key} | {value} |" for key, value in found.items()],
+        "",
+        "Notes:",
+        "",
+        *[f"- {note}" for note in notes],
+    ]
+    body = "\n\n".join(render(s) for s in sections)
+    return "\n".join(lines) + "\n\n" + body + ("\n\n## Startup distribution\n\n" + image if image else "") + "\n"
+
+
+def policy_notes(srt: Srt | None) -> list[str]:
+    notes = [
+        "Every contender runs in a fresh project folder under HOME, with the same environment (a HOME of the bench's "
+        "own, so stockade gets its own daemon). `bare bwrap` is `bwrap --ro-bind / / --dev /dev --proc /proc --bind "
+        "PROJECT PROJECT --unshare-all --die-with-parent`.",
+        "stockade: `stockade run --quiet --profile offline` (network off), or `--policy` extending `default` with "
+        f"`[network] allow = [\"{NAME}\"]`; the daemon's test resolver maps {NAME} to the loopback origins.",
+    ]
+    if srt is not None:
+        notes.append(
+            "srt: `srt --settings FILE -- COMMAND` with `denyRead` = stockade's `default` deny_read list, `allowWrite` = "
+            "[\".\"] (the project), and `allowedDomains` = [] or the origins as `127.0.0.1:PORT`: srt's proxy refuses names "
+            "that resolve to loopback unless that address is itself allowed, and its NO_PROXY names 127.0.0.1, so curl "
+            "gets `--noproxy ''` (in both sandboxes) and the keep-alive client uses the proxy from the environment, with "
+            "the credentials srt puts in it."
+        )
+    return notes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--with-srt", action="store_true", help="install srt from npm into ~/.cache/stockade-bench/srt (reused) and compare")
+    parser.add_argument("--srt-version", default="latest", help="npm version or tag of srt for --with-srt (default: latest)")
+    parser.add_argument("--runs", type=int, help="rounds of the short workloads (default 20; the long ones take a share)")
+    parser.add_argument("--quick", action="store_true", help="few rounds, a 20-command loop, 50 MB: a smoke run of well under a minute")
+    parser.add_argument("--only", help=f"comma-separated subset of {','.join(WORKLOADS)} (writes nothing)")
+    parser.add_argument("--no-write", action="store_true", help="print the tables, leave RESULTS.md and the plot alone")
+    args = parser.parse_args()
+    chosen = args.only.split(",") if args.only else list(WORKLOADS)
+    unknown = sorted(set(chosen) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workload {', '.join(unknown)} (choose from {', '.join(WORKLOADS)})")
+    for tool in ("bwrap", "curl", "openssl"):
+        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
+            raise SystemExit(f"bench/run_all.py needs {tool}")
+
+    plan = make_plan(args.runs, args.quick)
+    started, clock = datetime.datetime.now(datetime.timezone.utc), time.monotonic()
+    srt_binary, srt_notes = find_srt(args.with_srt, args.srt_version)
+    world = World.create()
+    origins = Origins.start(world.root, plan.size_mb)
+    ports = [origins.port("http"), origins.port("https")]
+    stockade = Stockade(world)
+    stockade.route(ports)
+    srt = Srt(srt_binary, world, ports) if srt_binary is not None else None
+    bench = Bench(world, origins, plan, make_tools(stockade, srt))
+    try:
+        sections = [section for name in WORKLOADS if name in chosen for section in RUNNERS[name](bench)]
+        found = versions(stockade, srt)
+    finally:
+        stockade.stop_daemon()
+        origins.stop()
+        world.remove()
+
+    notes = [*srt_notes, *policy_notes(srt)]
+    command_line = "python bench/run_all.py" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
+    write = not (args.only or args.no_write)
+    image = plot(sections, HERE / "startup.png") if write else ""
+    text = report(command_line, started, time.monotonic() - clock, found, notes, sections, image)
+    print(text)
+    if write:
+        (HERE / "RESULTS.md").write_text(text)
+        progress(f"wrote {HERE / 'RESULTS.md'}" + (f" and {HERE / 'startup.png'}" if image.startswith("!") else ""))
+
+
+if __name__ == "__main__":
+    main()
