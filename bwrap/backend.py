@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stockade.bwrap import args as bw
+from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import LimitPlan, new_session_id, plan_limits
 from stockade.bwrap.mounts import View, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.locations import Locations
-from stockade.profiles.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
+from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 
@@ -126,7 +127,7 @@ class BwrapBackend:
             env=_environment(request, view),
             cwd=cwd,
             view=view,
-            limits=plan_limits(request.policy.limits, session),
+            limits=plan_limits(request.policy.limits.file_size, request.policy.limits.pids, request.policy.limits.memory, session),
             session=session,
             interactive=interactive,
             quiet=request.quiet,
@@ -161,7 +162,48 @@ class BwrapBackend:
     def run(self, plan: BwrapPlan) -> int:
         from stockade.bwrap.execute import execute
 
-        return execute(plan)
+        bridge = None
+        if plan.network:
+            from stockade.bwrap.network import Bridge
+
+            bridge = Bridge(plan.session, plan.policy, plan.locations, plan.command, plan.cwd)
+        return execute(launch_of(plan), plan.session, bridge)
+
+
+def launch_of(plan: BwrapPlan) -> Launch:
+    """The plan as plain data: what execute needs, and what the plan cache stores."""
+    from stockade.bwrap.seccomp_cache import cache_path
+
+    view, limits = plan.view, plan.policy.limits
+    cache_dir = str(plan.locations.cache)
+    return Launch(
+        bwrap=plan.bwrap,
+        args=bw.encode(plan.pieces),
+        command=list(plan.command),
+        env=dict(plan.env),
+        cwd=plan.cwd,
+        project=view.project,
+        writable=list(view.writable),
+        reported=view.watched.reported,
+        swept=view.watched.swept,
+        tree=view.watched.tree,
+        patterns=view.watch_patterns,
+        placeholders=list(view.placeholders),
+        unguarded=list(view.unguarded),
+        notes=list(view.notes),
+        state_dir=str(plan.locations.state),
+        cache_dir=cache_dir,
+        seccomp_file=cache_path(os.path.join(cache_dir, "seccomp"), plan.allow_unix),
+        allow_unix=plan.allow_unix,
+        network=plan.network,
+        file_size=limits.file_size,
+        pids=limits.pids,
+        memory=limits.memory,
+        wall_time=limits.wall_time,
+        origin=str(plan.policy.origin),
+        interactive=plan.interactive,
+        quiet=plan.quiet,
+    )
 
 
 def _isatty(fd: int) -> bool:
@@ -169,32 +211,6 @@ def _isatty(fd: int) -> bool:
         return os.isatty(fd)
     except OSError:
         return False
-
-
-def resolve_command(command: tuple[str, ...], env: dict[str, str]) -> str:
-    """The program's path as the sandbox will see it; 127/126 with a clear line otherwise."""
-    program = command[0]
-    if "/" in program:
-        if not os.path.exists(program):
-            raise CommandNotFoundError(f"{program}: no such file")
-        path = program
-    else:
-        found = _which(program, env.get("PATH", os.defpath))
-        if found is None:
-            raise CommandNotFoundError(f"{program}: command not found (PATH={env.get('PATH', '')})")
-        path = found
-    if os.path.isdir(path) or not os.access(path, os.X_OK):
-        raise CannotExecuteError(f"{path}: not an executable file")
-    return path
-
-
-def _which(program: str, path: str) -> str | None:
-    """shutil.which's PATH walk: importing shutil would cost every run a few ms."""
-    for folder in path.split(os.pathsep):
-        candidate = os.path.join(folder or ".", program)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def _ensure_audit_log(policy: Policy) -> None:

@@ -1,52 +1,94 @@
 """What the run created or changed among files that run code later (ESCAPES 58, 62, 64, 68).
 
-Two kinds, both found by one walk of the project before and after the run:
+Two kinds, both found by walking the project before and after the run:
 - ordinary project work that runs later (a Makefile, a conftest.py) stays
   writable, and the end-of-run summary names each one created or changed;
 - floor files in places that did not exist at the start (a repository made
   with `git init` during the run) could not be held read-only, so each one
   created or changed is moved aside into the quarantine folder.
+
+The walk before the run records every project folder with its stamp (inode,
+mtime, ctime: any entry added, removed or renamed changes them). After the
+run only folders whose stamp changed, and new ones, are listed again; the
+files seen before are stamped again one by one. A run that changed nothing
+costs one lstat per folder and imports no pattern matcher.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
-from stockade.bwrap import globs
-from stockade.profiles.floor import reported_patterns, swept_patterns
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from stockade.bwrap.globs import Tree
 
 Stamps = dict[str, tuple[int, int, int]]
 
 
-@dataclass
 class Snapshot:
-    reported: Stamps = field(default_factory=dict)
-    swept: Stamps = field(default_factory=dict)
+    """Runs-later files at one moment, and the project's folders (None when the walk was cut short)."""
+
+    __slots__ = ("reported", "swept", "tree")
+
+    def __init__(self, reported: Stamps | None = None, swept: Stamps | None = None, tree: Tree | None = None) -> None:
+        self.reported: Stamps = reported or {}
+        self.swept: Stamps = swept or {}
+        self.tree = tree
 
 
 def patterns(project: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    from stockade.profiles.floor import reported_patterns, swept_patterns
+
     return reported_patterns(project), swept_patterns(project)
 
 
-def from_matches(project: str, matches: dict[str, list[str]]) -> Snapshot:
-    """A snapshot from a walk that included `patterns(project)` (the planning walk does)."""
-    reported, swept = patterns(project)
+def from_matches(reported: tuple[str, ...], swept: tuple[str, ...], matches: dict[str, list[str]], tree: Tree | None) -> Snapshot:
+    """A snapshot from a walk that included `reported` and `swept` (the planning walk does)."""
     return Snapshot(
         reported=_stamps(p for pattern in reported for p in matches[pattern]),
         swept=_stamps(p for pattern in swept for p in matches[pattern] if not p.endswith(".sample")),
+        tree=tree,
     )
 
 
-def take(project: str) -> Snapshot:
-    reported, swept = patterns(project)
-    matches, _notes = globs.expand((*reported, *swept))
-    return from_matches(project, matches)
+def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], before: Snapshot) -> Snapshot:
+    """The snapshot after the run, listing only folders that changed since `before`."""
+    if before.tree is None:
+        from stockade.bwrap import globs
+
+        matches, _notes = globs.expand((*reported, *swept))
+        return from_matches(reported, swept, matches, None)
+    found: dict[str, list[str]] = {pattern: [] for pattern in (*reported, *swept)}
+    matcher = None
+    stack = [project]
+    while stack:
+        folder = stack.pop()
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            continue
+        known = before.tree.get(folder)
+        if known is not None and known[0] == (info.st_ino, info.st_mtime_ns, info.st_ctime_ns):
+            stack += [os.path.join(folder, name) for name in known[1]]
+            continue
+        from stockade.bwrap import globs  # something changed: now the patterns are needed
+
+        if matcher is None:
+            matcher = globs.compile_patterns((*reported, *swept))
+        listed = globs.list_folder(folder, matcher, found, None)
+        if listed is not None:
+            stack += listed[1]
+    after = from_matches(reported, swept, found, None)
+    after.reported = {**_stamps(before.reported), **after.reported}
+    after.swept = {**_stamps(before.swept), **after.swept}
+    return after
 
 
-def _stamps(paths: object) -> Stamps:
+def _stamps(paths: Iterable[str]) -> Stamps:
     state: Stamps = {}
-    for path in paths:  # type: ignore[attr-defined]
+    for path in paths:
         try:
             info = os.lstat(path)
         except OSError:

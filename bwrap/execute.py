@@ -1,62 +1,31 @@
-"""One sandboxed run, start to finish: fds, limits, placeholders, supervision, summary."""
+"""One sandboxed run, start to finish: fds, limits, placeholders, supervision, summary.
+
+It works from a `Launch`: plain data (strings, numbers, lists, dicts) that the
+planner builds from a policy, or that the plan cache (plan_cache.py) reads back
+for a project whose inputs have not changed. So this module and what it
+imports stay off everything heavy: no policy model, no dataclasses, no
+pattern matching unless the run changed the project.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
-from typing import TYPE_CHECKING
 
 from stockade.bwrap import args as bw
-from stockade.bwrap.backend import BwrapPlan, resolve_command
 from stockade.bwrap import changes
-from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, remove_cgroups
-from stockade.bwrap.placeholders import PlaceholderGuard
+from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
 from stockade.bwrap.supervise import supervise
-from stockade.bwrap.sweep import sweep_unguarded
-from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles.paths import is_within
-from stockade.profiles.units import format_duration
+from stockade.profiles.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from stockade.bwrap.globs import Tree
+    from stockade.bwrap.limits import LimitPlan
     from stockade.bwrap.network import Bridge
-
-
-def _args_fd(pieces: list[bw.Piece]) -> int:
-    """The options in an anonymous memory file: no size limit, never on an argv."""
-    fd = os.memfd_create("stockade-bwrap-args", 0)  # not CLOEXEC: bwrap reads it after exec
-    os.write(fd, bw.encode(pieces))
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-def _seccomp_fd(plan: BwrapPlan) -> int:
-    from stockade.bwrap.seccomp_cache import open_filter
-
-    fd = open_filter(plan.locations.cache / "seccomp", allow_unix=plan.allow_unix)
-    os.set_inheritable(fd, True)
-    return fd
-
-
-def _preexec(plan: BwrapPlan, bridge: Bridge | None) -> Callable[[], None] | None:
-    """What the child does between fork and exec: join limits, then enter its own network."""
-    limits = plan.limits if (plan.limits.cgroup_procs or plan.limits.rlimits) else None
-    if limits is None and bridge is None:
-        return None
-    uid, gid = os.getuid(), os.getgid()
-
-    def child() -> None:
-        if limits is not None:
-            enter_limits(limits)
-        if bridge is not None:
-            from stockade.bwrap.netns import enter_private_network
-
-            enter_private_network(bridge.child_channel_fd, uid, gid)
-
-    return child
-
 
 # bwrap runs on the host before any namespace or filter exists, so it gets no
 # variable from the policy or the caller: LD_PRELOAD in a policy's [env] set
@@ -66,76 +35,196 @@ def _preexec(plan: BwrapPlan, bridge: Bridge | None) -> Callable[[], None] | Non
 BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 
-def _environment(plan: BwrapPlan) -> list[bw.Piece]:
-    return [bw.Flag("--clearenv"), *(bw.SetEnv(name, value) for name, value in sorted(plan.env.items()))]
+class Launch:
+    """Everything one run needs once the policy is planned, as plain data."""
+
+    bwrap: str
+    args: bytes  # bwrap's options up to --chdir, encoded (args.encode)
+    command: list[str]
+    env: dict[str, str]  # the sandbox's environment
+    cwd: str
+    project: str
+    writable: list[str]
+    reported: changes.Stamps  # the project walk before the run (changes.py)
+    swept: changes.Stamps
+    tree: Tree | None
+    patterns: tuple[tuple[str, ...], tuple[str, ...]]  # (reported, swept) globs
+    placeholders: list[str]  # from mounts.View
+    unguarded: list[tuple[str, str]]
+    notes: list[str]
+    state_dir: str
+    cache_dir: str
+    seccomp_file: str | None  # the cached filter's file, when known at planning
+    allow_unix: bool
+    network: bool
+    file_size: int | None  # the policy's [limits]
+    pids: int | None
+    memory: int | None
+    wall_time: float | None
+    origin: str  # where the policy came from, for the summary's "raise X in ..."
+    interactive: bool
+    quiet: bool
+    __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
+
+    def __init__(self, **values: object) -> None:
+        missing = [name for name in self.__slots__ if name not in values]
+        if missing or len(values) != len(self.__slots__):
+            raise TypeError(f"Launch: missing {missing} or unknown {sorted(set(values) - set(self.__slots__))}")
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    def to_data(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @property
+    def watched(self) -> changes.Snapshot:
+        return changes.Snapshot(self.reported, self.swept, self.tree)
 
 
-def _project_watch(plan: BwrapPlan) -> bool:
+def resolve_command(command: tuple[str, ...] | list[str], env: dict[str, str]) -> str:
+    """The program's path as the sandbox will see it; 127/126 with a clear line otherwise."""
+    program = command[0]
+    if "/" in program:
+        if not os.path.exists(program):
+            raise CommandNotFoundError(f"{program}: no such file")
+        path = program
+    else:
+        found = _which(program, env.get("PATH", os.defpath))
+        if found is None:
+            raise CommandNotFoundError(f"{program}: command not found (PATH={env.get('PATH', '')})")
+        path = found
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise CannotExecuteError(f"{path}: not an executable file")
+    return path
+
+
+def _which(program: str, path: str) -> str | None:
+    """shutil.which's PATH walk: importing shutil would cost every run a few ms."""
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _args_fd(words: bytes) -> int:
+    """The options in an anonymous memory file: no size limit, never on an argv."""
+    fd = os.memfd_create("stockade-bwrap-args", 0)  # not CLOEXEC: bwrap reads it after exec
+    os.write(fd, words)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _seccomp_fd(launch: Launch) -> int:
+    from stockade.bwrap.seccomp_cache import open_filter, open_known
+
+    fd = open_known(launch.seccomp_file) if launch.seccomp_file else None
+    if fd is None:
+        fd = open_filter(launch.cache_dir + "/seccomp", allow_unix=launch.allow_unix)
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def _preexec(limits: LimitPlan, bridge: Bridge | None) -> Callable[[], None] | None:
+    """What the child does between fork and exec: join limits, then enter its own network."""
+    joins = limits if (limits.cgroup_procs or limits.rlimits) else None
+    if joins is None and bridge is None:
+        return None
+    uid, gid = os.getuid(), os.getgid()
+
+    def child() -> None:
+        if joins is not None:
+            enter_limits(joins)
+        if bridge is not None:
+            from stockade.bwrap.netns import enter_private_network
+
+            enter_private_network(bridge.child_channel_fd, uid, gid)
+
+    return child
+
+
+def _environment(env: dict[str, str]) -> list[bw.Piece]:
+    return [bw.Flag("--clearenv"), *(bw.SetEnv(name, value) for name, value in sorted(env.items()))]
+
+
+def _project_watch(launch: Launch) -> bool:
     """Walk the project after the run only when the run could write it."""
-    return any(is_within(plan.view.project, root) for root in plan.view.writable)
+    project = launch.project
+    return any(project == root or project.startswith(root.rstrip("/") + "/") for root in launch.writable)
 
 
-def _project_changes(plan: BwrapPlan, watched: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(runs-later files created or changed, floor files made in new places and moved aside)."""
-    if not watched:
+    if not _project_watch(launch):
         return [], []
-    after = changes.take(plan.view.project)
-    planted = [path for path, _how in changes.changes(plan.view.watched.swept, after.swept)]
-    moved = changes.quarantine(planted, plan.session, plan.view.writable)
-    return changes.changes(plan.view.watched.reported, after.reported), moved
+    before = launch.watched
+    reported, swept = launch.patterns
+    after = changes.take_since(launch.project, reported, swept, before)
+    planted = [path for path, _how in changes.changes(before.swept, after.swept)]
+    moved = changes.quarantine(planted, session, launch.writable)
+    return changes.changes(before.reported, after.reported), moved
 
 
-def execute(plan: BwrapPlan) -> int:
-    resolve_command(plan.command, plan.env)
+def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
+    """Run it; `bridge` (network runs) is opened here and closed after."""
+    resolve_command(launch.command, launch.env)
     started = time.monotonic()
-    seccomp_fd = _seccomp_fd(plan)
+    seccomp_fd = _seccomp_fd(launch)
     info_read, info_write = os.pipe()
     os.set_inheritable(info_write, True)
-    pieces = [*plan.pieces, bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write), *_environment(plan)]
-    args_fd = _args_fd(pieces)
-    argv = [plan.bwrap, "--args", str(args_fd), "--", *plan.command]
-    watched = _project_watch(plan)
-    with ExitStack() as stack:
-        if plan.view.placeholders:
-            guard = stack.enter_context(PlaceholderGuard(plan.locations.state, plan.session))
-            guard.remember(plan.view.placeholders)
-        if plan.limits.cgroup_dirs:
+    tail = [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write), *_environment(launch.env)]
+    args_fd = _args_fd(launch.args + bw.encode(tail))
+    argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
+    limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
+    guard = None
+    cgroups = False
+    try:
+        if launch.placeholders:
+            from stockade.bwrap.placeholders import PlaceholderGuard
+
+            guard = PlaceholderGuard(launch.state_dir, session).__enter__()
+            guard.remember(launch.placeholders)
+        if limits.cgroup_dirs:
             try:
-                make_cgroups(plan.limits)
+                cgroups = True
+                make_cgroups(limits)
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
-            stack.callback(remove_cgroups, plan.limits)
-        bridge = None
-        if plan.network:
-            from stockade.bwrap.network import Bridge
-
-            bridge = Bridge(plan.session, plan.policy, plan.locations, plan.command, plan.cwd)
+        if bridge is not None:
             bridge.open()
-            stack.callback(bridge.close)
-        preexec = _preexec(plan, bridge)
         outcome = supervise(
             argv,
             env=BWRAP_ENV,
             pass_fds=(args_fd, seccomp_fd, info_write),
             info_read_fd=info_read,
             close_after_spawn=(args_fd, seccomp_fd, info_write),
-            wall_time=plan.policy.limits.wall_time,
-            interactive=plan.interactive,
-            preexec=preexec,
+            wall_time=launch.wall_time,
+            interactive=launch.interactive,
+            preexec=_preexec(limits, bridge),
             after_spawn=bridge.attach if bridge else None,
         )
-        hits = limit_hit(plan.limits)
+        hits = limit_hit(limits) if limits.cgroup_dirs else []
+    finally:
+        if bridge is not None:
+            bridge.close()
+        if cgroups:
+            remove_cgroups(limits)
+        if guard is not None:
+            guard.__exit__(None, None, None)
     denials = bridge.denials if bridge else []
-    touched, quarantined = _project_changes(plan, watched)
-    quarantined += sweep_unguarded(plan.view.unguarded, plan.session, plan.view.writable)
-    if not plan.quiet:
-        _summary(plan, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)
+    touched, quarantined = _project_changes(launch, session)
+    if launch.unguarded:
+        from stockade.bwrap.sweep import sweep_unguarded
+
+        quarantined += sweep_unguarded(launch.unguarded, session, launch.writable)
+    if not launch.quiet:
+        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)
     code = outcome.exit_code
     return 128 - code if code < 0 else code
 
 
 def _summary(
-    plan: BwrapPlan,
+    launch: Launch,
     timed_out: bool,
     hits: list[str],
     quarantined: list[tuple[str, str]],
@@ -144,13 +233,14 @@ def _summary(
     elapsed: float,
 ) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was."""
-    origin = plan.policy.origin
+    origin = launch.origin
     lines: list[str] = []
-    limits = plan.policy.limits
-    if timed_out and limits.wall_time:
-        lines.append(f"wall_time {format_duration(limits.wall_time)} reached after {elapsed:.1f}s: the whole sandbox was killed (raise wall_time under [limits] in {origin})")
+    if timed_out and launch.wall_time:
+        from stockade.profiles.units import format_duration
+
+        lines.append(f"wall_time {format_duration(launch.wall_time)} reached after {elapsed:.1f}s: the whole sandbox was killed (raise wall_time under [limits] in {origin})")
     if "pids" in hits:
-        lines.append(f"pids limit {limits.pids} reached: new processes were refused (raise pids under [limits] in {origin})")
+        lines.append(f"pids limit {launch.pids} reached: new processes were refused (raise pids under [limits] in {origin})")
     if "memory" in hits:
         lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
     for original, moved in quarantined:
@@ -160,9 +250,8 @@ def _summary(
 
         lines += [describe_denial(denial, origin) for denial in denials]
     if touched:
-        names = ", ".join(f"{os.path.relpath(path, plan.view.project)} ({how})" for path, how in touched)
+        names = ", ".join(f"{os.path.relpath(path, launch.project)} ({how})" for path, how in touched)
         lines.append(f"files that run code later were created or changed; review them before running them outside the sandbox: {names}")
-    for note in plan.view.notes:
-        lines.append(note)
+    lines += launch.notes
     for line in lines:
         print(f"stockade: {line}", file=sys.stderr)

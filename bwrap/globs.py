@@ -18,8 +18,21 @@ from stockade.profiles.paths import glob_base, glob_to_regex, is_glob
 MAX_ENTRIES = 500_000  # a walk stops here; the run's notes say so
 
 
-def expand(patterns: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str]]:
-    """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists."""
+Tree = dict[str, tuple[tuple[int, int, int], list[str]]]  # folder: (its stamp, its subfolders' names)
+
+
+def folder_stamp(info: os.stat_result) -> tuple[int, int, int]:
+    """Changes whenever an entry is added, removed or renamed in the folder."""
+    return (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def expand(patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str = "") -> tuple[dict[str, list[str]], list[str]]:
+    """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists.
+
+    With `tree`, every folder listed under `tree_root` is recorded there with
+    its stamp and subfolders, so the end of the run can tell which folders
+    changed without listing the others again (changes.py).
+    """
     found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
     notes: list[str] = []
     by_base: dict[str, list[tuple[str, re.Pattern[str]]]] = defaultdict(list)
@@ -30,12 +43,14 @@ def expand(patterns: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str]]:
             continue
         by_base[glob_base(pattern)].append((pattern, re.compile(glob_to_regex(pattern))))
     for base, regexes in by_base.items():
-        if not _walk(base, regexes, found):
+        if not _walk(base, regexes, found, tree if base == tree_root else None):
             notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
+            if base == tree_root and tree is not None:
+                tree.clear()  # a partial record would make every unlisted folder look new
     return found, notes
 
 
-class _Patterns:
+class Patterns:
     """The patterns under one base, indexed by their last path component.
 
     Most entries of a big tree match nothing; a set lookup on the name (or
@@ -63,26 +78,45 @@ class _Patterns:
         return [pattern for pattern, regex in candidates if regex.match(path)]
 
 
-def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str, list[str]]) -> bool:
+def compile_patterns(patterns: tuple[str, ...]) -> Patterns:
+    return Patterns([(pattern, re.compile(glob_to_regex(pattern))) for pattern in patterns])
+
+
+def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str, list[str]], tree: Tree | None) -> bool:
     """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
-    patterns = _Patterns(regexes)
+    patterns = Patterns(regexes)
     stack = [base]
     seen = 0
     while stack:
         folder = stack.pop()
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    seen += 1
-                    if seen > MAX_ENTRIES:
-                        return False
-                    for pattern in patterns.matching(entry.name, entry.path):
-                        found[pattern].append(entry.path)
-                    if entry.is_dir(follow_symlinks=False) and (not AS_ROOT or sandbox_can_enter(entry.stat(follow_symlinks=False))):
-                        stack.append(entry.path)
-        except OSError:
+        listed = list_folder(folder, patterns, found, tree)
+        if listed is None:
             continue
+        seen += listed[0]
+        if seen > MAX_ENTRIES:
+            return False
+        stack += listed[1]
     return True
+
+
+def list_folder(folder: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None) -> tuple[int, list[str]] | None:
+    """Match one folder's entries into `found`; (entries seen, subfolders to visit), None if unreadable."""
+    subfolders: list[str] = []
+    seen = 0
+    try:
+        info = os.lstat(folder)
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                seen += 1
+                for pattern in patterns.matching(entry.name, entry.path):
+                    found[pattern].append(entry.path)
+                if entry.is_dir(follow_symlinks=False) and (not AS_ROOT or sandbox_can_enter(entry.stat(follow_symlinks=False))):
+                    subfolders.append(entry.path)
+    except OSError:
+        return None
+    if tree is not None:
+        tree[folder] = (folder_stamp(info), [os.path.basename(sub) for sub in subfolders])
+    return seen, subfolders
 
 
 AS_ROOT = os.geteuid() == 0

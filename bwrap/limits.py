@@ -9,24 +9,25 @@ timer; file_size is RLIMIT_FSIZE.
 from __future__ import annotations
 
 import os
-import resource
-from dataclasses import dataclass, field
-
-from stockade.bwrap.probe import read_text
-from stockade.profiles.model import Limits
 
 V1_ROOT = "/sys/fs/cgroup"
 
 
-@dataclass
 class LimitPlan:
-    """Where each limit is enforced; `cgroup_dirs` are created before the spawn."""
+    """Where each limit is enforced; `cgroup_dirs` are created before the spawn.
 
-    rlimits: list[tuple[int, int]] = field(default_factory=list)
-    cgroup_files: list[tuple[str, str]] = field(default_factory=list)  # (file, value) written before the spawn
-    cgroup_procs: list[str] = field(default_factory=list)  # cgroup.procs / tasks files the child joins
-    cgroup_dirs: list[str] = field(default_factory=list)
-    how: list[str] = field(default_factory=list)  # plain words for dry-run and doctor
+    A plain class (no dataclass): every run builds one, and dataclasses cost
+    milliseconds to import on the hot path.
+    """
+
+    __slots__ = ("rlimits", "cgroup_files", "cgroup_procs", "cgroup_dirs", "how")
+
+    def __init__(self) -> None:
+        self.rlimits: list[tuple[int, int]] = []
+        self.cgroup_files: list[tuple[str, str]] = []  # (file, value) written before the spawn
+        self.cgroup_procs: list[str] = []  # cgroup.procs / tasks files the child joins
+        self.cgroup_dirs: list[str] = []
+        self.how: list[str] = []  # plain words for dry-run and doctor
 
     def describe(self) -> str:
         return "; ".join(self.how) or "no limits"
@@ -39,12 +40,17 @@ def _v1_dir(controller: str) -> str | None:
     return None
 
 
-def plan_limits(limits: Limits, session: str) -> LimitPlan:
+def plan_limits(file_size: int | None, pids: int | None, memory: int | None, session: str) -> LimitPlan:
+    """The policy's [limits] values (plain numbers: the cached hot path has no Policy)."""
     plan = LimitPlan()
-    if limits.file_size:
-        plan.rlimits.append((resource.RLIMIT_FSIZE, limits.file_size))
+    if not (file_size or pids or memory):
+        return plan
+    import resource  # only when a limit is set
+
+    if file_size:
+        plan.rlimits.append((resource.RLIMIT_FSIZE, file_size))
         plan.how.append("file_size via RLIMIT_FSIZE")
-    if not (limits.pids or limits.memory):
+    if not (pids or memory):
         return plan
     from stockade.bwrap.probe import cgroup_v2_delegated  # only when a cgroup limit is asked for
 
@@ -53,16 +59,16 @@ def plan_limits(limits: Limits, session: str) -> LimitPlan:
         folder = os.path.join(v2, f"stockade-{session}")
         plan.cgroup_dirs.append(folder)
         plan.cgroup_procs.append(os.path.join(folder, "cgroup.procs"))
-        if limits.pids:
-            plan.cgroup_files.append((os.path.join(folder, "pids.max"), str(limits.pids)))
-        if limits.memory:
-            plan.cgroup_files.append((os.path.join(folder, "memory.max"), str(limits.memory)))
+        if pids:
+            plan.cgroup_files.append((os.path.join(folder, "pids.max"), str(pids)))
+        if memory:
+            plan.cgroup_files.append((os.path.join(folder, "memory.max"), str(memory)))
             plan.cgroup_files.append((os.path.join(folder, "memory.swap.max"), "0"))
         plan.how.append(f"pids/memory via cgroup v2 {folder}")
         return plan
     for name, value, controller, limit_file in (
-        ("pids", limits.pids, "pids", "pids.max"),
-        ("memory", limits.memory, "memory", "memory.limit_in_bytes"),
+        ("pids", pids, "pids", "pids.max"),
+        ("memory", memory, "memory", "memory.limit_in_bytes"),
     ):
         if not value:
             continue
@@ -100,12 +106,17 @@ def enter_limits(plan: LimitPlan) -> None:
     for procs in plan.cgroup_procs:
         with open(procs, "w", encoding="ascii") as handle:
             handle.write(pid)
-    for which, value in plan.rlimits:
-        resource.setrlimit(which, (value, value))
+    if plan.rlimits:
+        import resource
+
+        for which, value in plan.rlimits:
+            resource.setrlimit(which, (value, value))
 
 
 def limit_hit(plan: LimitPlan) -> list[str]:
     """Limits the sandbox ran into, read from the cgroup's own counters."""
+    from stockade.bwrap.probe import read_text
+
     hits: list[str] = []
     for folder in plan.cgroup_dirs:
         events = read_text(os.path.join(folder, "pids.events")) or ""

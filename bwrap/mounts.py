@@ -51,6 +51,7 @@ class View:
     tmp_size: int = DEFAULT_TMP_SIZE
     project: str = "/"
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
+    watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -142,9 +143,11 @@ def plan_view(
     view.project = project
     nested = (f"{project}/**/.git", f"{project}/**/.stockade.toml")
     reported, swept = changes.patterns(project)
-    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept))
+    tree: globs.Tree = {}
+    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept), tree, project)
     view.notes += walk_notes
-    view.watched = changes.from_matches(project, matches)
+    view.watched = changes.from_matches(reported, swept, matches, tree or None)
+    view.watch_patterns = (reported, swept)
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project)
     real_home = os.path.realpath(locations.home)

@@ -16,21 +16,22 @@ mounted would detach that sandbox's protection.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import stat
-from pathlib import Path
+
+RECORD_SUFFIX = ".paths"  # the paths, NUL-separated (json would cost every run its import)
+LEGACY_SUFFIX = ".json"  # records of stockade 0.1
 
 
 class PlaceholderGuard:
-    def __init__(self, state_dir: Path, session: str) -> None:
-        self.folder = state_dir / "placeholders"
-        self.record = self.folder / f"{session}.json"
+    def __init__(self, state_dir: str, session: str) -> None:
+        self.folder = os.path.join(state_dir, "placeholders")
+        self.record = os.path.join(self.folder, session + RECORD_SUFFIX)
         self.lock_fd = -1
 
     def __enter__(self) -> PlaceholderGuard:
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.lock_fd = os.open(self.folder / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        self.lock_fd = os.open(os.path.join(self.folder, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.lock_fd, fcntl.LOCK_SH)
         return self
 
@@ -38,7 +39,8 @@ class PlaceholderGuard:
         """Record the paths bwrap is about to create, before it starts."""
         absent = [path for path in paths if not os.path.lexists(path)]
         if absent:
-            self.record.write_text(json.dumps(absent), encoding="utf-8")
+            with open(self.record, "wb") as record:
+                record.write("\0".join(absent).encode("utf-8", "surrogateescape"))
 
     def __exit__(self, *_exc: object) -> None:
         fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
@@ -48,20 +50,37 @@ class PlaceholderGuard:
             os.close(self.lock_fd)  # another run still needs them; the last one out cleans up
             return
         try:
-            for record in self.folder.glob("*.json"):
-                _remove_recorded(record)
+            for name in os.listdir(self.folder):
+                if name.endswith((RECORD_SUFFIX, LEGACY_SUFFIX)):
+                    _remove_recorded(os.path.join(self.folder, name))
         finally:
             os.close(self.lock_fd)
 
 
-def _remove_recorded(record: Path) -> None:
+def _recorded_paths(record: str) -> list[str]:
     try:
-        paths = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        paths = []
-    for path in paths if isinstance(paths, list) else []:
-        _remove_if_placeholder(str(path))
-    record.unlink(missing_ok=True)
+        with open(record, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return []
+    if record.endswith(LEGACY_SUFFIX):
+        import json
+
+        try:
+            paths = json.loads(data)
+        except ValueError:
+            return []
+        return [str(path) for path in paths] if isinstance(paths, list) else []
+    return [path for path in data.decode("utf-8", "surrogateescape").split("\0") if path]
+
+
+def _remove_recorded(record: str) -> None:
+    for path in _recorded_paths(record):
+        _remove_if_placeholder(path)
+    try:
+        os.unlink(record)
+    except FileNotFoundError:
+        pass
 
 
 def _remove_if_placeholder(path: str) -> None:

@@ -12,11 +12,9 @@ else is never loaded: the filter is compiled again and the file replaced.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import stat
 import struct
-from pathlib import Path
 
 from stockade.profiles.errors import SandboxSetupError
 
@@ -42,12 +40,14 @@ except ImportError:
         from hashlib import sha256
 
 
-class _Version(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint), ("minor", ctypes.c_uint), ("micro", ctypes.c_uint)]
-
-
 def libseccomp_version() -> str:
-    """The runtime libseccomp's version, through dlopen (well under 1 ms)."""
+    """The runtime libseccomp's version, through dlopen (well under 1 ms, but ctypes costs
+    a few to import: the plan cache keeps this call off a cached run)."""
+    import ctypes
+
+    class _Version(ctypes.Structure):
+        _fields_ = [("major", ctypes.c_uint), ("minor", ctypes.c_uint), ("micro", ctypes.c_uint)]
+
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError as exc:
@@ -71,11 +71,18 @@ def cache_key(allow_unix: bool) -> str:
     return sha256(material.encode()).hexdigest()
 
 
-def cache_path(cache_dir: Path, allow_unix: bool) -> Path:
-    return cache_dir / f"seccomp-{cache_key(allow_unix)}.bpf"
+def cache_path(cache_dir: str | os.PathLike[str], allow_unix: bool) -> str:
+    return os.path.join(cache_dir, f"seccomp-{cache_key(allow_unix)}.bpf")
 
 
-def open_filter(cache_dir: Path, allow_unix: bool) -> int:
+def open_known(path: str) -> int | None:
+    """A cached filter whose file name the plan cache already knows; None sends the caller to open_filter."""
+    if not _is_private_dir(os.path.dirname(path)):
+        return None
+    return _open_cached(path)
+
+
+def open_filter(cache_dir: str | os.PathLike[str], allow_unix: bool) -> int:
     """A read-only fd at offset 0 on the BPF program, compiled only on a miss.
 
     The fd is not inheritable (it must not leak into the sandbox, V2): pass
@@ -126,7 +133,7 @@ def looks_like_filter(program: bytes) -> bool:
     return instructions[-1][0] & 0x07 == BPF_RET
 
 
-def _is_private_dir(cache_dir: Path) -> bool:
+def _is_private_dir(cache_dir: str | os.PathLike[str]) -> bool:
     """Only a directory of ours that nobody else can write may hold trusted files."""
     try:
         info = os.stat(cache_dir)
@@ -135,7 +142,7 @@ def _is_private_dir(cache_dir: Path) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
-def _open_cached(path: Path) -> int | None:
+def _open_cached(path: str) -> int | None:
     """The cached program as a read-only fd, or None if missing or not trustworthy."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -160,7 +167,7 @@ def _trusted_file(fd: int) -> bool:
     return looks_like_filter(os.pread(fd, info.st_size, 0))
 
 
-def _store(cache_dir: Path, path: Path, program: bytes) -> None:
+def _store(cache_dir: str | os.PathLike[str], path: str, program: bytes) -> None:
     """Write atomically (temp file, fsync, rename), mode 0400; best effort."""
     import tempfile
 
@@ -180,7 +187,7 @@ def _store(cache_dir: Path, path: Path, program: bytes) -> None:
         _unlink_quietly(temp)
 
 
-def _make_private_dir(cache_dir: Path) -> None:
+def _make_private_dir(cache_dir: str | os.PathLike[str]) -> None:
     """Create it 0700, or tighten ours; refuse one that is not ours."""
     os.makedirs(cache_dir, mode=0o700, exist_ok=True)
     info = os.stat(cache_dir)

@@ -2,27 +2,38 @@
 
 bwrap's own pid 1 reaps inside the PID namespace; when the command exits, the
 namespace ends and takes every process it started with it (ESCAPES 55).
+
+This is on every run's path, so it imports only os, time and `_signal`
+(the C core of `signal`, whose Python layer builds IntEnums at import), and
+starts bwrap with posix_spawn, or fork and exec when the child must first
+join a cgroup or a network namespace (the only time Python runs between fork and exec); subprocess would cost more to import
+than the whole sandbox takes to start.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+import _signal
 
 from stockade.profiles.errors import ExitCode, SandboxSetupError
 
-FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+FORWARDED = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1, _signal.SIGUSR2)
+# Python ignores these at start-up; an ignored signal stays ignored across exec, so
+# the child gets them back as they were (what subprocess's restore_signals does).
+RESTORED = (_signal.SIGPIPE, _signal.SIGXFSZ)
 
 
-@dataclass
 class Outcome:
-    exit_code: int
-    timed_out: bool = False
+    __slots__ = ("exit_code", "timed_out")
+
+    def __init__(self, exit_code: int, timed_out: bool = False) -> None:
+        self.exit_code = exit_code  # negative: killed by that signal
+        self.timed_out = timed_out
 
 
 def _sandbox_members(init_pid: int) -> list[int]:
@@ -35,13 +46,62 @@ def _sandbox_members(init_pid: int) -> list[int]:
 
 def _read_info(fd: int) -> int | None:
     """bwrap writes {"child-pid": N} once the sandbox is set up; EOF first means it failed."""
-    data = b""
-    with os.fdopen(fd, "rb", closefd=True) as handle:
-        data = handle.read()
+    chunks = []
     try:
-        return int(json.loads(data)["child-pid"])
-    except (ValueError, KeyError, TypeError):
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode("ascii", "replace")
+    key = text.find('"child-pid"')
+    if key < 0:
         return None
+    digits = text[text.find(":", key) + 1 :].lstrip(" \t\n").split(",")[0].split("\n")[0].split("}")[0].strip()
+    return int(digits) if digits.isdigit() else None
+
+
+def _seal_inherited_fds(keep: Sequence[int]) -> None:
+    """Make every fd we inherited close on exec, but stdio and `keep`: nothing the caller left
+    open (a directory, a socket) may reach bwrap and through it the sandbox."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return
+    for name in names:
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass  # the fd listdir itself used, already closed
+
+
+def _spawn(argv: Sequence[str], env: dict[str, str], pass_fds: Sequence[int], preexec: Callable[[], None] | None) -> int:
+    """bwrap's pid; the fds in `pass_fds` must already be inheritable."""
+    _seal_inherited_fds(pass_fds)
+    if preexec is None:
+        return os.posix_spawn(argv[0], list(argv), env, setsigdef=RESTORED)
+    errors_read, errors_write = os.pipe()  # both close on exec: EOF means the exec worked
+    pid = os.fork()
+    if pid == 0:  # the child: nothing here may return
+        try:
+            os.close(errors_read)
+            for signum in RESTORED:
+                _signal.signal(signum, _signal.SIG_DFL)
+            preexec()
+            os.execve(argv[0], list(argv), env)
+        except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then die
+            try:
+                os.write(errors_write, f"{type(exc).__name__}: {exc}".encode(errors="replace")[:4096])
+            finally:
+                os._exit(ExitCode.SETUP)
+    os.close(errors_write)
+    failure = os.read(errors_read, 4096)
+    os.close(errors_read)
+    if failure:
+        os.waitpid(pid, 0)
+        raise OSError(failure.decode(errors="replace"))
+    return pid
 
 
 def supervise(
@@ -57,7 +117,7 @@ def supervise(
     after_spawn: Callable[[], None] | None = None,
 ) -> Outcome:
     try:
-        process = subprocess.Popen(list(argv), env=env, pass_fds=tuple(pass_fds), preexec_fn=preexec, close_fds=True)
+        pid = _spawn(argv, env, pass_fds, preexec)
     except OSError as exc:
         raise SandboxSetupError(f"cannot start bwrap: {exc}") from None
     finally:
@@ -67,43 +127,58 @@ def supervise(
         try:
             after_spawn()
         except OSError as exc:
-            process.kill()
-            process.wait()
+            _kill(pid, _signal.SIGKILL)
+            os.waitpid(pid, 0)
             raise SandboxSetupError(f"cannot connect the sandbox to the network proxy: {exc}") from None
     init_pid = _read_info(info_read_fd)
     if init_pid is None:
-        code = process.wait()
+        code = _exit_code(os.waitpid(pid, 0)[1])
         raise SandboxSetupError(
             f"bwrap could not set up the sandbox (exit {code}, its message is above); run `stockade doctor`"
         )
 
     def forward(signum: int, _frame: object) -> None:
         if interactive:
-            for pid in _sandbox_members(init_pid):
-                _kill(pid, signum)
+            for member in _sandbox_members(init_pid):
+                _kill(member, signum)
         else:
             _kill(-init_pid, signum)  # bwrap --new-session made init the group leader
 
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    previous = {sig: _signal.signal(sig, forward) for sig in FORWARDED}
     # On a terminal, Ctrl-C reaches the sandbox directly; stockade just waits for it.
-    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN if interactive else forward)
+    previous[_signal.SIGINT] = _signal.signal(_signal.SIGINT, _signal.SIG_IGN if interactive else forward)
     try:
-        return _wait(process, wall_time)
+        return _wait(pid, wall_time)
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            _signal.signal(sig, handler)
 
 
-def _wait(process: subprocess.Popen[bytes], wall_time: float | None) -> Outcome:
-    deadline = None if wall_time is None else time.monotonic() + wall_time
-    while True:
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
-        try:
-            return Outcome(process.wait(timeout=remaining))
-        except subprocess.TimeoutExpired:
-            process.kill()  # bwrap dies; --die-with-parent takes pid 1 and so the namespace with it
-            process.wait()
-            return Outcome(ExitCode.SIGNAL_BASE + signal.SIGKILL, timed_out=True)
+def _wait(pid: int, wall_time: float | None) -> Outcome:
+    """bwrap's exit; at the deadline a timer kills bwrap and --die-with-parent takes the namespace."""
+    if wall_time is None:
+        return Outcome(_exit_code(os.waitpid(pid, 0)[1]))  # signals interrupt and resume it (PEP 475)
+    expired = []
+
+    def expire(_signum: int, _frame: object) -> None:
+        expired.append(True)
+        _kill(pid, _signal.SIGKILL)
+
+    previous = _signal.signal(_signal.SIGALRM, expire)
+    _signal.setitimer(_signal.ITIMER_REAL, max(wall_time, 0.001))
+    try:
+        code = _exit_code(os.waitpid(pid, 0)[1])
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, previous)
+    if expired:
+        return Outcome(ExitCode.SIGNAL_BASE + _signal.SIGKILL, timed_out=True)
+    return Outcome(code)
+
+
+def _exit_code(status: int) -> int:
+    """Like Popen.returncode: the exit status, or minus the signal that killed it."""
+    return os.waitstatus_to_exitcode(status)
 
 
 def _kill(pid: int, signum: int) -> None:

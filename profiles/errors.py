@@ -6,15 +6,17 @@ Every layer raises a subclass; `cli` catches `StockadeError` once, prints
 
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing's own flag costs every run its import; type checkers read this one the same
 if TYPE_CHECKING:
     from pathlib import Path
 
 
-class ExitCode(IntEnum):
-    """stockade's own exit codes (DESIGN.md); a command's own code passes through."""
+class ExitCode:
+    """stockade's own exit codes (DESIGN.md); a command's own code passes through.
+
+    Plain ints, not an IntEnum: this module is on every run's path and enum
+    costs a few milliseconds to import.
+    """
 
     OK = 0
     USAGE = 2  # bad usage or bad policy
@@ -27,7 +29,7 @@ class ExitCode(IntEnum):
 class StockadeError(Exception):
     """A failure stockade explains to its user in one line."""
 
-    exit_code: ExitCode = ExitCode.USAGE
+    exit_code: int = ExitCode.USAGE
 
 
 class UsageError(StockadeError):

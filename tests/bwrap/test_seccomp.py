@@ -517,7 +517,7 @@ def cache_dir(tmp_path: Path) -> Path:
 def test_cold_call_compiles_and_stores_warm_call_reads(cache_dir: Path, allow_unix: bool,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     assert open_and_read(cache_dir, allow_unix) == compiled(allow_unix)
-    path = seccomp_cache.cache_path(cache_dir, allow_unix)
+    path = Path(seccomp_cache.cache_path(cache_dir, allow_unix))
     assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o400
     assert path.read_bytes() == compiled(allow_unix)
@@ -560,7 +560,7 @@ BAD_FILES = {
 
 @pytest.mark.parametrize("kind", list(BAD_FILES))
 def test_corrupt_cache_file_is_recompiled(cache_dir: Path, kind: str) -> None:
-    path = seccomp_cache.cache_path(cache_dir, False)
+    path = Path(seccomp_cache.cache_path(cache_dir, False))
     cache_dir.mkdir(parents=True, mode=0o700)
     path.write_bytes(BAD_FILES[kind]())
     path.chmod(0o400)
@@ -571,7 +571,7 @@ def test_corrupt_cache_file_is_recompiled(cache_dir: Path, kind: str) -> None:
 def plant_wrong_filter(cache_dir: Path, mode: int) -> Path:
     """A well-formed but weaker program (allow_unix) where the strict one belongs."""
     cache_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
-    path = seccomp_cache.cache_path(cache_dir, False)
+    path = Path(seccomp_cache.cache_path(cache_dir, False))
     path.write_bytes(compiled(True))
     path.chmod(mode)
     return path
@@ -598,7 +598,7 @@ def test_symlinked_cache_file_is_not_followed(cache_dir: Path, tmp_path: Path) -
     elsewhere.write_bytes(compiled(True))
     elsewhere.chmod(0o400)
     cache_dir.mkdir(parents=True, mode=0o700)
-    path = seccomp_cache.cache_path(cache_dir, False)
+    path = Path(seccomp_cache.cache_path(cache_dir, False))
     path.symlink_to(elsewhere)
     assert open_and_read(cache_dir, False) == compiled(False)
     assert not path.is_symlink() and elsewhere.read_bytes() == compiled(True)
@@ -637,7 +637,9 @@ def test_missing_libseccomp_is_a_setup_error(cache_dir: Path, monkeypatch: pytes
     def no_library(name: str, *args: object, **kwargs: object) -> None:
         raise OSError(f"{name}: cannot open shared object file")
 
-    monkeypatch.setattr(seccomp_cache.ctypes, "CDLL", no_library)
+    import ctypes
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
     with pytest.raises(SandboxSetupError, match="libseccomp"):
         seccomp_cache.open_filter(cache_dir, False)
 

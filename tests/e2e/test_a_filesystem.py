@@ -491,7 +491,8 @@ def test_case_15_planted_placeholder_record_deletes_nothing_outside(vbox: Box) -
     victims = [str(vbox.outside / "empty-file"), str(vbox.outside / "empty-dir")]
     before = tree(vbox.outside)
     attack = vbox.run(
-        f"echo {q(json.dumps(victims))} > ~/.local/state/stockade/placeholders/planted.json && echo PLANTED",
+        f"echo {q(json.dumps(victims))} > ~/.local/state/stockade/placeholders/planted.json && "
+        f"printf '%s\\0%s' {q(victims[0])} {q(victims[1])} > ~/.local/state/stockade/placeholders/planted.paths && echo PLANTED",
         policy=policy_text(allow_write=[vbox.home]),
     )
     assert tree(vbox.outside) == before, f"stockade deleted {set(before) - set(tree(vbox.outside))}: {attack.stdout!r}"
