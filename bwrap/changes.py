@@ -8,15 +8,19 @@ Two kinds, both found by walking the project before and after the run:
   created or changed is moved aside into the quarantine folder.
 
 The walk before the run records every project folder with its stamp (inode,
-mtime, ctime: any entry added, removed or renamed changes them). After the
-run only folders whose stamp changed, and new ones, are listed again; the
-files seen before are stamped again one by one. A run that changed nothing
-costs one lstat per folder and imports no pattern matcher.
+mtime, ctime: any entry added, removed or renamed changes them) and a digest
+of its entries. After the run a folder with the same stamp is not listed; one
+whose stamp changed is listed, and only if its entries differ (not just the
+placeholders that came and went) are they matched against the patterns. The
+files seen before are stamped again one by one. A run that created nothing
+imports no pattern matcher.
 """
 
 from __future__ import annotations
 
 import os
+
+from stockade.bwrap import folders
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,10 +74,15 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
         except OSError:
             continue
         known = before.tree.get(folder)
-        if known is not None and known[0] == (info.st_ino, info.st_mtime_ns, info.st_ctime_ns):
+        if known is not None and known[0] == folders.folder_stamp(info):
             stack += [os.path.join(folder, name) for name in known[1]]
             continue
-        from stockade.bwrap import globs  # something changed: now the patterns are needed
+        if known is not None:  # touched: the same entries (our placeholders came and went)?
+            listed = folders.listing(folder)
+            if listed is not None and listed[0] == known[2]:
+                stack += [os.path.join(folder, name) for name in listed[1]]
+                continue
+        from stockade.bwrap import globs  # new entries: now the patterns are needed
 
         if matcher is None:
             matcher = globs.compile_patterns((*reported, *swept))

@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections import defaultdict
 
+from stockade.bwrap import folders
 from stockade.profiles.paths import glob_base, glob_to_regex, is_glob
 
 MAX_ENTRIES = 500_000  # a walk stops here; the run's notes say so
 
 
-Tree = dict[str, tuple[tuple[int, int, int], list[str]]]  # folder: (its stamp, its subfolders' names)
-
-
-def folder_stamp(info: os.stat_result) -> tuple[int, int, int]:
-    """Changes whenever an entry is added, removed or renamed in the folder."""
-    return (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+# folder: (its stamp, its subfolders' names, the digest of its entries); see folders.py
+Tree = dict[str, tuple[tuple[int, int, int], list[str], bytes]]
 
 
 def expand(patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str = "") -> tuple[dict[str, list[str]], list[str]]:
@@ -102,38 +98,18 @@ def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str
 def list_folder(folder: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None) -> tuple[int, list[str]] | None:
     """Match one folder's entries into `found`; (entries seen, subfolders to visit), None if unreadable."""
     subfolders: list[str] = []
-    seen = 0
+    words: list[str] = []
     try:
         info = os.lstat(folder)
         with os.scandir(folder) as entries:
             for entry in entries:
-                seen += 1
+                words.append(folders.entry_word(entry))
                 for pattern in patterns.matching(entry.name, entry.path):
                     found[pattern].append(entry.path)
-                if entry.is_dir(follow_symlinks=False) and (not AS_ROOT or sandbox_can_enter(entry.stat(follow_symlinks=False))):
+                if folders.walked_into(entry):
                     subfolders.append(entry.path)
     except OSError:
         return None
     if tree is not None:
-        tree[folder] = (folder_stamp(info), [os.path.basename(sub) for sub in subfolders])
-    return seen, subfolders
-
-
-AS_ROOT = os.geteuid() == 0
-
-
-def sandbox_can_enter(folder: os.stat_result) -> bool:
-    """Whether root inside the sandbox's user namespace can enter this folder.
-
-    Only uid 0 and gid 0 are mapped there, and capabilities do not apply to
-    files of unmapped owners, so another user's 0700 folder is closed to
-    the sandbox (and to bwrap setting it up) though host root walks it.
-    Nothing inside it can be reached, so nothing inside needs a mount.
-    """
-    if folder.st_uid == 0 and folder.st_gid == 0:
-        return True
-    if folder.st_uid == 0:
-        return bool(folder.st_mode & stat.S_IXUSR)
-    if folder.st_gid == 0:
-        return bool(folder.st_mode & stat.S_IXGRP)
-    return bool(folder.st_mode & stat.S_IXOTH)
+        tree[folder] = (folders.folder_stamp(info), [os.path.basename(sub) for sub in subfolders], folders.digest(words))
+    return len(words), subfolders

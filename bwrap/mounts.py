@@ -20,7 +20,7 @@ from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.floor import floor_for, is_folder_entry, takes_placeholder
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
-from stockade.profiles.paths import is_within
+from stockade.profiles.paths import glob_base, is_glob, is_within
 
 DEFAULT_TMP_SIZE = 1 << 30
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -52,6 +52,8 @@ class View:
     project: str = "/"
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
     watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project
+    # the project walk's patterns and, per folder, what of it the plan depends on (plan_cache.py)
+    walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = ((), {})
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -148,6 +150,7 @@ def plan_view(
     view.notes += walk_notes
     view.watched = changes.from_matches(reported, swept, matches, tree or None)
     view.watch_patterns = (reported, swept)
+    view.walk = _walk_summary(project, matches, tree)
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project)
     real_home = os.path.realpath(locations.home)
@@ -171,6 +174,17 @@ def plan_view(
     for path in sorted(dict.fromkeys(hidden), key=len):  # outer masks first; anything inside one is hidden already
         _mask(view, path, roots)
     return view
+
+
+def _walk_summary(
+    project: str, matches: dict[str, list[str]], tree: globs.Tree
+) -> tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
+    """(the patterns walked from the project, {folder: (subfolders, names matching one of them)})."""
+    from stockade.bwrap.plan_cache import matched_names, summarise
+
+    walked = tuple(p for p in matches if is_glob(p) and glob_base(p) == project)
+    names = matched_names({pattern: matches[pattern] for pattern in walked})
+    return walked, {folder: summarise(subfolders, names.get(folder, ())) for folder, (_stamp, subfolders, _digest) in tree.items()}
 
 
 def _nested_repository_files(git_entries: list[str], roots: list[str]) -> list[str]:

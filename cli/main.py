@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from stockade.profiles.errors import ExitCode, StockadeError
@@ -29,10 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stockade {VERSION}")
         return 0
     if args and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:]))):
-        from stockade.cli.run_command import run
-
         try:
-            return run(args[1:])
+            return _run(args[1:])
         except StockadeError as error:
             _report(error, debug)
             return int(error.exit_code)
@@ -45,6 +44,27 @@ def main(argv: list[str] | None = None) -> int:
     from stockade.cli.app import run_app
 
     return run_app(args, debug=debug)
+
+
+def _run(argv: list[str]) -> int:
+    """A stored plan whose inputs are unchanged runs without planning (bwrap/plan_cache.py)."""
+    if sys.platform.startswith("linux"):
+        from stockade.bwrap import plan_cache
+        from stockade.cli.run_options import limited, parse_run_args
+
+        args = parse_run_args(argv)
+        found = plan_cache.cached_launch(args) if plan_cache.enabled(args) else None
+        if found is not None:
+            from stockade.bwrap.execute import execute
+
+            launch, note = found
+            if note and not args.quiet:
+                print(note, file=sys.stderr)
+            session = os.urandom(6).hex()
+            return limited(args.max_output, lambda: execute(launch, session))
+    from stockade.cli.run_command import run
+
+    return run(argv)
 
 
 def _run_options_part(args: list[str]) -> list[str]:

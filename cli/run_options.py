@@ -1,22 +1,32 @@
 """The options of `stockade run`, as one table both parsers use.
 
 `stockade run` sits in front of every command an agent runs, so it is parsed
-by a small hand-written parser (`run_command`) that imports no Typer or Rich;
+by the small hand-written parser below, which imports no Typer or Rich;
 the Typer `run` command exists for help text. A test checks they agree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+
+from stockade.profiles.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
-@dataclass(frozen=True)
 class RunOption:
-    dest: str
-    flags: tuple[str, ...]
-    takes_value: bool
-    help: str
-    metavar: str = ""
+    """One option (a plain class: this module is on every run's path)."""
+
+    __slots__ = ("dest", "flags", "takes_value", "help", "metavar")
+
+    def __init__(self, dest: str, flags: tuple[str, ...], takes_value: bool, help: str, metavar: str = "") -> None:
+        self.dest = dest
+        self.flags = flags
+        self.takes_value = takes_value
+        self.help = help
+        self.metavar = metavar
 
 
 RUN_OPTIONS: tuple[RunOption, ...] = (
@@ -32,3 +42,89 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
 )
 
 BY_FLAG: dict[str, RunOption] = {flag: option for option in RUN_OPTIONS for flag in option.flags}
+
+
+class RunArgs:
+    """The parsed options: one attribute per RunOption.dest, and the command."""
+
+    def __init__(self) -> None:
+        self.policy: str | None = None
+        self.profile: str | None = None
+        self.shell: str | None = None
+        self.dry_run = False
+        self.quiet = False
+        self.platform: str | None = None
+        self.max_output: str | None = None
+        self.ci = False
+        self.report: str | None = None
+        self.command: list[str] = []
+
+
+def parse_run_args(argv: list[str]) -> RunArgs:
+    """Options up to `--` or the first word that is not an option; the rest is the command."""
+    args = RunArgs()
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            args.command = argv[index + 1 :]
+            break
+        flag, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        option = BY_FLAG.get(flag)
+        if option is None:
+            if word.startswith("-") and word != "-":
+                raise UsageError(f"run: unknown option {word!r}; put the command after '--' (stockade run -- {' '.join(argv[index:])})")
+            args.command = argv[index:]
+            break
+        if option.takes_value:
+            if eq:
+                value = inline
+            elif index + 1 < len(argv):
+                index += 1
+                value = argv[index]
+            else:
+                raise UsageError(f"run: {flag} needs a value ({option.metavar})")
+            setattr(args, option.dest, value)
+        elif eq:
+            raise UsageError(f"run: {flag} takes no value")
+        else:
+            setattr(args, option.dest, True)
+        index += 1
+    if args.shell is not None:
+        if args.command:
+            raise UsageError("run: give either -c 'STRING' or a command after '--', not both")
+        args.command = ["/bin/sh", "-c", args.shell]
+    if not args.command:
+        raise UsageError("run: no command given; usage: stockade run [OPTIONS] -- COMMAND [ARGS...]")
+    if args.platform not in (None, "linux", "darwin"):
+        raise UsageError(f"run: --platform must be linux or darwin, not {args.platform!r}")
+    if args.platform and not args.dry_run and args.platform != host_platform():
+        raise UsageError(f"run: --platform {args.platform} is for --dry-run inspection only on this {host_platform()} machine")
+    return args
+
+
+def host_platform() -> str:
+    return "darwin" if sys.platform == "darwin" else "linux"
+
+
+def max_output_bytes(value: str) -> int:
+    """--max-output as bytes ("65536", "1M")."""
+    if value.isdigit():
+        return int(value)
+    from stockade.profiles.units import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise UsageError(f"run: --max-output {value!r}: {exc}") from None
+
+
+def limited(max_output: str | None, go: Callable[[], int]) -> int:
+    """Run `go` with its output capped by --max-output (agent hooks), else untouched."""
+    if max_output is None:
+        return go()
+    limit = max_output_bytes(max_output)
+    from stockade.cli.output_limit import OutputLimit
+
+    with OutputLimit(limit):
+        return go()

@@ -10,7 +10,7 @@ import pytest
 from integration_support import World
 
 from stockade.cli.output_limit import OutputLimit
-from stockade.cli.run_command import _output_limit, parse_run_args
+from stockade.cli.run_options import max_output_bytes, parse_run_args
 from stockade.profiles.errors import UsageError
 
 
@@ -21,9 +21,9 @@ def _child(code: str) -> int:
 def test_parsed_from_the_option_table() -> None:
     args = parse_run_args(["--max-output", "1M", "--", "yes"])
     assert args.max_output == "1M" and args.command == ["yes"]
-    assert _output_limit("1M") == 1 << 20 and _output_limit("100") == 100 and _output_limit(None) is None
+    assert max_output_bytes("1M") == 1 << 20 and max_output_bytes("100") == 100
     with pytest.raises(UsageError, match="--max-output 'lots'"):
-        _output_limit("lots")
+        max_output_bytes("lots")
 
 
 def test_limit_cuts_both_streams_together_and_keeps_the_exit_status(capfd: pytest.CaptureFixture[str]) -> None:

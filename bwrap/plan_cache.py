@@ -1,0 +1,343 @@
+"""Plans of earlier runs, used again while nothing they were made from has changed.
+
+Planning a run reads the policy files, walks the project and looks at a few
+hundred paths (floor files, PATH folders, symlinks on the way); with the
+imports that takes, it costs several times what the sandbox itself does. The
+same inputs give the same plan, so a run stores its plan (an execute.Launch)
+and the next run with unchanged inputs executes it without planning.
+
+What a plan depends on, and how a later run knows it has not changed:
+- the run's options (--policy, --profile, --quiet), the working directory,
+  the whole environment, the user and groups, whether stdin is a terminal:
+  the key, compared whole;
+- every path planning asked the os module about (stat, lstat, open,
+  scandir, listdir, readlink, access): recorded while planning by wrapping
+  those functions, and stored with a stamp of each path and of every folder
+  on its way (lexical and real). A file stamp is its lstat with ctime, which
+  no one can set back; a folder's is who it is (inode, mode, owner) and, if
+  planning listed it, when its entries last changed;
+- a folder of the project walk whose entries changed is listed again: the
+  plan still holds if it has the same subfolders and the same names matching
+  the walk's patterns (a new source file changes nothing; a new `.envrc` or
+  `.git` does);
+- stockade's own code files, stamped like any other file.
+
+Anything else is not cached: runs that reach the network (the proxy session
+is per run), that allow unix sockets (the socket list is read from /proc),
+--dry-run, --ci, --report, any plan that read /proc or /sys, and every run
+while STOCKADE_NO_PLAN_CACHE is set. Plans live in stockade's cache folder,
+which every sandbox has hidden and which must be private to this user.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import marshal
+import os
+import stat
+import sys
+
+from stockade.bwrap import folders
+from stockade.bwrap.execute import Launch
+from stockade.bwrap.folders import sha256
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from stockade.bwrap.globs import Tree
+    from stockade.cli.run_options import RunArgs
+
+FORMAT = 1  # bump when what a plan holds, or how it is checked, changes
+MAX_PLANS = 64  # plans kept per user; the oldest go first
+UNCACHEABLE_ROOTS = ("/proc/", "/sys/")
+DISABLE_VARIABLE = "STOCKADE_NO_PLAN_CACHE"
+
+
+def enabled(args: RunArgs) -> bool:
+    """Whether this run may use or store a cached plan."""
+    return (
+        sys.platform.startswith("linux")
+        and not os.environ.get(DISABLE_VARIABLE)
+        and not (args.dry_run or args.ci or args.report or args.platform)
+    )
+
+
+def cache_folder(env: dict[str, str] | os._Environ[str]) -> str:
+    """profiles.locations.locate(env).cache / "plans" without importing it (a test keeps them equal)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_CACHE_HOME", "")
+    return os.path.join(base if os.path.isabs(base) else os.path.join(home, ".cache"), "stockade", "plans")
+
+
+def run_key(args: RunArgs) -> bytes:
+    """Everything outside the filesystem that planning reads, as bytes."""
+    interactive = sys.stdin is not None and _isatty(0)
+    return marshal.dumps((
+        FORMAT, args.policy, args.profile, args.quiet, os.getcwd(), sorted(os.environ.items()),
+        os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups()), interactive,
+    ))  # fmt: skip
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+# ---- stamps -------------------------------------------------------------------------------------
+
+
+def file_stamp(path: str) -> tuple[int, ...] | int | None:
+    """Full lstat for files and links, identity for folders; None if absent, the errno if unreadable."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return exc.errno
+    if stat.S_ISDIR(info.st_mode):
+        return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid)
+    return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def listing_stamp(path: str) -> tuple[int, ...] | int | None:
+    """A listed folder: its identity and when its entries last changed."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return exc.errno
+    return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _with_folders(path: str) -> list[str]:
+    """The path and every folder above it."""
+    found = [path]
+    while path not in ("/", ""):
+        path = os.path.dirname(path)
+        found.append(path)
+    return found
+
+
+# ---- recording what planning looks at -----------------------------------------------------------
+
+
+class Recorder:
+    """Notes every path the wrapped os functions are asked about, until stopped.
+
+    Wrapping the module attributes catches os.path (which calls os.stat and
+    os.lstat), pathlib and open, so no planning code has to remember to
+    report what it read; a call relative to a directory fd cannot be
+    stamped and makes the plan uncacheable.
+    """
+
+    LOOKED_AT = ("stat", "lstat", "access", "readlink", "open")
+    LISTED = ("scandir", "listdir")
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.listed: set[str] = set()
+        self.complete = True
+        self._saved: list[tuple[object, str, object]] = []
+
+    def start(self) -> Recorder:
+        for name in self.LOOKED_AT:
+            self._wrap(os, name, self.paths)
+        for name in self.LISTED:
+            self._wrap(os, name, self.listed)
+        self._wrap(builtins, "open", self.paths)
+        self._wrap(io, "open", self.paths)
+        return self
+
+    def stop(self) -> None:
+        while self._saved:
+            owner, name, original = self._saved.pop()
+            setattr(owner, name, original)
+
+    def _wrap(self, owner: object, name: str, into: set[str]) -> None:
+        original: Callable[..., object] = getattr(owner, name)
+        self._saved.append((owner, name, original))
+
+        def wrapped(*args: object, **kwargs: object) -> object:
+            self._note(args[0] if args else ".", kwargs.get("dir_fd"), into)
+            return original(*args, **kwargs)
+
+        setattr(owner, name, wrapped)
+
+    def _note(self, path: object, dir_fd: object, into: set[str]) -> None:
+        if isinstance(path, int):
+            return  # an fd stockade opened by path: that open was noted
+        if dir_fd is not None:
+            self.complete = False
+            return
+        try:
+            name = os.fsdecode(path)  # type: ignore[arg-type]
+        except TypeError:
+            self.complete = False
+            return
+        into.add(os.path.normpath(os.path.join(os.getcwd(), name)))
+
+
+# ---- storing and loading ------------------------------------------------------------------------
+
+
+def store(key: bytes, launch: Launch, recorder: Recorder, walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]], note: str | None) -> bool:
+    """Keep this plan for later runs; False (and nothing written) when it cannot be checked later.
+
+    `walk` is (the project walk's patterns, {folder: (subfolder names, matching names)}).
+    """
+    if not recorder.complete or launch.network or launch.allow_unix:
+        return False
+    looked_at = recorder.paths | recorder.listed | set(_own_code())
+    if any(path.startswith(UNCACHEABLE_ROOTS) or path in ("/proc", "/sys") for path in looked_at):
+        return False
+    paths: set[str] = set()
+    for path in looked_at:
+        paths.update(_with_folders(path))
+        paths.update(_with_folders(os.path.realpath(path)))
+    listed = {path: listing_stamp(path) for path in sorted(recorder.listed)}
+    entry = {
+        "key": key,
+        "files": [(path, file_stamp(path)) for path in sorted(paths)],
+        "listed": listed,
+        "walk": walk,
+        "launch": launch.to_data(),
+        "note": note,
+    }
+    return _write(cache_folder(os.environ), key, marshal.dumps(entry))
+
+
+def load(key: bytes) -> tuple[Launch, str | None] | None:
+    """The stored plan for this key if every stamp still matches; None otherwise."""
+    entry = _read(cache_folder(os.environ), key)
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    try:
+        if not all(file_stamp(path) == stamp for path, stamp in entry["files"]):
+            return None
+        launch = Launch(**entry["launch"])
+        changed = [path for path, stamp in entry["listed"].items() if listing_stamp(path) != stamp]
+        changed = [path for path in changed if not _same_entries(path, launch.tree)]
+        if changed and not _walk_unchanged(changed, *entry["walk"]):
+            return None
+        return launch, entry["note"]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _same_entries(folder: str, tree: Tree | None) -> bool:
+    """A folder that was touched but holds the same entries (placeholders came and went)."""
+    known = (tree or {}).get(folder)
+    if known is None:
+        return False
+    listed = folders.listing(folder)
+    return listed is not None and listed[0] == known[2]
+
+
+def _walk_unchanged(changed: list[str], patterns: tuple[str, ...], summaries: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> bool:
+    """Folders whose entries changed still have what the plan was made from."""
+    from stockade.bwrap import globs  # only now: a changed folder needs the patterns
+
+    matcher = globs.compile_patterns(patterns)
+    for folder in changed:
+        if folder not in summaries:
+            return False  # listed by something other than the project walk
+        found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
+        listed = globs.list_folder(folder, matcher, found, None)
+        if listed is None or summarise(listed[1], matched_names(found).get(folder, ())) != summaries[folder]:
+            return False
+    return True
+
+
+def matched_names(found: dict[str, list[str]]) -> dict[str, set[str]]:
+    """{folder: names in it that matched a pattern}."""
+    names: dict[str, set[str]] = {}
+    for paths in found.values():
+        for path in paths:
+            folder, name = os.path.split(path)
+            names.setdefault(folder, set()).add(name)
+    return names
+
+
+def summarise(subfolders: Iterable[str], names: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What of one folder's entries the plan depends on: its subfolders and the names matching a pattern."""
+    return tuple(sorted(os.path.basename(sub) for sub in subfolders)), tuple(sorted(names))
+
+
+def _own_code() -> list[str]:
+    """stockade's loaded modules: a plan from other code is not this code's plan."""
+    return [module.__file__ for name, module in list(sys.modules.items()) if name.startswith("stockade") and getattr(module, "__file__", None)]  # type: ignore[misc]
+
+
+def _plan_file(folder: str, key: bytes) -> str:
+    return os.path.join(folder, sha256(key).hexdigest() + ".plan")
+
+
+def _read(folder: str, key: bytes) -> object:
+    """The stored entry, only from a folder and file that are this user's alone."""
+    try:
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            return None
+        fd = os.open(_plan_file(folder, key), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            return None
+        data = os.pread(fd, info.st_size, 0)
+        return marshal.loads(data)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write(folder: str, key: bytes, data: bytes) -> bool:
+    """Atomically (temp file, rename) in a 0700 folder; best effort."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            return False
+        if info.st_mode & 0o077:
+            os.chmod(folder, 0o700)
+        target = _plan_file(folder, key)
+        temp = f"{target}.{os.getpid()}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+        _forget_oldest(folder)
+        return True
+    except OSError:
+        return False
+
+
+def _forget_oldest(folder: str) -> None:
+    plans = [entry for entry in os.scandir(folder) if entry.name.endswith(".plan")]
+    if len(plans) <= MAX_PLANS:
+        return
+    plans.sort(key=lambda entry: entry.stat(follow_symlinks=False).st_mtime_ns)
+    for entry in plans[: len(plans) - MAX_PLANS]:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def cached_launch(args: RunArgs) -> tuple[Launch, str | None] | None:
+    """The stored plan for this run, with its command, if it still holds; else None (the caller plans)."""
+    found = load(run_key(args))
+    if found is not None:
+        found[0].command = list(args.command)
+    return found

@@ -1,0 +1,137 @@
+"""The plan cache (bwrap/plan_cache.py) through real runs: a second run with unchanged inputs
+skips planning, and every change a plan depends on makes the next run plan again.
+
+Each security case runs once to store a plan, changes one input on the host, then attacks:
+the attack must fail as it would against a fresh plan, and a control shows the same run works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from boxes import Box
+from escapes import policy_text, q
+
+PLANNED = "stockade.cli.run_command"  # imported only when a run plans
+
+PROBE = (
+    "import sys\n"
+    "from stockade.cli.main import main\n"
+    "code = main(sys.argv[1:])\n"
+    f"print('PLANNED' if {PLANNED!r} in sys.modules else 'CACHED', file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def run(box: Box, script: str, *, policy: Path | None = None, env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """`stockade run` in-process of a small probe that says whether this run planned."""
+    words = [sys.executable, "-c", PROBE, "run", *options]
+    if policy is not None:
+        words += ["--policy", str(policy)]
+    return subprocess.run([*words, "--", "/bin/sh", "-c", script], cwd=box.project, env={**box.env, **(env or {})},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def planned(result: subprocess.CompletedProcess[str]) -> bool:
+    return "PLANNED" in result.stderr.splitlines()[-1]
+
+
+def test_second_run_uses_the_stored_plan_and_behaves_the_same(vbox: Box) -> None:
+    first = run(vbox, "echo one > made.txt; cat ~/.ssh/id_test 2>/dev/null || echo SSH-DENIED")
+    second = run(vbox, "echo two >> made.txt; cat ~/.ssh/id_test 2>/dev/null || echo SSH-DENIED")
+    assert planned(first) and not planned(second), (first.stderr, second.stderr)
+    assert "SSH-DENIED" in first.stdout and "SSH-DENIED" in second.stdout
+    assert (vbox.project / "made.txt").read_text() == "one\ntwo\n"
+    off = run(vbox, "true", env={"STOCKADE_NO_PLAN_CACHE": "1"})
+    assert planned(off), off.stderr
+
+
+def test_exit_codes_and_summary_are_the_same_from_a_stored_plan(vbox: Box) -> None:
+    run(vbox, "true")
+    result = run(vbox, "touch Makefile; exit 7")
+    assert not planned(result) and result.returncode == 7, result
+    assert "Makefile (created)" in result.stderr, result.stderr
+
+
+def test_a_repository_made_on_the_host_between_runs_is_protected_in_the_next(vbox: Box) -> None:
+    """A stale plan would not know sub/.git, so its hooks would be writable in the second run."""
+    run(vbox, "true")
+    subprocess.run(["git", "init", "-q", str(vbox.project / "sub")], check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(vbox.home)})
+    hook = vbox.project / "sub" / ".git" / "hooks" / "pre-commit"
+    attack = run(vbox, f"echo evil > {q(str(hook))} && echo WROTE")
+    assert planned(attack), attack.stderr
+    assert "WROTE" not in attack.stdout and not hook.exists(), attack
+    control = run(vbox, "echo ok > sub/file && echo CONTROL")
+    assert "CONTROL" in control.stdout and not planned(control), control
+
+
+def test_a_source_file_created_between_runs_keeps_the_stored_plan(vbox: Box) -> None:
+    run(vbox, "true")
+    (vbox.project / "new.py").write_text("print(1)\n")
+    (vbox.project / "pkg").mkdir()
+    again = run(vbox, "cat new.py")
+    assert "print(1)" in again.stdout
+    assert planned(again), "a new folder is a new part of the walk: plan again"
+    (vbox.project / "other.py").write_text("print(2)\n")
+    third = run(vbox, "cat other.py")
+    assert "print(2)" in third.stdout and not planned(third), third.stderr
+
+
+def test_a_narrowed_policy_is_enforced_on_the_next_run(vbox: Box) -> None:
+    policy = vbox.policy(policy_text(allow_write=[vbox.outside]))
+    control = run(vbox, f"echo x > {q(str(vbox.outside / 'w1'))} && echo WROTE", policy=policy)
+    assert "WROTE" in control.stdout, control
+    policy.write_text(policy_text())
+    attack = run(vbox, f"echo x > {q(str(vbox.outside / 'w2'))} && echo WROTE", policy=policy)
+    assert planned(attack) and "WROTE" not in attack.stdout and not (vbox.outside / "w2").exists(), attack
+
+
+def test_a_user_config_written_between_runs_applies_to_the_next(vbox: Box) -> None:
+    run(vbox, "true")
+    config = vbox.home / ".config" / "stockade" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(policy_text(deny_read=[vbox.outside]))
+    attack = run(vbox, f"cat {q(str(vbox.outside / 'secret.txt'))} || echo DENIED")
+    assert planned(attack) and "CANARY-O" not in attack.stdout and "DENIED" in attack.stdout, attack
+
+
+def test_a_secret_in_the_environment_is_withheld_from_a_stored_plan(vbox: Box) -> None:
+    run(vbox, "true")
+    attack = run(vbox, "echo key=${AWS_SECRET_ACCESS_KEY:-none}", env={"AWS_SECRET_ACCESS_KEY": "CANARY-ENV"})
+    assert "CANARY-ENV" not in attack.stdout and "key=none" in attack.stdout, attack
+    control = run(vbox, "echo lang=$LANG", env={"AWS_SECRET_ACCESS_KEY": "CANARY-ENV"})
+    assert "lang=C.UTF-8" in control.stdout and not planned(control), control
+
+
+def test_a_floor_file_planted_by_the_first_run_does_not_survive_into_the_second(vbox: Box) -> None:
+    """The first run tries to leave a runs-later file for the host; the stored plan must not help it."""
+    first = run(vbox, "mkdir -p fresh && git init -q fresh 2>/dev/null; echo evil > fresh/.git/hooks/pre-commit; echo DONE")
+    assert "DONE" in first.stdout
+    assert not (vbox.project / "fresh" / ".git" / "hooks" / "pre-commit").exists(), first.stderr
+    second = run(vbox, "echo evil > fresh/.git/hooks/pre-commit && echo WROTE")
+    assert "WROTE" not in second.stdout, second
+
+
+def test_a_plan_file_that_is_not_private_is_ignored(vbox: Box) -> None:
+    run(vbox, "true")
+    plans = vbox.home / ".cache" / "stockade" / "plans"
+    stored = next(plans.glob("*.plan"))
+    stored.chmod(0o644)
+    again = run(vbox, "echo RAN")
+    assert "RAN" in again.stdout and planned(again), again
+    stored.write_bytes(b"\x00garbage")
+    stored.chmod(0o600)
+    broken = run(vbox, "echo RAN")
+    assert "RAN" in broken.stdout and planned(broken), broken
+
+
+def test_the_cache_folder_rule_matches_locations() -> None:
+    from stockade.bwrap.plan_cache import cache_folder
+    from stockade.profiles.locations import locate
+
+    for env in ({"HOME": "/h"}, {"HOME": "/h", "XDG_CACHE_HOME": "/c"}, {"HOME": "/h", "XDG_CACHE_HOME": "relative"}):
+        assert cache_folder(env) == os.path.join(locate(env).cache, "plans"), json.dumps(env)
