@@ -8,7 +8,9 @@ hot path of every run, and ten dataclasses cost ~5 ms to create at import.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+TYPE_CHECKING = False  # collections.abc would cost the hot path its import
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 class Piece:

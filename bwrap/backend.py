@@ -172,13 +172,14 @@ class BwrapBackend:
 
 def launch_of(plan: BwrapPlan) -> Launch:
     """The plan as plain data: what execute needs, and what the plan cache stores."""
+    from stockade.bwrap.execute import environment
     from stockade.bwrap.seccomp_cache import cache_path
 
     view, limits = plan.view, plan.policy.limits
     cache_dir = str(plan.locations.cache)
     return Launch(
         bwrap=plan.bwrap,
-        args=bw.encode(plan.pieces),
+        args=bw.encode([*plan.pieces, *environment(plan.env)]),
         command=list(plan.command),
         env=dict(plan.env),
         cwd=plan.cwd,

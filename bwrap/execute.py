@@ -39,7 +39,7 @@ class Launch:
     """Everything one run needs once the policy is planned, as plain data."""
 
     bwrap: str
-    args: bytes  # bwrap's options up to --chdir, encoded (args.encode)
+    args: bytes  # bwrap's options up to --chdir and the environment, encoded (args.encode)
     command: list[str]
     env: dict[str, str]  # the sandbox's environment
     cwd: str
@@ -143,7 +143,8 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None) -> Callable[[], None] | N
     return child
 
 
-def _environment(env: dict[str, str]) -> list[bw.Piece]:
+def environment(env: dict[str, str]) -> list[bw.Piece]:
+    """--clearenv and one --setenv per variable: bwrap sets them after it started (see BWRAP_ENV)."""
     return [bw.Flag("--clearenv"), *(bw.SetEnv(name, value) for name, value in sorted(env.items()))]
 
 
@@ -172,7 +173,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     seccomp_fd = _seccomp_fd(launch)
     info_read, info_write = os.pipe()
     os.set_inheritable(info_write, True)
-    tail = [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write), *_environment(launch.env)]
+    tail = [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write)]
     args_fd = _args_fd(launch.args + bw.encode(tail))
     argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)

@@ -72,12 +72,16 @@ def cache_folder(env: dict[str, str] | os._Environ[str]) -> str:
 
 
 def run_key(args: RunArgs) -> bytes:
-    """Everything outside the filesystem that planning reads, as bytes."""
+    """Everything outside the filesystem that planning reads, as bytes.
+
+    repr, not marshal: marshal's bytes for equal values vary between processes
+    (it shares references), and the key is hashed into the file name.
+    """
     interactive = sys.stdin is not None and _isatty(0)
-    return marshal.dumps((
+    return repr((
         FORMAT, args.policy, args.profile, args.quiet, os.getcwd(), sorted(os.environ.items()),
         os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups()), interactive,
-    ))  # fmt: skip
+    )).encode("utf-8", "surrogateescape")  # fmt: skip
 
 
 def _isatty(fd: int) -> bool:
