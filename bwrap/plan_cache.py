@@ -196,7 +196,7 @@ def store(key: bytes, launch: Launch, recorder: Recorder, walk: tuple[tuple[str,
     """
     if not recorder.complete or launch.network or launch.allow_unix:
         return False
-    looked_at = recorder.paths | recorder.listed | set(_own_code())
+    looked_at = recorder.paths | recorder.listed | set(_own_code()) | set(_loaded_libseccomp())
     if any(path.startswith(UNCACHEABLE_ROOTS) or path in ("/proc", "/sys") for path in looked_at):
         return False
     paths: set[str] = set()
@@ -275,6 +275,15 @@ def summarise(subfolders: Iterable[str], names: Iterable[str]) -> tuple[tuple[st
 def _own_code() -> list[str]:
     """stockade's loaded modules: a plan from other code is not this code's plan."""
     return [module.__file__ for name, module in list(sys.modules.items()) if name.startswith("stockade") and getattr(module, "__file__", None)]  # type: ignore[misc]
+
+
+def _loaded_libseccomp() -> list[str]:
+    """The libseccomp this process loaded (the seccomp filter's file name depends on its version)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return sorted({line.split(None, 5)[5].strip() for line in maps if "libseccomp" in line and line.count(" ") >= 5})
+    except (OSError, IndexError):
+        return []
 
 
 def _plan_file(folder: str, key: bytes) -> str:
