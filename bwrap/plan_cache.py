@@ -94,14 +94,21 @@ def _isatty(fd: int) -> bool:
 # ---- stamps -------------------------------------------------------------------------------------
 
 
-def file_stamp(path: str) -> tuple[int, ...] | int | None:
-    """Full lstat for files and links, identity for folders; None if absent, the errno if unreadable."""
+def _lstat(path: str) -> os.stat_result | int | None:
+    """lstat, or None if absent, or the errno if it cannot be looked at."""
     try:
-        info = os.lstat(path)
+        return os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         return exc.errno
+
+
+def file_stamp(path: str) -> tuple[int, ...] | int | None:
+    """Full lstat for files and links, identity for folders; None if absent, the errno if unreadable."""
+    info = _lstat(path)
+    if not isinstance(info, os.stat_result):
+        return info
     if stat.S_ISDIR(info.st_mode):
         return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid)
     return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -109,12 +116,9 @@ def file_stamp(path: str) -> tuple[int, ...] | int | None:
 
 def listing_stamp(path: str) -> tuple[int, ...] | int | None:
     """A listed folder: its identity and when its entries last changed."""
-    try:
-        info = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        return exc.errno
+    info = _lstat(path)
+    if not isinstance(info, os.stat_result):
+        return info
     return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_mtime_ns, info.st_ctime_ns)
 
 

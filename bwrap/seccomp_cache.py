@@ -16,6 +16,7 @@ import os
 import stat
 import struct
 
+from stockade.bwrap.folders import sha256  # CPython's own: hashlib would load OpenSSL first
 from stockade.profiles.errors import SandboxSetupError
 
 # Bump whenever seccomp.py changes what the filter does: cached BPF from an
@@ -29,15 +30,6 @@ MAX_INSNS = 4096  # BPF_MAXINSNS: the kernel refuses longer programs
 BPF_JMP = 0x05  # instruction classes and the one unconditional jump
 BPF_RET = 0x06
 BPF_JA = 0x00
-
-
-try:  # CPython's own sha256: hashlib would load OpenSSL first, 3-5 ms on every run
-    from _sha256 import sha256  # 3.11
-except ImportError:
-    try:
-        from _sha2 import sha256  # 3.12 and later
-    except ImportError:
-        from hashlib import sha256
 
 
 def libseccomp_version() -> str:
