@@ -159,7 +159,9 @@ def comparisons(section: Section) -> list[str]:
             continue
         factor = a.median / b.median if section.unit.higher_is_better else b.median / a.median
         shown = f"{section.unit.show(a.median)} vs {section.unit.show(b.median)} {section.unit.label}"
-        if factor >= 1:
+        if 0.95 < factor < 1.05:
+            lines.append(f"stockade and srt are within 5% of each other ({ours} vs {theirs}: {shown})")
+        elif factor >= 1:
             lines.append(f"stockade is {factor:.1f}x faster than srt ({ours} vs {theirs}: {shown})")
         else:
             lines.append(f"stockade is {1 / factor:.1f}x slower than srt ({ours} vs {theirs}: {shown})")

@@ -49,7 +49,7 @@ class Plan:
     startup_runs: int = 20
     loop_runs: int = 3
     loop_count: int = 100
-    file_runs: int = 5
+    file_runs: int = 3
     file_count: int = 10_000
     download_runs: int = 5
     size_mb: int = 200
@@ -59,13 +59,13 @@ class Plan:
 
 def make_plan(runs: int | None, quick: bool) -> Plan:
     """--runs sets the short workloads' rounds; the long ones (a 100-command loop, 200 MB) take a share of it."""
-    plan = Plan(size_mb=50, loop_count=20, request_count=50) if quick else Plan()
+    plan = Plan(size_mb=50, loop_count=20, request_count=50, file_count=2000) if quick else Plan()
     base = runs if runs is not None else (5 if quick else plan.startup_runs)
 
     def share(n: int, least: int = 1) -> int:
         return max(least, -(-base // n))
 
-    return replace(plan, startup_runs=base, loop_runs=share(7), file_runs=share(4, 2), download_runs=share(4, 2), request_runs=share(7))
+    return replace(plan, startup_runs=base, loop_runs=share(7), file_runs=share(7, 3), download_runs=share(4, 2), request_runs=share(7))
 
 
 @dataclass
@@ -128,7 +128,8 @@ def loop(bench: Bench) -> list[Section]:
     names = [BARE, BWRAP, OFF, WARM, SRT_OFF]
     contenders = [replace(c, argv=["/bin/sh", "-c", script, "loop", *c.argv]) for c in bench.contenders("loop", names, lambda tool, project: [TRUE])]
     note = (f"A shell loop running {count} separate sandboxed `true`, one after another (what an agent does all day), "
-            f"timed as a whole; median of {count_of(runs, 'round')}, and the median per command.")  # fmt: skip
+            f"timed as a whole; median of {count_of(runs, 'round')}, and the median per command. srt runs with its "
+            "network off only: it starts the same proxies either way (see the startup table).")  # fmt: skip
     return [Section(f"{count} short sandboxed commands in a loop", note, SECONDS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF), (WARM, SRT_OFF)], per=count)]
 
 
@@ -144,7 +145,7 @@ def files(bench: Bench) -> list[Section]:
     contenders = bench.contenders("files", [BARE, BWRAP, OFF, SRT_OFF], lambda tool, project: [HOST_PYTHON, str(script), str(count)], clear)
     note = (f"One sandboxed `python3` that writes {count:,} files of 200 bytes into the project, then reads them all "
             f"back; median of {count_of(runs, 'round')}, each in a fresh folder (the last one's removed and synced to disk, untimed).")  # fmt: skip
-    return [Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF)])]
+    return [Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF)])]
 
 
 def import_json(bench: Bench) -> list[Section]:
@@ -250,7 +251,10 @@ def plot(sections: list[Section], path: Path) -> str:
     shown = [s for s in startup_section.series if s.name in (BWRAP, OFF, WARM, SRT_OFF, SRT_NET)]
     figure, axes = plt.subplots(figsize=(9, 4.8), dpi=110)
     data = [[v * 1000 for v in s.values] for s in shown]
-    axes.boxplot(data, vert=False, showfliers=False, widths=0.6)
+    try:
+        axes.boxplot(data, orientation="horizontal", showfliers=False, widths=0.6)
+    except TypeError:  # matplotlib before 3.10
+        axes.boxplot(data, vert=False, showfliers=False, widths=0.6)
     axes.set_yticks(range(1, len(shown) + 1), [s.name for s in shown])
     for row, values in enumerate(data, start=1):
         offsets = [row + ((i % 7) - 3) * 0.03 for i in range(len(values))]
@@ -325,7 +329,7 @@ def main() -> None:
             raise SystemExit(f"bench/run_all.py needs {tool}")
 
     plan = make_plan(args.runs, args.quick)
-    started, clock = datetime.datetime.now(datetime.timezone.utc), time.monotonic()
+    started, clock, start_load = datetime.datetime.now(datetime.timezone.utc), time.monotonic(), os.getloadavg()[0]
     srt_binary, srt_notes = find_srt(args.with_srt, args.srt_version)
     world = World.create()
     origins = Origins.start(world.root, plan.size_mb)
@@ -342,7 +346,8 @@ def main() -> None:
         origins.stop()
         world.remove()
 
-    notes = [*srt_notes, *policy_notes(srt)]
+    load = f"load average {start_load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+    notes = [*srt_notes, *policy_notes(srt), f"Machine {load} (the bench does not stop other work; rerun on a quiet machine)."]
     command_line = "python bench/run_all.py" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
     write = not (args.only or args.no_write)
     image = plot(sections, HERE / "startup.png") if write else ""

@@ -204,7 +204,8 @@ def install_srt(spec: str) -> Path:
 def find_srt(install: bool, spec: str) -> tuple[Path | None, list[str]]:
     """srt's binary (installed when asked, else from PATH) and notes for the report: how it was found or why not."""
     missing, installed_note = srt_missing_tools(install)
-    notes = [installed_note] if installed_note else []
+    notes = ["srt on Linux needs bwrap, socat and ripgrep (Debian: bubblewrap socat ripgrep; --with-srt apt-gets the missing ones as root)"]
+    notes += [installed_note] if installed_note else []
     if missing:
         return None, [*notes, f"srt skipped: it needs {', '.join(missing)} (apt-get install {' '.join(missing)})"]
     if install:

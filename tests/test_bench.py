@@ -39,6 +39,11 @@ def test_comparison_says_faster_or_slower_by_the_medians() -> None:
     assert "| srt | 200 | 200 | 200 | 2.00x |" in render(speeds)
 
 
+def test_close_medians_are_called_close() -> None:
+    section = Section("s", "", MS, [Series("stockade", (0.100,)), Series("srt", (0.102,))], "stockade", [("stockade", "srt")])
+    assert comparisons(section)[0].startswith("stockade and srt are within 5% of each other")
+
+
 def test_missing_srt_rows_give_no_comparison() -> None:
     section = Section("s", "", MS, [Series("stockade", (0.1,))], "stockade", [("stockade", "srt")])
     assert comparisons(section) == []
