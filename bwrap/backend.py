@@ -162,12 +162,13 @@ class BwrapBackend:
     def run(self, plan: BwrapPlan) -> int:
         from stockade.bwrap.execute import execute
 
+        launch = launch_of(plan)
         bridge = None
-        if plan.network:
+        if launch.session_rules is not None:
             from stockade.bwrap.network import Bridge
 
-            bridge = Bridge(plan.session, plan.policy, plan.locations, plan.command, plan.cwd)
-        return execute(launch_of(plan), plan.session, bridge)
+            bridge = Bridge(plan.session, launch.session_rules, plan.locations, plan.command, plan.cwd)
+        return execute(launch, plan.session, bridge)
 
 
 def launch_of(plan: BwrapPlan) -> Launch:
@@ -196,7 +197,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
         cache_dir=cache_dir,
         seccomp_file=cache_path(os.path.join(cache_dir, "seccomp"), plan.allow_unix),
         allow_unix=plan.allow_unix,
-        network=plan.network,
+        session_rules=_session_rules(plan) if plan.network else None,
         file_size=limits.file_size,
         pids=limits.pids,
         memory=limits.memory,
@@ -205,6 +206,12 @@ def launch_of(plan: BwrapPlan) -> Launch:
         interactive=plan.interactive,
         quiet=plan.quiet,
     )
+
+
+def _session_rules(plan: BwrapPlan) -> dict[str, object]:
+    from stockade.proxy.client import session_rules
+
+    return session_rules(plan.policy, plan.locations)
 
 
 def _isatty(fd: int) -> bool:

@@ -56,7 +56,7 @@ class Launch:
     cache_dir: str
     seccomp_file: str | None  # the cached filter's file, when known at planning
     allow_unix: bool
-    network: bool
+    session_rules: dict[str, object] | None  # network runs: what the proxy daemon is told (proxy.client)
     file_size: int | None  # the policy's [limits]
     pids: int | None
     memory: int | None

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from stockade.bwrap.netns import PROXY_PORT, receive_listener
 from stockade.bwrap.relay import Relay
-from stockade.profiles.locations import Locations
-from stockade.profiles.model import Policy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stockade.profiles.locations import Locations
 
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -43,7 +45,7 @@ class Bridge:
     """The daemon session and the relay of one run."""
 
     session_id: str
-    policy: Policy
+    rules: dict[str, object]  # proxy.client.session_rules of the policy
     locations: Locations
     command: tuple[str, ...]
     cwd: str
@@ -57,7 +59,7 @@ class Bridge:
         """Start (or reuse) the daemon and register this session: before bwrap starts."""
         from stockade.proxy import client
 
-        self._ticket = client.open_session(self.locations, self.session_id, list(self.command), self.cwd, self.policy)
+        self._ticket = client.open_session_with(self.locations, self.session_id, list(self.command), self.cwd, self.rules)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.channel = parent
         self.child_channel_fd = child.detach()

@@ -22,8 +22,8 @@ What a plan depends on, and how a later run knows it has not changed:
   `.git` does);
 - stockade's own code files, stamped like any other file.
 
-Anything else is not cached: runs that reach the network (the proxy session
-is per run), that allow unix sockets (the socket list is read from /proc),
+Anything else is not cached: runs that allow unix sockets (the socket list
+is read from /proc),
 --dry-run, --ci, --report, any plan that read /proc or /sys, and every run
 while STOCKADE_NO_PLAN_CACHE is set. Plans live in stockade's cache folder,
 which every sandbox has hidden and which must be private to this user.
@@ -198,7 +198,7 @@ def store(key: bytes, launch: Launch, recorder: Recorder, walk: tuple[tuple[str,
 
     `walk` is (the project walk's patterns, {folder: (subfolder names, matching names)}).
     """
-    if not recorder.complete or launch.network or launch.allow_unix:
+    if not recorder.complete or launch.allow_unix:
         return False
     looked_at = recorder.paths | recorder.listed | set(_own_code()) | set(_loaded_libseccomp())
     if any(path.startswith(UNCACHEABLE_ROOTS) or path in ("/proc", "/sys") for path in looked_at):

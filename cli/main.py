@@ -61,7 +61,13 @@ def _run(argv: list[str]) -> int:
             if note and not args.quiet:
                 print(note, file=sys.stderr)
             session = os.urandom(6).hex()
-            return limited(args.max_output, lambda: execute(launch, session))
+            bridge = None
+            if launch.session_rules is not None:
+                from stockade.bwrap.network import Bridge
+                from stockade.profiles.locations import locate
+
+                bridge = Bridge(session, launch.session_rules, locate(), tuple(launch.command), launch.cwd)
+            return limited(args.max_output, lambda: execute(launch, session, bridge))
     from stockade.cli.run_command import run
 
     return run(argv)

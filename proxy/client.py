@@ -25,12 +25,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.locations import Locations
-from stockade.profiles.model import Policy
 from stockade.proxy.control import MAX_LINE, PROXY_USER, DaemonFiles, SessionSpec, decode, encode
+
+if TYPE_CHECKING:
+    from stockade.profiles.model import Policy  # a cached run's network session never loads the policy model
 
 __all__ = [
     "ProxyDaemonError",
@@ -42,6 +44,8 @@ __all__ = [
     "end_session",
     "ensure_daemon",
     "open_session",
+    "open_session_with",
+    "session_rules",
     "proxy_authorization",
     "register_session",
 ]
@@ -151,17 +155,33 @@ def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
     return list(reply.get("denials", []))
 
 
+def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
+    """What of a policy the daemon needs for a session, as plain data (a cached plan stores it)."""
+    return {
+        "mode": policy.network.mode.value,
+        "allow": list(policy.network.allow),
+        "deny": list(policy.network.deny),
+        "audit_path": policy.audit.log or str(locations.default_audit_log),
+        "origin": policy.origin,
+    }
+
+
 def open_session(locations: Locations, session_id: str, command: list[str], cwd: str, policy: Policy) -> SessionTicket:
     """Start (or reuse) the daemon and register one run's network rules; fails closed with exit 125."""
+    return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations))
+
+
+def open_session_with(locations: Locations, session_id: str, command: list[str], cwd: str, rules: dict[str, Any]) -> SessionTicket:
+    """open_session from `session_rules` already taken from the policy."""
     spec = SessionSpec(
         session_id=session_id,
         command=command,
         cwd=cwd,
-        mode=policy.network.mode.value,
-        allow=tuple(policy.network.allow),
-        deny=tuple(policy.network.deny),
-        audit_path=policy.audit.log or str(locations.default_audit_log),
-        origin=policy.origin,
+        mode=str(rules["mode"]),
+        allow=tuple(rules["allow"]),
+        deny=tuple(rules["deny"]),
+        audit_path=str(rules["audit_path"]),
+        origin=str(rules["origin"]),
     )
     try:
         ensure_daemon(locations)
