@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.globs import Tree
     from stockade.cli.run_options import RunArgs
 
-FORMAT = 1  # bump when what a plan holds, or how it is checked, changes
+FORMAT = 2  # bump when what a plan holds, or how it is checked, changes
 MAX_PLANS = 64  # plans kept per user; the oldest go first
 UNCACHEABLE_ROOTS = ("/proc/", "/sys/")
 DISABLE_VARIABLE = "STOCKADE_NO_PLAN_CACHE"
@@ -104,12 +104,13 @@ def _lstat(path: str) -> os.stat_result | int | None:
         return exc.errno
 
 
-def file_stamp(path: str) -> tuple[int, ...] | int | None:
-    """Full lstat for files and links, identity for folders; None if absent, the errno if unreadable."""
+def file_stamp(path: str, identity: bool = False) -> tuple[int, ...] | int | None:
+    """Full lstat for files and links, identity for folders (and for files stockade itself
+    appends to between runs: the audit log); None if absent, the errno if unreadable."""
     info = _lstat(path)
     if not isinstance(info, os.stat_result):
         return info
-    if stat.S_ISDIR(info.st_mode):
+    if identity or stat.S_ISDIR(info.st_mode):
         return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid)
     return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
@@ -193,10 +194,19 @@ class Recorder:
 # ---- storing and loading ------------------------------------------------------------------------
 
 
-def store(key: bytes, launch: Launch, recorder: Recorder, walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]], note: str | None) -> bool:
+def store(
+    key: bytes,
+    launch: Launch,
+    recorder: Recorder,
+    walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]],
+    note: str | None,
+    own_files_extra: tuple[str, ...] = (),
+) -> bool:
     """Keep this plan for later runs; False (and nothing written) when it cannot be checked later.
 
-    `walk` is (the project walk's patterns, {folder: (subfolder names, matching names)}).
+    `walk` is (the project walk's patterns, {folder: (subfolder names, matching names)});
+    `own_files_extra` are files stockade writes between runs (a custom audit log), which
+    count by identity, not content.
     """
     if not recorder.complete or launch.allow_unix:
         return False
@@ -208,9 +218,11 @@ def store(key: bytes, launch: Launch, recorder: Recorder, walk: tuple[tuple[str,
         paths.update(_with_folders(path))
         paths.update(_with_folders(os.path.realpath(path)))
     listed = {path: listing_stamp(path) for path in sorted(recorder.listed)}
+    rules = launch.session_rules or {}
+    own_files = {str(rules.get("audit_path", "")), *own_files_extra}
     entry = {
         "key": key,
-        "files": [(path, file_stamp(path)) for path in sorted(paths)],
+        "files": [(path, path in own_files, file_stamp(path, path in own_files)) for path in sorted(paths)],
         "listed": listed,
         "walk": walk,
         "launch": launch.to_data(),
@@ -225,7 +237,7 @@ def load(key: bytes) -> tuple[Launch, str | None] | None:
     if not isinstance(entry, dict) or entry.get("key") != key:
         return None
     try:
-        if not all(file_stamp(path) == stamp for path, stamp in entry["files"]):
+        if not all(file_stamp(path, identity) == stamp for path, identity, stamp in entry["files"]):
             return None
         launch = Launch(**entry["launch"])
         changed = [path for path, stamp in entry["listed"].items() if listing_stamp(path) != stamp]

@@ -115,4 +115,5 @@ def _remember(args: RunArgs, plan: object, recorder: PlanRecorder, note: str | N
     from stockade.bwrap.backend import BwrapPlan, launch_of
 
     if isinstance(plan, BwrapPlan):
-        plan_cache.store(plan_cache.run_key(args), launch_of(plan), recorder, plan.view.walk, note)
+        audit_log = plan.policy.audit.log
+        plan_cache.store(plan_cache.run_key(args), launch_of(plan), recorder, plan.view.walk, note, (audit_log,) if audit_log else ())

@@ -1060,3 +1060,27 @@ def test_no_denied_name_was_ever_resolved(warm: NetWorld) -> None:
     allowed = {"allowed.test", "a.wild.test", "pypi.test", "rebind.wild.test", "meta.wild.test", "priv.wild.test", "xn--bcher-kva.test", "bücher.test"}
     assert asked <= allowed, asked - allowed
 
+
+
+def test_a_stored_plan_filters_the_network_the_same(warm: NetWorld) -> None:
+    """A second run with unchanged inputs executes the stored plan (bwrap/plan_cache.py), network rules
+    included: the allowed host answers, the denied one is refused with its line, both are audited."""
+    plans = warm.box.home / ".cache" / "stockade" / "plans"
+    policy = warm.box.root / "policy-stored-plan.toml"
+    policy.write_text(warm.policy("plan"))  # written once: a policy file rewritten before each run is a new input
+
+    def run(path: str) -> subprocess.CompletedProcess[str]:
+        script = f'curl -sS -o /dev/null -w "code=%{{http_code}}\\n" -x "$PX" "{path}"'
+        return warm.box.run(warm.prelude() + script, options=["--policy", str(policy)], env=warm.env)
+
+    first = run("http://allowed.test:$HP/plan1")
+    assert "code=200" in first.stdout, first
+    stored = {path: path.stat().st_mtime_ns for path in plans.glob("*.plan")}
+    assert stored, "a networked run stores its plan"
+    second = run("http://denied.test:$DP/plan2")
+    assert {path: path.stat().st_mtime_ns for path in plans.glob("*.plan")} == stored, "the second run planned again"
+    assert "code=403" in second.stdout and "network: denied denied.test" in second.stderr, second
+    third = run("http://allowed.test:$HP/plan3")
+    assert "code=200" in third.stdout, third
+    text = json.dumps(warm.records("plan"))
+    assert "plan2" in text and "plan3" in text, text[:2000]
