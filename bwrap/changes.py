@@ -85,7 +85,7 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
         from stockade.bwrap import globs  # new entries: now the patterns are needed
 
         if matcher is None:
-            matcher = globs.compile_patterns((*reported, *swept))
+            matcher = globs.Patterns((*reported, *swept))
         listed = globs.list_folder(folder, matcher, found, None)
         if listed is not None:
             stack += listed[1]

@@ -31,15 +31,15 @@ def expand(patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str =
     """
     found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
     notes: list[str] = []
-    by_base: dict[str, list[tuple[str, re.Pattern[str]]]] = defaultdict(list)
+    by_base: dict[str, list[str]] = defaultdict(list)
     for pattern in patterns:
         if not is_glob(pattern):
             if os.path.lexists(pattern):
                 found[pattern].append(pattern)
             continue
-        by_base[glob_base(pattern)].append((pattern, re.compile(glob_to_regex(pattern))))
-    for base, regexes in by_base.items():
-        if not _walk(base, regexes, found, tree if base == tree_root else None):
+        by_base[glob_base(pattern)].append(pattern)
+    for base, under in by_base.items():
+        if not _walk(base, Patterns(under), found, tree if base == tree_root else None):
             notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
             if base == tree_root and tree is not None:
                 tree.clear()  # a partial record would make every unlisted folder look new
@@ -47,40 +47,43 @@ def expand(patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str =
 
 
 class Patterns:
-    """The patterns under one base, indexed by their last path component.
+    """Glob patterns indexed by their last path component.
 
     Most entries of a big tree match nothing; a set lookup on the name (or
     one combined regex for wildcard names) rules them out before any
-    full-path regex runs.
+    full-path regex runs, and a pattern's full-path regex is compiled only
+    when some name is a candidate for it (most never are).
     """
 
-    def __init__(self, items: list[tuple[str, re.Pattern[str]]]) -> None:
-        self.by_name: dict[str, list[tuple[str, re.Pattern[str]]]] = defaultdict(list)
-        self.wild: list[tuple[str, re.Pattern[str]]] = []
+    def __init__(self, patterns: list[str] | tuple[str, ...]) -> None:
+        self.by_name: dict[str, list[str]] = defaultdict(list)
+        self.wild: list[str] = []
+        self.compiled: dict[str, re.Pattern[str]] = {}
         wild_names: list[str] = []
-        for pattern, regex in items:
+        for pattern in patterns:
             last = pattern.rsplit("/", 1)[-1]
             if is_glob(last):
-                self.wild.append((pattern, regex))
+                self.wild.append(pattern)
                 wild_names.append(glob_to_regex(last)[1:-1])
             else:
-                self.by_name[last].append((pattern, regex))
+                self.by_name[last].append(pattern)
         self.wild_name = re.compile("^(?:" + "|".join(wild_names) + ")$") if wild_names else None
 
     def matching(self, name: str, path: str) -> list[str]:
         candidates = self.by_name.get(name, [])
         if self.wild_name is not None and self.wild_name.match(name):
             candidates = [*candidates, *self.wild]
-        return [pattern for pattern, regex in candidates if regex.match(path)]
+        return [pattern for pattern in candidates if self._regex(pattern).match(path)]
+
+    def _regex(self, pattern: str) -> re.Pattern[str]:
+        regex = self.compiled.get(pattern)
+        if regex is None:
+            regex = self.compiled[pattern] = re.compile(glob_to_regex(pattern))
+        return regex
 
 
-def compile_patterns(patterns: tuple[str, ...]) -> Patterns:
-    return Patterns([(pattern, re.compile(glob_to_regex(pattern))) for pattern in patterns])
-
-
-def _walk(base: str, regexes: list[tuple[str, re.Pattern[str]]], found: dict[str, list[str]], tree: Tree | None) -> bool:
+def _walk(base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None) -> bool:
     """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
-    patterns = Patterns(regexes)
     stack = [base]
     seen = 0
     while stack:

@@ -262,7 +262,7 @@ def _walk_unchanged(changed: list[str], patterns: tuple[str, ...], summaries: di
     """Folders whose entries changed still have what the plan was made from."""
     from stockade.bwrap import globs  # only now: a changed folder needs the patterns
 
-    matcher = globs.compile_patterns(patterns)
+    matcher = globs.Patterns(patterns)
     for folder in changed:
         if folder not in summaries:
             return False  # listed by something other than the project walk
