@@ -12,8 +12,9 @@ What a plan depends on, and how a later run knows it has not changed:
   the key, compared whole;
 - every path planning asked the os module about (stat, lstat, open,
   scandir, listdir, readlink, access): recorded while planning by wrapping
-  those functions, and stored with a stamp of each path and of every folder
-  on its way (lexical and real). A file stamp is its lstat with ctime, which
+  those functions, and stored with a stamp of each path (taken just before
+  planning first looked at it, so nothing that changed while planning ran
+  is vouched for) and of every folder on its way (lexical and real). A file stamp is its lstat with ctime, which
   no one can set back; a folder's is who it is (inode, mode, owner) and, if
   planning listed it, when its entries last changed;
 - a folder of the project walk whose entries changed is listed again: the
@@ -94,32 +95,38 @@ def _isatty(fd: int) -> bool:
 # ---- stamps -------------------------------------------------------------------------------------
 
 
+_os_lstat = os.lstat  # the real one: the recorder's own look must not be recorded
+
+
 def _lstat(path: str) -> os.stat_result | int | None:
     """lstat, or None if absent, or the errno if it cannot be looked at."""
     try:
-        return os.lstat(path)
+        return _os_lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         return exc.errno
 
 
-def file_stamp(path: str, identity: bool = False) -> tuple[int, ...] | int | None:
+def file_stamp(path: str, identity: bool = False, info: os.stat_result | int | None | bool = False) -> tuple[int, ...] | int | None:
     """Full lstat for files and links, identity for folders (and for files stockade itself
-    appends to between runs: the audit log); None if absent, the errno if unreadable."""
-    info = _lstat(path)
+    appends to between runs: the audit log); None if absent, the errno if unreadable.
+    `info`: the path's lstat taken earlier (when planning first looked at it)."""
+    if info is False:
+        info = _lstat(path)
     if not isinstance(info, os.stat_result):
-        return info
+        return info  # type: ignore[return-value]
     if identity or stat.S_ISDIR(info.st_mode):
         return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid)
     return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def listing_stamp(path: str) -> tuple[int, ...] | int | None:
+def listing_stamp(path: str, info: os.stat_result | int | None | bool = False) -> tuple[int, ...] | int | None:
     """A listed folder: its identity and when its entries last changed."""
-    info = _lstat(path)
+    if info is False:
+        info = _lstat(path)
     if not isinstance(info, os.stat_result):
-        return info
+        return info  # type: ignore[return-value]
     return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_mtime_ns, info.st_ctime_ns)
 
 
@@ -142,6 +149,11 @@ class Recorder:
     os.lstat), pathlib and open, so no planning code has to remember to
     report what it read; a call relative to a directory fd cannot be
     stamped and makes the plan uncacheable.
+
+    Each path is stamped when planning first looks at it, before the look:
+    a stamp taken when the plan is stored would vouch for whatever changed
+    in between (a file written into a folder the walk had already listed),
+    and every later run would use a plan that never saw it.
     """
 
     LOOKED_AT = ("stat", "lstat", "access", "readlink", "open")
@@ -150,6 +162,7 @@ class Recorder:
     def __init__(self) -> None:
         self.paths: set[str] = set()
         self.listed: set[str] = set()
+        self.first: dict[str, os.stat_result | int | None] = {}  # lstat before planning first looked
         self.complete = True
         self._saved: list[tuple[object, str, object]] = []
 
@@ -188,7 +201,10 @@ class Recorder:
         except TypeError:
             self.complete = False
             return
-        into.add(os.path.normpath(os.path.join(os.getcwd(), name)))
+        path = os.path.normpath(os.path.join(os.getcwd(), name))
+        if path not in self.first:
+            self.first[path] = _lstat(path)
+        into.add(path)
 
 
 # ---- storing and loading ------------------------------------------------------------------------
@@ -217,12 +233,13 @@ def store(
     for path in looked_at:
         paths.update(_with_folders(path))
         paths.update(_with_folders(os.path.realpath(path)))
-    listed = {path: listing_stamp(path) for path in sorted(recorder.listed)}
+    first = recorder.first
+    listed = {path: listing_stamp(path, first.get(path, False)) for path in sorted(recorder.listed)}
     rules = launch.session_rules or {}
     own_files = {str(rules.get("audit_path", "")), *own_files_extra}
     entry = {
         "key": key,
-        "files": [(path, path in own_files, file_stamp(path, path in own_files)) for path in sorted(paths)],
+        "files": [(path, path in own_files, file_stamp(path, path in own_files, first.get(path, False))) for path in sorted(paths)],
         "listed": listed,
         "walk": walk,
         "launch": launch.to_data(),

@@ -135,3 +135,35 @@ def test_the_cache_folder_rule_matches_locations() -> None:
 
     for env in ({"HOME": "/h"}, {"HOME": "/h", "XDG_CACHE_HOME": "/c"}, {"HOME": "/h", "XDG_CACHE_HOME": "relative"}):
         assert cache_folder(env) == os.path.join(locate(env).cache, "plans"), json.dumps(env)
+
+
+# While a run plans, something outside it (the user, an agent's own file tools, a sandbox running
+# alongside) writes into a folder the walk has already listed. The plan does not know the file;
+# the stored plan must not outlive that: the next run plans again and protects it.
+RACING_PROBE = (
+    "import posix, sys\n"
+    "from stockade.bwrap import globs\n"
+    "target = sys.argv.pop(1)\n"
+    "walk = globs.expand\n"
+    "def expand(*args, **kwargs):\n"
+    "    found = walk(*args, **kwargs)\n"
+    "    fd = posix.open(target, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL, 0o644)\n"  # not through os: a writer outside
+    "    posix.write(fd, b'CANARY-RACE')\n"
+    "    posix.close(fd)\n"
+    "    globs.expand = walk\n"
+    "    return found\n"
+    "globs.expand = expand\n"
+    + PROBE
+)
+
+
+def test_a_secret_written_while_a_run_plans_is_hidden_from_the_next(vbox: Box) -> None:
+    (vbox.project / "sub").mkdir()
+    secret = vbox.project / "sub" / ".env"
+    words = [sys.executable, "-c", RACING_PROBE, str(secret), "run", "--", "/bin/sh", "-c", "true"]
+    racing = subprocess.run(words, cwd=vbox.project, env=vbox.env, capture_output=True, text=True, timeout=60)
+    assert racing.returncode == 0 and secret.read_text() == "CANARY-RACE", racing
+    attack = run(vbox, "cat sub/.env || echo DENIED")
+    assert "CANARY-RACE" not in attack.stdout and "DENIED" in attack.stdout, attack
+    control = run(vbox, "cat sub/.env || echo DENIED")
+    assert "DENIED" in control.stdout and not planned(control), control
