@@ -179,10 +179,14 @@ def plan_view(
 def _walk_summary(
     project: str, matches: dict[str, list[str]], tree: globs.Tree
 ) -> tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
-    """(the patterns walked from the project, {folder: (subfolders, names matching one of them)})."""
+    """(the patterns walked inside the project, {folder: (subfolders, names matching one of them)}).
+
+    Every glob whose walk starts in the project counts, not only those based at its top:
+    `config/*.key` is walked from project/config, and a new key there must not keep the plan.
+    """
     from stockade.bwrap.plan_cache import matched_names, summarise
 
-    walked = tuple(p for p in matches if is_glob(p) and glob_base(p) == project)
+    walked = tuple(p for p in matches if is_glob(p) and is_within(glob_base(p), project))
     names = matched_names({pattern: matches[pattern] for pattern in walked})
     return walked, {folder: summarise(subfolders, names.get(folder, ())) for folder, (_stamp, subfolders, _digest) in tree.items()}
 

@@ -167,3 +167,23 @@ def test_a_secret_written_while_a_run_plans_is_hidden_from_the_next(vbox: Box) -
     assert "CANARY-RACE" not in attack.stdout and "DENIED" in attack.stdout, attack
     control = run(vbox, "cat sub/.env || echo DENIED")
     assert "DENIED" in control.stdout and not planned(control), control
+
+
+def test_a_new_file_matching_a_glob_based_in_a_project_folder_is_protected(vbox: Box) -> None:
+    """`config/*.key` is walked from project/config, not from the project: a changed folder is
+    checked against every glob walked inside the project, or a new key stays readable."""
+    keys, dist = vbox.project / "config", vbox.project / "dist"
+    keys.mkdir()
+    dist.mkdir()
+    (keys / "a.key").write_text("CANARY-A\n")
+    (dist / "a.js").write_text("old\n")
+    policy = vbox.policy(policy_text(deny_read=[f"{keys}/*.key"], deny_write=[f"{dist}/*.js"]))
+    run(vbox, "true", policy=policy)
+    (keys / "b.key").write_text("CANARY-B\n")
+    (dist / "b.js").write_text("old\n")
+    attack = run(vbox, "cat config/b.key || echo DENIED; echo evil > dist/b.js || echo RO", policy=policy)
+    assert "CANARY-B" not in attack.stdout and "DENIED" in attack.stdout, attack
+    assert "RO" in attack.stdout and (dist / "b.js").read_text() == "old\n", attack
+    (keys / "notes.txt").write_text("NOTES\n")
+    control = run(vbox, "cat config/notes.txt; cat config/b.key || echo DENIED", policy=policy)
+    assert "NOTES" in control.stdout and "DENIED" in control.stdout and not planned(control), control
