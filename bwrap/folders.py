@@ -49,12 +49,15 @@ def walked_into(entry: os.DirEntry[str]) -> bool:
 
 
 def digest(entries: list[str]) -> bytes:
-    """One value for a folder's entry names and kinds ("name/" for folders)."""
+    """One value for a folder's entry names and kinds ("name/" for folders, "name@" for links)."""
     return sha256("\0".join(sorted(entries)).encode("utf-8", "surrogateescape")).digest()
 
 
 def entry_word(entry: os.DirEntry[str]) -> str:
-    return entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
+    """A file turned into a link is a new entry: planning hides what links in denied folders point to."""
+    if entry.is_dir(follow_symlinks=False):
+        return entry.name + "/"
+    return entry.name + "@" if entry.is_symlink() else entry.name
 
 
 def listing(folder: str) -> tuple[bytes, list[str]] | None:

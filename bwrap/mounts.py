@@ -150,8 +150,8 @@ def plan_view(
     view.notes += walk_notes
     view.watched = changes.from_matches(reported, swept, matches, tree or None)
     view.watch_patterns = (reported, swept)
-    view.walk = _walk_summary(project, matches, tree)
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
+    view.walk = _walk_summary(project, matches, tree, real_denied)
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project)
     real_home = os.path.realpath(locations.home)
     anchors += [project, os.path.realpath(cwd)]
@@ -177,18 +177,25 @@ def plan_view(
 
 
 def _walk_summary(
-    project: str, matches: dict[str, list[str]], tree: globs.Tree
+    project: str, matches: dict[str, list[str]], tree: globs.Tree, denied: list[str]
 ) -> tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
     """(the patterns walked inside the project, {folder: (subfolders, names matching one of them)}).
 
     Every glob whose walk starts in the project counts, not only those based at its top:
     `config/*.key` is walked from project/config, and a new key there must not keep the plan.
+    Folders inside a denied one are left out (any change there plans again): planning also
+    lists them for links, whose targets it hides (_symlink_targets), which no summary shows.
     """
     from stockade.bwrap.plan_cache import matched_names, summarise
 
     walked = tuple(p for p in matches if is_glob(p) and is_within(glob_base(p), project))
     names = matched_names({pattern: matches[pattern] for pattern in walked})
-    return walked, {folder: summarise(subfolders, names.get(folder, ())) for folder, (_stamp, subfolders, _digest) in tree.items()}
+    scanned = [path for path in denied if is_within(path, project)]
+    return walked, {
+        folder: summarise(subfolders, names.get(folder, ()))
+        for folder, (_stamp, subfolders, _digest) in tree.items()
+        if not any(is_within(folder, path) for path in scanned)
+    }
 
 
 def _nested_repository_files(git_entries: list[str], roots: list[str]) -> list[str]:

@@ -187,3 +187,34 @@ def test_a_new_file_matching_a_glob_based_in_a_project_folder_is_protected(vbox:
     (keys / "notes.txt").write_text("NOTES\n")
     control = run(vbox, "cat config/notes.txt; cat config/b.key || echo DENIED", policy=policy)
     assert "NOTES" in control.stdout and "DENIED" in control.stdout and not planned(control), control
+
+
+def test_a_link_added_to_a_denied_project_folder_hides_its_target_in_the_next_run(vbox: Box) -> None:
+    """A fresh plan hides the real target of every link inside a denied folder (ESCAPES 8); the
+    project walk's summary of that folder knows nothing of links, so it must not keep the plan."""
+    secrets = vbox.project / "secrets"
+    secrets.mkdir()
+    target = vbox.outside / "secret.txt"
+    policy = vbox.policy(policy_text(deny_read=[secrets]))
+    control = run(vbox, f"cat {q(str(target))} || echo DENIED", policy=policy)
+    assert "CANARY-O" in control.stdout, control
+    (secrets / "prod.key").symlink_to(target)
+    attack = run(vbox, f"cat {q(str(target))} || echo DENIED", policy=policy)
+    assert "CANARY-O" not in attack.stdout and "DENIED" in attack.stdout, attack
+    again = run(vbox, f"cat {q(str(target))} || echo DENIED", policy=policy)
+    assert "DENIED" in again.stdout and not planned(again), again
+
+
+def test_a_file_in_a_denied_project_folder_turned_into_a_link_hides_its_target(vbox: Box) -> None:
+    """The same names are not the same entries when a file became a link."""
+    secrets = vbox.project / "secrets"
+    secrets.mkdir()
+    (secrets / "prod.key").write_text("old\n")
+    target = vbox.outside / "secret.txt"
+    policy = vbox.policy(policy_text(deny_read=[secrets]))
+    control = run(vbox, f"cat {q(str(target))} || echo DENIED", policy=policy)
+    assert "CANARY-O" in control.stdout, control
+    (secrets / "prod.key").unlink()
+    (secrets / "prod.key").symlink_to(target)
+    attack = run(vbox, f"cat {q(str(target))} || echo DENIED", policy=policy)
+    assert "CANARY-O" not in attack.stdout and "DENIED" in attack.stdout, attack
