@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from stockade.bwrap.globs import Tree
 
-Stamps = dict[str, tuple[int, int, int]]
+Stamps = dict[str, tuple[int, int, int, int]]  # inode, size, mtime, ctime (mtime can be set back, ctime cannot)
 
 
 class Snapshot:
@@ -102,7 +102,7 @@ def _stamps(paths: Iterable[str]) -> Stamps:
             info = os.lstat(path)
         except OSError:
             continue
-        state[path] = (info.st_ino, info.st_size, info.st_mtime_ns)
+        state[path] = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     return state
 
 

@@ -218,3 +218,24 @@ def test_a_file_in_a_denied_project_folder_turned_into_a_link_hides_its_target(v
     (secrets / "prod.key").symlink_to(target)
     attack = run(vbox, f"cat {q(str(target))} || echo DENIED", policy=policy)
     assert "CANARY-O" not in attack.stdout and "DENIED" in attack.stdout, attack
+
+
+def test_a_runs_later_file_changed_with_its_size_and_mtime_kept_is_moved_aside(vbox: Box) -> None:
+    """A submodule's git dir whose working tree is not checked out has no mount over its hooks; a hook
+    rewritten in place at the same size, its mtime set back, is still a change (ctime cannot be set back)."""
+    hooks = vbox.project / ".git" / "modules" / "x" / "hooks"
+    hooks.mkdir(parents=True)
+    hook = hooks / "post-checkout"
+    hook.write_text("#!/bin/sh\necho good\n")
+    hook.chmod(0o755)
+    (vbox.project / "Makefile").write_text("all:\n\techo ok\n")
+    control = run(vbox, "cat .git/modules/x/hooks/post-checkout")
+    assert "good" in control.stdout and hook.read_text() == "#!/bin/sh\necho good\n", control
+    script = (
+        "for f in .git/modules/x/hooks/post-checkout Makefile; do cp -p $f /tmp/ref;"
+        " sed 's/good/EVIL/; s/ok/EV/' /tmp/ref > $f; touch -r /tmp/ref $f; done; echo REWROTE"
+    )
+    attack = run(vbox, script)
+    assert "REWROTE" in attack.stdout and not planned(attack), attack
+    assert not hook.exists() or "EVIL" not in hook.read_text(), attack
+    assert "Makefile (changed)" in attack.stderr, attack.stderr
