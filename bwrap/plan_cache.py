@@ -8,7 +8,8 @@ and the next run with unchanged inputs executes it without planning.
 
 What a plan depends on, and how a later run knows it has not changed:
 - the run's options (--policy, --profile, --quiet), the working directory,
-  the whole environment, the user and groups, whether stdin is a terminal:
+  the whole environment, the user and groups, whether stdin is a terminal,
+  where this stockade's code is (two installs share the cache folder):
   the key, compared whole;
 - every path planning asked the os module about (stat, lstat, open,
   scandir, listdir, readlink, access): recorded while planning by wrapping
@@ -80,7 +81,7 @@ def run_key(args: RunArgs) -> bytes:
     """
     interactive = sys.stdin is not None and _isatty(0)
     return repr((
-        FORMAT, args.policy, args.profile, args.quiet, os.getcwd(), sorted(os.environ.items()),
+        FORMAT, __file__, args.policy, args.profile, args.quiet, os.getcwd(), sorted(os.environ.items()),
         os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups()), interactive,
     )).encode("utf-8", "surrogateescape")  # fmt: skip
 

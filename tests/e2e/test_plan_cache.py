@@ -239,3 +239,29 @@ def test_a_runs_later_file_changed_with_its_size_and_mtime_kept_is_moved_aside(v
     assert "REWROTE" in attack.stdout and not planned(attack), attack
     assert not hook.exists() or "EVIL" not in hook.read_text(), attack
     assert "Makefile (changed)" in attack.stderr, attack.stderr
+
+
+def test_a_plan_stored_by_another_install_of_stockade_is_not_used(vbox: Box) -> None:
+    """Two installs (a system one and a project's venv, an old and a new release) share the cache
+    folder; a plan made by one install's planning must not run under the other, whose planning may
+    protect more. Here the other install is a copy that does not hide ~/.ssh."""
+    import shutil
+
+    import stockade.bwrap.plan_cache as ours
+
+    source = Path(ours.__file__).resolve().parent.parent
+    other = vbox.root / "other-install" / "stockade"
+    for part in ("cli", "profiles", "bwrap", "proxy", "seatbelt"):
+        shutil.copytree(source / part, other / part, ignore=shutil.ignore_patterns("__pycache__"))
+    mounts = other / "bwrap" / "mounts.py"
+    weak = '    """Hide `path`: an empty read-only folder, or an unopenable file."""\n'
+    assert weak in mounts.read_text()
+    mounts.write_text(mounts.read_text().replace(weak, weak + '    if path.endswith("/.ssh"):\n        return\n'))
+    other_probe = f"import sys\nsys.path.insert(0, {str(other.parent)!r})\n" + PROBE
+    words = [sys.executable, "-c", other_probe, "run", "--", "/bin/sh", "-c", "cat ~/.ssh/id_test || echo SSH-DENIED"]
+    weaker = subprocess.run(words, cwd=vbox.project, env=vbox.env, capture_output=True, text=True, timeout=60)
+    assert "CANARY-SSH" in weaker.stdout, weaker  # the other install's own run is its business
+    attack = run(vbox, "cat ~/.ssh/id_test || echo SSH-DENIED")
+    assert planned(attack) and "CANARY-SSH" not in attack.stdout and "SSH-DENIED" in attack.stdout, attack
+    control = run(vbox, "cat ~/.ssh/id_test || echo SSH-DENIED")
+    assert not planned(control) and "SSH-DENIED" in control.stdout, control
