@@ -4,7 +4,7 @@ Between fork and exec of bwrap, the child makes a user and network namespace,
 brings up its loopback, listens on 127.0.0.1:PROXY_PORT there and hands that
 listening socket to the supervisor over a socketpair (SCM_RIGHTS). bwrap then
 runs without --unshare-net and so inherits this namespace: the only way out
-is that socket, whose other side the supervisor relays to the proxy daemon.
+is that socket, which the supervisor hands on to the proxy daemon (proxy/door.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Network for one run: the proxy variables inside, and the bridge to the proxy daemon outside.
+"""Network for one run: the proxy variables inside, and the door to the proxy daemon outside.
+
+The sandbox's listener (made in its own network namespace, bwrap/netns.py)
+goes straight to the daemon, which accepts there itself (proxy/door.py): no
+relay in this process, no credential on the sandbox's connections.
 
 With `mode = "none"` none of this runs: bwrap's own --unshare-net leaves only a
 loopback with nothing on it, and no daemon is started.
@@ -6,13 +10,11 @@ loopback with nothing on it, and no daemon is started.
 
 from __future__ import annotations
 
-import base64
 import os
 import socket
 from dataclasses import dataclass, field
 
 from stockade.bwrap.netns import PROXY_PORT, receive_listener
-from stockade.bwrap.relay import Relay
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,7 +44,7 @@ def proxy_environment() -> dict[str, str]:
 
 @dataclass
 class Bridge:
-    """The daemon session and the relay of one run."""
+    """The daemon session of one run, and the sandbox's listener handed to it."""
 
     session_id: str
     rules: dict[str, object]  # proxy.client.session_rules of the policy
@@ -51,36 +53,32 @@ class Bridge:
     cwd: str
     channel: socket.socket | None = None  # parent's end of the socketpair
     child_channel_fd: int = -1
-    relay: Relay | None = None
     denials: list[dict[str, object]] = field(default_factory=list)
-    _ticket: object = None
 
     def open(self) -> None:
         """Start (or reuse) the daemon and register this session: before bwrap starts."""
         from stockade.proxy import client
 
-        self._ticket = client.open_session_with(self.locations, self.session_id, list(self.command), self.cwd, self.rules)
+        client.open_session_with(self.locations, self.session_id, list(self.command), self.cwd, self.rules)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.channel = parent
         self.child_channel_fd = child.detach()
 
     def attach(self) -> None:
-        """After bwrap started: take the sandbox's listener and relay it to the daemon."""
+        """After bwrap started: take the sandbox's listener and give it to the daemon (our copy closes)."""
+        from stockade.proxy import client
+
         assert self.channel is not None
         os.close(self.child_channel_fd)
         self.channel.settimeout(10)
         listener = receive_listener(self.channel)
         self.channel.close()
-        ticket = self._ticket
-        credential = base64.b64encode(b"stockade:" + ticket.token.encode())  # type: ignore[attr-defined]
-        self.relay = Relay(listener, ("127.0.0.1", ticket.port), credential)  # type: ignore[attr-defined]
-        self.relay.start()
+        with listener:
+            client.attach_listener(self.session_id, listener)
 
     def close(self) -> None:
         from stockade.proxy import client
 
-        if self.relay is not None:
-            self.relay.close()
         try:
             self.denials = list(client.end_session(self.locations, self.session_id))
         except OSError:

@@ -9,7 +9,9 @@ and waits for the daemon's "ready" line on a pipe rather than polling.
 
 A session lives while the registering process keeps its control connection
 (held here until `end_session`): if `stockade run` dies, the daemon ends the
-session itself.
+session itself. On Linux the sandbox's listener goes to the daemon on that
+same connection (`attach_listener`), so only the registering run can give a
+session its door.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.locations import Locations
-from stockade.proxy.control import MAX_LINE, PROXY_USER, DaemonFiles, SessionSpec, decode, encode
+from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
 
 if TYPE_CHECKING:
     from stockade.profiles.model import Policy  # a cached run's network session never loads the policy model
@@ -38,6 +40,7 @@ __all__ = [
     "ProxyDaemonError",
     "SessionSpec",
     "SessionTicket",
+    "attach_listener",
     "daemon_files",
     "daemon_status",
     "describe_denial",
@@ -65,23 +68,11 @@ class ProxyDaemonError(SandboxSetupError, OSError):
 
 @dataclass(frozen=True)
 class SessionTicket:
-    """What a relay needs: the daemon's port and the session's credential."""
+    """The daemon's loopback port and the session's credential for it (macOS; Linux uses the door)."""
 
     port: int
     token: str = field(repr=False)
     session_id: str = ""
-
-    def proxy_authorization(self) -> bytes:
-        """The header line a relay inserts after the first request line of a connection."""
-        return proxy_authorization(self.token)
-
-
-def proxy_authorization(token: str) -> bytes:
-    """`Proxy-Authorization: Basic base64("stockade:" + token)` with its CRLF."""
-    import base64
-
-    value = base64.b64encode(f"{PROXY_USER}:{token}".encode()).decode("ascii")
-    return f"Proxy-Authorization: Basic {value}\r\n".encode("ascii")
 
 
 def daemon_files(locations: Locations) -> DaemonFiles:
@@ -138,6 +129,21 @@ def register_session(locations: Locations, spec: SessionSpec) -> SessionTicket:
             continue
         raise ProxyDaemonError(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
     raise ProxyDaemonError("the proxy daemon did not accept the session")  # pragma: no cover
+
+
+def attach_listener(session_id: str, listener: socket.socket) -> None:
+    """Give the daemon a session's listening socket (SCM_RIGHTS); it accepts there from now on.
+
+    Sent on the session's own control connection. The caller closes its copy
+    afterwards, so the daemon holds the only one and its death closes the door.
+    """
+    conn = _held.get(session_id)
+    if conn is None:
+        raise ProxyDaemonError(f"session {session_id} is not registered by this process")
+    socket.send_fds(conn, [encode({"op": "listen", "session_id": session_id})], [listener.fileno()])
+    reply = _reply(conn)
+    if not reply.get("ok"):
+        raise ProxyDaemonError(f"the proxy daemon did not take the sandbox's listener: {reply.get('error', 'no reason given')}")
 
 
 def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
@@ -220,9 +226,9 @@ def _alive_port(files: DaemonFiles) -> int | None:
     except (OSError, ValueError):
         return None
     reply = _ping(files)
-    if reply and not reply.get("exiting") and reply.get("port") == recorded.get("port"):
+    if reply and not reply.get("exiting") and reply.get("port") == recorded.get("port") and reply.get("protocol", 1) >= PROTOCOL:
         return int(reply["port"])
-    return None
+    return None  # none, dying, or an older stockade's daemon: a new one takes over the files
 
 
 def _ping(files: DaemonFiles) -> dict[str, Any] | None:
@@ -252,6 +258,10 @@ def _connect(files: DaemonFiles) -> socket.socket:
 
 def _exchange(conn: socket.socket, message: dict[str, Any]) -> dict[str, Any]:
     conn.sendall(encode(message))
+    return _reply(conn)
+
+
+def _reply(conn: socket.socket) -> dict[str, Any]:
     data = b""
     while not data.endswith(b"\n"):
         chunk = conn.recv(65536)

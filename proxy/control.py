@@ -6,13 +6,20 @@ The control protocol is JSON lines over a Unix socket in a 0700 directory.
 Each request is one object with an "op"; each reply is one object with
 "ok" and either the result or an "error" sentence:
 
-    {"op": "ping"}                          -> {"ok": true, "port": 41234, "pid": 999, "exiting": false,
-                                                "sessions": 2, "clients": 5, "spliced": 17}
+    {"op": "ping"}                          -> {"ok": true, "port": 41234, "pid": 999, "protocol": 2,
+                                                "exiting": false, "sessions": 2, "clients": 5, "spliced": 17}
     {"op": "register", "spec": {...}}       -> {"ok": true, "port": ..., "token": "...", "session_id": "..."}
+    {"op": "listen", "session_id": "..."}   -> {"ok": true}
+        (sent with one listening TCP socket as SCM_RIGHTS, on the connection that registered the
+        session: the daemon serves it as that session's door, see proxy/door.py)
     {"op": "end", "session_id": "..."}      -> {"ok": true, "denials": [{...}, ...]}
 
 A session registered on a connection ends when that connection closes, so a
 crashed `stockade run` never leaves a session (or a daemon) behind.
+
+`protocol` in the ping reply is what a client checks before using a daemon:
+one that answers an older protocol (a daemon left running by an older
+stockade) is replaced by a new one, not used.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
+PROTOCOL = 2  # 2: "listen" (the daemon serves the sandbox's listener itself)
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import fcntl
 import json
 import logging
@@ -30,7 +31,8 @@ from mitmproxy.options import Options
 from mitmproxy.tools.dump import DumpMaster
 
 from stockade.proxy.audit import AuditError
-from stockade.proxy.control import MAX_LINE, DaemonFiles, SessionSpec, decode, encode
+from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
+from stockade.proxy.door import Door, readable
 from stockade.proxy.stockadefilter import StockadeFilter
 
 logger = logging.getLogger(__name__)
@@ -49,7 +51,9 @@ class Daemon:
         self.clients = 0
         self.last_activity = time.monotonic()
         self.exiting = False
-        self._server: asyncio.AbstractServer | None = None
+        self.doors: dict[str, Door] = {}  # session id -> its sandbox's listener
+        self._server: socket.socket | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
 
     def load(self, loader: Any) -> None:
@@ -85,8 +89,12 @@ class Daemon:
         self.port = int(proxyserver.listen_addrs()[0][1])
         if self.files.socket.exists():
             self.files.socket.unlink()  # left by a daemon that died; the start lock is held by our starter
-        self._server = await asyncio.start_unix_server(self._serve, path=str(self.files.socket), limit=MAX_LINE)
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.files.socket))
         os.chmod(self.files.socket, 0o600)
+        self._server.listen(64)
+        self._server.setblocking(False)
+        self._keep(self._accept_loop(self._server))
         temporary = self.files.port_file.with_suffix(".tmp")
         temporary.write_text(json.dumps({"port": self.port, "pid": os.getpid()}))
         os.replace(temporary, self.files.port_file)
@@ -100,55 +108,83 @@ class Daemon:
     async def done(self) -> None:
         if self._idle_task is not None:
             self._idle_task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
         if self._server is not None:
             self._server.close()
+        for door in self.doors.values():
+            door.close()
         self._remove_files()
 
     # -- control socket --------------------------------------------------------
+    # Raw sockets rather than asyncio streams: a stream's recv() would drop the
+    # descriptor that comes with "listen" (SCM_RIGHTS needs recvmsg).
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _keep(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept_loop(self, server: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(server)
+            except OSError:
+                return
+            self._keep(self._serve(conn))
+
+    async def _serve(self, conn: socket.socket) -> None:
         owned: set[str] = set()  # sessions registered on this connection end with it
+        loop = asyncio.get_running_loop()
+        lines = ControlReader(conn)
         try:
-            uid = peer_uid(writer.get_extra_info("socket"))
+            conn.setblocking(False)
+            uid = peer_uid(conn)
             if uid != os.getuid():
                 logger.warning("control connection from uid %s refused", uid)
-                writer.write(encode({"ok": False, "error": "only the daemon's own user may use it"}))
-                await writer.drain()
+                await loop.sock_sendall(conn, encode({"ok": False, "error": "only the daemon's own user may use it"}))
                 return
             while True:
                 try:
-                    line = await reader.readline()
+                    line, fds = await lines.readline()
                 except ValueError:  # longer than MAX_LINE
-                    writer.write(encode({"ok": False, "error": "control message too long"}))
+                    await loop.sock_sendall(conn, encode({"ok": False, "error": "control message too long"}))
                     return
                 if not line:
                     return
                 try:
-                    reply = self.handle(decode(line), owned)
+                    reply = self.handle(decode(line), owned, fds)
                 except Exception as exc:  # a bad request gets an answer, never a dead daemon
                     logger.info("control request failed: %s", exc)
                     reply = {"ok": False, "error": str(exc)}
-                writer.write(encode(reply))
-                await writer.drain()
+                finally:
+                    _close_all(fds)  # whatever a request did not keep
+                await loop.sock_sendall(conn, encode(reply))
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:  # the daemon is shutting down
             pass
         finally:
+            _close_all(lines.fds)
             for session_id in owned:
-                if self.filter.registry.end(session_id) is not None:
-                    logger.info("session %s ended with its control connection", session_id)
+                self._end(session_id)
+                logger.info("session %s ended with its control connection", session_id)
             self.last_activity = time.monotonic()
-            writer.close()
+            conn.close()
 
-    def handle(self, message: dict[str, Any], owned: set[str]) -> dict[str, Any]:
-        """Answer one control request (see proxy/control.py for the protocol)."""
+    def handle(self, message: dict[str, Any], owned: set[str], fds: list[int] | None = None) -> dict[str, Any]:
+        """Answer one control request (see proxy/control.py for the protocol).
+
+        A request that keeps one of `fds` removes it from the list; the caller closes the rest.
+        """
         op = message.get("op")
         if op == "ping":
             return {
                 "ok": True,
                 "port": self.port,
                 "pid": os.getpid(),
+                "protocol": PROTOCOL,
                 "exiting": self.exiting,
                 "sessions": len(self.filter.registry),
                 "clients": self.clients,
@@ -166,15 +202,41 @@ class Daemon:
             self.last_activity = time.monotonic()
             logger.info("session %s registered (%s, %d allow, %d deny)", spec.session_id, spec.mode, len(spec.allow), len(spec.deny))
             return {"ok": True, "port": self.port, "token": token, "session_id": session.spec.session_id}
+        if op == "listen":
+            return self._listen(str(message.get("session_id", "")), owned, fds if fds is not None else [])
         if op == "end":
             session_id = str(message.get("session_id", ""))
-            session = self.filter.registry.end(session_id)
+            session = self._end(session_id)
             owned.discard(session_id)
             self.last_activity = time.monotonic()
             if session is None:
                 return {"ok": False, "error": f"unknown session {session_id!r}"}
             return {"ok": True, "denials": session.denial_summary()}
         return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def _listen(self, session_id: str, owned: set[str], fds: list[int]) -> dict[str, Any]:
+        """Serve a sandbox's listening socket as the door of a session registered on this very connection."""
+        session = self.filter.registry.get(session_id)
+        if session is None or session_id not in owned:
+            return {"ok": False, "error": f"session {session_id!r} was not registered on this connection"}
+        if session_id in self.doors:
+            return {"ok": False, "error": f"session {session_id!r} already has its listener"}
+        if len(fds) != 1:
+            return {"ok": False, "error": "listen needs exactly one listening socket"}
+        listener = socket.socket(fileno=fds.pop())
+        if listener.type != socket.SOCK_STREAM or not listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            listener.close()
+            return {"ok": False, "error": "listen needs a listening TCP socket"}
+        door = Door(session, listener, self.filter.bind)
+        door.open()
+        self.doors[session_id] = door
+        return {"ok": True}
+
+    def _end(self, session_id: str) -> Any:
+        door = self.doors.pop(session_id, None)
+        if door is not None:
+            door.close()
+        return self.filter.registry.end(session_id)
 
     # -- idle exit -------------------------------------------------------------
 
@@ -220,6 +282,42 @@ class Daemon:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+
+class ControlReader:
+    """Lines from a non-blocking control connection, with the descriptors that came along (SCM_RIGHTS)."""
+
+    MAX_FDS = 4
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.buffer = b""
+        self.fds: list[int] = []
+
+    async def readline(self) -> tuple[bytes, list[int]]:
+        """(line with its newline, descriptors received while reading it); b"" at EOF; ValueError if too long."""
+        loop = asyncio.get_running_loop()
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_LINE:
+                raise ValueError("control message too long")
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(self.conn, 65536, self.MAX_FDS, socket.MSG_CMSG_CLOEXEC)
+            except BlockingIOError:
+                await readable(loop, self.conn)
+                continue
+            self.fds += fds
+            if not data:
+                return b"", []
+            self.buffer += data
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        fds, self.fds = self.fds, []
+        return line + b"\n", fds
+
+
+def _close_all(fds: list[int]) -> None:
+    while fds:
+        with contextlib.suppress(OSError):
+            os.close(fds.pop())
 
 
 def peer_uid(sock: Any) -> int | None:

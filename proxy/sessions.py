@@ -1,6 +1,7 @@
 """The daemon's registry of sessions: who may use the proxy, under which rules.
 
-A session is found by its token (the Basic-auth password the relay sends);
+A session is found by its token (the Basic-auth password on the daemon's
+loopback port, macOS; on Linux its door says whose a connection is);
 the registry keeps only a SHA-256 of each token, so a lookup does not
 compare secrets byte by byte and a memory dump shows no usable credential.
 Sessions sharing an audit file share one writer, so their records are

@@ -1,10 +1,12 @@
 """The enforcing mitmproxy addon: every connection of every session is judged here.
 
-Who may use the proxy: a client connection is bound to a session by the
-`Proxy-Authorization: Basic base64("stockade:" + token)` header of its first
-request (the supervisor's relay inserts it, so the sandbox never holds the
-token). No credential is a 407; two credentials, or one that disagrees with
-the connection's session, are refused; the header never goes upstream.
+Who may use the proxy: a connection that came in through a session's door
+(its sandbox's own listener, proxy/door.py) is that session's from the start,
+and any Proxy-Authorization header on it is the sandbox's own and refused.
+On the daemon's loopback port (macOS), a connection is bound to a session by
+the `Proxy-Authorization: Basic base64("stockade:" + token)` header of its
+first request. No credential is a 407; two credentials, or one that disagrees
+with the connection's session, are refused; the header never goes upstream.
 
 Where it is judged, and what deny means there:
 - `http_connect` (CONNECT host:port): 403 before any lookup or dial;
@@ -66,6 +68,7 @@ class StockadeFilter:
         self.resolver: Resolver = system_resolver
         # Per-connection state dies with the connection (as in mitmproxy's ProxyAuth).
         self.bound: MutableMapping[connection.Client, Session] = weakref.WeakKeyDictionary()
+        self.doored: weakref.WeakSet[connection.Client] = weakref.WeakSet()  # came in through a session's door
         self.tunnels: MutableMapping[connection.Client, Tracked] = weakref.WeakKeyDictionary()
         self.metered: MutableMapping[connection.Client, Meter] = weakref.WeakKeyDictionary()
         self.splicing: MutableMapping[connection.Client, splicer.Splicer] = weakref.WeakKeyDictionary()
@@ -115,6 +118,11 @@ class StockadeFilter:
         if now - self._own_at > OWN_ADDRESSES_TTL:
             self._own, self._own_at = own_addresses(), now
         return self._own
+
+    def bind(self, client: connection.Client, session: Session) -> None:
+        """A connection accepted on `session`'s door: it is that session's, whatever it says."""
+        self.bound[client] = session
+        self.doored.add(client)
 
     # -- HTTP: CONNECT and plain requests ------------------------------
 
@@ -389,6 +397,9 @@ class StockadeFilter:
             del headers["Proxy-Authorization"]  # never forwarded, whatever happens next
         found = [s for s in (self.registry.lookup(t) for t in map(parse_proxy_authorization, values) if t) if s]
         bound = self.bound.get(client)
+        if values and bound is not None and client in self.doored:
+            self._refuse_session(flow, bound, "a Proxy-Authorization header from inside the sandbox")
+            return None
         if len(values) > 1:
             session = bound or (found[0] if found else None)
             if session is None:

@@ -341,6 +341,87 @@ def test_sandbox_credential_next_to_the_relay_one_is_refused(world: SimpleNamesp
     assert raw_proxy(world, request).startswith(b"HTTP/1.1 403")
 
 
+# -- a session's door: the sandbox's listener served by the daemon itself ------------------------
+
+
+def door(s: SimpleNamespace) -> tuple[str, int]:
+    """Hand the daemon a fresh listener as `s`'s door, as `stockade run` does; our copy closes (the daemon holds the only one)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client.attach_listener(s.spec.session_id, listener)
+        return f"http://127.0.0.1:{listener.getsockname()[1]}", listener.getsockname()[1]
+
+
+def raw_door(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    return data
+
+
+def test_door_connections_are_their_session_s_without_any_credential(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session(allow=("allowed.test",), deny=())
+    proxy, _ = door(s)
+    http, denied = world.origins["http"], world.origins["denied"]
+    spliced_before = ping(world)["spliced"]
+    assert curl(f"http://allowed.test:{http.port}/door", proxy=proxy)[:2] == ("200", b"hello from allowed-http /door\n")
+    code, body, err = curl("--cacert", str(world.cert), f"https://allowed.test:{world.origins['https'].port}/door", proxy=proxy)
+    assert (code, body) == ("200", b"hello from allowed-https /door\n"), err
+    assert curl(f"http://denied.test:{denied.port}/door", proxy=proxy)[0] == "403"
+    assert curl(f"http://a.wild.test:{http.port}/door", proxy=proxy)[0] == "403"  # another session's host
+    assert denied.requests == [] and ping(world)["spliced"] == spliced_before + 1
+    assert wait_for(lambda: len(records(s.audit)) == 4)
+    assert [(r["session"], r["decision"]) for r in records(s.audit)] == [(s.spec.session_id, d) for d in ("allow", "allow", "deny", "deny")]
+
+
+def test_door_refuses_a_credential_sent_from_inside(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    _, port = door(s)
+    target = f"allowed.test:{world.origins['http'].port}"
+    plain = f"GET http://{target}/inside HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n"
+    # Even the session's own valid credential: on a door, a Proxy-Authorization header can only come from the sandbox.
+    for value in (credential(s.ticket.token), credential("forged")):
+        assert raw_door(port, f"{plain}Proxy-Authorization: {value}\r\n\r\n".encode()).startswith(b"HTTP/1.1 403")
+    assert raw_door(port, f"{plain}\r\n".encode()).startswith(b"HTTP/1.1 200")  # the control
+    assert [p for _, p, _ in world.origins["http"].requests].count("/inside") == 1
+    assert wait_for(lambda: len(records(s.audit)) == 3)
+    assert [r["rule"] for r in records(s.audit)][:2] == ["a Proxy-Authorization header from inside the sandbox"] * 2
+
+
+def test_door_is_refused_to_any_connection_but_the_registering_one(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    with socket.create_server(("127.0.0.1", 0)) as listener, socket.socket(socket.AF_UNIX) as other:
+        other.connect(str(world.locations.runtime / "proxy.sock"))
+        socket.send_fds(other, [json.dumps({"op": "listen", "session_id": s.spec.session_id}).encode() + b"\n"], [listener.fileno()])
+        reply = json.loads(other.recv(65536))
+        assert reply["ok"] is False and "not registered on this connection" in reply["error"]
+        client.attach_listener(s.spec.session_id, listener)  # the control: the registering connection may
+        with pytest.raises(client.ProxyDaemonError, match="already has its listener"):
+            client.attach_listener(s.spec.session_id, listener)
+
+
+def test_door_closes_with_its_session(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    proxy, port = door(s)
+    url = f"http://allowed.test:{world.origins['http'].port}/before-end"
+    assert curl(url, proxy=proxy)[0] == "200"
+    client.end_session(world.locations, s.spec.session_id)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_door_answers_what_is_not_http_at_once(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    _, port = door(s)
+    for first in (b"\x05\x01\x00", b"\x04\x01\x00\x50\x7f\x00\x00\x01x\x00", b"\x16\x03\x01\x02\x00\x01"):  # SOCKS5, SOCKS4, TLS
+        started = time.monotonic()
+        reply = raw_door(port, first)
+        assert reply.startswith(b"HTTP/1.1 400") and b"only HTTP proxy requests" in reply, reply
+        assert time.monotonic() - started < 2
+    assert raw_door(port, f"GET http://allowed.test:{world.origins['http'].port}/ HTTP/1.1\r\nConnection: close\r\n\r\n".encode()).startswith(b"HTTP/1.1 200")
+
+
 def test_host_header_must_match_the_target(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
     s = session()
     allowed, denied = world.origins["http"], world.origins["denied"]

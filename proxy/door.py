@@ -1,0 +1,152 @@
+"""A session's own door: the listening socket inside its sandbox's network namespace, served by the daemon.
+
+Why: `stockade run` used to accept on this socket itself and relay every byte
+to the daemon's loopback port, stamping the session's credential on the first
+request line. On a two-core machine that second copy of every byte cost a
+third of the throughput. Now the run hands the listener itself to the daemon
+(SCM_RIGHTS on its control connection, which only the registering process
+holds), and a connection belongs to a session by the door it came in
+through: no credential ever travels on the sandbox's connection.
+
+Failure stays closed: the daemon holds the only copy of the listener, so when
+it dies the door closes and connecting from inside is refused; when the
+session ends the door closes too, and the filter cuts what is still open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+
+from mitmproxy import connection, ctx
+from mitmproxy.proxy import layers, mode_specs
+from mitmproxy.proxy.mode_servers import ProxyConnectionHandler
+
+from stockade.proxy.sessions import Session
+
+logger = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 256  # per session: a sandbox may not exhaust the daemon's descriptors for everyone
+FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that says nothing
+NOT_HTTP = (
+    b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\n"
+    b"stockade: only HTTP proxy requests reach the network proxy"
+)
+_REGULAR = mode_specs.ProxyMode.parse("regular")
+
+Bind = Callable[[connection.Client, Session], None]
+
+
+class Door:
+    """Accepts on one session's listener and hands each connection to mitmproxy, bound to that session."""
+
+    def __init__(self, session: Session, listener: socket.socket, bind: Bind) -> None:
+        self.session = session
+        self.listener = listener
+        self.bind = bind
+        self.live = 0
+        self.refused = 0  # connections over MAX_CONNECTIONS
+        self._accepting: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # every connection's (asyncio keeps only weak references)
+        self._waiting: set[asyncio.Task[None]] = set()  # accepted, first byte not seen yet
+
+    def open(self) -> None:
+        self.listener.setblocking(False)
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
+
+    def close(self) -> None:
+        """Stop accepting; connections that have not spoken yet go too.
+
+        Connections already handed to mitmproxy stay with it: the filter cuts
+        them (the session is stopped), and mitmproxy's teardown writes their records.
+        """
+        if self._accepting is not None:
+            asyncio.get_running_loop().remove_reader(self.listener.fileno())  # before its number can be reused
+            self._accepting.cancel()
+        for task in list(self._waiting):
+            task.cancel()
+        self.listener.close()
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(self.listener)
+            except OSError as exc:
+                logger.warning("session %s: door closed: %s", self.session.spec.session_id, exc)
+                return
+            if self.live >= MAX_CONNECTIONS or self.session.stopped:
+                self.refused += 1
+                conn.close()
+                continue
+            self.live += 1
+            task = loop.create_task(self._serve(conn))
+            self._tasks.add(task)
+            self._waiting.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, conn: socket.socket) -> None:
+        handed = False
+        try:
+            conn.setblocking(False)
+            if not await _speaks_http(conn):
+                return
+            reader, writer = await asyncio.open_connection(sock=conn)
+            handed = True
+            self._waiting.discard(asyncio.current_task())  # type: ignore[arg-type]
+            await self._hand_over(reader, writer)
+        except (OSError, asyncio.TimeoutError):
+            pass
+        finally:
+            self.live -= 1
+            self._waiting.discard(asyncio.current_task())  # type: ignore[arg-type]
+            if not handed:
+                conn.close()
+
+    async def _hand_over(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """What mitmproxy's own server does with an accepted connection, with the session bound first."""
+        proxyserver = ctx.master.addons.get("proxyserver")
+        handler = ProxyConnectionHandler(ctx.master, reader, writer, ctx.options, _REGULAR)
+        handler.layer = layers.modes.HttpProxy(handler.layer.context)
+        self.bind(handler.client, self.session)
+        with proxyserver.register_connection(handler.client.id, handler):
+            await handler.handle_client()
+
+
+async def _speaks_http(conn: socket.socket) -> bool:
+    """Wait for the first byte without taking it: an HTTP method begins with a letter.
+
+    Anything else (SOCKS, TLS, garbage) is refused at once with a 400, rather
+    than left waiting for a line end that never comes.
+    """
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(FIRST_BYTE_TIMEOUT):
+        while True:
+            try:
+                first = conn.recv(1, socket.MSG_PEEK)
+                break
+            except BlockingIOError:
+                await readable(loop, conn)
+    if not first:
+        return False
+    if first.isalpha():
+        return True
+    with contextlib.suppress(OSError):
+        conn.recv(65536)  # taken, so closing sends a FIN after the answer rather than a reset instead of it
+        conn.send(NOT_HTTP)
+        conn.shutdown(socket.SHUT_WR)
+    return False
+
+
+async def readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    """Wait until a non-blocking socket has something to read (or its peer closed)."""
+    ready = loop.create_future()
+    fd = sock.fileno()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
