@@ -240,7 +240,8 @@ def store(
     own_files = {str(rules.get("audit_path", "")), *own_files_extra}
     entry = {
         "key": key,
-        "files": [(path, path in own_files, file_stamp(path, path in own_files, first.get(path, False))) for path in sorted(paths)],
+        # stockade's own files are stamped now: planning itself creates a missing audit log
+        "files": [(path, path in own_files, file_stamp(path, True) if path in own_files else file_stamp(path, False, first.get(path, False))) for path in sorted(paths)],
         "listed": listed,
         "walk": walk,
         "launch": launch.to_data(),
