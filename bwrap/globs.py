@@ -22,12 +22,16 @@ MAX_ENTRIES = 500_000  # a walk stops here; the run's notes say so
 Tree = dict[str, tuple[tuple[int, int, int], list[str], bytes]]
 
 
-def expand(patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str = "") -> tuple[dict[str, list[str]], list[str]]:
+def expand(
+    patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str = "", locked: list[str] | None = None
+) -> tuple[dict[str, list[str]], list[str]]:
     """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists.
 
     With `tree`, every folder listed under `tree_root` is recorded there with
     its stamp and subfolders, so the end of the run can tell which folders
-    changed without listing the others again (changes.py).
+    changed without listing the others again (changes.py). With `locked`,
+    folders of ours that the walk cannot read or search go there, unwalked
+    (list_folder).
     """
     found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
     notes: list[str] = []
@@ -39,7 +43,7 @@ def expand(patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str =
             continue
         by_base[glob_base(pattern)].append(pattern)
     for base, under in by_base.items():
-        if not _walk(base, Patterns(under), found, tree if base == tree_root else None):
+        if not _walk(base, Patterns(under), found, tree if base == tree_root else None, locked):
             notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
             if base == tree_root and tree is not None:
                 tree.clear()  # a partial record would make every unlisted folder look new
@@ -82,13 +86,13 @@ class Patterns:
         return regex
 
 
-def _walk(base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None) -> bool:
+def _walk(base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None) -> bool:
     """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
     stack = [base]
     seen = 0
     while stack:
         folder = stack.pop()
-        listed = list_folder(folder, patterns, found, tree)
+        listed = list_folder(folder, patterns, found, tree, locked)
         if listed is None:
             continue
         seen += listed[0]
@@ -98,12 +102,22 @@ def _walk(base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree
     return True
 
 
-def list_folder(folder: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None) -> tuple[int, list[str]] | None:
-    """Match one folder's entries into `found`; (entries seen, subfolders to visit), None if unreadable."""
+def list_folder(
+    folder: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None
+) -> tuple[int, list[str]] | None:
+    """Match one folder's entries into `found`; (entries seen, subfolders to visit), None if unreadable.
+
+    With `locked`, a folder of this (unprivileged) user that its owner may not read or search
+    goes there instead: the walk cannot see what is inside, but a sandbox can chmod its own
+    folder back, so planning hides it whole rather than plan as if it were empty.
+    """
     subfolders: list[str] = []
     words: list[str] = []
     try:
         info = os.lstat(folder)
+        if locked is not None and not folders.AS_ROOT and info.st_uid == os.geteuid() and info.st_mode & 0o500 != 0o500:
+            locked.append(folder)
+            return None
         with os.scandir(folder) as entries:
             for entry in entries:
                 words.append(folders.entry_word(entry))

@@ -146,7 +146,8 @@ def plan_view(
     nested = (f"{project}/**/.git", f"{project}/**/.stockade.toml")
     reported, swept = changes.patterns(project)
     tree: globs.Tree = {}
-    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept), tree, project)
+    locked: list[str] = []  # folders of ours the walk could not look into: hidden whole (globs.list_folder)
+    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept), tree, project, locked)
     view.notes += walk_notes
     view.watched = changes.from_matches(reported, swept, matches, tree or None)
     view.watch_patterns = (reported, swept)
@@ -170,7 +171,9 @@ def plan_view(
         _protect(view, os.path.realpath(path), roots, placeholder=False)
     sockets = _unlisted_sockets(policy.network.unix_sockets) if policy.network.unix_sockets else []
     private = [*sockets, *floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
-    hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private)]
+    locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
+    view.notes += [f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)" for folder in locked]
+    hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private), *locked]
     for path in sorted(dict.fromkeys(hidden), key=len):  # outer masks first; anything inside one is hidden already
         _mask(view, path, roots)
     return view

@@ -265,3 +265,23 @@ def test_a_plan_stored_by_another_install_of_stockade_is_not_used(vbox: Box) -> 
     assert planned(attack) and "CANARY-SSH" not in attack.stdout and "SSH-DENIED" in attack.stdout, attack
     control = run(vbox, "cat ~/.ssh/id_test || echo SSH-DENIED")
     assert not planned(control) and "SSH-DENIED" in control.stdout, control
+
+
+def test_a_folder_made_unreadable_by_one_run_does_not_unmask_its_secrets_in_the_next(vbox: Box) -> None:
+    """A run cannot read sub/.env, but it can take the search or read bit off sub, its own folder:
+    the next plan's walk (an unprivileged user's) could not look inside, would mask nothing there,
+    and that run would put the bit back and read the secret. Planned or stored, it stays hidden."""
+    sub = vbox.project / "sub"
+    sub.mkdir()
+    (sub / ".env").write_text("CANARY-ENV-FILE\n")
+    try:
+        for mode in ("000", "600"):
+            first = run(vbox, f"cat sub/.env || echo DENIED; chmod {mode} sub; echo LOCKED")
+            assert "DENIED" in first.stdout and "LOCKED" in first.stdout and "CANARY-ENV-FILE" not in first.stdout, first
+            attack = run(vbox, "chmod 755 sub; cat sub/.env || echo DENIED")
+            assert "CANARY-ENV-FILE" not in attack.stdout, attack
+            sub.chmod(0o755)
+        control = run(vbox, "ls -a sub; cat sub/.env || echo DENIED")
+        assert ".env" in control.stdout and "DENIED" in control.stdout, control
+    finally:
+        sub.chmod(0o755)
