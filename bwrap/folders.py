@@ -49,7 +49,8 @@ def walked_into(entry: os.DirEntry[str]) -> bool:
 
 
 def digest(entries: list[str]) -> bytes:
-    """One value for a folder's entry names and kinds ("name/" for folders, "name@" for links)."""
+    """One value for a folder's entry names and kinds ("name/" for folders, "name//" for links:
+    no entry can be named either way)."""
     return sha256("\0".join(sorted(entries)).encode("utf-8", "surrogateescape")).digest()
 
 
@@ -57,7 +58,7 @@ def entry_word(entry: os.DirEntry[str]) -> str:
     """A file turned into a link is a new entry: planning hides what links in denied folders point to."""
     if entry.is_dir(follow_symlinks=False):
         return entry.name + "/"
-    return entry.name + "@" if entry.is_symlink() else entry.name
+    return entry.name + "//" if entry.is_symlink() else entry.name
 
 
 def listing(folder: str) -> tuple[bytes, list[str]] | None:

@@ -73,6 +73,14 @@ def test_folder_digest_tells_kinds_apart(tmp_path: Path) -> None:
     after = folders.listing(str(tmp_path))
     assert before is not None and after is not None
     assert before[0] != after[0] and after[1] == ["a"] and before[1] == []
+    (tmp_path / "a").rmdir()
+    (tmp_path / "a").symlink_to(tmp_path)
+    link = folders.listing(str(tmp_path))
+    (tmp_path / "a").unlink()
+    (tmp_path / "a@").write_text("")  # a file whose name ends like another kind's mark
+    named = folders.listing(str(tmp_path))
+    assert link is not None and named is not None
+    assert len({before[0], after[0], link[0], named[0]}) == 4 and link[1] == []
 
 
 def test_keys_are_the_same_in_every_process(tmp_path: Path) -> None:
