@@ -19,7 +19,7 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import unquote_plus
@@ -89,7 +89,7 @@ class AuditRecord:
 
     def to_line(self) -> bytes:
         """One line of JSON, ASCII only, ending in exactly one newline."""
-        line = json.dumps(asdict(self), ensure_ascii=True, separators=(",", ":"), default=str)
+        line = json.dumps(vars(self), ensure_ascii=True, separators=(",", ":"), default=str)  # not asdict: no deep copy
         if "\n" in line or "\r" in line:  # cannot happen with json.dumps; a record is never split
             raise AuditError("audit record would span lines")
         return line.encode("ascii") + b"\n"

@@ -1,4 +1,4 @@
-"""The per-user proxy daemon: mitmproxy's DumpMaster running StockadeFilter, plus its control socket.
+"""The per-user proxy daemon: a mitmproxy Master running StockadeFilter, plus its control socket.
 
 Run as `python -m stockade.proxy.daemon --runtime-dir DIR --state-dir DIR`
 (`client.ensure_daemon` does this). It listens on 127.0.0.1 (a free port),
@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx
+from mitmproxy.addons import block, core, disable_h2c, next_layer, proxyserver, tlsconfig
+from mitmproxy.master import Master
 from mitmproxy.options import Options
-from mitmproxy.tools.dump import DumpMaster
 
 from stockade.proxy.audit import AuditError
 from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
@@ -332,7 +333,25 @@ def peer_uid(sock: Any) -> int | None:
     return None
 
 
-def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None, splice: bool = True) -> DumpMaster:
+def proxy_addons() -> list[Any]:
+    """The mitmproxy addons a filter needs, and no more.
+
+    Not DumpMaster's thirty: every hook of every request walks the whole
+    chain, and the rest (onboarding pages, replay, header rewriting, DNS
+    resolving, saving flows) is either unused or would act on traffic behind
+    the filter's back.
+    """
+    return [
+        core.Core(),  # option checks
+        block.Block(),  # clients from outside loopback are refused (defence in depth: we listen on loopback)
+        proxyserver.Proxyserver(),
+        next_layer.NextLayer(),  # which protocol layer a connection gets
+        tlsconfig.TlsConfig(),  # TLS settings; the filter refuses interception on top of it
+        disable_h2c.DisableH2C(),  # strips h2c upgrades mitmproxy cannot follow
+    ]
+
+
+def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None, splice: bool = True) -> Master:
     """mitmproxy configured as a filter: no interception, lazy connects, streamed bodies."""
     files.state.mkdir(mode=0o700, parents=True, exist_ok=True)
     options = Options(
@@ -341,14 +360,13 @@ def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, r
         mode=["regular"],
         confdir=str(files.confdir),  # mitmproxy's own CA lands here, never in ~/.mitmproxy
     )
-    master = DumpMaster(options, with_termlog=False, with_dumper=False)
+    master = Master(options)
     filt = StockadeFilter()
-    master.addons.add(filt, Daemon(files, filt, ready_fd))
+    master.addons.add(*proxy_addons(), filt, Daemon(files, filt, ready_fd))
     options.update(
         connection_strategy="lazy",  # nothing is dialed before the ClientHello was checked
         stream_large_bodies="1m",
         websocket=False,  # upgrades become counted TCP, not message lists kept in memory
-        onboarding=False,
         stockade_idle_timeout=idle_timeout,
         stockade_test_resolver=test_resolver,
         stockade_splice=splice,

@@ -75,6 +75,8 @@ class StockadeFilter:
         self.pending: MutableMapping[connection.Client, dict[tuple[str, int], Resolved]] = weakref.WeakKeyDictionary()
         self.backstop: MutableMapping[connection.Client, dict[tuple[str, int], Decision]] = weakref.WeakKeyDictionary()
         self.dialed: MutableMapping[connection.Server, tuple[str, int]] = weakref.WeakKeyDictionary()
+        # Open server connections of each client, by the (host, port) the backstop checked before dialing.
+        self.checked: MutableMapping[connection.Client, dict[connection.Server, tuple[str, int]]] = weakref.WeakKeyDictionary()
         self.upgraded: MutableMapping[connection.Server, Tracked] = weakref.WeakKeyDictionary()
         self.refused: MutableMapping[connection.Server, Decision] = weakref.WeakKeyDictionary()
         self.spliced_total = 0  # tunnels handed to a splicer since start (reported by the daemon's ping)
@@ -157,8 +159,9 @@ class StockadeFilter:
             mismatch = host_mismatch(request, in_tunnel=tunnel is not None)
             if mismatch:
                 decision = Decision(False, mismatch, "", decision.host)
-            if decision.allowed and tunnel is None:
-                # Inside a tunnel the connection is the CONNECT's, checked when it was made.
+            if decision.allowed and tunnel is None and not self._reusable(flow.client_conn, request.host, request.port):
+                # Inside a tunnel the connection is the CONNECT's, checked when it was made; a kept-alive
+                # connection to this very host:port was checked when it was dialed (a new one would be too).
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
             if not decision.allowed:
                 self._refuse(flow, tracked, decision)
@@ -375,10 +378,15 @@ class StockadeFilter:
             server.error = f"stockade: {INTERNAL_ERROR}"
 
     def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
-        self._restore_address(data)
+        checked = self._restore_address(data)
+        if checked is not None:
+            self.checked.setdefault(data.client, {})[data.server] = checked
         tracked = self.tunnels.get(data.client)
         if tracked is not None:
             tracked.record.address = _peer(data.server)
+
+    def server_disconnected(self, data: server_hooks.ServerConnectionHookData) -> None:
+        self.checked.get(data.client, {}).pop(data.server, None)
 
     def server_connect_error(self, data: server_hooks.ServerConnectionHookData) -> None:
         self._restore_address(data)
@@ -490,7 +498,16 @@ class StockadeFilter:
         if flow.killable:
             flow.kill()
 
-    def _restore_address(self, data: server_hooks.ServerConnectionHookData) -> None:
+    def _reusable(self, client: connection.Client, host: str, port: int) -> bool:
+        """Whether mitmproxy would send a request to host:port over a connection the backstop checked.
+
+        mitmproxy reuses an open server connection whose `address` is the
+        request's (host, port); its address was checked when it was dialed,
+        and looking the name up again would not change where the bytes go.
+        """
+        return (host, port) in self.checked.get(client, {}).values()
+
+    def _restore_address(self, data: server_hooks.ServerConnectionHookData) -> tuple[str, int] | None:
         """Give the connection its name back once it is connected.
 
         mitmproxy reuses a connection only for the same `address`, so a
@@ -499,10 +516,12 @@ class StockadeFilter:
         what mitmproxy itself keeps in `address` when it resolves a host;
         the IP stays in `peername`. Server refuses address changes on open
         connections (to stop redirects); this is a relabel, not a redirect.
+        Returns the checked (host, port), or None for a connection the backstop did not dial.
         """
         original = self.dialed.pop(data.server, None)
         if original is not None:
             object.__setattr__(data.server, "address", original)
+        return original
 
 
 def parse_proxy_authorization(value: str) -> str | None:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from http.client import HTTPConnection
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._reply(self.server.blob)
         else:
             self._reply(f"hello from {self.server.origin.name} {self.path}\n".encode())
+        if self.path.endswith("/drop"):
+            self.close_connection = True  # hang up after answering, without saying so in a header
 
     def do_POST(self) -> None:
         self._record()
@@ -420,6 +423,51 @@ def test_door_answers_what_is_not_http_at_once(world: SimpleNamespace, session: 
         assert reply.startswith(b"HTTP/1.1 400") and b"only HTTP proxy requests" in reply, reply
         assert time.monotonic() - started < 2
     assert raw_door(port, f"GET http://allowed.test:{world.origins['http'].port}/ HTTP/1.1\r\nConnection: close\r\n\r\n".encode()).startswith(b"HTTP/1.1 200")
+
+
+def test_kept_alive_requests_are_each_judged(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    """Each request on one client connection is decided and audited; an upstream is looked up when it is dialed."""
+    s = session()
+    _, port = door(s)
+    http_port = world.origins["http"].port
+    names = world.root / "names.json"
+    saved = names.read_text()
+    table = json.loads(saved)
+
+    def point(address: str) -> None:
+        table["names"]["flip.wild.test"] = [address]
+        names.write_text(json.dumps(table))
+
+    conn = HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def get(host: str, path: str) -> int:
+        conn.request("GET", f"http://{host}:{http_port}{path}", headers={"Host": f"{host}:{http_port}"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+
+    try:
+        point("127.0.0.1")
+        assert get("flip.wild.test", "/ka1") == 200
+        point("169.254.169.254")  # the name now points inside; the open upstream was checked when dialed
+        assert get("flip.wild.test", "/ka2/drop") == 200  # ...and carries this one, then the origin hangs up
+        assert get("blocked.wild.test", "/ka3") == 403  # another host on the same connection: judged by the rules
+        assert get("meta.wild.test", "/ka4") == 403  # an allowed name with an inside address: looked up, refused
+        time.sleep(1)  # the origin's hang-up reaches the daemon
+        assert get("flip.wild.test", "/ka5") == 403  # a new upstream: looked up again, inside now, refused
+        point("127.0.0.1")
+        assert get("flip.wild.test", "/ka6") == 200  # the control: the same connection still works
+    finally:
+        names.write_text(saved)
+        conn.close()
+    paths = [p for _, p, _ in world.origins["http"].requests if p.startswith("/ka")]
+    assert paths == ["/ka1", "/ka2/drop", "/ka6"]
+    assert wait_for(lambda: len(records(s.audit)) == 6)
+    found = records(s.audit)
+    assert [r["decision"] for r in found] == ["allow", "allow", "deny", "deny", "deny", "allow"]
+    assert [r["address"] for r in found if r["decision"] == "allow"] == ["127.0.0.1"] * 3
+    assert found[2]["rule"] == 'deny "blocked.wild.test"'
+    assert [r["rule"] for r in found[3:5]] == [f"{h}.wild.test resolves to 169.254.169.254 (cloud metadata)" for h in ("meta", "flip")]
 
 
 def test_host_header_must_match_the_target(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
