@@ -50,8 +50,8 @@ class Door:
         self.live = 0
         self.refused = 0  # connections over MAX_CONNECTIONS
         self._accepting: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()  # every connection's (asyncio keeps only weak references)
-        self._waiting: set[asyncio.Task[None]] = set()  # accepted, first byte not seen yet
+        self._tasks: dict[socket.socket, asyncio.Task[None]] = {}  # every connection's (asyncio keeps only weak references)
+        self._unspoken: set[socket.socket] = set()  # accepted, first byte not seen yet
 
     def open(self) -> None:
         self.listener.setblocking(False)
@@ -66,8 +66,10 @@ class Door:
         if self._accepting is not None:
             asyncio.get_running_loop().remove_reader(self.listener.fileno())  # before its number can be reused
             self._accepting.cancel()
-        for task in list(self._waiting):
-            task.cancel()
+        for conn in list(self._unspoken):
+            task = self._tasks.get(conn)
+            if task is not None:
+                task.cancel()
         self.listener.close()
 
     async def _accept_loop(self) -> None:
@@ -83,26 +85,27 @@ class Door:
                 conn.close()
                 continue
             self.live += 1
-            task = loop.create_task(self._serve(conn))
-            self._tasks.add(task)
-            self._waiting.add(task)
-            task.add_done_callback(self._tasks.discard)
+            # The task may run up to its first wait before create_task returns (eager task factories):
+            # it keeps `_unspoken` itself, and only the strong reference is added here.
+            self._tasks[conn] = task = loop.create_task(self._serve(conn))
+            task.add_done_callback(lambda _task, conn=conn: self._tasks.pop(conn, None))
 
     async def _serve(self, conn: socket.socket) -> None:
         handed = False
+        self._unspoken.add(conn)
         try:
             conn.setblocking(False)
             if not await _speaks_http(conn):
                 return
             reader, writer = await asyncio.open_connection(sock=conn)
             handed = True
-            self._waiting.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._unspoken.discard(conn)
             await self._hand_over(reader, writer)
         except (OSError, asyncio.TimeoutError):
             pass
         finally:
             self.live -= 1
-            self._waiting.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._unspoken.discard(conn)
             if not handed:
                 conn.close()
 

@@ -1,0 +1,67 @@
+"""A session's door, in process: what it refuses before mitmproxy sees a byte (end to end: test_daemon.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from types import SimpleNamespace
+
+import pytest
+
+from stockade.proxy import door
+
+
+def session(stopped: str | None = None) -> SimpleNamespace:
+    return SimpleNamespace(stopped=stopped, spec=SimpleNamespace(session_id="s"))
+
+
+async def closed_by_peer(sock: socket.socket) -> bool:
+    """True once the door closed this connection (EOF or reset), False if it stays open for a second."""
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    try:
+        return await asyncio.wait_for(loop.sock_recv(sock, 1), 1) == b""
+    except ConnectionResetError:
+        return True
+    except asyncio.TimeoutError:
+        return False
+
+
+async def test_connections_over_the_cap_are_closed_and_silent_ones_go_with_the_door(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(door, "MAX_CONNECTIONS", 2)
+    listener = socket.create_server(("127.0.0.1", 0))
+    the_door = door.Door(session(), listener, lambda client, s: None)  # type: ignore[arg-type]
+    the_door.open()
+    address = listener.getsockname()
+    first, second = socket.create_connection(address), socket.create_connection(address)
+    await asyncio.sleep(0.1)
+    third = socket.create_connection(address)
+    try:
+        assert await closed_by_peer(third)  # over the cap
+        assert not await closed_by_peer(first) and not await closed_by_peer(second)  # the control: within it, waiting
+        assert (the_door.live, the_door.refused) == (2, 1)
+        the_door.close()
+        assert await closed_by_peer(first) and await closed_by_peer(second)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(address).close()
+        assert the_door.live == 0
+    finally:
+        for sock in (first, second, third):
+            sock.close()
+
+
+async def test_a_stopped_session_s_door_takes_no_connection() -> None:
+    stopped = session("audit log unwritable: disk full")
+    listener = socket.create_server(("127.0.0.1", 0))
+    the_door = door.Door(stopped, listener, lambda client, s: None)  # type: ignore[arg-type]
+    the_door.open()
+    conn = socket.create_connection(listener.getsockname())
+    try:
+        assert await closed_by_peer(conn)
+        stopped.stopped = None  # the control: a live session's door keeps it, waiting for the request
+        again = socket.create_connection(listener.getsockname())
+        assert not await closed_by_peer(again)
+        again.close()
+    finally:
+        conn.close()
+        the_door.close()
