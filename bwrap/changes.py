@@ -18,6 +18,7 @@ imports no pattern matcher.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from stockade.bwrap import folders
@@ -65,22 +66,24 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
         matches, _notes = globs.expand((*reported, *swept))
         return from_matches(reported, swept, matches, None)
     found: dict[str, list[str]] = {pattern: [] for pattern in (*reported, *swept)}
+    locked: list[str] = []
     matcher = None
-    stack = [project]
+    stack = [(project, False)]  # (folder, made during the run)
     while stack:
-        folder = stack.pop()
+        folder, new = stack.pop()
         try:
             info = os.lstat(folder)
         except OSError:
             continue
         known = before.tree.get(folder)
         if known is not None and known[0] == folders.folder_stamp(info):
-            stack += [os.path.join(folder, name) for name in known[1]]
+            stack += [(os.path.join(folder, name), False) for name in known[1]]
             continue
+        had = set(known[1]) if known is not None else set()
         if known is not None:  # touched: the same entries (our placeholders came and went)?
             listed = folders.listing(folder)
             if listed is not None and listed[0] == known[2]:
-                stack += [os.path.join(folder, name) for name in listed[1]]
+                stack += [(os.path.join(folder, name), name not in had) for name in listed[1]]
                 continue
         from stockade.bwrap import globs  # new entries: now the patterns are needed
 
@@ -88,11 +91,20 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
             matcher = globs.Patterns((*reported, *swept))
         listed = globs.list_folder(folder, matcher, found, None)
         if listed is not None:
-            stack += listed[1]
+            stack += [(sub, os.path.basename(sub) not in had) for sub in listed[1]]
+        elif (new or known is not None) and _locked(info):
+            locked.append(folder)  # readable when planned, or made by the run: locked inside it
     after = from_matches(reported, swept, found, None)
     after.reported = {**_stamps(before.reported), **after.reported}
-    after.swept = {**_stamps(before.swept), **after.swept}
+    after.swept = {**_stamps(before.swept), **after.swept, **_stamps(locked)}
     return after
+
+
+def _locked(info: os.stat_result) -> bool:
+    """A folder of ours that its owner may not read or search: the run took the permission away
+    (a folder locked before the run was hidden from it, mounts.plan_view), so what it holds cannot
+    be checked, and the folder itself is moved aside like a runs-later file."""
+    return info.st_uid == os.geteuid() and info.st_mode & 0o500 != 0o500 and not folders.AS_ROOT
 
 
 def _stamps(paths: Iterable[str]) -> Stamps:
@@ -126,20 +138,36 @@ def quarantine(paths: list[str], session: str, roots: list[str] | None = None) -
     makes a tool run them, and stay where the user will see them.
     """
     moved: list[tuple[str, str]] = []
+    roots = roots or ["/"]
     for path in paths:
-        parent = _open_parent(path, roots or ["/"])
-        if parent is None:
-            continue
-        name = os.path.basename(path)
-        new_name = f"{name}{QUARANTINE_SUFFIX}{session}"
-        try:
-            os.rename(name, new_name, src_dir_fd=parent, dst_dir_fd=parent)
-            moved.append((path, os.path.join(os.path.dirname(path), new_name)))
-        except OSError:
-            pass
-        finally:
-            os.close(parent)
+        done = _rename_aside(path, session, roots)
+        while done in (errno.EACCES, errno.EPERM) and _strictly_inside(os.path.dirname(path), roots):
+            # the run took write permission off the folder: move the folder aside instead
+            path = os.path.dirname(path)
+            done = _rename_aside(path, session, roots)
+        if isinstance(done, str):
+            moved.append((path, done))
     return moved
+
+
+def _rename_aside(path: str, session: str, roots: list[str]) -> str | int:
+    """The new path, or the errno of the failed move."""
+    parent = _open_parent(path, roots)
+    if parent is None:
+        return errno.ENOENT
+    name = os.path.basename(path)
+    new_name = f"{name}{QUARANTINE_SUFFIX}{session}"
+    try:
+        os.rename(name, new_name, src_dir_fd=parent, dst_dir_fd=parent)
+        return os.path.join(os.path.dirname(path), new_name)
+    except OSError as exc:
+        return exc.errno or errno.EIO
+    finally:
+        os.close(parent)
+
+
+def _strictly_inside(path: str, roots: list[str]) -> bool:
+    return any(path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def _open_parent(path: str, roots: list[str]) -> int | None:

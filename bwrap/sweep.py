@@ -13,8 +13,9 @@ import stat
 from stockade.bwrap.changes import quarantine
 
 
-def _to_move(path: str, first_absent: str) -> str | None:
-    """The entry to move aside: `path`, or a symlink planted above it; None if nothing appeared."""
+def _to_move(path: str, first_absent: str, roots: list[str]) -> str | None:
+    """The entry to move aside: `path`, or a symlink planted above it, or a folder the run took
+    search permission off (what is inside cannot be checked); None if nothing appeared."""
     current = first_absent
     remainder = os.path.relpath(path, first_absent).split("/")
     for part in ["", *remainder]:
@@ -22,8 +23,11 @@ def _to_move(path: str, first_absent: str) -> str | None:
             current = os.path.join(current, part)
         try:
             mode = os.lstat(current).st_mode
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except PermissionError:
+            locked = os.path.dirname(current)
+            return locked if any(locked.startswith(root.rstrip("/") + "/") for root in roots) else None
         if stat.S_ISLNK(mode):
             return current
         if current != path and not stat.S_ISDIR(mode):
@@ -32,5 +36,5 @@ def _to_move(path: str, first_absent: str) -> str | None:
 
 
 def sweep_unguarded(paths: list[tuple[str, str]], session: str, roots: list[str]) -> list[tuple[str, str]]:
-    entries = [_to_move(path, first_absent) for path, first_absent in paths]
+    entries = [_to_move(path, first_absent, roots) for path, first_absent in paths]
     return quarantine(list(dict.fromkeys(e for e in entries if e is not None)), session, roots)

@@ -270,18 +270,80 @@ def test_a_plan_stored_by_another_install_of_stockade_is_not_used(vbox: Box) -> 
 def test_a_folder_made_unreadable_by_one_run_does_not_unmask_its_secrets_in_the_next(vbox: Box) -> None:
     """A run cannot read sub/.env, but it can take the search or read bit off sub, its own folder:
     the next plan's walk (an unprivileged user's) could not look inside, would mask nothing there,
-    and that run would put the bit back and read the secret. Planned or stored, it stays hidden."""
+    and that run would put the bit back and read the secret. After the run the locked folder is
+    moved aside (its contents cannot be checked); a folder still locked when a run plans (its
+    check never ran: stockade was killed) is hidden whole."""
     sub = vbox.project / "sub"
     sub.mkdir()
     (sub / ".env").write_text("CANARY-ENV-FILE\n")
+    unlock_all = "for d in sub*; do chmod 755 $d; cat $d/.env; done; echo TRIED"
     try:
-        for mode in ("000", "600"):
-            first = run(vbox, f"cat sub/.env || echo DENIED; chmod {mode} sub; echo LOCKED")
-            assert "DENIED" in first.stdout and "LOCKED" in first.stdout and "CANARY-ENV-FILE" not in first.stdout, first
-            attack = run(vbox, "chmod 755 sub; cat sub/.env || echo DENIED")
-            assert "CANARY-ENV-FILE" not in attack.stdout, attack
+        for mode in (0o000, 0o600):
+            sub.chmod(mode)  # as a run killed before its check would leave it
+            attack = run(vbox, unlock_all)
+            assert "TRIED" in attack.stdout and "CANARY-ENV-FILE" not in attack.stdout, attack
             sub.chmod(0o755)
-        control = run(vbox, "ls -a sub; cat sub/.env || echo DENIED")
-        assert ".env" in control.stdout and "DENIED" in control.stdout, control
+        first = run(vbox, "cat sub/.env || echo DENIED; chmod 000 sub; echo LOCKED")
+        assert "DENIED" in first.stdout and "LOCKED" in first.stdout and "CANARY-ENV-FILE" not in first.stdout, first
+        if os.geteuid() != 0:  # root's walks look into any folder: nothing to move
+            assert not sub.exists() and "renamed to" in first.stderr, first.stderr
+        attack = run(vbox, unlock_all)
+        assert "TRIED" in attack.stdout and "CANARY-ENV-FILE" not in attack.stdout, attack
     finally:
-        sub.chmod(0o755)
+        for folder in vbox.project.iterdir():
+            folder.chmod(0o755)
+    control = run(vbox, "ls -a sub*; cat sub*/.env || echo DENIED")
+    assert ".env" in control.stdout and "DENIED" in control.stdout, control
+
+
+def test_a_repository_made_and_locked_during_a_run_is_still_checked_after_it(vbox: Box) -> None:
+    """After the run the walk lists the folders that changed; a run that takes read permission off
+    its own new folder (search kept, so git still works there) must not hide a hook from that check."""
+    script = (
+        "git init -q sub && printf '#!/bin/sh\\necho HOOK\\n' > sub/.git/hooks/pre-commit"
+        " && chmod +x sub/.git/hooks/pre-commit && chmod 0100 sub && echo PLANTED"
+    )
+    first = run(vbox, script)
+    assert "PLANTED" in first.stdout, first
+    hook = vbox.project / "sub" / ".git" / "hooks" / "pre-commit"
+    try:
+        assert not hook.exists(), first.stderr
+    finally:
+        for folder in vbox.project.iterdir():
+            folder.chmod(0o755)
+    control = run(vbox, "git init -q other && echo made > other/file && echo CONTROL")
+    assert "CONTROL" in control.stdout and (vbox.project / "other" / "file").read_text() == "made\n", control
+
+
+def test_a_repository_made_during_a_run_with_its_git_dir_made_read_only_is_still_moved_aside(vbox: Box) -> None:
+    """Moving a planted config aside is a rename in its folder: a run that takes write permission off
+    that folder must not make the move fail quietly (git status on the host would run fsmonitor)."""
+    canary = vbox.outside / "fsmonitor-ran"
+    script = (
+        f"git init -q sub && git -C sub config core.fsmonitor 'echo RAN > {q(str(canary))}; false'"
+        " && chmod 0500 sub/.git && echo PLANTED"
+    )
+    first = run(vbox, script)
+    assert "PLANTED" in first.stdout, first
+    try:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(vbox.home), "GIT_CONFIG_NOSYSTEM": "1"}
+        subprocess.run(["git", "status"], cwd=vbox.project / "sub", env=env, capture_output=True, timeout=30)
+        assert not canary.exists(), first.stderr
+    finally:
+        for folder, subdirs, _files in os.walk(vbox.project):
+            for name in subdirs:
+                os.chmod(os.path.join(folder, name), 0o755)
+
+
+def test_a_git_dir_made_unsearchable_in_another_writable_place_is_swept_without_a_crash(vbox: Box) -> None:
+    """Floor files whose folder was absent at planning are swept after the run by looking at each
+    one; a run that takes search permission off the new folder must not crash that sweep (the
+    command's exit status lost, the rest unswept) nor leave the folder where git would use it."""
+    policy = vbox.policy(policy_text(allow_write=[vbox.outside]))
+    git_dir = vbox.outside / ".git"
+    script = f"mkdir -p {q(str(git_dir))}/hooks && echo evil > {q(str(git_dir))}/hooks/pre-commit && chmod 0600 {q(str(git_dir))}; exit 3"
+    attack = run(vbox, script, policy=policy)
+    for folder in vbox.outside.iterdir():
+        folder.chmod(0o755)
+    assert attack.returncode == 3 and "Traceback" not in attack.stderr, attack
+    assert not (git_dir / "hooks" / "pre-commit").exists() and "renamed to" in attack.stderr, attack.stderr
