@@ -245,7 +245,7 @@ def _summary(
     if "memory" in hits:
         lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
     for original, moved in quarantined:
-        lines.append(f"{original} was created inside the sandbox and runs code outside it; renamed to {moved} (the floor keeps such files read-only)")
+        lines.append(f"{original} was created or changed inside the sandbox and could run code outside it (or could not be checked); renamed to {moved}")
     if denials:
         from stockade.proxy.client import describe_denial  # already loaded: the bridge used it
 

@@ -38,8 +38,13 @@ def expand(
     by_base: dict[str, list[str]] = defaultdict(list)
     for pattern in patterns:
         if not is_glob(pattern):
-            if os.path.lexists(pattern):
+            try:
+                os.lstat(pattern)
                 found[pattern].append(pattern)
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+            except OSError:
+                found[pattern].append(pattern)  # cannot tell whether it is there: the caller decides
             continue
         by_base[glob_base(pattern)].append(pattern)
     for base, under in by_base.items():

@@ -104,6 +104,12 @@ def _check_inside(root: str, path: str, why: str) -> None:
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
             return
+        except PermissionError:
+            raise SandboxSetupError(
+                f"cannot look at {current} (permission denied) inside the writable place {root}, so stockade cannot keep "
+                f"{why} {path} protected; a sandboxed run can take search permission off its own folders to that end: "
+                f"give them back (chmod u+rx {os.path.dirname(current)})"
+            ) from None
         if stat.S_ISLNK(mode):
             raise SandboxSetupError(
                 f"{current} is a symlink inside the writable place {root}, so stockade cannot keep {why} {path} "
@@ -293,7 +299,14 @@ def _first_absent(root: str, path: str) -> str:
 
 def _mask(view: View, path: str, roots: list[str]) -> None:
     """Hide `path`: an empty read-only folder, or an unopenable file."""
-    if not os.path.lexists(path) or not visible(path, roots) or any(is_within(path, m) for m in view.masked):
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except PermissionError:
+        if _root_of(path, roots) is None:
+            return  # out of the sandbox's reach: it cannot change permissions there
+    if not visible(path, roots) or any(is_within(path, m) for m in view.masked):
         return
     root = _root_of(path, roots)
     if root is not None and path != root:

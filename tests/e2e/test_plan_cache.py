@@ -347,3 +347,22 @@ def test_a_git_dir_made_unsearchable_in_another_writable_place_is_swept_without_
         folder.chmod(0o755)
     assert attack.returncode == 3 and "Traceback" not in attack.stderr, attack
     assert not (git_dir / "hooks" / "pre-commit").exists() and "renamed to" in attack.stderr, attack.stderr
+
+
+def test_a_secret_whose_folder_a_run_made_unsearchable_is_not_planned_as_absent(vbox: Box) -> None:
+    """With home writable, ~/.docker is not hidden, only its config.json: a run can take search
+    permission off ~/.docker, after which the next plan could not tell config.json exists. That
+    run must not start with it readable (it stops, saying which permission to give back)."""
+    docker = vbox.home / ".docker"
+    docker.mkdir()
+    (docker / "config.json").write_text("CANARY-DOCKER\n")
+    policy = vbox.policy(policy_text(allow_write=[vbox.home]))
+    first = run(vbox, "cat ~/.docker/config.json || echo DENIED; chmod 600 ~/.docker; echo LOCKED", policy=policy)
+    assert "DENIED" in first.stdout and "LOCKED" in first.stdout, first
+    try:
+        attack = run(vbox, "chmod 755 ~/.docker; cat ~/.docker/config.json || echo DENIED", policy=policy)
+        assert "CANARY-DOCKER" not in attack.stdout, attack
+    finally:
+        docker.chmod(0o755)
+    control = run(vbox, "cat ~/.docker/config.json || echo DENIED", policy=policy)
+    assert "DENIED" in control.stdout and "CANARY-DOCKER" not in control.stdout, control
