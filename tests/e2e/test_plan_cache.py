@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from boxes import Box
 from escapes import policy_text, q
 
@@ -366,3 +368,28 @@ def test_a_secret_whose_folder_a_run_made_unsearchable_is_not_planned_as_absent(
         docker.chmod(0o755)
     control = run(vbox, "cat ~/.docker/config.json || echo DENIED", policy=policy)
     assert "DENIED" in control.stdout and "CANARY-DOCKER" not in control.stdout, control
+
+
+SMALL_WALK_PROBE = "from stockade.bwrap import globs\nglobs.MAX_ENTRIES = 50\n" + PROBE  # 500000 entries, scaled down
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="HOLE: bwrap/globs.py stops the project walk after MAX_ENTRIES (500000) entries and plans with what it "
+    "found so far (a note says so): a run that fills the project's top folder with that many empty files leaves "
+    "every later fresh plan without the **/.env masks, nested repositories' mounts and the post-run check below it; "
+    "failing closed would stop legitimately huge trees (node_modules), so the choice is the maintainers'",
+)
+def test_a_run_that_floods_the_project_does_not_unmask_secrets_below_it(vbox: Box) -> None:
+    sub = vbox.project / "sub"
+    sub.mkdir()
+    (sub / ".env").write_text("CANARY-FLOOD\n")
+
+    def small(script: str) -> subprocess.CompletedProcess[str]:
+        words = [sys.executable, "-c", SMALL_WALK_PROBE, "run", "--", "/bin/sh", "-c", script]
+        return subprocess.run(words, cwd=vbox.project, env={**vbox.env, "STOCKADE_NO_PLAN_CACHE": "1"}, capture_output=True, text=True, timeout=60)
+
+    first = small("cat sub/.env || echo DENIED; for i in $(seq 60); do : > junk$i; done; echo FLOODED")
+    assert "DENIED" in first.stdout and "FLOODED" in first.stdout, first
+    attack = small("cat sub/.env || echo DENIED")
+    assert "CANARY-FLOOD" not in attack.stdout, attack
