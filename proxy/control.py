@@ -7,7 +7,8 @@ Each request is one object with an "op"; each reply is one object with
 "ok" and either the result or an "error" sentence:
 
     {"op": "ping"}                          -> {"ok": true, "port": 41234, "pid": 999, "protocol": 2,
-                                                "exiting": false, "sessions": 2, "clients": 5, "spliced": 17}
+                                                "exiting": false, "sessions": 2, "clients": 5, "spliced": 17,
+                                                "bodies": 3}
     {"op": "register", "spec": {...}}       -> {"ok": true, "port": ..., "token": "...", "session_id": "..."}
     {"op": "listen", "session_id": "..."}   -> {"ok": true}
         (sent with one listening TCP socket as SCM_RIGHTS, on the connection that registered the

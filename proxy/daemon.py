@@ -190,6 +190,7 @@ class Daemon:
                 "sessions": len(self.filter.registry),
                 "clients": self.clients,
                 "spliced": self.filter.spliced_total,
+                "bodies": self.filter.bodies_spliced,
             }
         if op == "register":
             if self.exiting:

@@ -47,7 +47,7 @@ from mitmproxy.proxy.layers import HttpLayer, TCPLayer
 from stockade.proxy.audit import AuditRecord, now_iso, redact_path
 from stockade.proxy.control import PROXY_USER
 from stockade.proxy.decide import Decision, canonical_target, check_resolved, decide
-from stockade.proxy import splicer
+from stockade.proxy import bodysplice, splicer
 from stockade.proxy.meter import Meter
 from stockade.proxy.resolver import Resolved, Resolver, file_resolver, own_addresses, system_resolver
 from stockade.proxy.sessions import Registry, Session
@@ -80,6 +80,7 @@ class StockadeFilter:
         self.upgraded: MutableMapping[connection.Server, Tracked] = weakref.WeakKeyDictionary()
         self.refused: MutableMapping[connection.Server, Decision] = weakref.WeakKeyDictionary()
         self.spliced_total = 0  # tunnels handed to a splicer since start (reported by the daemon's ping)
+        self.bodies_spliced = 0  # plain-HTTP response bodies spliced whole since start (likewise)
         self._own: frozenset[Any] = frozenset()
         self._own_at = float("-inf")
 
@@ -182,6 +183,7 @@ class StockadeFilter:
                 return
             tracked.record.bytes_down = _head_size(flow.response)
             flow.response.stream = _counter(tracked, "bytes_down")
+            self._offer_body(flow, tracked)
         except Exception:
             logger.exception("responseheaders failed; killing %s", _where(flow))
             if flow.killable:
@@ -267,10 +269,7 @@ class StockadeFilter:
         try:
             if meter.tracked.must_close or client not in self.tunnels:
                 return
-            proxyserver = ctx.master.addons.get("proxyserver")
-            # Found by identity: the key of `connections` differs between mitmproxy versions.
-            handlers = proxyserver.connections.values() if proxyserver is not None else ()
-            handler = next((h for h in handlers if getattr(h, "client", None) is client), None)
+            handler = _handler(client)
             if handler is None:
                 return
             spliced = splicer.Splicer(handler, client, meter.context.server, meter.tracked)
@@ -282,6 +281,19 @@ class StockadeFilter:
                 asyncio.get_running_loop().call_later(0.005, self._splice, meter, attempt + 1)
         except Exception:
             logger.exception("cannot splice the tunnel to %s; it stays on mitmproxy's path", meter.tracked.record.host)
+
+    def _offer_body(self, flow: http.HTTPFlow, tracked: Tracked) -> None:
+        """A checked plain-HTTP response's body of known length goes by splice (proxy/bodysplice.py)."""
+        if not (ctx.options.stockade_splice and splicer.AVAILABLE) or flow.client_conn in self.tunnels:
+            return
+        if bodysplice.body_length(flow) is None:
+            return
+        handler = _handler(flow.client_conn)
+        if handler is not None:
+            bodysplice.BodySplice(handler, flow, tracked, self._count_body).start()
+
+    def _count_body(self) -> None:
+        self.bodies_spliced += 1
 
     def client_disconnected(self, client: connection.Client) -> None:
         tracked = self.tunnels.pop(client, None)
@@ -644,6 +656,18 @@ def _head_size(message: http.Message) -> int:
     if isinstance(message, http.Request):
         return size + len(message.method) + len(message.path) + 11
     return size + len(message.reason or "") + 15
+
+
+def _handler(client: connection.Client) -> Any:
+    """mitmproxy's ConnectionHandler of a client connection, or None."""
+    proxyserver = ctx.master.addons.get("proxyserver")
+    if proxyserver is None:
+        return None
+    found = proxyserver.connections.get(client.id)
+    if getattr(found, "client", None) is client:
+        return found
+    # Else by identity: the key of `connections` differs between mitmproxy versions.
+    return next((h for h in proxyserver.connections.values() if getattr(h, "client", None) is client), None)
 
 
 def _peer(server: connection.Server) -> str | None:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.client import HTTPConnection
+from http.client import HTTPConnection, IncompleteRead
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,14 +79,45 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for start in range(0, len(view), 1 << 20):
             self.wfile.write(view[start : start + (1 << 20)])
 
+    def _lie(self, claimed: int, sent: bytes) -> None:
+        """A Content-Length that is not what follows, then hang up."""
+        self.send_response(200)
+        self.send_header("Content-Length", str(claimed))
+        self.end_headers()
+        self.wfile.write(sent)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _chunked(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for start in range(0, len(body), 1 << 20):
+            piece = body[start : start + (1 << 20)]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.write(b"0\r\n\r\n")
+
     def do_GET(self) -> None:
         self._record()
+        blob = self.server.blob
         if self.path == "/blob":
-            self._reply(self.server.blob)
+            self._reply(blob)
+        elif self.path == "/short":  # half the body it announces
+            self._lie(len(blob), blob[: len(blob) // 2])
+        elif self.path == "/long":  # more than it announces: a second response smuggled behind the body
+            self._lie(len(blob) // 2, blob[: len(blob) // 2] + b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED!")
+        elif self.path == "/chunked":
+            self._chunked(blob)
         else:
             self._reply(f"hello from {self.server.origin.name} {self.path}\n".encode())
         if self.path.endswith("/drop"):
             self.close_connection = True  # hang up after answering, without saying so in a header
+
+    def do_HEAD(self) -> None:
+        self._record()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.server.blob)))
+        self.end_headers()
 
     def do_POST(self) -> None:
         self._record()
@@ -627,6 +658,107 @@ def test_big_bodies_stream_byte_identical(world: SimpleNamespace, session: Calla
     down_http, up_http, down_tls, up_tls = records(s.audit)
     assert down_http["bytes_down"] >= BIG and up_http["bytes_up"] >= BIG
     assert down_tls["bytes_down"] >= BIG and up_tls["bytes_up"] >= BIG
+
+
+def bodies(world: SimpleNamespace) -> int:
+    """Plain-HTTP bodies the daemon has spliced whole since it started."""
+    return int(ping(world)["bodies"])
+
+
+def test_plain_http_bodies_are_spliced_byte_identical_and_the_connection_is_judged_after(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    _, port = door(s)
+    http_port, denied = world.origins["http"].port, world.origins["denied"]
+    before = bodies(world)
+    conn = HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def get(host: str, path: str, target_port: int = http_port) -> tuple[int, bytes]:
+        conn.request("GET", f"http://{host}:{target_port}{path}", headers={"Host": f"{host}:{target_port}"})
+        response = conn.getresponse()
+        return response.status, response.read()
+
+    status, body = get("allowed.test", "/blob")
+    assert status == 200 and hashlib.sha256(body).hexdigest() == world.blob_sha
+    assert wait_for(lambda: bodies(world) == before + 1)  # the fast path carried it
+    # The same connection, after a spliced body: mitmproxy parses the next request and the filter judges it.
+    assert get("denied.test", "/after-splice", denied.port)[0] == 403
+    assert get("allowed.test", "/after-splice") == (200, b"hello from allowed-http /after-splice\n")
+    status, body = get("allowed.test", "/blob")  # and a second big body on it
+    assert status == 200 and hashlib.sha256(body).hexdigest() == world.blob_sha
+    conn.close()
+    assert denied.requests == [] and wait_for(lambda: bodies(world) == before + 2)
+    assert wait_for(lambda: len(records(s.audit)) == 4)
+    found = records(s.audit)
+    assert [(r["path"], r["decision"]) for r in found] == [("/blob", "allow"), ("/after-splice", "deny"), ("/after-splice", "allow"), ("/blob", "allow")]
+    assert found[0]["bytes_down"] >= BIG and found[3]["bytes_down"] >= BIG and found[0]["error"] is None
+
+
+def test_a_body_shorter_than_announced_fails_like_mitmproxy_would(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    _, port = door(s)
+    http_port = world.origins["http"].port
+    conn = HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", f"http://allowed.test:{http_port}/short", headers={"Host": f"allowed.test:{http_port}"})
+    response = conn.getresponse()
+    with pytest.raises(IncompleteRead) as cut:
+        response.read()
+    assert cut.value.partial == world.blob[: BIG // 2]  # what the server sent, in order, and no more
+    conn.close()
+    assert wait_for(lambda: len(records(s.audit)) == 1)
+    (record,) = records(s.audit)
+    assert record["decision"] == "allow" and record["error"] and BIG // 2 <= record["bytes_down"] < BIG
+    assert curl(f"http://allowed.test:{http_port}/still-fine", proxy=door(session())[0])[0] == "200"
+
+
+def test_bytes_past_the_announced_length_never_answer_the_next_request(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    s = session()
+    _, port = door(s)
+    http_port = world.origins["http"].port
+    before = bodies(world)
+    conn = HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def get(path: str) -> tuple[int, bytes]:
+        conn.request("GET", f"http://allowed.test:{http_port}{path}", headers={"Host": f"allowed.test:{http_port}"})
+        response = conn.getresponse()
+        return response.status, response.read()
+
+    assert get("/long") == (200, world.blob[: BIG // 2])  # exactly the announced length
+    assert wait_for(lambda: bodies(world) == before + 1)
+    assert get("/next") == (200, b"hello from allowed-http /next\n")  # not the smuggled answer
+    conn.close()
+    paths = [p for _, p, _ in world.origins["http"].requests]
+    assert paths[-2:] == ["/long", "/next"]
+
+
+def test_chunked_and_small_bodies_stay_with_mitmproxy(world: SimpleNamespace, session: Callable[..., SimpleNamespace], tmp_path: Path) -> None:
+    s = session()
+    proxy, _ = door(s)
+    http_port = world.origins["http"].port
+    before = bodies(world)
+    out = tmp_path / "chunked.bin"
+    done = subprocess.run(["curl", "-sS", "-x", proxy, "-o", str(out), f"http://allowed.test:{http_port}/chunked"], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == world.blob_sha
+    assert curl(f"http://allowed.test:{http_port}/small", proxy=proxy)[:2] == ("200", b"hello from allowed-http /small\n")
+    assert curl("-I", f"http://allowed.test:{http_port}/blob", proxy=proxy)[0] == "200"  # HEAD: a length, no body
+    assert bodies(world) == before  # none of them went by splice
+
+
+def test_ending_a_session_cuts_its_spliced_body(world: SimpleNamespace, session: Callable[..., SimpleNamespace], tmp_path: Path) -> None:
+    s = session()
+    proxy, _ = door(s)
+    partial = tmp_path / "partial"
+    slow = subprocess.Popen(
+        ["curl", "-sS", "--limit-rate", "2M", "-x", proxy, "-o", str(partial), f"http://allowed.test:{world.origins['http'].port}/blob"],
+        stderr=subprocess.DEVNULL,
+    )
+    assert wait_for(lambda: partial.exists() and partial.stat().st_size > (1 << 20))
+    client.end_session(world.locations, s.spec.session_id)
+    assert slow.wait(timeout=20) != 0  # cut long before the 32 s the download would take
+    assert partial.stat().st_size < BIG
+    assert wait_for(lambda: len(records(s.audit)) == 1)
+    (record,) = records(s.audit)
+    assert record["decision"] == "allow" and 0 < record["bytes_down"] < BIG and record["error"]
 
 
 def test_denied_uploads(world: SimpleNamespace, session: Callable[..., SimpleNamespace], tmp_path: Path) -> None:

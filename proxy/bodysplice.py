@@ -1,0 +1,206 @@
+"""Move the body of an allowed plain-HTTP response with splice(2), then give the connection back to mitmproxy.
+
+Why: a streamed body goes through mitmproxy in 64 KiB chunks, each through
+its layers and several Python copies (about 500 MB/s on two cores). Once a
+response's headers are judged, its body of known length is just bytes.
+
+How: `responseheaders` pauses reading from the server. Once mitmproxy has
+sent the head and every body byte it had already read (nothing in its
+buffers, nothing unsent), a thread splices exactly the rest of the
+Content-Length from the server's socket to the client's. mitmproxy's HTTP/1
+reader is then told those bytes arrived (its length counter) and sees the
+message end, so its own code finishes the flow (the response hook, the
+audit record) and parses the next request on the connection, which the
+filter judges like any other. A body cut short leaves the count unfinished
+and mitmproxy meets the server's EOF as it would have; a longer one leaves
+the surplus unread, where mitmproxy finds it and drops the connection.
+
+Anything this does not recognise (HTTP/2, chunked, a different mitmproxy
+layout, bytes in flight) leaves the body on mitmproxy's path: slower, the
+same effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from h11._readers import ContentLengthReader  # what mitmproxy's HTTP/1 layer reads bodies with
+from mitmproxy import http
+from mitmproxy.net.http.http1 import expected_http_body_size
+from mitmproxy.proxy import events
+from mitmproxy.proxy.layers.http import HttpLayer
+from mitmproxy.proxy.layers.http._http1 import Http1Client
+
+from stockade.proxy.splicer import WATCH_INTERVAL, pump, shutdown
+from stockade.proxy.tracking import Tracked
+
+logger = logging.getLogger(__name__)
+
+MIN_BODY = 1 << 20  # smaller bodies stay with mitmproxy: handing over costs a few turns of its loop
+READY_TRIES = 200
+READY_PAUSE = 0.005  # seconds between later looks while mitmproxy still sends the head (1 s in all)
+
+
+def body_length(flow: http.HTTPFlow) -> int | None:
+    """The Content-Length of a response whose body may be spliced, or None.
+
+    HTTP/1 both ways, no TLS on either side, a body of known length (mitmproxy's own rules: not HEAD,
+    204, 304, 1xx or chunked), at least MIN_BODY.
+    """
+    request, response = flow.request, flow.response
+    if response is None or flow.client_conn.tls or flow.server_conn.tls:
+        return None
+    if not request.http_version.startswith("HTTP/1") or not response.http_version.startswith("HTTP/1"):
+        return None
+    try:
+        size = expected_http_body_size(request, response)
+    except ValueError:
+        return None
+    return size if size is not None and size >= MIN_BODY else None
+
+
+class BodySplice:
+    """One response body: wait until mitmproxy is idle on it, splice the rest, hand back."""
+
+    def __init__(self, handler: Any, flow: http.HTTPFlow, tracked: Tracked, on_spliced: Callable[[], None] = lambda: None) -> None:
+        self.handler = handler  # mitmproxy's ConnectionHandler of the client connection
+        self.flow = flow
+        self.tracked = tracked
+        self.on_spliced = on_spliced  # called once a body went through whole
+        self.moved = 0
+        self._reader: Http1Client | None = None
+        self._stream: Any = None
+
+    def start(self) -> bool:
+        """Pause the server's side and schedule the hand-over; False leaves the body to mitmproxy."""
+        found = self._find()
+        server_io = self.handler.transports.get(self.flow.server_conn)
+        if found is None or server_io is None or not isinstance(server_io.writer, asyncio.StreamWriter):
+            return False
+        self._reader, self._stream = found
+        server_io.writer.transport.pause_reading()  # the rest of the body waits in the kernel
+        asyncio.get_running_loop().create_task(self._run())
+        return True
+
+    def _find(self) -> tuple[Http1Client, Any] | None:
+        """The HTTP/1 layer reading this response from the server, and the flow's stream."""
+        layer = next((x for x in self.handler.layer.context.layers if isinstance(x, HttpLayer)), None)
+        if layer is None:
+            return None
+        stream = next((s for s in layer.streams.values() if getattr(s, "flow", None) is self.flow), None)
+        side = layer.connections.get(self.flow.server_conn)
+        reader = side if isinstance(side, Http1Client) else getattr(getattr(side, "context", None), "layers", [None])[-1]
+        if stream is None or not isinstance(reader, Http1Client) or not hasattr(stream, "state_stream_response_body"):
+            return None
+        return reader, stream
+
+    async def _run(self) -> None:
+        client_io = self.handler.transports.get(self.flow.client_conn)
+        server_io = self.handler.transports.get(self.flow.server_conn)
+        try:
+            remaining = await self._wait_until_idle(client_io, server_io)
+            if remaining:
+                client_io.writer.transport.pause_reading()  # nothing from the client moves mitmproxy meanwhile
+                try:
+                    with self.handler.timeout_watchdog.disarm():
+                        error = await self._move(client_io, server_io, remaining)
+                finally:
+                    client_io.writer.transport.resume_reading()
+                await self._hand_back(remaining, error)
+        except Exception:
+            logger.exception("splicing the body from %s failed; the connection is cut", self.flow.request.host)
+            self._cut(client_io, server_io)
+        finally:
+            if server_io is not None:
+                server_io.writer.transport.resume_reading()
+
+    async def _wait_until_idle(self, client_io: Any, server_io: Any) -> int:
+        """The body bytes still to come, once mitmproxy has nothing in flight; 0 to leave it to mitmproxy."""
+        for attempt in range(READY_TRIES):
+            await asyncio.sleep(0 if attempt < 3 else READY_PAUSE)  # usually ready at once, after the hook
+            ready = self._ready(client_io, server_io)
+            if ready is not None:
+                return ready
+        return 0
+
+    def _ready(self, client_io: Any, server_io: Any) -> int | None:
+        """Remaining body bytes if it is time; None to look again; 0 to give up."""
+        reader, stream, flow = self._reader, self._stream, self.flow
+        assert reader is not None
+        if self.tracked.must_close or flow.error or client_io is None or server_io is None:
+            return 0
+        if client_io.writer.transport.is_closing() or server_io.writer.transport.is_closing():
+            return 0
+        if stream.server_state != stream.state_stream_response_body:  # the head is not sent yet
+            return None if stream.server_state == stream.state_wait_for_response_headers else 0
+        body = getattr(reader, "body_reader", None)
+        if reader.state != reader.read_body or reader.stream_id != stream.stream_id or not isinstance(body, ContentLengthReader):
+            return 0
+        if len(server_io.reader._buffer) or server_io.reader.at_eof():  # read, not yet parsed: mitmproxy's
+            return None if not server_io.reader.at_eof() else 0
+        if client_io.writer.transport.get_write_buffer_size():  # the head or early body bytes still going out
+            return None
+        remaining = int(getattr(body, "_remaining", 0))
+        if remaining < MIN_BODY // 2 or len(reader.buf):
+            return 0
+        # Paused again, in the same step as the look at its empty buffer: the StreamReader resumes
+        # a transport it had paused itself once its buffer drains, and no byte may reach mitmproxy now.
+        server_io.writer.transport.pause_reading()
+        return remaining
+
+    async def _move(self, client_io: Any, server_io: Any, remaining: int) -> OSError | None:
+        """Splice `remaining` bytes in a thread; cut them off when the session must stop."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[OSError | None] = loop.create_future()
+        source = os.dup(server_io.writer.get_extra_info("socket").fileno())
+        sink = os.dup(client_io.writer.get_extra_info("socket").fileno())
+        record = self.tracked.record
+
+        def count(moved: int) -> None:
+            self.moved += moved
+            record.bytes_down += moved
+
+        def work() -> None:
+            error: OSError | None = None
+            try:
+                pump(source, sink, count, remaining)
+            except OSError as exc:
+                error = exc
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(error))
+
+        threading.Thread(target=work, name="stockade-body", daemon=True).start()
+        try:
+            while not done.done():
+                await asyncio.wait([done], timeout=WATCH_INTERVAL)
+                if not done.done() and self.tracked.must_close:
+                    shutdown(source, socket.SHUT_RDWR)  # wakes the thread, which then ends
+                    shutdown(sink, socket.SHUT_RDWR)
+            return done.result()
+        finally:
+            os.close(source)
+            os.close(sink)
+
+    async def _hand_back(self, remaining: int, error: OSError | None) -> None:
+        """Tell mitmproxy's reader what arrived; at the body's end it finishes the flow itself."""
+        assert self._reader is not None
+        self._reader.body_reader._remaining -= self.moved
+        if error is not None:
+            self.tracked.record.error = f"while splicing the body: {error}"
+            self._cut(self.handler.transports.get(self.flow.client_conn), self.handler.transports.get(self.flow.server_conn))
+        elif self.moved == remaining:
+            self.on_spliced()
+            await self.handler.server_event(events.DataReceived(self.flow.server_conn, b""))
+        # else: the server closed early; mitmproxy meets that EOF and ends the flow as truncated
+
+    def _cut(self, client_io: Any, server_io: Any) -> None:
+        """Both ends shut: mitmproxy sees the connection fail and tears it down (its error hook writes the record)."""
+        for io in (client_io, server_io):
+            sock = io.writer.get_extra_info("socket") if io is not None and io.writer is not None else None
+            if sock is not None:
+                shutdown(sock.fileno(), socket.SHUT_RDWR)
