@@ -130,6 +130,9 @@ def swept_patterns(project: str) -> tuple[str, ...]:
         for name in RUNS_LATER_IN_PROJECT
     ]
     patterns += [f"{root}/**/.git/modules/**/{name}" for name in ("hooks/*", "config", "commondir", "config.worktree")]
+    # a `.git` file or link names a git dir elsewhere, whose hooks and config nothing here checks
+    # (bwrap/changes.py leaves real `.git` folders to the patterns above)
+    patterns.append(f"{root}/**/.git")
     return tuple(patterns)
 
 

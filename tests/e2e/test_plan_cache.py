@@ -393,3 +393,28 @@ def test_a_run_that_floods_the_project_does_not_unmask_secrets_below_it(vbox: Bo
     assert "DENIED" in first.stdout and "FLOODED" in first.stdout, first
     attack = small("cat sub/.env || echo DENIED")
     assert "CANARY-FLOOD" not in attack.stdout, attack
+
+
+def test_a_git_pointer_made_during_a_run_is_moved_aside(vbox: Box) -> None:
+    """`sub/.git` may be a file naming the git dir elsewhere (submodules, worktrees): a run that
+    writes one, pointing at a git dir it made where nothing checks (another writable place, or a
+    folder of the project not named .git), would have the host's next commit in sub run its hook."""
+    policy = vbox.policy(policy_text(allow_write=[".", vbox.outside]).replace('"."', json.dumps(str(vbox.project))))
+    canary = vbox.root / "hook-ran"
+    hook = f"#!/bin/sh\\necho RAN > {canary}\\n"
+    script = " && ".join((
+        f"git init -q --bare {q(str(vbox.outside / 'gd'))} && git init -q --bare gd2",
+        f"printf {q(hook)} > {q(str(vbox.outside / 'gd' / 'hooks' / 'pre-commit'))} && printf {q(hook)} > gd2/hooks/pre-commit",
+        f"chmod +x {q(str(vbox.outside / 'gd' / 'hooks' / 'pre-commit'))} gd2/hooks/pre-commit",
+        f"mkdir a b && echo 'gitdir: {vbox.outside / 'gd'}' > a/.git && echo 'gitdir: ../gd2' > b/.git",
+        "git -C a config core.bare false && git -C b config core.bare false && echo PLANTED",
+    ))  # fmt: skip
+    first = run(vbox, script, policy=policy)
+    assert "PLANTED" in first.stdout, first
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(vbox.home), "GIT_CONFIG_NOSYSTEM": "1"}
+    for name in ("a", "b"):
+        subprocess.run(["git", "-c", "user.email=u@h", "-c", "user.name=u", "commit", "-q", "--allow-empty", "-m", "x"],
+                       cwd=vbox.project / name, env=env, capture_output=True, timeout=30)  # fmt: skip
+        assert not canary.exists(), (name, first.stderr)
+    control = run(vbox, "git init -q c && echo made > c/file && echo CONTROL", policy=policy)
+    assert "CONTROL" in control.stdout and (vbox.project / "c" / ".git").is_dir(), control
