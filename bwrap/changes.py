@@ -54,7 +54,10 @@ def from_matches(reported: tuple[str, ...], swept: tuple[str, ...], matches: dic
     """A snapshot from a walk that included `reported` and `swept` (the planning walk does)."""
     return Snapshot(
         reported=_stamps(p for pattern in reported for p in matches[pattern]),
-        swept=_stamps((p for pattern in swept for p in matches[pattern] if not p.endswith(".sample")), git_dirs=False),
+        swept={
+            **_stamps((p for pattern in swept if not pattern.endswith("/*") for p in matches[pattern]), dirs=False),
+            **_stamps(p for pattern in swept if pattern.endswith("/*") for p in matches[pattern] if not p.endswith(".sample")),
+        },
         tree=tree,
     )
 
@@ -108,15 +111,16 @@ def _locked(info: os.stat_result) -> bool:
     return info.st_uid == os.geteuid() and info.st_mode & 0o500 != 0o500 and not folders.AS_ROOT
 
 
-def _stamps(paths: Iterable[str], git_dirs: bool = True) -> Stamps:
-    """`git_dirs=False`: leave out real `.git` folders (only a `.git` file or link is itself a runs-later file)."""
+def _stamps(paths: Iterable[str], dirs: bool = True) -> Stamps:
+    """`dirs=False`: leave out real folders (a swept name matched itself: `.git`, `.vscode`,
+    `.git/hooks` count as a file or a link; what is inside a real one has its own `/*` pattern)."""
     state: Stamps = {}
     for path in paths:
         try:
             info = os.lstat(path)
         except OSError:
             continue
-        if not git_dirs and path.endswith("/.git") and stat.S_ISDIR(info.st_mode):
+        if not dirs and stat.S_ISDIR(info.st_mode):
             continue
         state[path] = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     return state

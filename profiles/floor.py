@@ -125,14 +125,13 @@ def swept_patterns(project: str) -> tuple[str, ...]:
     such file created or changed there is moved aside after the run.
     """
     root = project.rstrip("/")
-    patterns = [
-        f"{root}/**/{name}/*" if name in FOLDER_NAMES else f"{root}/**/{name}"
-        for name in RUNS_LATER_IN_PROJECT
-    ]
+    patterns = [f"{root}/**/{name}" for name in RUNS_LATER_IN_PROJECT]
+    patterns += [f"{root}/**/{name}/*" for name in RUNS_LATER_IN_PROJECT if name in FOLDER_NAMES]
     patterns += [f"{root}/**/.git/modules/**/{name}" for name in ("hooks/*", "config", "commondir", "config.worktree")]
     # a `.git` file or link names a git dir elsewhere, whose hooks and config nothing here checks
-    # (bwrap/changes.py leaves real `.git` folders to the patterns above)
     patterns.append(f"{root}/**/.git")
+    # A real folder counts only through a `/*` pattern (what is inside `.vscode/`); matched by its
+    # own name it is a file or a link to be moved aside (`.git/hooks` linked to hooks kept elsewhere).
     return tuple(patterns)
 
 

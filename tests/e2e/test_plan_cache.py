@@ -418,3 +418,27 @@ def test_a_git_pointer_made_during_a_run_is_moved_aside(vbox: Box) -> None:
         assert not canary.exists(), (name, first.stderr)
     control = run(vbox, "git init -q c && echo made > c/file && echo CONTROL", policy=policy)
     assert "CONTROL" in control.stdout and (vbox.project / "c" / ".git").is_dir(), control
+
+
+def test_a_floor_folder_made_as_a_link_during_a_run_is_moved_aside(vbox: Box) -> None:
+    """The check after the run looks inside floor folders (`.git/hooks/*`, `.vscode/*`) but does not
+    follow links: a new repository whose hooks folder is a link to hooks kept elsewhere would run
+    them on the host's next commit."""
+    policy = vbox.policy(policy_text(allow_write=[vbox.outside]))
+    canary = vbox.root / "hook-ran"
+    hooks = vbox.outside / "hooks"
+    script = " && ".join((
+        f"mkdir -p {q(str(hooks))} && printf {q(f'#!/bin/sh{chr(92)}necho RAN > {canary}{chr(92)}n')} > {q(str(hooks / 'pre-commit'))}",
+        f"chmod +x {q(str(hooks / 'pre-commit'))} && git init -q sub && rm -rf sub/.git/hooks && ln -s {q(str(hooks))} sub/.git/hooks",
+        f"mkdir -p sub2 && ln -s {q(str(hooks))} sub2/.vscode && echo PLANTED",
+    ))  # fmt: skip
+    first = run(vbox, script, policy=policy)
+    assert "PLANTED" in first.stdout, first
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(vbox.home), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "-c", "user.email=u@h", "-c", "user.name=u", "commit", "-q", "--allow-empty", "-m", "x"],
+                   cwd=vbox.project / "sub", env=env, capture_output=True, timeout=30)  # fmt: skip
+    assert not canary.exists(), first.stderr
+    assert not (vbox.project / "sub2" / ".vscode").is_symlink(), first.stderr
+    control = run(vbox, "git init -q c && mkdir -p d/.vscode && echo '{}' > d/.vscode/x.json && echo CONTROL", policy=policy)
+    assert "CONTROL" in control.stdout and (vbox.project / "c" / ".git" / "hooks").is_dir(), control
+    assert (vbox.project / "d" / ".vscode").is_dir(), control.stderr
