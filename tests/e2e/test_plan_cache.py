@@ -442,3 +442,26 @@ def test_a_floor_folder_made_as_a_link_during_a_run_is_moved_aside(vbox: Box) ->
     control = run(vbox, "git init -q c && mkdir -p d/.vscode && echo '{}' > d/.vscode/x.json && echo CONTROL", policy=policy)
     assert "CONTROL" in control.stdout and (vbox.project / "c" / ".git" / "hooks").is_dir(), control
     assert (vbox.project / "d" / ".vscode").is_dir(), control.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="HOLE: the check after the run walks the project only and follows no links; a repository the run "
+    "makes in another writable place (allow_write ~/.cache/pip in the pypi and agent profiles) keeps its hooks, "
+    "and a link to it from the project (sub -> that repository) brings the host's git there",
+)
+def test_a_repository_made_in_another_writable_place_and_linked_from_the_project_keeps_no_hook(vbox: Box) -> None:
+    policy = vbox.policy(policy_text(allow_write=[vbox.outside]))
+    canary = vbox.root / "hook-ran"
+    repo = vbox.outside / "repo"
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    script = (
+        f"git init -q {q(str(repo))} && printf {q(f'#!/bin/sh{chr(92)}necho RAN > {canary}{chr(92)}n')} > {q(str(hook))}"
+        f" && chmod +x {q(str(hook))} && ln -s {q(str(repo))} sub && echo PLANTED"
+    )
+    first = run(vbox, script, policy=policy)
+    assert "PLANTED" in first.stdout, first
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(vbox.home), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "-c", "user.email=u@h", "-c", "user.name=u", "commit", "-q", "--allow-empty", "-m", "x"],
+                   cwd=vbox.project / "sub", env=env, capture_output=True, timeout=30)  # fmt: skip
+    assert not canary.exists(), first.stderr
