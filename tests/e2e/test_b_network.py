@@ -995,6 +995,7 @@ def test_done_when_64_mib_up_and_down_arrive_byte_identical(warm: NetWorld) -> N
     w = warm
     upload = w.box.project / "blob64.bin"
     upload.write_bytes(w.blob)
+    fast = (w.ping()["spliced"], w.ping()["bodies"])
     try:
         result = w.run(
             """
@@ -1015,6 +1016,8 @@ done
             assert one(result, f"up_{scheme}") == w.blob_sha, scheme  # the origin hashed what it received
         found = w.records("big", 4)
         assert sum(r["bytes_down"] >= BIG for r in found) == 2 and sum(r["bytes_up"] >= BIG for r in found) == 2, found
+        # Both downloads took the splice paths: the TLS tunnel whole, the plain-HTTP body after its head.
+        assert (w.ping()["spliced"] - fast[0] >= 2, w.ping()["bodies"] - fast[1]) == (True, 1)
     finally:
         for name in ("blob64.bin", "down-http.bin", "down-https.bin"):
             (w.box.project / name).unlink(missing_ok=True)
@@ -1037,13 +1040,14 @@ print("median_ms=%.2f" % (statistics.median(samples) * 1000))
 
 
 def test_keep_alive_requests_through_the_bridge_are_not_stalled(warm: NetWorld) -> None:
-    """30 plain-HTTP requests on one connection through relay and daemon: each judged, none waiting on Nagle."""
+    """30 plain-HTTP requests on one connection through the sandbox's door and the daemon: each judged, none waiting on Nagle."""
     w = warm
     http = w.origins["http"]
     mark = http.mark()
     result = w.run(f'"$PY" -c {q(KEEPALIVE)} "$HP"', tag="keep")
     assert one(result, "statuses") == "200", result
-    # Without TCP_NODELAY on the relay's sandbox side, every response waited ~40 ms for a delayed ACK.
+    # Without TCP_NODELAY on the sandbox's side (asyncio sets it on the door's connections), every response
+    # waited ~40 ms for a delayed ACK.
     assert float(one(result, "median_ms")) < 20, result.stdout
     seen, connections = http.since(mark)
     assert [s.path for s in seen] == [f"/keep{i}" for i in range(30)] and connections == 1
