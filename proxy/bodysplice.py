@@ -30,17 +30,23 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from h11._readers import ContentLengthReader  # what mitmproxy's HTTP/1 layer reads bodies with
 from mitmproxy import http
 from mitmproxy.net.http.http1 import expected_http_body_size
 from mitmproxy.proxy import events
 from mitmproxy.proxy.layers.http import HttpLayer
-from mitmproxy.proxy.layers.http._http1 import Http1Client
 
+from stockade.proxy import splicer
 from stockade.proxy.splicer import WATCH_INTERVAL, pump, shutdown
 from stockade.proxy.tracking import Tracked
 
+try:  # mitmproxy's own HTTP/1 reader and the length counter it reads bodies with; private, so looked for
+    from mitmproxy.proxy.layers.http._http1 import ContentLengthReader, Http1Client
+except ImportError:  # pragma: no cover - another mitmproxy layout: bodies stay on its path
+    ContentLengthReader = Http1Client = None  # type: ignore[assignment,misc]
+
 logger = logging.getLogger(__name__)
+
+AVAILABLE = splicer.AVAILABLE and Http1Client is not None
 
 MIN_BODY = 1 << 20  # smaller bodies stay with mitmproxy: handing over costs a few turns of its loop
 READY_TRIES = 200

@@ -91,8 +91,8 @@ class StockadeFilter:
             "stockade_splice",
             bool,
             True,
-            "Move the bytes of checked TLS tunnels with splice(2) outside the event loop (Linux). "
-            "Off: every chunk goes through mitmproxy, slower but identical in effect.",
+            "Move the bytes of checked TLS tunnels, and plain-HTTP response bodies of known length, with splice(2) "
+            "outside the event loop (Linux). Off: every chunk goes through mitmproxy, slower but identical in effect.",
         )
         loader.add_option(
             "stockade_test_resolver",
@@ -284,7 +284,7 @@ class StockadeFilter:
 
     def _offer_body(self, flow: http.HTTPFlow, tracked: Tracked) -> None:
         """A checked plain-HTTP response's body of known length goes by splice (proxy/bodysplice.py)."""
-        if not (ctx.options.stockade_splice and splicer.AVAILABLE) or flow.client_conn in self.tunnels:
+        if not (ctx.options.stockade_splice and bodysplice.AVAILABLE) or flow.client_conn in self.tunnels:
             return
         if bodysplice.body_length(flow) is None:
             return

@@ -796,7 +796,7 @@ def test_ending_a_session_cuts_its_running_tunnel(world: SimpleNamespace, sessio
 
 
 def test_tunnels_without_splice(daemon_tools: SimpleNamespace, world: SimpleNamespace, tmp_path: Path) -> None:
-    """The same tunnel on mitmproxy's own path (--no-splice): same bytes, same record."""
+    """The same tunnel and plain-HTTP body on mitmproxy's own path (--no-splice): same bytes, same records."""
     locations = daemon_tools.make_locations(tmp_path / "nosplice")
     locations.runtime.mkdir(parents=True, mode=0o700)
     daemon = subprocess.Popen(
@@ -808,17 +808,23 @@ def test_tunnels_without_splice(daemon_tools: SimpleNamespace, world: SimpleName
         assert wait_for(lambda: (locations.runtime / "proxy.port").exists(), timeout=30)
         spec = SessionSpec(session_id="nosplice", command=["curl"], cwd="/", allow=("allowed.test",), audit_path=str(tmp_path / "a.jsonl"))
         ticket = client.register_session(locations, spec)
-        out = tmp_path / "down.bin"
-        done = subprocess.run(
-            ["curl", "-sS", "--cacert", str(world.cert), "-x", f"http://stockade:{ticket.token}@127.0.0.1:{ticket.port}", "-o", str(out),
-             f"https://allowed.test:{world.origins['https'].port}/blob"],
-            capture_output=True, timeout=120,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert hashlib.sha256(out.read_bytes()).hexdigest() == world.blob_sha
+        for scheme in ("https", "http"):
+            out = tmp_path / f"down-{scheme}.bin"
+            done = subprocess.run(
+                ["curl", "-sS", "--cacert", str(world.cert), "-x", f"http://stockade:{ticket.token}@127.0.0.1:{ticket.port}", "-o", str(out),
+                 f"{scheme}://allowed.test:{world.origins[scheme].port}/blob"],
+                capture_output=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert hashlib.sha256(out.read_bytes()).hexdigest() == world.blob_sha
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.connect(str(locations.runtime / "proxy.sock"))
+            conn.sendall(b'{"op":"ping"}\n')
+            assert {k: v for k, v in json.loads(conn.recv(65536)).items() if k in ("spliced", "bodies")} == {"spliced": 0, "bodies": 0}
         client.end_session(locations, "nosplice")
-        (record,) = records(tmp_path / "a.jsonl")
-        assert record["decision"] == "allow" and record["bytes_down"] >= BIG
+        found = records(tmp_path / "a.jsonl")
+        assert [(r["decision"], r["scheme"]) for r in found] == [("allow", "tls"), ("allow", "http")]
+        assert all(r["bytes_down"] >= BIG and r["error"] is None for r in found)
     finally:
         daemon.terminate()
         daemon.wait(timeout=10)
