@@ -52,6 +52,8 @@ MIN_BODY = 1 << 20  # smaller bodies stay with mitmproxy: handing over costs a f
 READY_TRIES = 200
 READY_PAUSE = 0.005  # seconds between later looks while mitmproxy still sends the head (1 s in all)
 
+_running: set[asyncio.Task[None]] = set()  # asyncio holds tasks weakly
+
 
 def body_length(flow: http.HTTPFlow) -> int | None:
     """The Content-Length of a response whose body may be spliced, or None.
@@ -86,12 +88,14 @@ class BodySplice:
     def start(self) -> bool:
         """Pause the server's side and schedule the hand-over; False leaves the body to mitmproxy."""
         found = self._find()
-        server_io = self.handler.transports.get(self.flow.server_conn)
-        if found is None or server_io is None or not isinstance(server_io.writer, asyncio.StreamWriter):
+        ios = [self.handler.transports.get(c) for c in (self.flow.client_conn, self.flow.server_conn)]
+        if found is None or not all(io is not None and isinstance(io.writer, asyncio.StreamWriter) for io in ios):
             return False
         self._reader, self._stream = found
-        server_io.writer.transport.pause_reading()  # the rest of the body waits in the kernel
-        asyncio.get_running_loop().create_task(self._run())
+        ios[1].writer.transport.pause_reading()  # the rest of the body waits in the kernel
+        task = asyncio.get_running_loop().create_task(self._run(*ios))
+        _running.add(task)
+        task.add_done_callback(_running.discard)
         return True
 
     def _find(self) -> tuple[Http1Client, Any] | None:
@@ -100,15 +104,15 @@ class BodySplice:
         if layer is None:
             return None
         stream = next((s for s in layer.streams.values() if getattr(s, "flow", None) is self.flow), None)
-        side = layer.connections.get(self.flow.server_conn)
-        reader = side if isinstance(side, Http1Client) else getattr(getattr(side, "context", None), "layers", [None])[-1]
+        reader = layer.connections.get(self.flow.server_conn)
+        if reader is not None and not isinstance(reader, Http1Client):
+            reader = reader.context.layers[-1]  # the end of the connection's stack, as mitmproxy finds it
         if stream is None or not isinstance(reader, Http1Client) or not hasattr(stream, "state_stream_response_body"):
             return None
         return reader, stream
 
-    async def _run(self) -> None:
-        client_io = self.handler.transports.get(self.flow.client_conn)
-        server_io = self.handler.transports.get(self.flow.server_conn)
+    async def _run(self, client_io: Any, server_io: Any) -> None:
+        """mitmproxy's ConnectionIO of each side; a connection closed meanwhile is seen by `_ready`."""
         try:
             remaining = await self._wait_until_idle(client_io, server_io)
             if remaining:
@@ -123,8 +127,7 @@ class BodySplice:
             logger.exception("splicing the body from %s failed; the connection is cut", self.flow.request.host)
             self._cut(client_io, server_io)
         finally:
-            if server_io is not None:
-                server_io.writer.transport.resume_reading()
+            server_io.writer.transport.resume_reading()
 
     async def _wait_until_idle(self, client_io: Any, server_io: Any) -> int:
         """The body bytes still to come, once mitmproxy has nothing in flight; 0 to leave it to mitmproxy."""
@@ -139,21 +142,20 @@ class BodySplice:
         """Remaining body bytes if it is time; None to look again; 0 to give up."""
         reader, stream, flow = self._reader, self._stream, self.flow
         assert reader is not None
-        if self.tracked.must_close or flow.error or client_io is None or server_io is None:
-            return 0
-        if client_io.writer.transport.is_closing() or server_io.writer.transport.is_closing():
+        if self.tracked.must_close or flow.error or client_io.writer.is_closing() or server_io.writer.is_closing():
             return 0
         if stream.server_state != stream.state_stream_response_body:  # the head is not sent yet
             return None if stream.server_state == stream.state_wait_for_response_headers else 0
         body = getattr(reader, "body_reader", None)
         if reader.state != reader.read_body or reader.stream_id != stream.stream_id or not isinstance(body, ContentLengthReader):
             return 0
-        if len(server_io.reader._buffer) or server_io.reader.at_eof():  # read, not yet parsed: mitmproxy's
-            return None if not server_io.reader.at_eof() else 0
-        if client_io.writer.transport.get_write_buffer_size():  # the head or early body bytes still going out
+        unparsed = getattr(server_io.reader, "_buffer", None)  # read from the socket, not yet given to mitmproxy
+        if unparsed is None or server_io.reader.at_eof():
+            return 0
+        if len(unparsed) or client_io.writer.transport.get_write_buffer_size():  # still going through mitmproxy
             return None
-        remaining = int(getattr(body, "_remaining", 0))
-        if remaining < MIN_BODY // 2 or len(reader.buf):
+        remaining = getattr(body, "_remaining", 0)
+        if not isinstance(remaining, int) or remaining < MIN_BODY // 2 or len(reader.buf):
             return 0
         # Paused again, in the same step as the look at its empty buffer: the StreamReader resumes
         # a transport it had paused itself once its buffer drains, and no byte may reach mitmproxy now.
@@ -166,6 +168,8 @@ class BodySplice:
         done: asyncio.Future[OSError | None] = loop.create_future()
         source = os.dup(server_io.writer.get_extra_info("socket").fileno())
         sink = os.dup(client_io.writer.get_extra_info("socket").fileno())
+        # Closed only once the thread is done with them: never a number that could be reused under it.
+        done.add_done_callback(lambda _done: (os.close(source), os.close(sink)))
         record = self.tracked.record
 
         def count(moved: int) -> None:
@@ -178,19 +182,19 @@ class BodySplice:
                 pump(source, sink, count, remaining)
             except OSError as exc:
                 error = exc
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(error))
+            loop.call_soon_threadsafe(done.set_result, error)
 
         threading.Thread(target=work, name="stockade-body", daemon=True).start()
         try:
             while not done.done():
                 await asyncio.wait([done], timeout=WATCH_INTERVAL)
                 if not done.done() and self.tracked.must_close:
-                    shutdown(source, socket.SHUT_RDWR)  # wakes the thread, which then ends
-                    shutdown(sink, socket.SHUT_RDWR)
-            return done.result()
-        finally:
-            os.close(source)
-            os.close(sink)
+                    _stop(source, sink)
+        except asyncio.CancelledError:  # the daemon is stopping
+            if not done.done():
+                _stop(source, sink)
+            raise
+        return done.result()
 
     async def _hand_back(self, remaining: int, error: OSError | None) -> None:
         """Tell mitmproxy's reader what arrived; at the body's end it finishes the flow itself."""
@@ -198,7 +202,7 @@ class BodySplice:
         self._reader.body_reader._remaining -= self.moved
         if error is not None:
             self.tracked.record.error = f"while splicing the body: {error}"
-            self._cut(self.handler.transports.get(self.flow.client_conn), self.handler.transports.get(self.flow.server_conn))
+            self._cut(*(self.handler.transports.get(c) for c in (self.flow.client_conn, self.flow.server_conn)))
         elif self.moved == remaining:
             self.on_spliced()
             await self.handler.server_event(events.DataReceived(self.flow.server_conn, b""))
@@ -210,3 +214,9 @@ class BodySplice:
             sock = io.writer.get_extra_info("socket") if io is not None and io.writer is not None else None
             if sock is not None:
                 shutdown(sock.fileno(), socket.SHUT_RDWR)
+
+
+def _stop(*fds: int) -> None:
+    """Shut sockets the pump thread holds: its splice or poll returns, and it ends."""
+    for fd in fds:
+        shutdown(fd, socket.SHUT_RDWR)
