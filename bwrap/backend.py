@@ -147,7 +147,7 @@ class BwrapBackend:
         lines += [f"  {shlex.join(list(piece.to_args()))}" for piece in plan.pieces]
         lines.append(f"# seccomp: {'AF_UNIX allowed for ' + ', '.join(plan.policy.network.unix_sockets) if plan.allow_unix else 'AF_UNIX sockets refused'}; see `stockade explain`")
         if plan.network:
-            lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, relayed by stockade to its proxy daemon")
+            lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, a listener handed to the proxy daemon")
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")
         lines.append(f"# environment: bwrap starts with none; --clearenv and {len(plan.env)} --setenv in the memfd; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
