@@ -411,10 +411,8 @@ def test_a_git_pointer_made_during_a_run_is_moved_aside(vbox: Box) -> None:
     ))  # fmt: skip
     first = run(vbox, script, policy=policy)
     assert "PLANTED" in first.stdout, first
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(vbox.home), "GIT_CONFIG_NOSYSTEM": "1"}
     for name in ("a", "b"):
-        subprocess.run(["git", "-c", "user.email=u@h", "-c", "user.name=u", "commit", "-q", "--allow-empty", "-m", "x"],
-                       cwd=vbox.project / name, env=env, capture_output=True, timeout=30)  # fmt: skip
+        host_commit(vbox, vbox.project / name)
         assert not canary.exists(), (name, first.stderr)
     control = run(vbox, "git init -q c && echo made > c/file && echo CONTROL", policy=policy)
     assert "CONTROL" in control.stdout and (vbox.project / "c" / ".git").is_dir(), control
@@ -434,9 +432,7 @@ def test_a_floor_folder_made_as_a_link_during_a_run_is_moved_aside(vbox: Box) ->
     ))  # fmt: skip
     first = run(vbox, script, policy=policy)
     assert "PLANTED" in first.stdout, first
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(vbox.home), "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", "-c", "user.email=u@h", "-c", "user.name=u", "commit", "-q", "--allow-empty", "-m", "x"],
-                   cwd=vbox.project / "sub", env=env, capture_output=True, timeout=30)  # fmt: skip
+    host_commit(vbox, vbox.project / "sub")
     assert not canary.exists(), first.stderr
     assert not (vbox.project / "sub2" / ".vscode").is_symlink(), first.stderr
     control = run(vbox, "git init -q c && mkdir -p d/.vscode && echo '{}' > d/.vscode/x.json && echo CONTROL", policy=policy)
@@ -461,7 +457,12 @@ def test_a_repository_made_in_another_writable_place_and_linked_from_the_project
     )
     first = run(vbox, script, policy=policy)
     assert "PLANTED" in first.stdout, first
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(vbox.home), "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", "-c", "user.email=u@h", "-c", "user.name=u", "commit", "-q", "--allow-empty", "-m", "x"],
-                   cwd=vbox.project / "sub", env=env, capture_output=True, timeout=30)  # fmt: skip
+    host_commit(vbox, vbox.project / "sub")
     assert not canary.exists(), first.stderr
+
+
+def host_commit(box: Box, folder: Path) -> None:
+    """What the user does after the run: a commit on the host, which runs the repository's hooks."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(box.home), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "-c", "user.email=u@h", "-c", "user.name=u", "commit", "-q", "--allow-empty", "-m", "x"],
+                   cwd=folder, env=env, capture_output=True, timeout=30)  # fmt: skip
