@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
-from stockade.bwrap.limits import LimitPlan, new_session_id, plan_limits
+from stockade.bwrap.limits import new_session_id, plan_limits
 from stockade.bwrap.mounts import View, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.profiles.backend import RunRequest
@@ -38,7 +38,6 @@ class BwrapPlan:
     env: dict[str, str]
     cwd: str
     view: View
-    limits: LimitPlan
     session: str
     interactive: bool
     quiet: bool
@@ -127,7 +126,6 @@ class BwrapBackend:
             env=_environment(request, view),
             cwd=cwd,
             view=view,
-            limits=plan_limits(request.policy.limits.file_size, request.policy.limits.pids, request.policy.limits.memory, session),
             session=session,
             interactive=interactive,
             quiet=request.quiet,
@@ -151,7 +149,8 @@ class BwrapBackend:
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")
         lines.append(f"# environment: bwrap starts with none; --clearenv and {len(plan.env)} --setenv in the memfd; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
-        lines.append(f"# limits: {plan.limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
+        limits = plan_limits(plan.policy.limits.file_size, plan.policy.limits.pids, plan.policy.limits.memory, plan.session)
+        lines.append(f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
         if plan.view.placeholders:
             lines.append(f"# absent protected paths held read-only by mount points removed after the run: {len(plan.view.placeholders)}")
         if plan.view.unguarded:

@@ -52,6 +52,15 @@ def test_second_run_uses_the_stored_plan_and_behaves_the_same(vbox: Box) -> None
     assert planned(off), off.stderr
 
 
+def test_a_policy_with_process_and_memory_limits_uses_its_stored_plan(vbox: Box) -> None:
+    """The cgroup probe belongs to the run, not the plan: planning that read /proc and /sys could not be stored."""
+    policy = vbox.policy(policy_text(extra="[limits]\npids = 512\nmemory = \"1G\"\n"))
+    first = run(vbox, "true", policy=policy)
+    second = run(vbox, "echo SECOND", policy=policy)
+    assert planned(first) and not planned(second), (first.stderr, second.stderr)
+    assert second.returncode == 0 and "SECOND" in second.stdout, second
+
+
 def test_exit_codes_and_summary_are_the_same_from_a_stored_plan(vbox: Box) -> None:
     run(vbox, "true")
     result = run(vbox, "touch Makefile; exit 7")
