@@ -7,7 +7,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TEST_USER=${STOCKADE_TEST_USER:-stockade-test}
 id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
 
-WORK=/var/tmp/stockade-unprivileged
+WORK=${STOCKADE_UNPRIVILEGED_WORK:-/var/tmp/stockade-unprivileged}
 rm -rf "$WORK"
 mkdir -p "$WORK"
 tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$WORK" -xf -
