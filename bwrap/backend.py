@@ -110,6 +110,9 @@ class BwrapBackend:
         if bwrap is None:
             raise SandboxSetupError("bubblewrap (bwrap) is not installed: sudo apt-get install bubblewrap; then run `stockade doctor`")
         request.locations.ensure()
+        from stockade.bwrap.placeholders import clear_leftovers
+
+        clear_leftovers(str(request.locations.state))
         _ensure_audit_log(request.policy)
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
         view = plan_view(request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy))
@@ -151,10 +154,8 @@ class BwrapBackend:
         lines.append(f"# environment: bwrap starts with none; --clearenv and {len(plan.env)} --setenv in the memfd; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
         limits = plan_limits(plan.policy.limits.file_size, plan.policy.limits.pids, plan.policy.limits.memory, plan.session)
         lines.append(f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
-        if plan.view.placeholders:
-            lines.append(f"# absent protected paths held read-only by mount points removed after the run: {len(plan.view.placeholders)}")
         if plan.view.unguarded:
-            lines.append(f"# absent protected paths checked after the run: {', '.join(p for p, _ in plan.view.unguarded)}")
+            lines.append(f"# absent protected paths: {len(plan.view.unguarded)}, nothing mounted there; anything the run creates at one is moved aside after it")
         lines += [f"# note: {note}" for note in plan.view.notes]
         return "\n".join(lines) + "\n"
 
@@ -189,7 +190,6 @@ def launch_of(plan: BwrapPlan) -> Launch:
         swept=view.watched.swept,
         tree=view.watched.tree,
         patterns=view.watch_patterns,
-        placeholders=list(view.placeholders),
         unguarded=list(view.unguarded),
         notes=list(view.notes),
         state_dir=str(plan.locations.state),

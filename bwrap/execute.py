@@ -1,4 +1,4 @@
-"""One sandboxed run, start to finish: fds, limits, placeholders, supervision, summary.
+"""One sandboxed run, start to finish: fds, limits, supervision, the check after it, summary.
 
 It works from a `Launch`: plain data (strings, numbers, lists, dicts) that the
 planner builds from a policy, or that the plan cache (plan_cache.py) reads back
@@ -49,8 +49,7 @@ class Launch:
     swept: changes.Stamps
     tree: Tree | None
     patterns: tuple[tuple[str, ...], tuple[str, ...]]  # (reported, swept) globs
-    placeholders: list[str]  # from mounts.View
-    unguarded: list[tuple[str, str]]
+    unguarded: list[tuple[str, str]]  # absent protected paths, (path, first absent component): mounts.View
     notes: list[str]
     state_dir: str
     cache_dir: str
@@ -177,14 +176,8 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     args_fd = _args_fd(launch.args + bw.encode(tail))
     argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
-    guard = None
     cgroups = False
     try:
-        if launch.placeholders:
-            from stockade.bwrap.placeholders import PlaceholderGuard
-
-            guard = PlaceholderGuard(launch.state_dir, session).__enter__()
-            guard.remember(launch.placeholders)
         if limits.cgroup_dirs:
             try:
                 cgroups = True
@@ -210,14 +203,14 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
             bridge.close()
         if cgroups:
             remove_cgroups(limits)
-        if guard is not None:
-            guard.__exit__(None, None, None)
     denials = bridge.denials if bridge else []
-    touched, quarantined = _project_changes(launch, session)
-    if launch.unguarded:
+    quarantined: list[tuple[str, str]] = []
+    if launch.unguarded:  # first: a folder made at an absent protected path moves aside whole
         from stockade.bwrap.sweep import sweep_unguarded
 
-        quarantined += sweep_unguarded(launch.unguarded, session, launch.writable)
+        quarantined = sweep_unguarded(launch.unguarded, session, launch.writable)
+    touched, planted = _project_changes(launch, session)
+    quarantined += planted
     if not launch.quiet:
         _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)
     code = outcome.exit_code

@@ -17,7 +17,7 @@ from stockade.bwrap import globs
 from stockade.bwrap import changes
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles.floor import floor_for, is_folder_entry, takes_placeholder
+from stockade.profiles.floor import floor_for
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
 from stockade.profiles.paths import glob_base, is_glob, is_within
@@ -44,7 +44,6 @@ class View:
     writable: list[str] = field(default_factory=list)
     read_only: list[str] = field(default_factory=list)
     masked: list[str] = field(default_factory=list)
-    placeholders: list[str] = field(default_factory=list)  # absent floor paths bwrap creates as mount points
     # absent floor paths whose folder is absent too, with the first absent folder: swept after the run
     unguarded: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -102,7 +101,7 @@ def _check_inside(root: str, path: str, why: str) -> None:
         current = os.path.join(current, part)
         try:
             mode = os.lstat(current).st_mode
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return
         except PermissionError:
             raise SandboxSetupError(
@@ -164,17 +163,17 @@ def plan_view(
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(tuple(roots), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
     for path in floor.read_only:
-        _protect(view, path, roots, placeholder=True)
+        _protect(view, path, roots, watch_absent=True)
     for path in _nested_repository_files(matches[nested[0]], roots) + matches[nested[1]]:
-        _protect(view, path, roots, placeholder=True)
+        _protect(view, path, roots, watch_absent=True)
     for path in [p for pattern in fs.deny_write for p in matches[pattern]]:
-        _protect(view, path, roots, placeholder=False)
+        _protect(view, path, roots, watch_absent=True)
     for folder in path_dirs:
         real = os.path.realpath(folder)
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
-            _protect(view, real, roots, placeholder=False)
+            _protect(view, real, roots, watch_absent=False)
     for path in extra_read_only:
-        _protect(view, os.path.realpath(path), roots, placeholder=False)
+        _protect(view, os.path.realpath(path), roots, watch_absent=False)
     sockets = _unlisted_sockets(policy.network.unix_sockets) if policy.network.unix_sockets else []
     private = [*sockets, *floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
@@ -261,8 +260,9 @@ def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str],
     return kept, roots
 
 
-def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> None:
-    """Keep `path` read-only inside its writable root, existing or not."""
+def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> None:
+    """Keep `path` read-only inside its writable root; if absent and `watch_absent`, whatever
+    the run creates there is moved aside after it."""
     root = _root_of(path, roots)
     if root is None or path == root:
         if path == root:  # a writable root that is itself protected: make it read-only
@@ -275,17 +275,11 @@ def _protect(view: View, path: str, roots: list[str], *, placeholder: bool) -> N
         view.read_only.append(path)
         _pin_parents(view, root, path)
         return
-    if not placeholder:
+    if not watch_absent:
         return
-    if not os.path.isdir(os.path.dirname(path)) or not takes_placeholder(path):
-        view.unguarded.append((path, _first_absent(root, path)))
-        return
-    # bwrap creates the mount point on the host; stockade removes it after the run.
-    piece: Piece = Tmpfs(path, read_only=True, mode="0555") if is_folder_entry(path) else ReadOnlyBindFrom("/dev/null", path)
-    view.add(path, 2, piece)
-    view.read_only.append(path)
-    view.placeholders.append(path)
-    _pin_parents(view, root, path)
+    # Absent: nothing is mounted (a mount point would appear in the project, on the host too);
+    # whatever the run creates there is moved aside after it (sweep.py).
+    view.unguarded.append((path, _first_absent(root, path)))
 
 
 def _first_absent(root: str, path: str) -> str:

@@ -1,5 +1,6 @@
-"""After a run: protected files that could not be held read-only (their folder did not
-exist yet) and were created inside the sandbox are renamed aside, never deleted.
+"""After a run: protected paths that were absent when the run was planned (nothing is
+mounted there, so nothing shows in the project) and that the run created are renamed
+aside, never deleted.
 
 The sweep never follows a symlink: it walks down from the first folder that
 was absent at planning with lstat, and a symlink the sandbox planted on the way
@@ -17,7 +18,8 @@ def _to_move(path: str, first_absent: str, roots: list[str]) -> str | None:
     """The entry to move aside: `path`, or a symlink planted above it, or a folder the run took
     search permission off (what is inside cannot be checked); None if nothing appeared."""
     current = first_absent
-    remainder = os.path.relpath(path, first_absent).split("/")
+    relative = os.path.relpath(path, first_absent)
+    remainder = relative.split("/") if relative != "." else []
     for part in ["", *remainder]:
         if part:
             current = os.path.join(current, part)

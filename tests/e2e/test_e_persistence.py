@@ -191,9 +191,14 @@ MODE_OPEN = '[network]\nmode = "open"\n'
 
 
 def test_case_63_project_policy_and_extends_are_read_only(vbox: Box) -> None:
-    """ESCAPES 63: the project's .stockade.toml (absent or present) and every file it extends are read-only."""
+    """ESCAPES 63: the project's .stockade.toml and every file it extends are read-only; one the run
+    creates where none was is moved aside after it, before any later run can read it."""
     attack = vbox.run(f"printf {q(MODE_OPEN)} > .stockade.toml && echo WROTE-ABSENT")
-    assert "WROTE-ABSENT" not in attack.stdout and not (vbox.project / ".stockade.toml").exists(), attack
+    assert not (vbox.project / ".stockade.toml").exists(), attack
+    assert [p.name for p in vbox.project.glob(".stockade.toml.stockade-quarantine-*")], attack
+    assert "renamed to" in attack.stderr, attack
+    later = vbox.run("true", options=["--dry-run"])
+    assert "network: none" in later.stdout, later  # the next run still has the default policy
     (vbox.project / "base.toml").write_text('[filesystem]\nallow_write = ["."]\n')
     policy = vbox.project / "policy.toml"
     policy.write_text('extends = ["./base.toml"]\n')
