@@ -115,7 +115,9 @@ class BwrapBackend:
         clear_leftovers(str(request.locations.state))
         _ensure_audit_log(request.policy)
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
-        view = plan_view(request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy))
+        view = plan_view(
+            request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy), request.host_env
+        )
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE

@@ -162,7 +162,8 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
     after = changes.take_since(launch.project, reported, swept, before)
     planted = [path for path, _how in changes.changes(before.swept, after.swept)]
     moved = changes.quarantine(planted, session, launch.writable)
-    return changes.changes(before.reported, after.reported), moved
+    touched = [(path, how) for path, how in changes.changes(before.reported, after.reported) if changes.QUARANTINE_SUFFIX not in path]
+    return touched, moved
 
 
 def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:

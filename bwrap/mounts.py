@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from stockade.bwrap import globs
 from stockade.bwrap import changes
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.profiles.errors import SandboxSetupError
+from stockade.profiles import gitdirs
 from stockade.profiles.floor import floor_for
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
@@ -26,7 +28,6 @@ DEFAULT_TMP_SIZE = 1 << 30
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 HIDDEN_SYSTEM_DIRS = ("/run",)  # host sockets (D-Bus, agents, docker) live here
 SYMLINK_SCAN_LIMIT = 2000
-GIT_DIR_FILES = ("hooks", "config", "commondir", "config.worktree", "worktrees")  # what makes git run code
 
 
 @dataclass(frozen=True)
@@ -139,11 +140,18 @@ def visible(path: str, roots: list[str]) -> bool:
 
 
 def plan_view(
-    policy: Policy, locations: Locations, cwd: str, path_dirs: tuple[str, ...] = (), extra_read_only: tuple[str, ...] = ()
+    policy: Policy,
+    locations: Locations,
+    cwd: str,
+    path_dirs: tuple[str, ...] = (),
+    extra_read_only: tuple[str, ...] = (),
+    host_env: Mapping[str, str] | None = None,
 ) -> View:
     """The mounts for one run; `path_dirs` are the host PATH's folders (ESCAPES 65);
     `extra_read_only` are files and folders kept read-only even inside a writable root
-    (the CI runner's channels into later steps, ESCAPES 67)."""
+    (the CI runner's channels into later steps, ESCAPES 67); `host_env` says where git
+    finds its config and whether GIT_DIR names a repository."""
+    env = host_env if host_env is not None else {}
     view = View(tmp_size=policy.limits.tmp_size or DEFAULT_TMP_SIZE)
     fs = policy.filesystem
     project = os.path.realpath(policy.project_dir)
@@ -158,13 +166,15 @@ def plan_view(
     view.watch_patterns = (reported, swept)
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
     view.walk = _walk_summary(project, matches, tree, real_denied)
-    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project)
     real_home = os.path.realpath(locations.home)
+    repositories = _repositories((project, os.path.realpath(cwd)), matches[nested[0]], env, cwd)
+    linked = _linked_git_dirs(repositories, fs.allow_write)
+    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked)
     anchors += [project, os.path.realpath(cwd)]
-    floor = floor_for(tuple(roots), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
+    floor = floor_for(tuple(r for r in roots if r not in linked), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
     for path in floor.read_only:
         _protect(view, path, roots, watch_absent=True)
-    for path in _nested_repository_files(matches[nested[0]], roots) + matches[nested[1]]:
+    for path in _git_runs_later(repositories, real_home, env) + matches[nested[1]]:
         _protect(view, path, roots, watch_absent=True)
     for path in [p for pattern in fs.deny_write for p in matches[pattern]]:
         _protect(view, path, roots, watch_absent=True)
@@ -206,37 +216,46 @@ def _walk_summary(
     }
 
 
-def _nested_repository_files(git_entries: list[str], roots: list[str]) -> list[str]:
-    """hooks and config of every repository found in the project, and of the git dirs that
-    `.git` files (submodules, worktrees) point to (ESCAPES 58)."""
-    files: list[str] = []
-    for entry in git_entries:
-        if os.path.islink(entry):
-            continue
-        if os.path.isfile(entry):
-            files.append(entry)  # the `gitdir:` pointer itself
-            target = _gitdir_target(entry)
-            if target and _root_of(target, roots):
-                files += [f"{target}/{name}" for name in GIT_DIR_FILES]
-        elif os.path.isdir(entry):
-            files += [f"{entry}/{name}" for name in GIT_DIR_FILES]
-    return files
+def _repositories(
+    anchors: tuple[str, ...], git_entries: list[str], env: Mapping[str, str], cwd: str
+) -> list[gitdirs.GitLayout]:
+    """Every repository a run could make git act in: the project's and the working
+    directory's own (a worktree or submodule included), each `.git` the walk found
+    in the project, and the one GIT_DIR names."""
+    work_trees = [*anchors, *(os.path.dirname(entry) for entry in git_entries)]
+    found = [gitdirs.locate(folder) for folder in dict.fromkeys(work_trees)]
+    found.append(gitdirs.from_environment(env, cwd))
+    return [layout for layout in found if layout is not None]
 
 
-def _gitdir_target(pointer: str) -> str | None:
-    try:
-        with open(pointer, encoding="utf-8", errors="replace") as handle:
-            first = handle.readline(4096).strip()
-    except OSError:
-        return None
-    if not first.startswith("gitdir:"):
-        return None
-    target = first[len("gitdir:") :].strip()
-    return os.path.realpath(os.path.join(os.path.dirname(pointer), target))
+def _linked_git_dirs(repositories: list[gitdirs.GitLayout], allow_write: tuple[str, ...]) -> list[str]:
+    """The git dirs of a writable worktree or submodule checkout whose git data lives
+    elsewhere: git writes its index, objects and refs there, so they are writable too
+    (their hooks and config stay protected like any repository's)."""
+    writable = [os.path.realpath(entry) for entry in allow_write if os.path.lexists(entry)]
+    extra: list[str] = []
+    for layout in repositories:
+        if layout.work_tree and layout.linked and any(is_within(os.path.realpath(layout.work_tree), root) for root in writable):
+            extra += [layout.git_dir, layout.common_dir]
+    return extra
 
 
-def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str], project: str) -> tuple[list[str], list[str]]:
-    """(the folders bound writable, every allow_write entry's real path: floor anchors)."""
+def _git_runs_later(repositories: list[gitdirs.GitLayout], home: str, env: Mapping[str, str]) -> list[str]:
+    """What makes git run code, for each repository (gitdirs.runs_later), and each
+    `.git` pointer file itself (ESCAPES 58)."""
+    paths: list[str] = []
+    for layout in repositories:
+        if layout.dot_git and os.path.isfile(layout.dot_git) and not os.path.islink(layout.dot_git):
+            paths.append(layout.dot_git)
+        paths += gitdirs.runs_later(layout, home, env)
+    return list(dict.fromkeys(paths))
+
+
+def _writable_roots(
+    view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str]
+) -> tuple[list[str], list[str]]:
+    """(the folders bound writable, every allow_write entry's real path: floor anchors);
+    `git_dirs` (already real paths) are writable too, without anchoring the floor."""
     roots: list[str] = []
     for entry in allow_write:
         if entry == "/":
@@ -252,12 +271,14 @@ def _writable_roots(view: View, allow_write: tuple[str, ...], denied: list[str],
             view.notes.append(f"allow_write {entry} is inside deny_read {hidden[0]}: deny wins, skipped")
             continue
         roots.append(real)
+    anchors = list(roots)
+    roots += [path for path in git_dirs if path != "/" and not any(is_within(path, d) for d in denied)]
     roots = sorted(dict.fromkeys(roots), key=len)
     kept = [r for i, r in enumerate(roots) if not any(is_within(r, other) for other in roots[:i])]
     for root in kept:
         view.add(root, 0, Bind(root))
         view.writable.append(root)
-    return kept, roots
+    return kept, sorted(dict.fromkeys(anchors), key=len)
 
 
 def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> None:

@@ -17,7 +17,6 @@ RUNS_LATER_IN_PROJECT: tuple[str, ...] = (
     ".git/config",
     ".git/commondir",  # git takes the repository config from the folder this names
     ".git/config.worktree",
-    ".git/worktrees",
     ".stockade.toml",
     ".envrc",
     ".vscode",
@@ -78,7 +77,7 @@ RUNS_LATER_IN_HOME: tuple[str, ...] = (
 # backend that must stop their creation needs to know which is which.
 FOLDER_NAMES: frozenset[str] = frozenset(
     {
-        ".git/hooks", ".git/worktrees", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini",
+        ".git/hooks", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini",
         ".github/hooks", ".pip", ".config/fish", ".config/autostart", ".config/systemd",
         ".config/environment.d", ".config/git", ".config/pip", ".config/Code/User", ".ssh",
         ".gnupg", ".local/bin", ".bun/bin", ".cargo/bin", "Library/LaunchAgents", "stockade",
