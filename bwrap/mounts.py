@@ -173,7 +173,8 @@ def plan_view(
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(tuple(r for r in roots if r not in linked), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
     for path in floor.read_only:
-        _protect(view, path, roots, watch_absent=True)
+        if not _behind_linked_git(path):
+            _protect(view, path, roots, watch_absent=True)
     for path in _git_runs_later(repositories, real_home, env) + matches[nested[1]]:
         _protect(view, path, roots, watch_absent=True)
     for path in [p for pattern in fs.deny_write for p in matches[pattern]]:
@@ -226,6 +227,15 @@ def _repositories(
     found = [gitdirs.locate(folder) for folder in dict.fromkeys(work_trees)]
     found.append(gitdirs.from_environment(env, cwd))
     return [layout for layout in found if layout is not None]
+
+
+def _behind_linked_git(path: str) -> bool:
+    """A floor path under a `.git` that is a file or a link: gitdirs protects what it points to."""
+    head, found, _rest = path.partition("/.git/")
+    if not found:
+        return False
+    dot_git = head + "/.git"
+    return os.path.islink(dot_git) or (os.path.lexists(dot_git) and not os.path.isdir(dot_git))
 
 
 def _linked_git_dirs(repositories: list[gitdirs.GitLayout], allow_write: tuple[str, ...]) -> list[str]:

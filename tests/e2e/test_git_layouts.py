@@ -1,0 +1,179 @@
+"""Every git layout runs inside, and keeps its protection (issue: everyday work).
+
+Each case builds a layout on the host, lets a sandboxed run do ordinary git work
+there (the control: it must succeed) and then try to plant code that the host's
+next git command would run (the attack: a hook, core.fsmonitor, a hooks folder
+named by core.hooksPath). The host then commits and the payload must not run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from boxes import Box
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
+    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(box: Box, cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**box.env, **GIT_ENV, "GIT_ALLOW_PROTOCOL": "file"}
+    return subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=check)
+
+
+def repository(box: Box, path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(box, path, "init", "-q", "-b", "main")
+    (path / "a.txt").write_text("a\n")
+    git(box, path, "add", "a.txt")
+    git(box, path, "commit", "-qm", "a")
+    return path
+
+
+def payload(marker: Path) -> str:
+    """Shell lines that, if the host ever runs them, leave `marker` behind."""
+    return f"#!/bin/sh\ntouch '{marker}'\n"
+
+
+def plant(hook_dir: str, marker: Path) -> str:
+    """A script for inside: put a pre-commit hook into `hook_dir` (any way that works)."""
+    body = payload(marker).replace("'", "'\\''")
+    return (f"mkdir -p {hook_dir} 2>/dev/null; printf '%s' '{body}' > {hook_dir}/pre-commit 2>/dev/null; "
+            f"chmod +x {hook_dir}/pre-commit 2>/dev/null; true")
+
+
+def host_commit(box: Box, cwd: Path) -> None:
+    (cwd / f"host-{os.urandom(3).hex()}.txt").write_text("host\n")
+    git(box, cwd, "add", "-A")
+    git(box, cwd, "commit", "-qm", "host", check=False)
+
+
+def run_inside(box: Box, cwd: Path, script: str) -> subprocess.CompletedProcess[str]:
+    return box.run(script, cwd=cwd, env=GIT_ENV)
+
+
+def test_worktree_runs_and_its_shared_hooks_stay_protected(vbox: Box) -> None:
+    main = repository(vbox, vbox.project / "main")
+    git(vbox, main, "worktree", "add", "-q", str(vbox.project / "wt"))
+    wt = vbox.project / "wt"
+    marker = vbox.outside / "RAN-worktree"
+    work = run_inside(vbox, wt, "echo b > b.txt && git add b.txt && git commit -qm b && echo COMMITTED")
+    assert "COMMITTED" in work.stdout and "Traceback" not in work.stderr, work
+    assert "b" in git(vbox, wt, "log", "--format=%s").stdout.split()
+    common = main / ".git"
+    attack = run_inside(vbox, wt, plant(str(common / "hooks"), marker) + f"; git config core.fsmonitor 'touch {marker}'; "
+                        f"printf '../../../evil\\n' > {common}/worktrees/wt/commondir; true")
+    host_commit(vbox, wt)
+    git(vbox, wt, "status", check=False)
+    assert not marker.exists(), attack
+    assert (common / "worktrees" / "wt" / "commondir").read_text().strip() == "../.."
+
+
+def test_worktree_as_its_own_project_with_main_repository_elsewhere(vbox: Box) -> None:
+    """The project is the worktree; the main repository is outside it (a sibling folder)."""
+    main = repository(vbox, vbox.outside / "main")
+    git(vbox, main, "worktree", "add", "-q", str(vbox.project))
+    marker = vbox.outside / "RAN-wt-project"
+    work = run_inside(vbox, vbox.project, "git status --porcelain && echo c > c.txt && git add -A && git commit -qm c && echo COMMITTED")
+    assert "COMMITTED" in work.stdout, work
+    attack = run_inside(vbox, vbox.project, plant(str(main / ".git" / "hooks"), marker) + f"; git config core.fsmonitor 'touch {marker}'")
+    host_commit(vbox, vbox.project)
+    host_commit(vbox, main)
+    assert not marker.exists(), attack
+    assert not (vbox.outside / "main" / "c.txt").exists()  # the main work tree itself stayed read-only
+
+
+def test_submodule_checkout_runs_and_its_git_dir_stays_protected(vbox: Box) -> None:
+    lib = repository(vbox, vbox.outside / "lib")
+    top = repository(vbox, vbox.project / "top")
+    git(vbox, top, "submodule", "add", "-q", str(lib), "lib")
+    git(vbox, top, "commit", "-qm", "sub")
+    sub = top / "lib"
+    marker = vbox.outside / "RAN-submodule"
+    work = run_inside(vbox, sub, "echo m > m.txt && git add m.txt && git commit -qm m && echo COMMITTED")
+    assert "COMMITTED" in work.stdout, work
+    module = top / ".git" / "modules" / "lib"
+    attack = run_inside(vbox, sub, plant(str(module / "hooks"), marker) + f"; git config core.fsmonitor 'touch {marker}'")
+    host_commit(vbox, sub)
+    attack_top = run_inside(vbox, top, plant(".git/modules/lib/hooks", marker))
+    host_commit(vbox, sub)
+    assert not marker.exists(), (attack, attack_top)
+
+
+def test_husky_hooks_path_is_protected_existing_or_not(vbox: Box) -> None:
+    repo = repository(vbox, vbox.project / "app")
+    git(vbox, repo, "config", "core.hooksPath", ".husky/_")
+    marker = vbox.outside / "RAN-husky"
+    attack = run_inside(vbox, repo, plant(".husky/_", marker))
+    host_commit(vbox, repo)
+    assert not marker.exists(), attack
+    (repo / ".husky" / "_").mkdir(parents=True, exist_ok=True)
+    (repo / ".husky" / "_" / "h").write_text("#!/bin/sh\n")
+    attack = run_inside(vbox, repo, plant(".husky/_", marker))
+    host_commit(vbox, repo)
+    assert not marker.exists(), attack
+    work = run_inside(vbox, repo, "echo x > x.txt && git add x.txt && git commit -qm x && echo COMMITTED")
+    assert "COMMITTED" in work.stdout, work  # control: ordinary commits work (the husky shim runs inside)
+
+
+@pytest.mark.parametrize("where", ["global", "included"])
+def test_hooks_path_from_user_config_is_protected(vbox: Box, where: str) -> None:
+    repo = repository(vbox, vbox.project / "app")
+    gitconfig = vbox.home / ".gitconfig"
+    if where == "global":
+        gitconfig.write_text("[core]\n\thooksPath = githooks\n")
+    else:
+        (vbox.home / "extra.inc").write_text("[core]\n\thooksPath = githooks\n")
+        gitconfig.write_text("[include]\n\tpath = ~/extra.inc\n")
+    marker = vbox.outside / f"RAN-{where}"
+    attack = run_inside(vbox, repo, plant("githooks", marker))
+    env_with_global = {"GIT_CONFIG_NOSYSTEM": "1"}
+    (repo / "h.txt").write_text("h\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, env={**vbox.env, **GIT_ENV, **env_with_global}, check=True)
+    subprocess.run(["git", "commit", "-qm", "h"], cwd=repo, env={**vbox.env, **GIT_ENV, **env_with_global}, capture_output=True)
+    assert not marker.exists(), attack
+    work = run_inside(vbox, repo, "echo y > y.txt && git add y.txt && git commit -qm y && echo COMMITTED")
+    assert "COMMITTED" in work.stdout, work
+
+
+def test_symlinked_dot_git_keeps_its_hooks_protected(vbox: Box) -> None:
+    store = repository(vbox, vbox.project / "store")
+    app = vbox.project / "app"
+    app.mkdir()
+    (app / ".git").symlink_to(store / ".git")
+    marker = vbox.outside / "RAN-symlink"
+    work = run_inside(vbox, app, "git status --porcelain >/dev/null && echo STATUS")
+    assert "STATUS" in work.stdout, work
+    attack = run_inside(vbox, app, plant(".git/hooks", marker) + f"; git config core.fsmonitor 'touch {marker}'")
+    host_commit(vbox, store)
+    assert not marker.exists(), attack
+
+
+def test_git_dir_from_the_environment_is_protected(vbox: Box) -> None:
+    bare = vbox.project / "data.git"
+    git(vbox, vbox.project, "init", "-q", "--bare", str(bare))
+    (bare / "hooks").mkdir(exist_ok=True)
+    marker = vbox.outside / "RAN-gitdir"
+    attack = vbox.run(plant(str(bare / "hooks"), marker) + f"; git --git-dir={bare} config core.fsmonitor 'touch {marker}'",
+                      env={**GIT_ENV, "GIT_DIR": str(bare)})
+    assert not (bare / "hooks" / "pre-commit").exists(), attack
+    assert "fsmonitor" not in (bare / "config").read_text()
+
+
+def test_fresh_repository_add_and_commit_see_exactly_the_host_files(vbox: Box) -> None:
+    """The issue's first 'done when': no phantom entries inside, and the commit works."""
+    (vbox.project / "one.txt").write_text("1\n")
+    git(vbox, vbox.project, "init", "-q", "-b", "main")
+    inside = run_inside(vbox, vbox.project, "git add -A && git commit -qm x && git status --porcelain && echo --- && ls -A")
+    assert inside.returncode == 0, inside
+    status, listing = inside.stdout.split("---\n")
+    host_status = git(vbox, vbox.project, "status", "--porcelain").stdout
+    assert status == host_status == ""
+    assert sorted(listing.split()) == sorted(os.listdir(vbox.project)) == [".git", "one.txt"]
