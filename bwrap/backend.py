@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import new_session_id, plan_limits
-from stockade.bwrap.mounts import View, plan_view, visible
+from stockade.bwrap.mounts import View, make_write_places, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.envfilter import sandbox_env, withheld
@@ -114,10 +114,12 @@ class BwrapBackend:
 
         clear_leftovers(str(request.locations.state))
         _ensure_audit_log(request.policy)
+        unmade = make_write_places(request.policy.filesystem.allow_write, str(request.locations.home), str(request.policy.project_dir))
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
         view = plan_view(
             request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy), request.host_env
         )
+        view.details += unmade
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE
@@ -158,7 +160,7 @@ class BwrapBackend:
         lines.append(f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
         if plan.view.unguarded:
             lines.append(f"# absent protected paths: {len(plan.view.unguarded)}, nothing mounted there; anything the run creates at one is moved aside after it")
-        lines += [f"# note: {note}" for note in plan.view.notes]
+        lines += [f"# note: {note}" for note in (*plan.view.notes, *plan.view.details)]
         return "\n".join(lines) + "\n"
 
     def run(self, plan: BwrapPlan) -> int:

@@ -47,7 +47,8 @@ class View:
     masked: list[str] = field(default_factory=list)
     # absent floor paths whose folder is absent too, with the first absent folder: swept after the run
     unguarded: list[tuple[str, str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said after every run
+    details: list[str] = field(default_factory=list)  # said only by --dry-run and explain
     tmp_size: int = DEFAULT_TMP_SIZE
     project: str = "/"
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
@@ -76,7 +77,7 @@ def _symlink_components(path: str) -> list[str]:
         try:
             if stat.S_ISLNK(os.lstat(current).st_mode):
                 found.append(current)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             break
     return found
 
@@ -261,6 +262,30 @@ def _git_runs_later(repositories: list[gitdirs.GitLayout], home: str, env: Mappi
     return list(dict.fromkeys(paths))
 
 
+def make_write_places(allow_write: tuple[str, ...], home: str, project: str) -> list[str]:
+    """Create each absent allow_write folder under the user's home (0700, the user's own),
+    so a policy's caches work in a fresh home (a new user, a new CI runner); the lines
+    say which could not be made. A path with a symlink on its way that a sandbox could
+    have planted is left alone: planning refuses it with its own message."""
+    real_home = os.path.realpath(home)
+    unmade: list[str] = []
+    for entry in allow_write:
+        under_home = is_within(entry, home) or is_within(os.path.realpath(entry), real_home)
+        if os.path.lexists(entry) or not under_home or os.path.realpath(entry) == real_home:
+            continue
+        try:
+            _resolve_root(entry, allow_write, project)
+        except SandboxSetupError:
+            continue
+        try:
+            os.makedirs(entry, mode=0o700)
+        except FileExistsError:
+            pass
+        except OSError as error:
+            unmade.append(f"allow_write {entry} does not exist and could not be created ({error.strerror}): skipped")
+    return unmade
+
+
 def _writable_roots(
     view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str]
 ) -> tuple[list[str], list[str]]:
@@ -271,7 +296,7 @@ def _writable_roots(
         if entry == "/":
             raise SandboxSetupError("allow_write '/' would make the whole system writable; list the folders you need")
         if not os.path.lexists(entry):
-            view.notes.append(f"allow_write {entry} does not exist: skipped")
+            view.details.append(f"allow_write {entry} does not exist: skipped")
             continue
         real = _resolve_root(entry, allow_write, project)
         if real == "/":
