@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from stockade.bwrap import globs
-from stockade.bwrap import changes
+from stockade.bwrap import changes, folders
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles import gitdirs
@@ -356,6 +356,8 @@ def _mask(view: View, path: str, roots: list[str]) -> None:
     except PermissionError:
         if _root_of(path, roots) is None:
             return  # out of the sandbox's reach: it cannot change permissions there
+    if _root_of(path, roots) is None and not _sandbox_reaches(os.path.dirname(path)):
+        return  # another user's private folder: closed to the sandbox, and to bwrap making a mount there
     if not visible(path, roots) or any(is_within(path, m) for m in view.masked):
         return
     root = _root_of(path, roots)
@@ -365,6 +367,25 @@ def _mask(view: View, path: str, roots: list[str]) -> None:
     piece: Piece = Tmpfs(path, read_only=True, mode="0000") if os.path.isdir(path) else ReadOnlyBindFrom("/dev/null", path)
     view.add(path, 3, piece)
     view.masked.append(path)
+
+
+def _sandbox_reaches(folder: str) -> bool:
+    """Whether the sandbox can search every folder on the way to `folder`: as root, only
+    uid and gid 0 are mapped inside, so another user's 0700 folder is closed to it."""
+    if not folders.AS_ROOT:
+        return os.access(folder, os.X_OK)
+    current = "/"
+    for part in folder.strip("/").split("/"):
+        if not part:
+            continue
+        current = os.path.join(current, part)
+        try:
+            info = os.stat(current)
+        except OSError:
+            return False
+        if not folders.sandbox_can_enter(info):
+            return False
+    return True
 
 
 def _unlisted_sockets(listed: tuple[str, ...]) -> list[str]:

@@ -1,0 +1,33 @@
+"""A machine shared with other users: what the sandbox cannot reach never breaks a run."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+from boxes import Box
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_another_users_private_socket_does_not_break_a_unix_socket_policy(vbox: Box) -> None:
+    """As root, a listening socket in another user's 0700 folder (their stockade daemon's, say)
+    is out of the sandbox's reach: it needs no mask, and bwrap cannot make one there."""
+    private = vbox.outside / "other-user"
+    private.mkdir()
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(private / "daemon.sock"))
+        listener.listen()
+        os.chown(private, NOBODY, NOBODY)
+        os.chmod(private, 0o700)
+        policy = f'extends = ["default"]\n[network]\nunix_sockets = ["{vbox.project}/mine.sock"]\n'
+        run = vbox.run("echo ran", policy=policy)
+        assert run.returncode == 0 and "ran" in run.stdout, run
+        reach = vbox.run(f"ls {private}/ 2>&1; echo done", policy=policy)
+        assert "daemon.sock" not in reach.stdout, reach  # closed to the sandbox all the same
+    finally:
+        listener.close()
+        os.chown(private, 0, 0)
