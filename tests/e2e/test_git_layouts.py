@@ -51,7 +51,7 @@ def plant(hook_dir: str, marker: Path) -> str:
 
 def host_commit(box: Box, cwd: Path) -> None:
     (cwd / f"host-{os.urandom(3).hex()}.txt").write_text("host\n")
-    git(box, cwd, "add", "-A")
+    git(box, cwd, "add", "-A", check=False)  # a nested repository left without its config makes add complain
     git(box, cwd, "commit", "-qm", "host", check=False)
 
 
@@ -177,3 +177,43 @@ def test_fresh_repository_add_and_commit_see_exactly_the_host_files(vbox: Box) -
     host_status = git(vbox, vbox.project, "status", "--porcelain").stdout
     assert status == host_status == ""
     assert sorted(listing.split()) == sorted(os.listdir(vbox.project)) == [".git", "one.txt"]
+
+
+def test_git_data_made_inside_survives_when_inert(vbox: Box) -> None:
+    """clone, init, worktree add and submodule update inside: the host can use each after the run."""
+    lib = repository(vbox, vbox.outside / "lib")
+    top = repository(vbox, vbox.project / "top")
+    git(vbox, top, "submodule", "add", "-q", str(lib), "lib")
+    git(vbox, top, "commit", "-qm", "sub")
+    copy = vbox.project / "copy"
+    git(vbox, vbox.project, "clone", "-q", str(top), str(copy))
+    git(vbox, copy, "submodule", "init", "-q")  # writes the repository's own config: stays a host step
+    work = run_inside(vbox, copy, f"git -c protocol.file.allow=always clone -q {lib} cloned && git init -q fresh && "
+                      "git worktree add -q wt2 && git -c protocol.file.allow=always submodule update -q && echo DONE")
+    assert "DONE" in work.stdout and "renamed to" not in work.stderr, work
+    assert git(vbox, copy / "cloned", "log", "--format=%s").stdout.split() == ["a"]
+    assert git(vbox, copy / "wt2", "status", "--porcelain").returncode == 0
+    assert "prunable" not in git(vbox, copy, "worktree", "list").stdout
+    assert git(vbox, copy / "lib", "log", "--format=%s").stdout.split() == ["a"]
+    git(vbox, copy / "fresh", "status")
+
+
+@pytest.mark.parametrize("script", [
+    "git init -q evil && git -C evil config core.fsmonitor 'touch {marker}'",
+    "git init -q evil && git -C evil config include.path ../inc && printf '[core]\\n\\tfsmonitor = touch {marker}\\n' > evil/.git/inc",
+    "git worktree add -q evil && printf '../../../../x\\n' > .git/worktrees/evil/commondir && "
+    "mkdir -p x/hooks && git init -q --bare x && git -C x config core.fsmonitor 'touch {marker}'",
+    "git -c protocol.file.allow=always clone -q {lib} evil && git -C evil config remote.origin.uploadpack 'touch {marker}; git-upload-pack'",
+], ids=["fsmonitor", "include", "worktree-commondir", "uploadpack"])
+def test_git_data_made_inside_that_runs_programs_is_moved_aside(vbox: Box, script: str) -> None:
+    lib = repository(vbox, vbox.outside / "lib")
+    repo = repository(vbox, vbox.project / "repo")
+    marker = vbox.outside / "RAN-made-inside"
+    attack = run_inside(vbox, repo, script.format(marker=marker, lib=lib))
+    assert "renamed to" in attack.stderr, attack
+    for folder in ("evil", "."):
+        if (repo / folder).is_dir():
+            git(vbox, repo / folder, "status", check=False)
+            git(vbox, repo / folder, "fetch", "-q", check=False)
+    host_commit(vbox, repo)
+    assert not marker.exists(), attack

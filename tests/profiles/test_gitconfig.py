@@ -1,0 +1,39 @@
+"""git config as git reads it: what stockade must find (hooksPath, includes) and refuse (bad syntax)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stockade.profiles.gitconfig import ConfigSyntaxError, parse, with_includes
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("[core]\n\thooksPath = .husky/_\n", [("core.hookspath", ".husky/_")]),
+    ("[CORE] HooksPath=\"a b\" # comment\n", [("core.hookspath", "a b")]),
+    ('[remote "Up\\"x"]\n url = /r\n', [('remote.Up"x.url', "/r")]),
+    ("[Sec.Sub]\n bare\n", [("sec.sub.bare", "true")]),
+    ("[a]\n k = one \\\n two\n", [("a.k", "one  two")]),
+    ("[a]\n k = x ; y\n", [("a.k", "x")]),
+    ('[a]\n k = "x ; y"\n', [("a.k", "x ; y")]),
+    ("; only a comment\n", []),
+])
+def test_parse(text: str, expected: list[tuple[str, str]]) -> None:
+    assert parse(text) == expected
+
+
+@pytest.mark.parametrize("text", ["k = v\n", "[a\n", "[a]\n 1k = v\n", '[a]\n k = "open\n', "[a]\n k = \\q\n", "[a b]\n"])
+def test_syntax_errors(text: str) -> None:
+    with pytest.raises(ConfigSyntaxError):
+        parse(text)
+
+
+def test_includes_are_followed_whatever_their_condition(tmp_path: Path) -> None:
+    (tmp_path / "a.inc").write_text("[core]\n\thooksPath = from-a\n[include]\n\tpath = b.inc\n")
+    (tmp_path / "b.inc").write_text("[core]\n\thooksPath = from-b\n[include]\n\tpath = a.inc\n")
+    main = tmp_path / "config"
+    main.write_text('[includeIf "gitdir:/nowhere/"]\n\tpath = a.inc\n')
+    entries, included = with_includes(str(main), str(tmp_path))
+    assert [v for k, v in entries if k == "core.hookspath"] == ["from-a", "from-b"]
+    assert included[:2] == [str(tmp_path / "a.inc"), str(tmp_path / "b.inc")]
