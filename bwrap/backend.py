@@ -110,9 +110,6 @@ class BwrapBackend:
         if bwrap is None:
             raise SandboxSetupError("bubblewrap (bwrap) is not installed: sudo apt-get install bubblewrap; then run `stockade doctor`")
         request.locations.ensure()
-        from stockade.bwrap.placeholders import clear_leftovers
-
-        clear_leftovers(str(request.locations.state))
         _ensure_audit_log(request.policy)
         unmade = make_write_places(request.policy.filesystem.allow_write, str(request.locations.home), str(request.policy.project_dir))
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)

@@ -49,6 +49,9 @@ def run(argv: list[str]) -> int:
     recorder = None
     if not args.platform or args.platform == "linux":
         from stockade.bwrap import plan_cache
+        from stockade.bwrap.placeholders import clear_leftovers
+
+        clear_leftovers(str(locate().state))  # before recording: no plan depends on this folder
 
         if plan_cache.enabled(args):
             recorder = plan_cache.Recorder().start()  # what planning reads decides when the plan is stale
