@@ -58,6 +58,18 @@ def _listing(paths: list[str] | tuple[str, ...], policy: Policy, home: str) -> s
     return ", ".join(_short(p, policy, home) for p in paths)
 
 
+def _absent_write_places(policy: Policy, home: str) -> str:
+    """What a run does with allow_write folders that do not exist (bwrap.mounts.make_write_places)."""
+    real_home = os.path.realpath(home)
+    words = []
+    for entry in policy.filesystem.allow_write:
+        if os.path.lexists(entry):
+            continue
+        under_home = entry.startswith(home.rstrip("/") + "/") or os.path.realpath(entry).startswith(real_home + "/")
+        words.append(f"{_short(entry, policy, home)} ({'made, 0700, before the run' if under_home else 'outside your home: skipped'})")
+    return ", ".join(words)
+
+
 def _network_words(policy: Policy) -> str:
     net = policy.network
     if net.mode is NetworkMode.NONE:
@@ -106,6 +118,7 @@ def explain(
     table.add_column("rule", overflow="fold")
     rows = [
         ("writable", _listing(p.filesystem.allow_write, p, home) or "nothing but a private /tmp"),
+        ("writable, not there yet", _absent_write_places(p, home) or "-"),
         ("read-only inside writable places", _listing((*p.filesystem.deny_write, *data["floor"]["read_only"]), p, home) or "-"),
         ("unreadable", _listing((*p.filesystem.deny_read, *data["floor"]["hidden"]), p, home)),
         ("everything else", "readable, not writable"),
