@@ -311,6 +311,7 @@ def _writable_roots(
     roots = sorted(dict.fromkeys(roots), key=len)
     kept = [r for i, r in enumerate(roots) if not any(is_within(r, other) for other in roots[:i])]
     for root in kept:
+        _check_reachable(view, root)
         view.add(root, 0, Bind(root))
         view.writable.append(root)
     return kept, sorted(dict.fromkeys(anchors), key=len)
@@ -367,6 +368,24 @@ def _mask(view: View, path: str, roots: list[str]) -> None:
     piece: Piece = Tmpfs(path, read_only=True, mode="0000") if os.path.isdir(path) else ReadOnlyBindFrom("/dev/null", path)
     view.add(path, 3, piece)
     view.masked.append(path)
+
+
+def _check_reachable(view: View, root: str) -> None:
+    """As root, a writable place of another user's: the sandbox's root (only uid 0 is mapped
+    inside) cannot enter a folder closed to others, nor write where only its owner may."""
+    if not folders.AS_ROOT:
+        return
+    if not _sandbox_reaches(root):
+        raise SandboxSetupError(
+            f"{root} (or a folder on its way) belongs to another user and is closed to others; as root the sandbox "
+            f"cannot enter it (only uid 0 is mapped inside): run stockade as its owner (runuser -u OWNER -- stockade run ...)"
+        )
+    info = os.stat(root)
+    if info.st_uid != 0 and not info.st_mode & stat.S_IWOTH:
+        view.notes.append(
+            f"{root} belongs to uid {info.st_uid}: as root the sandbox can read it but not write there "
+            f"(only uid 0 is mapped inside); run stockade as its owner to write"
+        )
 
 
 def _sandbox_reaches(folder: str) -> bool:

@@ -31,3 +31,22 @@ def test_another_users_private_socket_does_not_break_a_unix_socket_policy(vbox: 
     finally:
         listener.close()
         os.chown(private, 0, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_project_of_another_user_as_root_runs_or_says_why(vbox: Box) -> None:
+    """A root container on a checkout owned by uid 1000: readable works, closed is exit 125 in one line."""
+    (vbox.project / "a.txt").write_text("a\n")
+    os.chown(vbox.project, NOBODY, NOBODY)
+    try:
+        os.chmod(vbox.project, 0o755)
+        readable = vbox.run("cat a.txt")
+        assert readable.returncode == 0 and readable.stdout == "a\n", readable
+        assert "belongs to uid 65534" in readable.stderr and "Traceback" not in readable.stderr, readable
+        os.chmod(vbox.project, 0o700)
+        closed = vbox.run("cat a.txt")
+        assert closed.returncode == 125, closed
+        assert closed.stderr.count("\n") == 1 and "run stockade as its owner" in closed.stderr, closed
+    finally:
+        os.chown(vbox.project, 0, 0)
+        os.chmod(vbox.project, 0o755)
