@@ -170,3 +170,23 @@ def runs_later(layout: GitLayout, home: str, env: dict[str, str] | os._Environ[s
         if folder is not None:
             paths.append(folder)
     return list(dict.fromkeys(paths))
+
+
+def protected_for(
+    work_trees: tuple[str, ...], writable: tuple[str, ...], home: str, env: dict[str, str] | os._Environ[str], cwd: str
+) -> list[str]:
+    """runs_later of the repositories at `work_trees` and of GIT_DIR, and each `.git` pointer
+    file, kept to what lies inside a writable place (the rest is read-only anyway)."""
+    from stockade.profiles.paths import is_within
+
+    layouts = [locate(folder) for folder in dict.fromkeys(work_trees)]
+    layouts.append(from_environment(env, cwd))
+    paths: list[str] = []
+    for layout in layouts:
+        if layout is None:
+            continue
+        if layout.dot_git and os.path.isfile(layout.dot_git) and not os.path.islink(layout.dot_git):
+            paths.append(layout.dot_git)
+        paths += runs_later(layout, home, env)
+    roots = [os.path.realpath(root) for root in writable]
+    return [path for path in dict.fromkeys(paths) if any(is_within(path, root) for root in roots)]

@@ -13,9 +13,10 @@ import shutil
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from stockade.profiles import gitdirs
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.errors import (
@@ -201,6 +202,11 @@ class SeatbeltBackend:
         temp_dir = self._temp_base() / tag
         port, notes = self._port(policy)
         floor = floor_for(policy.filesystem.allow_write, request.locations, policy.protected_files)
+        git = gitdirs.protected_for(
+            (str(policy.project_dir), str(request.cwd)), policy.filesystem.allow_write, str(request.locations.home),
+            request.host_env, str(request.cwd),
+        )
+        floor = replace(floor, read_only=tuple(dict.fromkeys((*floor.read_only, *git))))
         spec = ProfileSpec(policy=policy, floor=floor, home=str(request.locations.home), temp_dir=str(temp_dir), tag=tag, proxy_port=port)
         paths = HostPaths(writable_roots=(*policy.filesystem.allow_write, str(temp_dir)))
         try:
