@@ -116,7 +116,10 @@ class BwrapBackend:
         view = plan_view(
             request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy), request.host_env
         )
-        view.details += unmade
+        said = {line.split(" does not exist", 1)[0] for line in unmade}  # one line per folder
+        view.details = [line for line in view.details if line.split(" does not exist", 1)[0] not in said] + unmade
+        if request.verbose:
+            view.notes += view.details
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE

@@ -81,7 +81,7 @@ def run_key(args: RunArgs) -> bytes:
     """
     interactive = sys.stdin is not None and _isatty(0)
     return repr((
-        FORMAT, __file__, args.policy, args.profile, args.quiet, os.getcwd(), sorted(os.environ.items()),
+        FORMAT, __file__, args.policy, args.profile, args.quiet, args.verbose, os.getcwd(), sorted(os.environ.items()),
         os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups()), interactive,
     )).encode("utf-8", "surrogateescape")  # fmt: skip
 

@@ -57,6 +57,7 @@ def run(
     max_output: Annotated[Optional[str], typer.Option("--max-output", help=RUN_OPTIONS[6].help, metavar="BYTES")] = None,
     ci: Annotated[bool, typer.Option("--ci", help=RUN_OPTIONS[7].help)] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help=RUN_OPTIONS[8].help, metavar="FILE")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help=RUN_OPTIONS[9].help)] = False,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
     # console script sends `run` to the lean parser first.
@@ -69,7 +70,7 @@ def run(
     ):  # fmt: skip
         if value is not None:
             argv += [flag, str(value)]
-    argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci
+    argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci + ["--verbose"] * verbose
     raise typer.Exit(lean_run([*argv, "--", *ctx.args]) if ctx.args or shell else lean_run(argv))
 
 

@@ -82,6 +82,7 @@ def _plan_and_run(args: RunArgs, recorder: PlanRecorder | None) -> int:
         host_env=dict(os.environ),
         locations=locations,
         quiet=args.quiet,
+        verbose=args.verbose,
         session_id=os.urandom(6).hex(),
     )
     limit = args.max_output

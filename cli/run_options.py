@@ -39,6 +39,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("max_output", ("--max-output",), True, "Forward at most this much of the command's output (e.g. 1M), then one line saying how much was cut.", "BYTES"),
     RunOption("ci", ("--ci",), False, "CI job mode: a Markdown summary in $GITHUB_STEP_SUMMARY when set, and a one-line result on stderr."),
     RunOption("report", ("--report",), True, "Write a JSON report of the run (exit status, duration, hosts, denials) to FILE.", "FILE"),
+    RunOption("verbose", ("--verbose",), False, "Also say after the run what the plan skipped (allow_write folders that could not be made)."),
 )
 
 BY_FLAG: dict[str, RunOption] = {flag: option for option in RUN_OPTIONS for flag in option.flags}
@@ -57,6 +58,7 @@ class RunArgs:
         self.max_output: str | None = None
         self.ci = False
         self.report: str | None = None
+        self.verbose = False
         self.command: list[str] = []
 
 

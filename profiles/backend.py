@@ -24,6 +24,7 @@ class RunRequest:
     host_env: Mapping[str, str]
     locations: Locations
     quiet: bool = False  # no end-of-run summary on stderr
+    verbose: bool = False  # the summary also says what the plan skipped
     session_id: str = ""  # names this run in the audit log; made by the caller
 
 

@@ -29,6 +29,8 @@ def test_a_folder_that_cannot_be_made_is_said_in_the_plan_not_after_every_run(vb
     assert run.returncode == 0 and "ran" in run.stdout and "blocker" not in run.stderr, run
     plan = vbox.run("true", policy=policy, options=["--dry-run"])
     assert "blocker/cache does not exist and could not be created" in plan.stdout, plan
+    verbose = vbox.run("true", policy=policy, options=["--verbose"])
+    assert verbose.stderr.count("blocker/cache") == 1 and "could not be created" in verbose.stderr, verbose
 
 
 def test_nothing_is_made_outside_home(vbox: Box) -> None:
