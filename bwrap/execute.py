@@ -243,15 +243,23 @@ def _summary(
         lines.append(f"pids limit {launch.pids} reached: new processes were refused (raise pids under [limits] in {origin})")
     if "memory" in hits:
         lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
-    for original, moved in quarantined:
-        lines.append(f"{original} was created or changed inside the sandbox and could run code outside it (or could not be checked); renamed to {moved}")
+    if quarantined:
+        from stockade.bwrap.summary import grouped_moves
+
+        lines += grouped_moves(quarantined)
     if denials:
         from stockade.proxy.client import describe_denial  # already loaded: the bridge used it
 
         lines += [describe_denial(denial, origin) for denial in denials]
     if touched:
-        names = ", ".join(f"{os.path.relpath(path, launch.project)} ({how})" for path, how in touched)
+        from stockade.bwrap.summary import grouped_files
+
+        names = grouped_files(touched, launch.project)
         lines.append(f"files that run code later were created or changed; review them before running them outside the sandbox: {names}")
     lines += launch.notes
+    if len(lines) > 1:
+        from stockade.bwrap.summary import bounded
+
+        lines = bounded(lines)
     for line in lines:
         print(f"stockade: {line}", file=sys.stderr)
