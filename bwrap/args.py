@@ -117,6 +117,19 @@ class Chdir(Piece):
         yield from ("--chdir", self.path)
 
 
+class Symlink(Piece):
+    """A symlink bwrap makes inside the sandbox (on one of its own tmpfs mounts, never the host)."""
+
+    __slots__ = ("target", "path")
+
+    def __init__(self, target: str, path: str) -> None:
+        self.target = target
+        self.path = path
+
+    def to_args(self) -> Iterator[str]:
+        yield from ("--symlink", self.target, self.path)
+
+
 class SetEnv(Piece):
     """One variable of the sandbox's environment; bwrap itself starts with none (see execute)."""
 

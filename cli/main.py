@@ -48,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str]) -> int:
     """A stored plan whose inputs are unchanged runs without planning (bwrap/plan_cache.py)."""
+    if sys.platform.startswith("linux") and os.environ.get("STOCKADE_SANDBOX") == "1":
+        from stockade.cli.nested import inside_stockade, run_as_is
+        from stockade.cli.run_options import parse_run_args
+
+        if inside_stockade():
+            args = parse_run_args(argv)
+            return run_as_is(args.command, args.quiet, args.dry_run)
     if sys.platform.startswith("linux"):
         from stockade.bwrap import plan_cache
         from stockade.cli.run_options import limited, parse_run_args
