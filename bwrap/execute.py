@@ -178,7 +178,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     seccomp_fd = _seccomp_fd(launch)
     info_read, info_write = os.pipe()
     os.set_inheritable(info_write, True)
-    tail = [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--info-fd", info_write)]
+    tail = [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
     args_fd = _args_fd(launch.args + bw.encode(tail))
     argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)

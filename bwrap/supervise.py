@@ -45,19 +45,37 @@ def _sandbox_members(init_pid: int) -> list[int]:
 
 
 def _read_info(fd: int) -> int | None:
-    """bwrap writes {"child-pid": N} once the sandbox is set up; EOF first means it failed."""
+    """bwrap's --json-status-fd starts with {"child-pid": N} once the sandbox exists; EOF
+    first means it failed. Only that first line is read: the fd stays open for the end."""
     chunks = []
-    try:
-        while chunk := os.read(fd, 4096):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if b"\n" in chunk:
+            break
     text = b"".join(chunks).decode("ascii", "replace")
     key = text.find('"child-pid"')
     if key < 0:
         return None
     digits = text[text.find(":", key) + 1 :].lstrip(" \t\n").split(",")[0].split("\n")[0].split("}")[0].strip()
     return int(digits) if digits.isdigit() else None
+
+
+def _command_ran(fd: int) -> bool:
+    """After bwrap ended: whether it reported the command's exit ({"exit-code": N}). bwrap writes
+    that only for a command it started; a mount or exec that failed during setup leaves none."""
+    chunks = []
+    os.set_blocking(fd, False)
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    except OSError:
+        return True  # cannot tell: the status passes through, as before
+    return b'"exit-code"' in b"".join(chunks)
 
 
 def _seal_inherited_fds(keep: Sequence[int]) -> None:
@@ -132,6 +150,7 @@ def supervise(
             raise SandboxSetupError(f"cannot connect the sandbox to the network proxy: {exc}") from None
     init_pid = _read_info(info_read_fd)
     if init_pid is None:
+        os.close(info_read_fd)
         code = _exit_code(os.waitpid(pid, 0)[1])
         raise SandboxSetupError(
             f"bwrap could not set up the sandbox (exit {code}, its message is above); run `stockade doctor`"
@@ -148,10 +167,20 @@ def supervise(
     # On a terminal, Ctrl-C reaches the sandbox directly; stockade just waits for it.
     previous[_signal.SIGINT] = _signal.signal(_signal.SIGINT, _signal.SIG_IGN if interactive else forward)
     try:
-        return _wait(pid, wall_time)
+        outcome = _wait(pid, wall_time)
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
+    try:
+        ran = outcome.timed_out or _command_ran(info_read_fd)
+    finally:
+        os.close(info_read_fd)
+    if not ran and outcome.exit_code != 0:
+        raise SandboxSetupError(
+            f"bwrap could not finish setting up the sandbox or start the command (exit {outcome.exit_code}, its message "
+            "is above); run `stockade doctor`"
+        )
+    return outcome
 
 
 def _wait(pid: int, wall_time: float | None) -> Outcome:

@@ -114,4 +114,11 @@ def run_app(args: list[str], *, debug: bool = False) -> int:
             traceback.print_exception(error)
         error_line(str(error))
         return int(error.exit_code)
+    except KeyboardInterrupt:
+        return ExitCode.SIGNAL_BASE + 2
+    except Exception as error:  # the last resort (cli/failure.py): one line, never a traceback
+        from stockade.cli.failure import report
+
+        report(error, debug)
+        return ExitCode.USAGE
     return 0

@@ -126,6 +126,8 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
         return _cursor(payload, wrapper)
     tool = payload.get("tool_name")
     tool_input = payload.get("tool_input")
+    if not isinstance(tool, str):
+        raise HookError("the hook input has no tool_name string")
     if agent == "claude":
         if tool != "Bash":
             return None
@@ -235,11 +237,23 @@ def main(argv: list[str]) -> int:
             raise HookError(f"the hook input is not JSON: {exc}") from None
         wrapper = Wrapper(stockade_executable(), sandbox_shell(), max_output)
         result = answer(agent, payload, wrapper)
+        text = "" if result is None else _encoded(result)
     except HookError as error:
         return _blocked(agent, str(error))
-    if result is not None:
-        sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+    except Exception as error:  # whatever arrives, the answer is a block, never a crash (exit 1 lets it run)
+        return _blocked(agent, f"the hook could not read this call ({type(error).__name__})")
+    sys.stdout.write(text)
     return 0
+
+
+def _encoded(result: dict[str, Any]) -> str:
+    """The answer as one JSON line; a lone surrogate (models emit them) is written escaped."""
+    try:
+        text = json.dumps(result, ensure_ascii=False) + "\n"
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(result, ensure_ascii=True) + "\n"
 
 
 def _blocked(agent: str, reason: str) -> int:

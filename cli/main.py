@@ -37,13 +37,24 @@ def main(argv: list[str] | None = None) -> int:
             return int(error.exit_code)
         except KeyboardInterrupt:
             return ExitCode.SIGNAL_BASE + 2
+        except Exception as error:  # the last resort: one line, and "could not set up"
+            from stockade.cli.failure import report
+
+            report(error, debug)
+            return ExitCode.SETUP
     if args and args[0] == "hook" and not (HELP_FLAGS & set(args[1:])):
         from stockade.cli.hook import main as hook_main  # on every agent command: no Typer, no Rich
 
         return hook_main(args[1:])
-    from stockade.cli.app import run_app
+    try:
+        from stockade.cli.app import run_app
 
-    return run_app(args, debug=debug)
+        return run_app(args, debug=debug)
+    except Exception as error:  # anything run_app did not turn into a line already
+        from stockade.cli.failure import report
+
+        report(error, debug)
+        return ExitCode.USAGE
 
 
 def _run(argv: list[str]) -> int:
