@@ -2,22 +2,27 @@
 # Runs the suite as an unprivileged user, the way people run stockade. Needs root
 # to create the user; the tree is copied where that user can read it, and the
 # package is installed non-editable (`pip install .`) from Debian's python3.
+# STOCKADE_UNPRIVILEGED_PHASE: prepare (user, copy, venv), run (the tests), or all.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TEST_USER=${STOCKADE_TEST_USER:-stockade-test}
-id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
-
 WORK=${STOCKADE_UNPRIVILEGED_WORK:-/var/tmp/stockade-unprivileged}
-rm -rf "$WORK"
-mkdir -p "$WORK"
-tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$WORK" -xf -
-mkdir -p "$WORK/venv-cache"
-/usr/bin/python3 -m venv "$WORK/venv"
-"$WORK/venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$WORK/venv/bin/python" -m pip install -q "$WORK[test]"
-rm -rf "$WORK/build" "$WORK"/*.egg-info
-chown -R "$TEST_USER:" "$WORK"
-chmod 755 "$WORK"
+PHASE=${STOCKADE_UNPRIVILEGED_PHASE:-all}
+
+if [ "$PHASE" != run ]; then
+    id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
+    rm -rf "$WORK"
+    mkdir -p "$WORK"
+    tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$WORK" -xf -
+    mkdir -p "$WORK/venv-cache"
+    /usr/bin/python3 -m venv "$WORK/venv"
+    "$WORK/venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+    "$WORK/venv/bin/python" -m pip install -q "$WORK[test]"
+    rm -rf "$WORK/build" "$WORK"/*.egg-info
+    chown -R "$TEST_USER:" "$WORK"
+    chmod 755 "$WORK"
+fi
+[ "$PHASE" = prepare ] && exit 0
 
 echo "== tests as $TEST_USER (uid $(id -u "$TEST_USER"))"
 cd "$WORK"

@@ -1,0 +1,125 @@
+"""git inside the sandbox does what it does outside: the same exit codes, output, history and files."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Workplace
+
+
+def git(cwd: Path, env: dict[str, str], *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def _repository(project: Path, env: dict[str, str]) -> None:
+    (project / "a.txt").write_text("one\n")
+    (project / "name with spaces.txt").write_text("spaces\n")
+    (project / "naïve-ünïcode.txt").write_text("accents\n")
+    git(project, env, "init", "-q")
+    git(project, env, "add", "-A")
+    git(project, env, "commit", "-qm", "first")
+
+
+EVERYDAY = """
+set -e
+echo two >> a.txt
+git add -A && git commit -qm second
+git branch feature && git checkout -q feature
+echo three > b.txt && git add b.txt && git commit -qm third
+git checkout -q main
+echo wip >> a.txt && git stash -q && git stash list | wc -l
+git rebase -q feature
+git stash pop -q && git diff --stat
+git log --format=%s
+git worktree add -q ../wt-inside feature-wt 2>/dev/null || git worktree add -q -b feature-wt wt-here
+git worktree list --porcelain | grep -c worktree
+git status --porcelain
+ls -A
+"""
+
+
+def test_everyday_git_matches_the_same_work_without_stockade(work: Workplace) -> None:
+    bare, boxed = work.twice(lambda p: _repository(p, work.env), EVERYDAY)
+    assert bare.code == 0, bare
+    assert (boxed.code, boxed.out) == (bare.code, bare.out), boxed.err
+    assert boxed.tree == bare.tree
+    assert "Traceback" not in boxed.err and "renamed to" not in boxed.err, boxed.err
+
+
+def test_fresh_repository_add_commit_and_listing_inside_equal_the_host(work: Workplace) -> None:
+    def make(project: Path) -> None:
+        (project / "only.txt").write_text("x\n")
+        git(project, work.env, "init", "-q")
+
+    bare, boxed = work.twice(make, "git add -A && git commit -qm x && git status --porcelain && ls -A && git log --format=%H")
+    assert bare.code == boxed.code == 0, boxed
+    assert boxed.out == bare.out and boxed.tree == bare.tree
+
+
+def _with_submodule(project: Path, env: dict[str, str], library: Path) -> None:
+    _repository(project, env)
+    git(project, env, "submodule", "add", "-q", str(library), "lib")
+    git(project, env, "commit", "-qm", "lib")
+
+
+@pytest.fixture
+def library(work: Workplace) -> Path:
+    lib = work.root / "library"
+    lib.mkdir()
+    _repository(lib, work.env)
+    return lib
+
+
+def test_work_inside_a_submodule_checkout(work: Workplace, library: Path) -> None:
+    script = "echo sub > s.txt && git add s.txt && git commit -qm sub && git log --format=%s && git status --porcelain"
+    bare, boxed = work.twice(lambda p: _with_submodule(p, work.env, library), script, workdir="lib")
+    assert bare.code == 0 and (boxed.code, boxed.out) == (bare.code, bare.out), boxed.err
+    assert boxed.tree == bare.tree
+
+
+def test_submodule_update_of_an_initialised_submodule(work: Workplace, library: Path) -> None:
+    """A clone with its submodule registered (`git submodule init`, a host step: the repository's own
+    config stays read-only inside), then `git submodule update` inside."""
+    source = work.root / "source"
+    source.mkdir()
+    _with_submodule(source, work.env, library)
+
+    def make(project: Path) -> None:
+        project.rmdir()
+        git(work.root, work.env, "clone", "-q", str(source), str(project))
+        git(project, work.env, "submodule", "init", "-q")
+
+    bare, boxed = work.twice(make, "git submodule update -q && git -C lib log --format=%s && git submodule status | cut -c2-")
+    assert bare.code == 0 and (boxed.code, boxed.out) == (bare.code, bare.out), boxed.err
+    assert boxed.tree == bare.tree and "renamed to" not in boxed.err
+
+
+def test_submodule_update_init_inside_says_what_to_do(work: Workplace, library: Path) -> None:
+    """The expected difference: `--init` writes the repository's own config, which is protected."""
+    source = work.root / "source"
+    source.mkdir()
+    _with_submodule(source, work.env, library)
+
+    def make(project: Path) -> None:
+        project.rmdir()
+        git(work.root, work.env, "clone", "-q", str(source), str(project))
+
+    bare, boxed = work.twice(make, "git submodule update --init -q")
+    assert bare.code == 0
+    assert boxed.code != 0 and "config" in boxed.err, boxed  # git names the file it could not write
+    assert "Traceback" not in boxed.err
+
+
+def test_work_inside_a_linked_worktree(work: Workplace) -> None:
+    def make(project: Path) -> None:
+        main = project / "main"
+        main.mkdir()
+        _repository(main, work.env)
+        git(main, work.env, "worktree", "add", "-q", "-b", "side", str(project / "side"))
+
+    script = "echo w > w.txt && git add -A && git commit -qm in-worktree && git log --format=%s && git status --porcelain"
+    bare, boxed = work.twice(make, script, workdir="side")
+    assert bare.code == 0 and (boxed.code, boxed.out) == (bare.code, bare.out), boxed.err
+    assert boxed.tree == bare.tree
