@@ -176,7 +176,7 @@ def plan_view(
     for path in floor.read_only:
         if not _behind_linked_git(path):
             _protect(view, path, roots, watch_absent=True)
-    for path in _git_runs_later(repositories, real_home, env) + matches[nested[1]]:
+    for path in _git_runs_later(repositories, real_home, env) + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
         _protect(view, path, roots, watch_absent=True)
     for path in [p for pattern in fs.deny_write for p in matches[pattern]]:
         _protect(view, path, roots, watch_absent=True)
@@ -249,6 +249,17 @@ def _linked_git_dirs(repositories: list[gitdirs.GitLayout], allow_write: tuple[s
         if layout.work_tree and layout.linked and any(is_within(os.path.realpath(layout.work_tree), root) for root in writable):
             extra += [layout.git_dir, layout.common_dir]
     return extra
+
+
+def _linked_git_dir_locks(repositories: list[gitdirs.GitLayout], linked: list[str], project: str) -> list[str]:
+    """Folders of a linked common dir that stay read-only, existing or not: the check after the
+    run walks only the project, so a submodule git dir made in `modules/` out there (its own
+    hooks and config) would never be looked at."""
+    locks: list[str] = []
+    for layout in repositories:
+        if layout.common_dir in linked and not is_within(layout.common_dir, project):
+            locks.append(os.path.join(layout.common_dir, "modules"))
+    return locks
 
 
 def _git_runs_later(repositories: list[gitdirs.GitLayout], home: str, env: Mapping[str, str]) -> list[str]:

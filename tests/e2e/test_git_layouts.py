@@ -217,3 +217,15 @@ def test_git_data_made_inside_that_runs_programs_is_moved_aside(vbox: Box, scrip
             git(vbox, repo / folder, "fetch", "-q", check=False)
     host_commit(vbox, repo)
     assert not marker.exists(), attack
+
+
+def test_a_submodule_git_dir_planted_in_a_linked_common_dir_is_not_kept(vbox: Box) -> None:
+    """The project is a worktree whose main repository lies outside it: its common dir is writable,
+    but a new modules/NAME there (hooks of its own) would escape the check after the run."""
+    main = repository(vbox, vbox.outside / "main")
+    git(vbox, main, "worktree", "add", "-q", str(vbox.project))
+    module = main / ".git" / "modules" / "evil"
+    attack = run_inside(vbox, vbox.project, f"mkdir -p {module}/hooks && printf '#!/bin/sh\\ntouch x\\n' > {module}/hooks/pre-commit; true")
+    assert not (module / "hooks" / "pre-commit").exists(), attack
+    work = run_inside(vbox, vbox.project, "echo d > d.txt && git add d.txt && git commit -qm d && echo COMMITTED")
+    assert "COMMITTED" in work.stdout, work
