@@ -50,3 +50,17 @@ def test_project_of_another_user_as_root_runs_or_says_why(vbox: Box) -> None:
     finally:
         os.chown(vbox.project, 0, 0)
         os.chmod(vbox.project, 0o755)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_a_shared_folder_holding_another_users_private_repository(vbox: Box) -> None:
+    """A working directory like /tmp: other users' private folders (a repository among them) inside."""
+    theirs = vbox.project / "theirs"
+    (theirs / ".git" / "hooks").mkdir(parents=True)
+    os.chown(theirs, NOBODY, NOBODY)
+    os.chmod(theirs, 0o700)
+    try:
+        run = vbox.run("echo ran > mine.txt && cat mine.txt")
+        assert run.returncode == 0 and run.stdout == "ran\n", run
+    finally:
+        os.chown(theirs, 0, 0)
