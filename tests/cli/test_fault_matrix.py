@@ -113,7 +113,8 @@ def _deleted_cwd(w: World) -> str | None:
 def _unreadable_cwd(w: World) -> str | None:
     if IS_ROOT:
         return "root reads any folder it owns; the other-user case is in tests/e2e/test_shared_machine.py"
-    w.project.chmod(0o000)
+    w.cwd = w.root
+    w.prefix = ["/bin/sh", "-c", f'cd {w.project} && chmod 000 {w.project} && exec "$@"', "sh"]
     return None
 
 
@@ -124,6 +125,7 @@ def _corrupt_caches(w: World) -> str | None:
     corrupted = 0
     for folder, _dirs, files in os.walk(cache):
         for name in files:
+            (Path(folder) / name).chmod(0o600)
             (Path(folder) / name).write_bytes(b"\x00garbage\xff" * 7)
             corrupted += 1
     assert corrupted, "no cache files to corrupt"
