@@ -18,6 +18,7 @@ class Check:
 
 
 BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")
+MIN_BWRAP = (0, 5)  # --json-status-fd tells the command's exit from a failed setup (bwrap/supervise.py)
 
 
 @lru_cache(maxsize=1)
@@ -65,6 +66,8 @@ def check_bwrap() -> Check:
     mode = os.stat(path).st_mode
     if mode & 0o4000:
         return Check("bubblewrap", False, f"{path} {text} is setuid", "stockade needs non-setuid bwrap with user namespaces; remove the setuid bit")
+    if version is not None and version < MIN_BWRAP:
+        return Check("bubblewrap", False, f"{path} {text} is too old", f"stockade needs bwrap {'.'.join(map(str, MIN_BWRAP))} or newer (--json-status-fd): upgrade bubblewrap")
     return Check("bubblewrap", True, f"{path} {text}")
 
 
