@@ -81,16 +81,44 @@ def _leads_back(commondir_file: str, git_dir: str) -> bool:
     return bool(named) and os.path.realpath(os.path.join(os.path.dirname(commondir_file), named)) == os.path.realpath(git_dir)
 
 
+def _only_samples(git_dir: str) -> bool:
+    """No hook git would run: the hooks folder is absent, or holds git's own *.sample files only."""
+    hooks = os.path.join(git_dir, "hooks")
+    try:
+        info = os.lstat(hooks)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode):
+        return False
+    try:
+        with os.scandir(hooks) as entries:
+            return all(entry.name.endswith(".sample") and entry.is_file(follow_symlinks=False) for entry in entries)
+    except OSError:
+        return False
+
+
+def _inert_git_dir(git_dir: str, trusted_configs: set[str]) -> bool:
+    """A git dir the user had (its config and hooks were held read-only during the run), or one
+    whose config is inert and whose hooks are only samples. The post-run walk looks for hooks
+    under `.git` only: a git dir under another name (a bare repository made in the run) is
+    judged here, or a pointer into it would bring its hooks to the host."""
+    config = os.path.join(git_dir, "config")
+    if config in trusted_configs:
+        return True
+    return inert_config(config) and _only_samples(git_dir)
+
+
 def _inert_worktree_dir(admin: str, trusted_configs: set[str]) -> bool:
     """GIT_DIR/worktrees/NAME: points back to its git dir, holds no config of its own,
-    and that git dir's config is one the user had (protected) or is inert."""
+    and that git dir is inert (_inert_git_dir)."""
     git_dir = os.path.dirname(os.path.dirname(admin))
     if os.path.basename(os.path.dirname(admin)) != "worktrees" or not _is_git_dir(git_dir):
         return False
     if os.path.lexists(os.path.join(admin, "config.worktree")):
         return False
-    config = os.path.join(git_dir, "config")
-    return _leads_back(os.path.join(admin, "commondir"), git_dir) and (config in trusted_configs or inert_config(config))
+    return _leads_back(os.path.join(admin, "commondir"), git_dir) and _inert_git_dir(git_dir, trusted_configs)
 
 
 def _inert_pointer(dot_git: str, trusted_configs: set[str]) -> bool:
@@ -107,7 +135,7 @@ def _inert_pointer(dot_git: str, trusted_configs: set[str]) -> bool:
     if os.path.basename(os.path.dirname(target)) == "worktrees":
         return _inert_worktree_dir(target, trusted_configs)
     if "/modules/" in target:
-        return inert_config(os.path.join(target, "config")) and not os.path.lexists(os.path.join(target, "commondir"))
+        return _inert_git_dir(target, trusted_configs) and not os.path.lexists(os.path.join(target, "commondir"))
     return False
 
 

@@ -229,3 +229,24 @@ def test_a_submodule_git_dir_planted_in_a_linked_common_dir_is_not_kept(vbox: Bo
     assert not (module / "hooks" / "pre-commit").exists(), attack
     work = run_inside(vbox, vbox.project, "echo d > d.txt && git add d.txt && git commit -qm d && echo COMMITTED")
     assert "COMMITTED" in work.stdout, work
+
+
+@pytest.mark.parametrize("layout", ["worktrees", "modules"])
+def test_a_pointer_into_a_git_dir_under_another_name_with_hooks_is_moved_aside(vbox: Box, layout: str) -> None:
+    """A bare repository made inside under another name (its hooks outside any `.git`, where the
+    walk after the run does not look) and a `.git` file pointing into it."""
+    repo = repository(vbox, vbox.project / "repo")
+    marker = vbox.outside / f"RAN-{layout}"
+    admin = "docs/notes/worktrees/w" if layout == "worktrees" else "docs/modules/m"
+    script = (f"git init -q --bare docs/notes 2>/dev/null; mkdir -p {admin} && "
+              f"printf '#!/bin/sh\\ntouch {marker}\\n' > docs/notes/hooks/pre-commit && chmod +x docs/notes/hooks/pre-commit && "
+              f"{'git init -q --bare ' + admin + ' && cp docs/notes/hooks/pre-commit ' + admin + '/hooks/ && ' if layout == 'modules' else ''}"
+              f"echo ref: refs/heads/main > {admin}/HEAD && echo ../.. > {admin}/commondir && "
+              f"mkdir sub && echo 'gitdir: ../{admin}' > sub/.git; true")
+    if layout == "modules":
+        script = script.replace(f" && echo ../.. > {admin}/commondir", "")
+    attack = run_inside(vbox, repo, script)
+    assert not (repo / "sub" / ".git").is_file(), attack
+    subprocess.run(["git", "commit", "--allow-empty", "-qm", "x"], cwd=repo / "sub",
+                   env={**vbox.env, **GIT_ENV}, capture_output=True)
+    assert not marker.exists(), attack
