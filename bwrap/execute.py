@@ -162,10 +162,11 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
     after = changes.take_since(launch.project, reported, swept, before)
     planted = [path for path, _how in changes.changes(before.swept, after.swept)]
     if planted:  # a clone, a new worktree or submodule: git data that may stay (gitcheck.py)
-        from stockade.bwrap.gitcheck import inert
+        from stockade.bwrap.gitcheck import inert, user_hook_folders
 
         trusted = {path for path in before.swept if path.endswith("/config")}
-        planted = [path for path in planted if not inert(path, trusted)]
+        hook_folders = user_hook_folders(planted)
+        planted = [path for path in planted if not inert(path, trusted)] + hook_folders
     moved = changes.quarantine(planted, session, launch.writable)
     touched = [(path, how) for path, how in changes.changes(before.reported, after.reported) if changes.QUARANTINE_SUFFIX not in path]
     return touched, moved

@@ -139,6 +139,27 @@ def _inert_pointer(dot_git: str, trusted_configs: set[str]) -> bool:
     return False
 
 
+def user_hook_folders(planted: list[str]) -> list[str]:
+    """For each repository the run made (a new git config or `.git` pointer among `planted`),
+    the folders a relative core.hooksPath of the user's or the system's config names in its
+    work tree: git runs hooks from there on the host, so they are moved aside with it."""
+    work_trees = []
+    for path in planted:
+        name, parent = os.path.basename(path), os.path.dirname(path)
+        if name == ".git":
+            work_trees.append(parent)
+        elif name == "config" and os.path.basename(parent) == ".git":
+            work_trees.append(os.path.dirname(parent))
+    if not work_trees:
+        return []
+    from stockade.profiles.gitdirs import user_hooks_paths
+
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    relative = [value for value in user_hooks_paths(home, os.environ) if not value.startswith(("/", "~"))]
+    found = [os.path.normpath(os.path.join(tree, value)) for tree in work_trees for value in relative]
+    return [folder for folder in dict.fromkeys(found) if os.path.lexists(folder)]
+
+
 def inert(path: str, trusted_configs: set[str]) -> bool:
     """Whether `path`, created or changed by the run, can stay: see the module's rules.
     `trusted_configs` are git configs that existed before the run (held read-only)."""

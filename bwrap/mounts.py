@@ -18,7 +18,7 @@ from stockade.bwrap import globs
 from stockade.bwrap import changes, folders
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles import gitdirs
+from stockade.profiles import gitconfig, gitdirs
 from stockade.profiles.floor import floor_for
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
@@ -270,6 +270,10 @@ def _git_runs_later(repositories: list[gitdirs.GitLayout], home: str, env: Mappi
         if layout.dot_git and os.path.isfile(layout.dot_git) and not os.path.islink(layout.dot_git):
             paths.append(layout.dot_git)
         paths += gitdirs.runs_later(layout, home, env)
+    for value in gitdirs.user_hooks_paths(home, env):  # hooks for every repository, one yet to exist included
+        folder = gitconfig.expand_path(value, "/", home)
+        if folder is not None and (value.startswith(("/", "~/"))):
+            paths.append(folder)
     return list(dict.fromkeys(paths))
 
 

@@ -113,6 +113,17 @@ def user_configs(home: str, env: dict[str, str] | os._Environ[str]) -> list[str]
     return files
 
 
+def user_hooks_paths(home: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+    """core.hooksPath values in the system and global configs (and what they include), as
+    written: an absolute one names one folder for every repository, a relative one a folder
+    in each repository's work tree, including repositories that do not exist yet."""
+    found: list[str] = []
+    for config in user_configs(home, env):
+        entries, _included = gitconfig.with_includes(config, home)
+        found += gitconfig.values(entries, "core.hookspath")
+    return found
+
+
 def module_git_dirs(common_dir: str) -> list[str]:
     """Git dirs of submodules kept inside a repository's git dir (`modules/NAME`, nested)."""
     found: list[str] = []

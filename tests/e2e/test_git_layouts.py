@@ -250,3 +250,24 @@ def test_a_pointer_into_a_git_dir_under_another_name_with_hooks_is_moved_aside(v
     subprocess.run(["git", "commit", "--allow-empty", "-qm", "x"], cwd=repo / "sub",
                    env={**vbox.env, **GIT_ENV}, capture_output=True)
     assert not marker.exists(), attack
+
+
+@pytest.mark.parametrize("hooks_path", ["githooks", "ABSOLUTE"])
+def test_a_global_hooks_path_covers_repositories_made_inside(vbox: Box, hooks_path: str) -> None:
+    """core.hooksPath in ~/.gitconfig names a folder for every repository, one the run makes too."""
+    shared = vbox.project / "shared-hooks"
+    value = str(shared) if hooks_path == "ABSOLUTE" else hooks_path
+    (vbox.home / ".gitconfig").write_text(f"[core]\n\thooksPath = {value}\n")
+    marker = vbox.outside / f"RAN-global-{hooks_path}"
+    folder = str(shared) if hooks_path == "ABSOLUTE" else "evil/githooks"
+    attack = vbox.run(f"git init -q evil && mkdir -p {folder} && printf '#!/bin/sh\\ntouch {marker}\\n' > {folder}/pre-commit && "
+                      f"chmod +x {folder}/pre-commit; true", env=GIT_ENV)
+    env = {**vbox.env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.test"}  # the global config applies: no GIT_CONFIG_NOSYSTEM needed
+    if (vbox.project / "evil" / ".git").is_dir():
+        (vbox.project / "evil" / "f.txt").write_text("f\n")
+        subprocess.run(["git", "add", "-A"], cwd=vbox.project / "evil", env=env, capture_output=True)
+        subprocess.run(["git", "commit", "-qm", "f"], cwd=vbox.project / "evil", env=env, capture_output=True)
+    assert not marker.exists(), attack
+    control = vbox.run("git init -q fine && echo ok", env=GIT_ENV)
+    assert "ok" in control.stdout and (vbox.project / "fine" / ".git" / "config").exists(), control
