@@ -121,7 +121,11 @@ def user_hooks_paths(home: str, env: dict[str, str] | os._Environ[str]) -> list[
     for config in user_configs(home, env):
         entries, _included = gitconfig.with_includes(config, home)
         found += gitconfig.values(entries, "core.hookspath")
-    return found
+    count = env.get("GIT_CONFIG_COUNT", "")  # config given in the environment (git 2.31+)
+    for index in range(min(int(count), 1000) if count.isdigit() else 0):
+        if env.get(f"GIT_CONFIG_KEY_{index}", "").lower() == "core.hookspath":
+            found.append(env.get(f"GIT_CONFIG_VALUE_{index}", ""))
+    return [value for value in found if value]
 
 
 def module_git_dirs(common_dir: str) -> list[str]:

@@ -37,3 +37,12 @@ def test_includes_are_followed_whatever_their_condition(tmp_path: Path) -> None:
     entries, included = with_includes(str(main), str(tmp_path))
     assert [v for k, v in entries if k == "core.hookspath"] == ["from-a", "from-b"]
     assert included[:2] == [str(tmp_path / "a.inc"), str(tmp_path / "b.inc")]
+
+
+def test_hooks_paths_from_the_users_config_and_the_environment(tmp_path: Path) -> None:
+    from stockade.profiles.gitdirs import user_hooks_paths
+
+    (tmp_path / ".gitconfig").write_text("[core]\n\thooksPath = ~/hooks\n")
+    env = {"GIT_CONFIG_SYSTEM": str(tmp_path / "none"), "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name",
+           "GIT_CONFIG_VALUE_0": "x", "GIT_CONFIG_KEY_1": "Core.HooksPath", "GIT_CONFIG_VALUE_1": ".githooks"}
+    assert user_hooks_paths(str(tmp_path), env) == ["~/hooks", ".githooks"]
