@@ -121,7 +121,13 @@ def user_hooks_paths(home: str, env: dict[str, str] | os._Environ[str]) -> list[
     for config in user_configs(home, env):
         entries, _included = gitconfig.with_includes(config, home)
         found += gitconfig.values(entries, "core.hookspath")
-    count = env.get("GIT_CONFIG_COUNT", "")  # config given in the environment (git 2.31+)
+    return [value for value in found + environment_hooks_paths(env) if value]
+
+
+def environment_hooks_paths(env: dict[str, str] | os._Environ[str]) -> list[str]:
+    """core.hooksPath given as config in the environment (GIT_CONFIG_COUNT/KEY_n/VALUE_n, git 2.31+)."""
+    count = env.get("GIT_CONFIG_COUNT", "")
+    found = []
     for index in range(min(int(count), 1000) if count.isdigit() else 0):
         if env.get(f"GIT_CONFIG_KEY_{index}", "").lower() == "core.hookspath":
             found.append(env.get(f"GIT_CONFIG_VALUE_{index}", ""))
@@ -179,6 +185,7 @@ def runs_later(layout: GitLayout, home: str, env: dict[str, str] | os._Environ[s
         entries, included = gitconfig.with_includes(config, home)
         paths += included
         hook_values += gitconfig.values(entries, "core.hookspath")
+    hook_values += environment_hooks_paths(env)
     base = layout.work_tree or own
     for value in hook_values:
         folder = gitconfig.expand_path(value, base, home)
