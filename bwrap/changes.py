@@ -153,6 +153,8 @@ def quarantine(paths: list[str], session: str, roots: list[str] | None = None) -
             # the run took write permission off the folder: move the folder aside instead
             path = os.path.dirname(path)
             done = _rename_aside(path, session, roots)
+        if done in (errno.EACCES, errno.EPERM) and _give_back_access(os.path.dirname(path), roots):
+            done = _rename_aside(path, session, roots)  # a writable root itself, which cannot move
         if isinstance(done, str):
             moved.append((path, done))
     return moved
@@ -172,6 +174,22 @@ def _rename_aside(path: str, session: str, roots: list[str]) -> str | int:
         return exc.errno or errno.EIO
     finally:
         os.close(parent)
+
+
+def _give_back_access(folder: str, roots: list[str]) -> bool:
+    """A writable root of ours that the run made unwritable (chmod 555 .) so nothing could be
+    moved out of it: the permission is given back. Its own path is not in the sandbox's reach
+    (its parent is not writable), so changing it by name is safe."""
+    if folder not in roots:
+        return False
+    try:
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            return False
+        os.chmod(folder, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
+        return True
+    except OSError:
+        return False
 
 
 def _strictly_inside(path: str, roots: list[str]) -> bool:

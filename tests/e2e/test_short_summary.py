@@ -16,3 +16,14 @@ def test_a_run_that_makes_hundreds_of_reported_files_gets_a_short_summary(vbox: 
     assert any("node_modules/: 120 package.json created" in line for line in lines), lines
     assert any(line.startswith("stockade: 12 files") for line in lines), lines  # the .vscode settings, moved aside
     assert not (vbox.project / "r1" / ".vscode" / "settings.json").exists()
+
+
+def test_a_run_that_locks_the_project_cannot_keep_what_it_planted(vbox: Box) -> None:
+    """chmod 555 on the project itself (a writable root, which cannot be moved aside): the
+    check after the run gives the owner's access back and still moves the planted file."""
+    result = vbox.run("echo evil > .envrc && mkdir .vscode && echo '{}' > .vscode/settings.json && chmod 555 . && echo done")
+    assert "done" in result.stdout, result
+    assert not (vbox.project / ".envrc").exists() and not (vbox.project / ".vscode").exists(), result
+    assert "renamed to" in result.stderr or "files that could run code" in result.stderr, result
+    control = vbox.run("chmod u+w . && echo ok > kept.txt && cat kept.txt")
+    assert control.stdout == "ok\n", control
