@@ -48,12 +48,19 @@ def test_everyday_git_matches_the_same_work_without_stockade(work: Workplace) ->
     assert "Traceback" not in boxed.err and "renamed to" not in boxed.err, boxed.err
 
 
-def test_fresh_repository_add_commit_and_listing_inside_equal_the_host(work: Workplace) -> None:
+@pytest.mark.parametrize("protected", [False, True], ids=["fresh", "protected-files-exist"])
+def test_fresh_repository_add_commit_and_listing_inside_equal_the_host(work: Workplace, protected: bool) -> None:
     def make(project: Path) -> None:
         (project / "only.txt").write_text("x\n")
+        if protected:
+            (project / ".envrc").write_text("export A=1\n")
+            (project / ".npmrc").write_text("fund=false\n")
+            (project / ".vscode").mkdir()
+            (project / ".vscode" / "settings.json").write_text("{}\n")
         git(project, work.env, "init", "-q")
 
-    bare, boxed = work.twice(make, "git add -A && git commit -qm x && git status --porcelain && ls -A && git log --format=%H")
+    script = "git add -A && git commit -qm x && git status --porcelain && ls -A && find . -path ./.git -prune -o -print | sort && git log --format=%H"
+    bare, boxed = work.twice(make, script)
     assert bare.code == boxed.code == 0, boxed
     assert boxed.out == bare.out and boxed.tree == bare.tree
 
