@@ -86,12 +86,18 @@ def test_work_inside_a_submodule_checkout(work: Workplace, library: Path) -> Non
     assert boxed.tree == bare.tree
 
 
-def test_submodule_update_of_an_initialised_submodule(work: Workplace, library: Path) -> None:
+@pytest.fixture
+def source(work: Workplace, library: Path) -> Path:
+    """A repository with a submodule, to clone from."""
+    folder = work.root / "source"
+    folder.mkdir()
+    _with_submodule(folder, work.env, library)
+    return folder
+
+
+def test_submodule_update_of_an_initialised_submodule(work: Workplace, source: Path) -> None:
     """A clone with its submodule registered (`git submodule init`, a host step: the repository's own
     config stays read-only inside), then `git submodule update` inside."""
-    source = work.root / "source"
-    source.mkdir()
-    _with_submodule(source, work.env, library)
 
     def make(project: Path) -> None:
         project.rmdir()
@@ -103,11 +109,8 @@ def test_submodule_update_of_an_initialised_submodule(work: Workplace, library: 
     assert boxed.tree == bare.tree and "renamed to" not in boxed.err
 
 
-def test_submodule_update_init_inside_says_what_to_do(work: Workplace, library: Path) -> None:
+def test_submodule_update_init_inside_says_what_to_do(work: Workplace, source: Path) -> None:
     """The expected difference: `--init` writes the repository's own config, which is protected."""
-    source = work.root / "source"
-    source.mkdir()
-    _with_submodule(source, work.env, library)
 
     def make(project: Path) -> None:
         project.rmdir()
