@@ -256,7 +256,15 @@ class Daemon:
 
     def _leave(self) -> bool:
         """Stop taking sessions and remove our files, under the start lock; False if a run holds it."""
-        fd = os.open(self.files.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.files.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            # The runtime folder is gone (its HOME was removed): no run can find this daemon
+            # again, and an exception here would end the idle watch and keep it alive for ever.
+            self.exiting = True
+            logger.info("idle for %ss, runtime folder unusable (%s): exiting", ctx.options.stockade_idle_timeout, exc.strerror)
+            ctx.master.shutdown()
+            return True
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

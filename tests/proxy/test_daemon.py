@@ -14,6 +14,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -914,6 +915,31 @@ def test_control_socket_refuses_other_users(world: SimpleNamespace) -> None:
         finally:
             os.chmod(world.locations.runtime / "proxy.sock", 0o600)
     assert '"ok":false' in done.stdout and "own user" in done.stdout, done.stderr
+
+
+def test_daemon_exits_when_idle_after_its_folders_are_removed(fresh_locations: Callable[[str], Locations]) -> None:
+    """A HOME deleted under a live daemon (a test's, a CI runner's) must not leave it running for ever."""
+    locations = fresh_locations("gone")
+    client.ensure_daemon(locations, idle_timeout=2)
+    pid = json.loads((locations.runtime / "proxy.port").read_text())["pid"]
+    shutil.rmtree(locations.runtime)
+
+    def gone() -> bool:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    try:
+        assert wait_for(gone, timeout=30), "the daemon outlived its runtime folder"
+    finally:
+        if not gone():
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_daemon_exits_when_idle(fresh_locations: Callable[[str], Locations]) -> None:
