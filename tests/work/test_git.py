@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -133,3 +134,30 @@ def test_work_inside_a_linked_worktree(work: Workplace) -> None:
     bare, boxed = work.twice(make, script, workdir="side")
     assert bare.code == 0 and (boxed.code, boxed.out) == (bare.code, bare.out), boxed.err
     assert boxed.tree == bare.tree
+
+
+def test_host_sees_nothing_new_while_the_run_lasts(work: Workplace) -> None:
+    """During a run the host's `ls -A` and `git status --porcelain` show only what the command made
+    (mount points for absent protected files used to appear on the host as well)."""
+    import time
+
+    from conftest import STOCKADE
+
+    work.project.mkdir()
+    _repository(work.project, work.env)
+    expected = sorted([*os.listdir(work.project), ".ready"])
+    script = "touch .ready; while [ ! -e .go ]; do sleep 0.05; done; rm .ready .go; ls -A"
+    run = subprocess.Popen([*STOCKADE, "run", "--", "/bin/sh", "-c", script], cwd=work.project, env=work.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120  # a guard against a hang, not a timing check
+        while not (work.project / ".ready").exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        during = sorted(os.listdir(work.project))
+        status = git(work.project, work.env, "status", "--porcelain")
+    finally:
+        (work.project / ".go").touch()
+        out, err = run.communicate(timeout=120)
+    assert during == expected, during
+    assert status == "?? .ready\n", status
+    assert run.returncode == 0 and sorted(out.splitlines()) == sorted(os.listdir(work.project)), (out, err)
