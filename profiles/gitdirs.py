@@ -47,22 +47,22 @@ def _is_real_dir(path: str) -> bool:
 
 def pointer_target(dot_git_file: str) -> str | None:
     """The real path a `gitdir: ...` file names, or None if it is not one."""
-    try:
-        with open(dot_git_file, "rb") as handle:
-            first = handle.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
-    except OSError:
+    data = gitconfig.read_regular(dot_git_file, 4096)
+    if data is None:
         return None
-    if not first.startswith("gitdir:"):
-        return None
+    first = data.split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
+    if not first.startswith("gitdir:") or "\0" in first:
+        return None  # a NUL names no path (os.path would raise)
     target = first[len("gitdir:") :].strip()
     return os.path.realpath(os.path.join(os.path.dirname(dot_git_file), target)) if target else None
 
 
 def common_dir_of(git_dir: str) -> str:
-    try:
-        with open(os.path.join(git_dir, "commondir"), "rb") as handle:
-            named = handle.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
-    except OSError:
+    data = gitconfig.read_regular(os.path.join(git_dir, "commondir"), 4096)
+    if data is None:
+        return git_dir
+    named = data.split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
+    if "\0" in named:
         return git_dir
     return os.path.realpath(os.path.join(git_dir, named)) if named else git_dir
 

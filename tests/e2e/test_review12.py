@@ -1,0 +1,98 @@
+"""Review of issue 12's changes: absent protected paths swept after the run, git layouts,
+git data kept when inert, fresh homes. Each case is an attack on the host (a hook or an rc
+file that the host runs later) with a control that ordinary work still works.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from boxes import Box
+from test_git_layouts import GIT_ENV, git, host_commit, repository, run_inside
+
+
+def hook_script(marker: Path) -> str:
+    return f"#!/bin/sh\ntouch '{marker}'\n"
+
+
+def write_hook(folder: str, marker: Path) -> str:
+    """Shell lines for inside: a pre-commit hook at FOLDER/pre-commit."""
+    body = hook_script(marker).replace("'", "'\\''")
+    return f"mkdir -p {folder} && printf '%s' '{body}' > {folder}/pre-commit && chmod +x {folder}/pre-commit"
+
+
+@pytest.mark.parametrize("layout", ["modules", "worktrees"])
+def test_a_kept_pointer_never_leads_to_hooks_the_run_wrote(vbox: Box, layout: str) -> None:
+    """gitcheck kept a new `.git` file into any folder named `modules/X` or `worktrees/X`
+    with an inert config, and never looked at the hooks of the git dir it leads to (outside
+    any `.git`, so in no pattern of the walk): the host's next commit there ran them."""
+    repo = repository(vbox, vbox.project / "repo")
+    marker = vbox.outside / f"RAN-{layout}"
+    if layout == "modules":
+        script = ("mkdir -p modules/evil sub && git init -q --bare modules/evil && git -C modules/evil config core.bare false && "
+                  + write_hook("modules/evil/hooks", marker) + " && printf 'gitdir: ../modules/evil\\n' > sub/.git")
+    else:
+        script = ("mkdir -p fake sub && git init -q --bare fake && git -C fake config core.bare false && "
+                  + write_hook("fake/hooks", marker) + " && mkdir -p fake/worktrees/w && printf '../..\\n' > fake/worktrees/w/commondir && "
+                  "git -C fake rev-parse HEAD >/dev/null 2>&1; cp fake/HEAD fake/worktrees/w/HEAD && "
+                  "printf 'gitdir: ../fake/worktrees/w\\n' > sub/.git")
+    attack = run_inside(vbox, repo, script)
+    assert attack.returncode == 0, attack
+    host_commit(vbox, repo / "sub")
+    assert not marker.exists(), attack
+    assert "renamed to" in attack.stderr, attack
+
+
+def test_a_new_worktree_of_a_repository_with_its_own_hooks_stays(vbox: Box) -> None:
+    """Control for the above: the user's own hooks (there before the run) do not make a
+    worktree added inside look planted."""
+    repo = repository(vbox, vbox.project / "repo")
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    work = run_inside(vbox, repo, "git worktree add -q wt2 && echo DONE")
+    assert "DONE" in work.stdout and "renamed to" not in work.stderr, work
+    assert git(vbox, repo / "wt2", "status", "--porcelain").returncode == 0
+
+
+def test_a_nul_in_a_planted_pointer_moves_everything_aside_and_plans_again(vbox: Box) -> None:
+    """A `.git` file `gitdir: <NUL>` made os.path raise in the check after the run: a traceback,
+    and every other planting of the run (a new repository's hook) stayed; every later run
+    ended in the same traceback while planning."""
+    repo = repository(vbox, vbox.project / "repo")
+    marker = vbox.outside / "RAN-nul"
+    attack = run_inside(vbox, repo, "git init -q evil && " + write_hook("evil/.git/hooks", marker)
+                        + " && mkdir z && printf 'gitdir: \\000\\n' > z/.git")
+    assert "Traceback" not in attack.stderr, attack
+    host_commit(vbox, repo / "evil")
+    assert not marker.exists(), attack
+    again = run_inside(vbox, repo, "echo ok")
+    assert again.returncode == 0 and "ok" in again.stdout and "Traceback" not in again.stderr, again
+
+
+def test_a_fifo_left_as_git_config_does_not_hang_the_check(vbox: Box) -> None:
+    """A FIFO as a new repository's config: the check after the run opened it and waited for
+    ever; whoever killed stockade then kept the run's other plantings (a hook elsewhere)."""
+    repo = repository(vbox, vbox.project / "repo")
+    marker = vbox.outside / "RAN-fifo"
+    try:
+        attack = vbox.run("git init -q bb && " + write_hook("bb/.git/hooks", marker)
+                          + " && git init -q aa && rm aa/.git/config && mkfifo aa/.git/config",
+                          cwd=repo, env=GIT_ENV, timeout=30)
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"stockade hung after the run: {hung}")
+    assert "Traceback" not in attack.stderr, attack
+    host_commit(vbox, repo / "bb")
+    assert not marker.exists(), attack
+    again = vbox.run("echo ok", cwd=repo, env=GIT_ENV, timeout=30)
+    assert "ok" in again.stdout, again
+
+
+def _run_words(box: Box) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "stockade.cli.main", "run"]
+
+
