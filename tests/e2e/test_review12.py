@@ -5,7 +5,9 @@ file that the host runs later) with a control that ordinary work still works.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -90,9 +92,46 @@ def test_a_fifo_left_as_git_config_does_not_hang_the_check(vbox: Box) -> None:
     assert "ok" in again.stdout, again
 
 
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_a_pointer_planted_by_a_running_sandbox_does_not_make_home_writable(vbox: Box, kind: str) -> None:
+    """A linked worktree's git dir is made writable when its work tree is. A run that is still
+    going (an agent's background command) wrote `sub/.git` naming the home folder; a second
+    run planned meanwhile took HOME for a linked git dir and bound it writable, with no floor
+    in it: it wrote ~/.bashrc."""
+    rc = vbox.home / ".bashrc"
+    rc.write_text("# rc\n")
+    plant = (f"printf 'gitdir: {vbox.home}\\n' > sub/.git" if kind == "file" else f"ln -s {vbox.home} sub/.git")
+    first = subprocess.Popen(
+        [*_run_words(vbox), "--", "/bin/sh", "-c", f"mkdir sub && {plant} && touch planted && sleep 8"],
+        cwd=vbox.project, env={**vbox.env, **GIT_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        for _ in range(100):
+            if (vbox.project / "planted").exists():
+                break
+            time.sleep(0.1)
+        second = vbox.run(f"echo 'touch {vbox.outside}/RAN-rc' >> ~/.bashrc; echo tried")
+    finally:
+        first.communicate(timeout=60)
+    assert "tried" in second.stdout, second
+    assert rc.read_text() == "# rc\n", second
+
+
 def _run_words(box: Box) -> list[str]:
     import sys
 
     return [sys.executable, "-m", "stockade.cli.main", "run"]
 
 
+def test_worktree_as_project_still_commits(vbox: Box) -> None:
+    """Control for the above: a real worktree (its git dir names it back) stays writable."""
+    main = repository(vbox, vbox.outside / "main")
+    git(vbox, main, "worktree", "add", "-q", str(vbox.project))
+    work = run_inside(vbox, vbox.project, "echo c > c.txt && git add -A && git commit -qm c && echo COMMITTED")
+    assert "COMMITTED" in work.stdout, work
+    lib = repository(vbox, vbox.outside / "lib")
+    top = repository(vbox, vbox.project / "top")
+    git(vbox, top, "submodule", "add", "-q", str(lib), "lib")
+    sub = run_inside(vbox, top / "lib", "echo m > m.txt && git add m.txt && git commit -qm m && echo COMMITTED")
+    assert "COMMITTED" in sub.stdout, sub
+    assert os.path.isfile(vbox.project / "top" / "lib" / ".git")
