@@ -31,7 +31,7 @@ def parse(text: str) -> list[Entry]:
     """Every entry in file order; ConfigSyntaxError where git would refuse the file."""
     entries: list[Entry] = []
     section: str | None = None
-    lines = text.split("\n")
+    lines = text.replace("\r\n", "\n").split("\n")  # git reads CRLF as LF (a config edited on Windows)
     index = 0
     while index < len(lines):
         line = lines[index].lstrip(" \t")

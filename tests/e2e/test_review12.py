@@ -135,3 +135,20 @@ def test_worktree_as_project_still_commits(vbox: Box) -> None:
     sub = run_inside(vbox, top / "lib", "echo m > m.txt && git add m.txt && git commit -qm m && echo COMMITTED")
     assert "COMMITTED" in sub.stdout, sub
     assert os.path.isfile(vbox.project / "top" / "lib" / ".git")
+
+
+def test_hooks_path_in_a_user_config_with_crlf_lines_is_protected(vbox: Box) -> None:
+    """git reads a config with CRLF line ends (a dotfile edited on Windows) as usual; the
+    in-process reader refused the whole file, so its core.hooksPath named no protected folder
+    and a run wrote the hooks the host's next commit ran."""
+    repo = repository(vbox, vbox.project / "app")
+    (vbox.home / ".gitconfig").write_bytes(b"[user]\r\n\tname = t\r\n[core]\r\n\thooksPath = githooks\r\n")
+    marker = vbox.outside / "RAN-crlf"
+    attack = run_inside(vbox, repo, write_hook("githooks", marker) + "; true")
+    (repo / "h.txt").write_text("h\n")
+    env = {**vbox.env, **GIT_ENV}
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "commit", "-qm", "h"], cwd=repo, env=env, capture_output=True)
+    assert not marker.exists(), attack
+    work = run_inside(vbox, repo, "echo y > y.txt && git add y.txt && git commit -qm y && echo COMMITTED")
+    assert "COMMITTED" in work.stdout, work
