@@ -152,3 +152,45 @@ def test_hooks_path_in_a_user_config_with_crlf_lines_is_protected(vbox: Box) -> 
     assert not marker.exists(), attack
     work = run_inside(vbox, repo, "echo y > y.txt && git add y.txt && git commit -qm y && echo COMMITTED")
     assert "COMMITTED" in work.stdout, work
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HOLE: absent protected paths get no mount point, only the sweep after the run, which runs in the "
+    "stockade process: when that process is killed (an agent's tool timeout, SIGKILL) the sandbox dies "
+    "with it and nothing is ever swept; a sandbox that ignores SIGTERM turns any timeout into a planted "
+    ".envrc/.vscode/hook that stays. Needs a journal of pending sweeps checked by the next run"))
+def test_a_killed_run_still_has_its_plantings_moved_aside(vbox: Box) -> None:
+    repository(vbox, vbox.project)
+    marker = vbox.outside / "RAN-killed"
+    proc = subprocess.Popen(
+        [*_run_words(vbox), "--", "/bin/sh", "-c", f"echo 'touch {marker}' > .envrc; trap '' TERM; touch planted; sleep 30"],
+        cwd=vbox.project, env={**vbox.env, **GIT_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    for _ in range(100):
+        if (vbox.project / "planted").exists():
+            break
+        time.sleep(0.1)
+    proc.kill()  # what a caller's timeout does in the end
+    proc.communicate(timeout=30)
+    time.sleep(0.5)
+    later = vbox.run("echo ok")
+    assert "ok" in later.stdout, later  # control: the next run works
+    assert not (vbox.project / ".envrc").exists(), later
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HOLE: a relative core.hooksPath in the user's global config is resolved (gitdirs.runs_later) only "
+    "for the repositories found at planning; a repository the run makes (git init sub) has its hooks at "
+    "sub/HOOKSPATH, which no swept pattern names, and gitcheck keeps its inert config, so the host's next "
+    "commit in sub runs them"))
+def test_relative_global_hooks_path_in_a_repository_made_inside(vbox: Box) -> None:
+    repo = repository(vbox, vbox.project / "app")
+    (vbox.home / ".gitconfig").write_text("[core]\n\thooksPath = .githooks\n")
+    marker = vbox.outside / "RAN-relative"
+    attack = run_inside(vbox, repo, "git init -q sub && " + write_hook("sub/.githooks", marker))
+    assert attack.returncode == 0, attack
+    env = {**vbox.env, **GIT_ENV}
+    (repo / "sub" / "f.txt").write_text("f\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo / "sub", env=env, capture_output=True)
+    subprocess.run(["git", "commit", "-qm", "f"], cwd=repo / "sub", env=env, capture_output=True)
+    assert not marker.exists(), attack
