@@ -164,12 +164,20 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
     if planted:  # a clone, a new worktree or submodule: git data that may stay (gitcheck.py)
         from stockade.bwrap.gitcheck import inert, user_hook_folders
 
-        trusted = {path for path in before.swept if path.endswith("/config")}
         hook_folders = user_hook_folders(planted)
-        planted = [path for path in planted if not inert(path, trusted)] + hook_folders
+        planted = [path for path in planted if not _kept(inert, path, before.swept, launch.writable)] + hook_folders
     moved = changes.quarantine(planted, session, launch.writable)
     touched = [(path, how) for path, how in changes.changes(before.reported, after.reported) if changes.QUARANTINE_SUFFIX not in path]
     return touched, moved
+
+
+def _kept(inert: Callable[..., bool], path: str, before: changes.Stamps, writable: list[str]) -> bool:
+    """gitcheck's judgement; anything it cannot judge (a fault in what the run left) is moved
+    aside: a check that fails must not leave the rest of the run's plantings in place."""
+    try:
+        return inert(path, before, writable)
+    except Exception:  # noqa: BLE001 - fail closed
+        return False
 
 
 def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:

@@ -68,60 +68,87 @@ def _is_git_dir(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, "HEAD")) and os.path.isdir(os.path.join(folder, "objects"))
 
 
+class _Before:
+    """What the check knows of the time before the run: the project walk's runs-later files
+    (stamps) and the places the run could write."""
+
+    __slots__ = ("stamps", "writable")
+
+    def __init__(self, stamps: dict[str, tuple[int, int, int, int]], writable: list[str]) -> None:
+        self.stamps = stamps
+        self.writable = writable
+
+    def configs(self) -> set[str]:
+        return {path for path in self.stamps if path.endswith("/config")}
+
+    def could_write(self, path: str) -> bool:
+        return any(path == root or path.startswith(root.rstrip("/") + "/") for root in self.writable)
+
+    def unchanged(self, path: str) -> bool:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return False
+        return self.stamps.get(path) == (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _own_hooks(git_dir: str, before: _Before) -> bool:
+    """Whether `git_dir` holds hooks the run could have put there: git runs them from the git
+    dir a kept pointer or commondir names, wherever it is (a `modules` or `worktrees` folder
+    outside any `.git` is in no walk's patterns). Git's `*.sample` files never run; a hook that
+    was there before the run, unchanged, is the user's."""
+    hooks = os.path.join(git_dir, "hooks")
+    if not before.could_write(hooks):
+        return False
+    try:
+        info = os.lstat(hooks)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    if not stat.S_ISDIR(info.st_mode):
+        return True  # a link or a file: it leads anywhere
+    try:
+        names = os.listdir(hooks)
+    except OSError:
+        return True
+    return any(not name.endswith(".sample") and not before.unchanged(os.path.join(hooks, name)) for name in names)
+
+
 def _leads_back(commondir_file: str, git_dir: str) -> bool:
     """A worktree's `commondir` naming the git dir that holds it (git writes `../..`)."""
     try:
         info = os.lstat(commondir_file)
         if not stat.S_ISREG(info.st_mode) or info.st_size > 4096:
             return False
-        with open(commondir_file, "rb") as handle:
-            named = handle.read().decode("utf-8", "surrogateescape").strip()
     except OSError:
         return False
-    return bool(named) and os.path.realpath(os.path.join(os.path.dirname(commondir_file), named)) == os.path.realpath(git_dir)
-
-
-def _only_samples(git_dir: str) -> bool:
-    """No hook git would run: the hooks folder is absent, or holds git's own *.sample files only."""
-    hooks = os.path.join(git_dir, "hooks")
-    try:
-        info = os.lstat(hooks)
-    except FileNotFoundError:
-        return True
-    except OSError:
+    data = gitconfig.read_regular(commondir_file, 4096)
+    if data is None:
         return False
-    if not stat.S_ISDIR(info.st_mode):
+    named = data.decode("utf-8", "surrogateescape").strip()
+    if not named or "\0" in named:
         return False
-    try:
-        with os.scandir(hooks) as entries:
-            return all(entry.name.endswith(".sample") and entry.is_file(follow_symlinks=False) for entry in entries)
-    except OSError:
-        return False
+    return os.path.realpath(os.path.join(os.path.dirname(commondir_file), named)) == os.path.realpath(git_dir)
 
 
-def _inert_git_dir(git_dir: str, trusted_configs: set[str]) -> bool:
-    """A git dir the user had (its config and hooks were held read-only during the run), or one
-    whose config is inert and whose hooks are only samples. The post-run walk looks for hooks
-    under `.git` only: a git dir under another name (a bare repository made in the run) is
-    judged here, or a pointer into it would bring its hooks to the host."""
-    config = os.path.join(git_dir, "config")
-    if config in trusted_configs:
-        return True
-    return inert_config(config) and _only_samples(git_dir)
-
-
-def _inert_worktree_dir(admin: str, trusted_configs: set[str]) -> bool:
+def _inert_worktree_dir(admin: str, before: _Before) -> bool:
     """GIT_DIR/worktrees/NAME: points back to its git dir, holds no config of its own,
-    and that git dir is inert (_inert_git_dir)."""
+    and that git dir's config is one the user had (protected) or is inert, its hooks too."""
     git_dir = os.path.dirname(os.path.dirname(admin))
     if os.path.basename(os.path.dirname(admin)) != "worktrees" or not _is_git_dir(git_dir):
         return False
     if os.path.lexists(os.path.join(admin, "config.worktree")):
         return False
-    return _leads_back(os.path.join(admin, "commondir"), git_dir) and _inert_git_dir(git_dir, trusted_configs)
+    config = os.path.join(git_dir, "config")
+    return (
+        _leads_back(os.path.join(admin, "commondir"), git_dir)
+        and (config in before.configs() or inert_config(config))
+        and not _own_hooks(git_dir, before)
+    )
 
 
-def _inert_pointer(dot_git: str, trusted_configs: set[str]) -> bool:
+def _inert_pointer(dot_git: str, before: _Before) -> bool:
     from stockade.profiles.gitdirs import pointer_target
 
     try:
@@ -133,9 +160,13 @@ def _inert_pointer(dot_git: str, trusted_configs: set[str]) -> bool:
     if target is None or not os.path.isfile(os.path.join(target, "HEAD")):
         return False  # a worktree's git dir has a HEAD but no objects of its own
     if os.path.basename(os.path.dirname(target)) == "worktrees":
-        return _inert_worktree_dir(target, trusted_configs)
+        return _inert_worktree_dir(target, before)
     if "/modules/" in target:
-        return _inert_git_dir(target, trusted_configs) and not os.path.lexists(os.path.join(target, "commondir"))
+        return (
+            inert_config(os.path.join(target, "config"))
+            and not any(os.path.lexists(os.path.join(target, name)) for name in ("commondir", "config.worktree"))
+            and not _own_hooks(target, before)
+        )
     return False
 
 
@@ -160,15 +191,17 @@ def user_hook_folders(planted: list[str]) -> list[str]:
     return [folder for folder in dict.fromkeys(found) if os.path.lexists(folder)]
 
 
-def inert(path: str, trusted_configs: set[str]) -> bool:
+def inert(path: str, before_stamps: dict[str, tuple[int, int, int, int]], writable: list[str]) -> bool:
     """Whether `path`, created or changed by the run, can stay: see the module's rules.
-    `trusted_configs` are git configs that existed before the run (held read-only)."""
+    `before_stamps` are the project's runs-later files before the run (their configs were
+    held read-only), `writable` the places the run could write."""
+    before = _Before(before_stamps, writable)
     name = os.path.basename(path)
     parent = os.path.dirname(path)
-    if name == "config" and _is_git_dir(parent):
-        return inert_config(path)
+    if name == "config" and (os.path.basename(parent) == ".git" or "/.git/modules/" in parent) and _is_git_dir(parent):
+        return inert_config(path) and not _own_hooks(parent, before)
     if name == ".git":
-        return _inert_pointer(path, trusted_configs)
+        return _inert_pointer(path, before)
     if name == "commondir" and os.path.basename(os.path.dirname(parent)) == "worktrees":
-        return _inert_worktree_dir(parent, trusted_configs)
+        return _inert_worktree_dir(parent, before)
     return False

@@ -242,11 +242,18 @@ def _behind_linked_git(path: str) -> bool:
 def _linked_git_dirs(repositories: list[gitdirs.GitLayout], allow_write: tuple[str, ...]) -> list[str]:
     """The git dirs of a writable worktree or submodule checkout whose git data lives
     elsewhere: git writes its index, objects and refs there, so they are writable too
-    (their hooks and config stay protected like any repository's)."""
+    (their hooks and config stay protected like any repository's). Only a git dir that
+    names the work tree back (gitdirs.points_back): a `.git` a run planted could name any
+    folder, home included."""
     writable = [os.path.realpath(entry) for entry in allow_write if os.path.lexists(entry)]
     extra: list[str] = []
     for layout in repositories:
-        if layout.work_tree and layout.linked and any(is_within(os.path.realpath(layout.work_tree), root) for root in writable):
+        if (
+            layout.work_tree
+            and layout.linked
+            and any(is_within(os.path.realpath(layout.work_tree), root) for root in writable)
+            and gitdirs.points_back(layout)
+        ):
             extra += [layout.git_dir, layout.common_dir]
     return extra
 

@@ -15,6 +15,7 @@ subsections are not. Anything else is a syntax error, as it is for git.
 from __future__ import annotations
 
 import os
+import stat
 
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INCLUDE_DEPTH = 10  # git's own limit
@@ -30,7 +31,7 @@ def parse(text: str) -> list[Entry]:
     """Every entry in file order; ConfigSyntaxError where git would refuse the file."""
     entries: list[Entry] = []
     section: str | None = None
-    lines = text.split("\n")
+    lines = text.replace("\r\n", "\n").split("\n")  # git reads CRLF as LF (a config edited on Windows)
     index = 0
     while index < len(lines):
         line = lines[index].lstrip(" \t")
@@ -142,14 +143,33 @@ def _value(rest: str, lines: list[str], index: int) -> tuple[str, int]:
             pending_space = ""
 
 
-def read(path: str) -> list[Entry] | None:
-    """The file's entries; None if it is missing, unreadable, too large or not valid."""
+def read_regular(path: str, limit: int) -> bytes | None:
+    """Up to `limit` bytes of a regular file (links followed, as git does); None for anything
+    else. A sandbox can leave a FIFO or a link to a terminal where git data goes: opening it
+    without O_NONBLOCK, or reading it, would hang planning or the check after a run."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size < limit and (chunk := os.read(fd, limit - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
     except OSError:
         return None
-    if len(data) > MAX_CONFIG_BYTES:
+    finally:
+        os.close(fd)
+
+
+def read(path: str) -> list[Entry] | None:
+    """The file's entries; None if it is missing, unreadable, not a regular file, too large or not valid."""
+    data = read_regular(path, MAX_CONFIG_BYTES + 1)
+    if data is None or len(data) > MAX_CONFIG_BYTES:
         return None
     try:
         return parse(data.decode("utf-8", "surrogateescape"))

@@ -38,6 +38,30 @@ class GitLayout:
         return self.dot_git is None or self.git_dir != os.path.realpath(self.dot_git) or not _is_real_dir(self.dot_git)
 
 
+def points_back(layout: GitLayout) -> bool:
+    """Whether the linked git dir names this work tree back, as git writes it: a worktree's
+    `GIT_DIR/worktrees/NAME/gitdir` holds the path of its `.git` file, a submodule's
+    `modules/NAME/config` its `core.worktree`. A `.git` file or link alone proves nothing:
+    a sandbox that can write the project can write one naming any folder, and a later run
+    would make that folder writable (bwrap/mounts.py). GIT_DIR comes from the user."""
+    if layout.dot_git is None:
+        return True
+    if not _is_real_dir(layout.git_dir) or not os.path.isfile(layout.dot_git) or os.path.islink(layout.dot_git):
+        return False
+    dot_git = os.path.realpath(layout.dot_git)
+    data = gitconfig.read_regular(os.path.join(layout.git_dir, "gitdir"), 4096)
+    if data is not None:
+        named = data.split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
+        if named and "\0" not in named and os.path.realpath(os.path.join(layout.git_dir, named)) == dot_git:
+            return True
+    work_tree = os.path.realpath(os.path.dirname(layout.dot_git))
+    entries = gitconfig.read(os.path.join(layout.git_dir, "config")) or []
+    for value in gitconfig.values(entries, "core.worktree"):
+        if value and "\0" not in value and os.path.realpath(os.path.join(layout.git_dir, value)) == work_tree:
+            return True
+    return False
+
+
 def _is_real_dir(path: str) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -47,22 +71,22 @@ def _is_real_dir(path: str) -> bool:
 
 def pointer_target(dot_git_file: str) -> str | None:
     """The real path a `gitdir: ...` file names, or None if it is not one."""
-    try:
-        with open(dot_git_file, "rb") as handle:
-            first = handle.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
-    except OSError:
+    data = gitconfig.read_regular(dot_git_file, 4096)
+    if data is None:
         return None
-    if not first.startswith("gitdir:"):
-        return None
+    first = data.split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
+    if not first.startswith("gitdir:") or "\0" in first:
+        return None  # a NUL names no path (os.path would raise)
     target = first[len("gitdir:") :].strip()
     return os.path.realpath(os.path.join(os.path.dirname(dot_git_file), target)) if target else None
 
 
 def common_dir_of(git_dir: str) -> str:
-    try:
-        with open(os.path.join(git_dir, "commondir"), "rb") as handle:
-            named = handle.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
-    except OSError:
+    data = gitconfig.read_regular(os.path.join(git_dir, "commondir"), 4096)
+    if data is None:
+        return git_dir
+    named = data.split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
+    if "\0" in named:
         return git_dir
     return os.path.realpath(os.path.join(git_dir, named)) if named else git_dir
 
