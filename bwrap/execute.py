@@ -192,6 +192,12 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
     cgroups = False
+    journal = None
+    if launch.unguarded:  # a killed run's sweep is finished by the next run (journal.py)
+        from stockade.bwrap.journal import Journal
+
+        journal = Journal(launch.state_dir, session)
+        journal.open(launch.unguarded, launch.writable)
     try:
         if limits.cgroup_dirs:
             try:
@@ -224,6 +230,8 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
         from stockade.bwrap.sweep import sweep_unguarded
 
         quarantined = sweep_unguarded(launch.unguarded, session, launch.writable)
+    if journal is not None:
+        journal.close()
     touched, planted = _project_changes(launch, session)
     quarantined += planted
     if not launch.quiet:

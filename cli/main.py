@@ -67,6 +67,9 @@ def _run(argv: list[str]) -> int:
             args = parse_run_args(argv)
             return run_as_is(args.command, args.quiet, args.dry_run)
     if sys.platform.startswith("linux"):
+        from stockade.bwrap.journal import finish_abandoned, state_folder
+
+        _say_moved(finish_abandoned(state_folder(os.environ), "abandoned"))
         from stockade.bwrap import plan_cache
         from stockade.cli.run_options import limited, parse_run_args
 
@@ -89,6 +92,11 @@ def _run(argv: list[str]) -> int:
     from stockade.cli.run_command import run
 
     return run(argv)
+
+
+def _say_moved(moved: list[tuple[str, str]]) -> None:
+    for original, new in moved:
+        print(f"stockade: {original} was created by an earlier run that was killed before its check; renamed to {new}", file=sys.stderr)
 
 
 def _run_options_part(args: list[str]) -> list[str]:

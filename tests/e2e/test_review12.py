@@ -154,11 +154,6 @@ def test_hooks_path_in_a_user_config_with_crlf_lines_is_protected(vbox: Box) -> 
     assert "COMMITTED" in work.stdout, work
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "HOLE: absent protected paths get no mount point, only the sweep after the run, which runs in the "
-    "stockade process: when that process is killed (an agent's tool timeout, SIGKILL) the sandbox dies "
-    "with it and nothing is ever swept; a sandbox that ignores SIGTERM turns any timeout into a planted "
-    ".envrc/.vscode/hook that stays. Needs a journal of pending sweeps checked by the next run"))
 def test_a_killed_run_still_has_its_plantings_moved_aside(vbox: Box) -> None:
     repository(vbox, vbox.project)
     marker = vbox.outside / "RAN-killed"

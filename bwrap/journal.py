@@ -1,0 +1,95 @@
+"""Sweeps a run still owes, kept where the next run finds them.
+
+Absent protected paths are checked only after the run (sweep.py). If the
+stockade process is killed first (an agent's tool timeout ends in SIGKILL),
+bwrap and the sandbox die with it and nothing would ever move aside what the
+sandbox planted there. So before bwrap starts, a run writes what it will
+sweep into stockade's hidden state folder and holds a lock on that record;
+it removes the record after its sweep. Every run first finishes the records
+whose lock nobody holds, before it plans or loads a plan (a plan made with a
+planted `.envrc` present would hold it read-only instead of moving it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+FOLDER = "sweeps"
+SUFFIX = ".sweep"
+
+
+def state_folder(env: dict[str, str] | os._Environ[str]) -> str:
+    """profiles.locations.locate(env).state without importing it."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_STATE_HOME", "")
+    return os.path.join(base if os.path.isabs(base) else os.path.join(home, ".local", "state"), "stockade")
+
+
+class Journal:
+    """This run's record: open before bwrap starts, closed (removed) after the sweep."""
+
+    def __init__(self, state_dir: str, session: str) -> None:
+        self.path = os.path.join(state_dir, FOLDER, session + SUFFIX)
+        self.fd = -1
+
+    def open(self, unguarded: list[tuple[str, str]], writable: list[str]) -> None:
+        words = [str(len(writable)), *writable, *(part for pair in unguarded for part in pair)]
+        try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            os.write(self.fd, "\0".join(words).encode("utf-8", "surrogateescape"))
+        except OSError:
+            self.close()  # a full or read-only state folder: the run goes on, its own sweep still runs
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = -1
+
+
+def finish_abandoned(state_dir: str, session: str) -> list[tuple[str, str]]:
+    """Sweep for every record whose run is gone; (original, new name) of what was moved."""
+    folder = os.path.join(state_dir, FOLDER)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    moved: list[tuple[str, str]] = []
+    for name in names:
+        if name.endswith(SUFFIX):
+            moved += _finish(os.path.join(folder, name), session)
+    return moved
+
+
+def _finish(record: str, session: str) -> list[tuple[str, str]]:
+    try:
+        fd = os.open(record, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return []  # its run is alive and will sweep itself
+        data = os.read(fd, 1 << 24).decode("utf-8", "surrogateescape").split("\0")
+        count = int(data[0]) if data and data[0].isdigit() else -1
+        if count < 0 or (len(data) - 1 - count) % 2:
+            os.unlink(record)
+            return []
+        writable, rest = data[1 : 1 + count], data[1 + count :]
+        from stockade.bwrap.sweep import sweep_unguarded
+
+        moved = sweep_unguarded(list(zip(rest[::2], rest[1::2])), session, writable)
+        os.unlink(record)
+        return moved
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
