@@ -18,7 +18,7 @@ from stockade.bwrap import globs
 from stockade.bwrap import changes, folders
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles import gitconfig, gitdirs
+from stockade.profiles import gitdirs
 from stockade.profiles.floor import floor_for
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
@@ -176,7 +176,7 @@ def plan_view(
     for path in floor.read_only:
         if not _behind_linked_git(path):
             _protect(view, path, roots, watch_absent=True)
-    for path in _git_runs_later(repositories, real_home, env) + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
+    for path in gitdirs.protected_paths(repositories, real_home, env) + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
         _protect(view, path, roots, watch_absent=True)
     for path in [p for pattern in fs.deny_write for p in matches[pattern]]:
         _protect(view, path, roots, watch_absent=True)
@@ -267,21 +267,6 @@ def _linked_git_dir_locks(repositories: list[gitdirs.GitLayout], linked: list[st
         if layout.common_dir in linked and not is_within(layout.common_dir, project):
             locks.append(os.path.join(layout.common_dir, "modules"))
     return locks
-
-
-def _git_runs_later(repositories: list[gitdirs.GitLayout], home: str, env: Mapping[str, str]) -> list[str]:
-    """What makes git run code, for each repository (gitdirs.runs_later), and each
-    `.git` pointer file itself (ESCAPES 58)."""
-    paths: list[str] = []
-    for layout in repositories:
-        if layout.dot_git and os.path.isfile(layout.dot_git) and not os.path.islink(layout.dot_git):
-            paths.append(layout.dot_git)
-        paths += gitdirs.runs_later(layout, home, env)
-    for value in gitdirs.user_hooks_paths(home, env):  # hooks for every repository, one yet to exist included
-        folder = gitconfig.expand_path(value, "/", home)
-        if folder is not None and (value.startswith(("/", "~/"))):
-            paths.append(folder)
-    return list(dict.fromkeys(paths))
 
 
 def make_write_places(allow_write: tuple[str, ...], home: str, project: str) -> list[str]:

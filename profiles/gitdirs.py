@@ -137,15 +137,27 @@ def user_configs(home: str, env: dict[str, str] | os._Environ[str]) -> list[str]
     return files
 
 
+class UserGit:
+    """What the system's and the user's git config (and the files they include, and config
+    given in the environment) say for every repository; read once per plan."""
+
+    __slots__ = ("hook_values", "included")
+
+    def __init__(self, home: str, env: dict[str, str] | os._Environ[str]) -> None:
+        self.hook_values: list[str] = []  # core.hooksPath as written
+        self.included: list[str] = []  # files a config includes: config that can run code
+        for config in user_configs(home, env):
+            entries, included = gitconfig.with_includes(config, home)
+            self.included += included
+            self.hook_values += gitconfig.values(entries, "core.hookspath")
+        self.hook_values = [value for value in self.hook_values + environment_hooks_paths(env) if value]
+
+
 def user_hooks_paths(home: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
-    """core.hooksPath values in the system and global configs (and what they include), as
-    written: an absolute one names one folder for every repository, a relative one a folder
-    in each repository's work tree, including repositories that do not exist yet."""
-    found: list[str] = []
-    for config in user_configs(home, env):
-        entries, _included = gitconfig.with_includes(config, home)
-        found += gitconfig.values(entries, "core.hookspath")
-    return [value for value in found + environment_hooks_paths(env) if value]
+    """core.hooksPath values the user's and the system's config give, as written: an absolute
+    one names one folder for every repository, a relative one a folder in each repository's
+    work tree, including repositories that do not exist yet."""
+    return UserGit(home, env).hook_values
 
 
 def environment_hooks_paths(env: dict[str, str] | os._Environ[str]) -> list[str]:
@@ -188,7 +200,7 @@ def worktree_git_dirs(common_dir: str) -> list[str]:
         return []
 
 
-def runs_later(layout: GitLayout, home: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+def runs_later(layout: GitLayout, home: str, user: UserGit) -> list[str]:
     """Every path of this repository that makes git run a program, existing or not.
 
     The common dir's hooks and config; the git dir's per-worktree config and its
@@ -203,13 +215,12 @@ def runs_later(layout: GitLayout, home: str, env: dict[str, str] | os._Environ[s
         paths += [f"{other}/commondir", f"{other}/config.worktree"]
     for module in module_git_dirs(common):
         paths += [f"{module}/hooks", f"{module}/config", f"{module}/commondir", f"{module}/config.worktree"]
-    configs = [*user_configs(home, env), f"{common}/config", f"{own}/config.worktree"]
-    hook_values: list[str] = []
-    for config in dict.fromkeys(configs):
+    hook_values = list(user.hook_values)
+    paths += user.included
+    for config in dict.fromkeys((f"{common}/config", f"{own}/config.worktree")):
         entries, included = gitconfig.with_includes(config, home)
         paths += included
         hook_values += gitconfig.values(entries, "core.hookspath")
-    hook_values += environment_hooks_paths(env)
     base = layout.work_tree or own
     for value in hook_values:
         folder = gitconfig.expand_path(value, base, home)
@@ -218,21 +229,32 @@ def runs_later(layout: GitLayout, home: str, env: dict[str, str] | os._Environ[s
     return list(dict.fromkeys(paths))
 
 
+def protected_paths(layouts: list[GitLayout], home: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+    """What makes git run code for these repositories (runs_later), each `.git` pointer file
+    itself (ESCAPES 58), and every absolute core.hooksPath of the user's: hooks for every
+    repository, one yet to exist included."""
+    user = UserGit(home, env)
+    paths: list[str] = []
+    for layout in layouts:
+        if layout.dot_git and os.path.isfile(layout.dot_git) and not os.path.islink(layout.dot_git):
+            paths.append(layout.dot_git)
+        paths += runs_later(layout, home, user)
+    for value in user.hook_values:
+        folder = gitconfig.expand_path(value, "/", home)
+        if folder is not None and value.startswith(("/", "~/")):
+            paths.append(folder)
+    return list(dict.fromkeys(paths))
+
+
 def protected_for(
     work_trees: tuple[str, ...], writable: tuple[str, ...], home: str, env: dict[str, str] | os._Environ[str], cwd: str
 ) -> list[str]:
-    """runs_later of the repositories at `work_trees` and of GIT_DIR, and each `.git` pointer
-    file, kept to what lies inside a writable place (the rest is read-only anyway)."""
+    """protected_paths of the repositories at `work_trees` and of GIT_DIR, kept to what lies
+    inside a writable place (the rest is read-only anyway)."""
     from stockade.profiles.paths import is_within
 
-    layouts = [locate(folder) for folder in dict.fromkeys(work_trees)]
-    layouts.append(from_environment(env, cwd))
-    paths: list[str] = []
-    for layout in layouts:
-        if layout is None:
-            continue
-        if layout.dot_git and os.path.isfile(layout.dot_git) and not os.path.islink(layout.dot_git):
-            paths.append(layout.dot_git)
-        paths += runs_later(layout, home, env)
+    found = [locate(folder) for folder in dict.fromkeys(work_trees)]
+    found.append(from_environment(env, cwd))
     roots = [os.path.realpath(root) for root in writable]
-    return [path for path in dict.fromkeys(paths) if any(is_within(path, root) for root in roots)]
+    paths = protected_paths([layout for layout in found if layout is not None], home, env)
+    return [path for path in paths if any(is_within(path, root) for root in roots)]
