@@ -12,7 +12,6 @@ from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import new_session_id, plan_limits
 from stockade.bwrap.mounts import View, make_write_places, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
-from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.locations import Locations
@@ -73,13 +72,6 @@ def _sealing(interactive: bool, network: bool) -> list[bw.Piece]:
     return [*pieces, bw.Flag("--hostname"), bw.Flag("stockade")]
 
 
-def _marker() -> list[bw.Piece]:
-    """What tells a `stockade run` inside that it is already sandboxed (bwrap/marker.py)."""
-    if os.path.isdir("/run") and not os.path.islink("/run"):
-        return [bw.Symlink(MARKER_TARGET, MARKER_PATH)]
-    return []
-
-
 def _working_dir(cwd: str, view: View) -> str:
     real = os.path.realpath(cwd)
     hidden = [m for m in view.masked if is_within(real, m)]
@@ -131,7 +123,7 @@ class BwrapBackend:
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE
-        pieces = _sealing(interactive, network) + view.pieces() + _marker() + [bw.Chdir(cwd)]
+        pieces = _sealing(interactive, network) + view.pieces() + [bw.Chdir(cwd)]
         session = request.session_id or new_session_id()
         return BwrapPlan(
             bwrap=bwrap,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from stockade.bwrap import globs
 from stockade.bwrap import changes, folders
-from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
+from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
+from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles import gitdirs
 from stockade.profiles.floor import floor_for
@@ -59,7 +60,10 @@ class View:
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
         base += [Tmpfs(path, size=self.tmp_size, mode="1777") for path in SCRATCH_DIRS if os.path.isdir(path) or path == "/dev/shm"]
-        base += [Tmpfs(path, mode="0755") for path in HIDDEN_SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+        hidden = [path for path in HIDDEN_SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+        base += [Tmpfs(path, mode="0755") for path in hidden]
+        if os.path.dirname(MARKER_PATH) in hidden:  # on the private /run: never on the host (marker.py)
+            base.append(Symlink(MARKER_TARGET, MARKER_PATH))
         ordered = sorted(self.mounts, key=lambda m: (m.path.count("/"), m.rank, m.path))
         return base + [m.piece for m in ordered]
 

@@ -59,19 +59,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str]) -> int:
     """A stored plan whose inputs are unchanged runs without planning (bwrap/plan_cache.py)."""
-    if sys.platform.startswith("linux") and os.environ.get("STOCKADE_SANDBOX") == "1":
-        from stockade.cli.nested import inside_stockade, run_as_is
-        from stockade.cli.run_options import parse_run_args
-
-        if inside_stockade():
-            args = parse_run_args(argv)
-            return run_as_is(args.command, args.quiet, args.dry_run)
     if sys.platform.startswith("linux"):
+        from stockade.cli.run_options import limited, parse_run_args
+
+        if os.environ.get("STOCKADE_SANDBOX") == "1":
+            from stockade.cli.nested import inside_stockade, run_as_is
+
+            if inside_stockade():
+                args = parse_run_args(argv)
+                return run_as_is(args.command, args.quiet, args.dry_run)
         from stockade.bwrap.journal import finish_abandoned, state_folder
 
         _say_moved(finish_abandoned(state_folder(os.environ), "abandoned"))
         from stockade.bwrap import plan_cache
-        from stockade.cli.run_options import limited, parse_run_args
 
         args = parse_run_args(argv)
         found = plan_cache.cached_launch(args) if plan_cache.enabled(args) else None
