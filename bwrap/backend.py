@@ -114,10 +114,9 @@ class BwrapBackend:
         unmade = make_write_places(request.policy.filesystem.allow_write, str(request.locations.home), str(request.policy.project_dir))
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
         view = plan_view(
-            request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy), request.host_env
+            request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy),
+            request.host_env, unmade,
         )
-        said = {line.split(" does not exist", 1)[0] for line in unmade}  # one line per folder
-        view.details = [line for line in view.details if line.split(" does not exist", 1)[0] not in said] + unmade
         if request.verbose:
             view.notes += view.details
         cwd = _working_dir(str(request.cwd), view)

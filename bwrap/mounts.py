@@ -23,7 +23,7 @@ from stockade.profiles import gitdirs
 from stockade.profiles.floor import floor_for
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
-from stockade.profiles.paths import glob_base, is_glob, is_within
+from stockade.profiles.paths import below_home, glob_base, is_glob, is_within
 
 DEFAULT_TMP_SIZE = 1 << 30
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -151,11 +151,13 @@ def plan_view(
     path_dirs: tuple[str, ...] = (),
     extra_read_only: tuple[str, ...] = (),
     host_env: Mapping[str, str] | None = None,
+    unmade: Mapping[str, str] | None = None,
 ) -> View:
     """The mounts for one run; `path_dirs` are the host PATH's folders (ESCAPES 65);
     `extra_read_only` are files and folders kept read-only even inside a writable root
     (the CI runner's channels into later steps, ESCAPES 67); `host_env` says where git
-    finds its config and whether GIT_DIR names a repository."""
+    finds its config and whether GIT_DIR names a repository; `unmade` says why absent allow_write
+    folders could not be made (make_write_places)."""
     env = host_env if host_env is not None else {}
     view = View(tmp_size=policy.limits.tmp_size or DEFAULT_TMP_SIZE)
     fs = policy.filesystem
@@ -174,7 +176,7 @@ def plan_view(
     real_home = os.path.realpath(locations.home)
     repositories = _repositories((project, os.path.realpath(cwd)), matches[nested[0]], env, cwd)
     linked = _linked_git_dirs(repositories, fs.allow_write)
-    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked)
+    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {})
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(tuple(r for r in roots if r not in linked), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
     for path in floor.read_only:
@@ -273,16 +275,14 @@ def _linked_git_dir_locks(repositories: list[gitdirs.GitLayout], linked: list[st
     return locks
 
 
-def make_write_places(allow_write: tuple[str, ...], home: str, project: str) -> list[str]:
+def make_write_places(allow_write: tuple[str, ...], home: str, project: str) -> dict[str, str]:
     """Create each absent allow_write folder under the user's home (0700, the user's own),
-    so a policy's caches work in a fresh home (a new user, a new CI runner); the lines
-    say which could not be made. A path with a symlink on its way that a sandbox could
-    have planted is left alone: planning refuses it with its own message."""
-    real_home = os.path.realpath(home)
-    unmade: list[str] = []
+    so a policy's caches work in a fresh home (a new user, a new CI runner); returns
+    {folder: the line saying why it could not be made}. A path with a symlink on its way
+    that a sandbox could have planted is left alone: planning refuses it with its own message."""
+    unmade: dict[str, str] = {}
     for entry in allow_write:
-        under_home = is_within(entry, home) or is_within(os.path.realpath(entry), real_home)
-        if os.path.lexists(entry) or not under_home or os.path.realpath(entry) == real_home:
+        if os.path.lexists(entry) or not below_home(entry, home):
             continue
         try:
             _resolve_root(entry, allow_write, project)
@@ -293,12 +293,12 @@ def make_write_places(allow_write: tuple[str, ...], home: str, project: str) -> 
         except FileExistsError:
             pass
         except OSError as error:
-            unmade.append(f"allow_write {entry} does not exist and could not be created ({error.strerror}): skipped")
+            unmade[entry] = f"allow_write {entry} does not exist and could not be created ({error.strerror}): skipped"
     return unmade
 
 
 def _writable_roots(
-    view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str]
+    view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str], unmade: Mapping[str, str]
 ) -> tuple[list[str], list[str]]:
     """(the folders bound writable, every allow_write entry's real path: floor anchors);
     `git_dirs` (already real paths) are writable too, without anchoring the floor."""
@@ -307,7 +307,7 @@ def _writable_roots(
         if entry == "/":
             raise SandboxSetupError("allow_write '/' would make the whole system writable; list the folders you need")
         if not os.path.lexists(entry):
-            view.details.append(f"allow_write {entry} does not exist: skipped")
+            view.details.append(unmade.get(entry) or f"allow_write {entry} does not exist: skipped")
             continue
         real = _resolve_root(entry, allow_write, project)
         if real == "/":

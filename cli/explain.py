@@ -18,6 +18,7 @@ from stockade.profiles.envfilter import withheld
 from stockade.profiles.floor import floor_for, floor_summary
 from stockade.profiles.locations import locate
 from stockade.profiles.model import NetworkMode, Policy
+from stockade.profiles.paths import below_home
 from stockade.profiles.serialize import policy_to_dict
 from stockade.profiles.units import format_duration, format_size
 
@@ -60,13 +61,11 @@ def _listing(paths: list[str] | tuple[str, ...], policy: Policy, home: str) -> s
 
 def _absent_write_places(policy: Policy, home: str) -> str:
     """What a run does with allow_write folders that do not exist (bwrap.mounts.make_write_places)."""
-    real_home = os.path.realpath(home)
     words = []
     for entry in policy.filesystem.allow_write:
-        if os.path.lexists(entry):
-            continue
-        under_home = entry.startswith(home.rstrip("/") + "/") or os.path.realpath(entry).startswith(real_home + "/")
-        words.append(f"{_short(entry, policy, home)} ({'made, 0700, before the run' if under_home else 'outside your home: skipped'})")
+        if not os.path.lexists(entry):
+            made = below_home(entry, home)
+            words.append(f"{_short(entry, policy, home)} ({'made, 0700, before the run' if made else 'outside your home: skipped'})")
     return ", ".join(words)
 
 

@@ -43,6 +43,15 @@ def is_within(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/") or root == "/"
 
 
+def below_home(path: str, home: str) -> bool:
+    """Strictly inside the user's home, spelled through it or through its real path: where a
+    run makes a missing allow_write folder before it starts (bwrap.mounts.make_write_places)."""
+    real_home = os.path.realpath(home)
+    if os.path.realpath(path) == real_home:
+        return False
+    return is_within(path, home) or is_within(os.path.realpath(path), real_home)
+
+
 _GLOB_TOKEN = re.compile(r"(\*\*/|\*\*|\*|\?|\[[^\]]+\])")
 
 
