@@ -10,8 +10,8 @@ Two kinds, both found by walking the project before and after the run:
 The walk before the run records every project folder with its stamp (inode,
 mtime, ctime: any entry added, removed or renamed changes them) and a digest
 of its entries. After the run a folder with the same stamp is not listed; one
-whose stamp changed is listed, and only if its entries differ (not just the
-placeholders that came and went) are they matched against the patterns. The
+whose stamp changed is listed, and only if its entries differ (not just
+files that came and went) are they matched against the patterns. The
 files seen before are stamped again one by one. A run that created nothing
 imports no pattern matcher.
 """
@@ -84,7 +84,7 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
             stack += [(os.path.join(folder, name), False) for name in known[1]]
             continue
         had = set(known[1]) if known is not None else set()
-        if known is not None:  # touched: the same entries (our placeholders came and went)?
+        if known is not None:  # touched: the same entries (files that came and went)?
             listed = folders.listing(folder)
             if listed is not None and listed[0] == known[2]:
                 stack += [(os.path.join(folder, name), name not in had) for name in listed[1]]
@@ -111,6 +111,11 @@ def _locked(info: os.stat_result) -> bool:
     return info.st_uid == os.geteuid() and info.st_mode & 0o500 != 0o500 and not folders.AS_ROOT
 
 
+def stamp(info: os.stat_result) -> tuple[int, int, int, int]:
+    """A file's stamp (Stamps): what changes with any write, rename or content swap."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def _stamps(paths: Iterable[str], dirs: bool = True) -> Stamps:
     """`dirs=False`: leave out real folders (a swept name matched itself: `.git`, `.vscode`,
     `.git/hooks` count as a file or a link; what is inside a real one has its own `/*` pattern)."""
@@ -122,7 +127,7 @@ def _stamps(paths: Iterable[str], dirs: bool = True) -> Stamps:
             continue
         if not dirs and stat.S_ISDIR(info.st_mode):
             continue
-        state[path] = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        state[path] = stamp(info)
     return state
 
 

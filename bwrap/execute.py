@@ -162,18 +162,20 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
     after = changes.take_since(launch.project, reported, swept, before)
     planted = [path for path, _how in changes.changes(before.swept, after.swept)]
     if planted:  # a clone, a new worktree or submodule: git data that may stay (gitcheck.py)
-        from stockade.bwrap.gitcheck import inert, user_hook_folders
+        from stockade.bwrap.gitcheck import user_hook_folders
 
         hook_folders = user_hook_folders(planted)
-        planted = [path for path in planted if not _kept(inert, path, before.swept, launch.writable)] + hook_folders
+        planted = [path for path in planted if not _kept(path, before.swept, launch.writable)] + hook_folders
     moved = changes.quarantine(planted, session, launch.writable)
     touched = [(path, how) for path, how in changes.changes(before.reported, after.reported) if changes.QUARANTINE_SUFFIX not in path]
     return touched, moved
 
 
-def _kept(inert: Callable[..., bool], path: str, before: changes.Stamps, writable: list[str]) -> bool:
+def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:
     """gitcheck's judgement; anything it cannot judge (a fault in what the run left) is moved
     aside: a check that fails must not leave the rest of the run's plantings in place."""
+    from stockade.bwrap.gitcheck import inert
+
     try:
         return inert(path, before, writable)
     except Exception:  # noqa: BLE001 - fail closed

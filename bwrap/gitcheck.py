@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 
+from stockade.bwrap.changes import stamp
 from stockade.profiles import gitconfig
 
 INERT_KEYS = frozenset({
@@ -89,7 +90,7 @@ class _Before:
             info = os.lstat(path)
         except OSError:
             return False
-        return self.stamps.get(path) == (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        return self.stamps.get(path) == stamp(info)
 
 
 def _own_hooks(git_dir: str, before: _Before) -> bool:

@@ -1,7 +1,9 @@
 """The sandbox's filesystem view: which host paths are writable, read-only or hidden.
 
 Planning reads the filesystem (lstat, realpath, glob walks) but changes
-nothing, so `--dry-run` shows exactly what a run would do. Every mount
+nothing, so `--dry-run` shows exactly what a run would do; the one change a
+run makes first, creating absent allow_write folders under home, is
+make_write_places, which the backend calls before planning. Every mount
 destination inside a writable place is checked component by component:
 a symlink there could have been planted by an earlier sandboxed run
 (ESCAPES 2-4), so stockade refuses rather than follow it.
@@ -46,7 +48,7 @@ class View:
     writable: list[str] = field(default_factory=list)
     read_only: list[str] = field(default_factory=list)
     masked: list[str] = field(default_factory=list)
-    # absent floor paths whose folder is absent too, with the first absent folder: swept after the run
+    # absent protected paths, with their first absent component: nothing mounted, swept after the run
     unguarded: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said after every run
     details: list[str] = field(default_factory=list)  # said only by --dry-run and explain

@@ -269,7 +269,7 @@ def load(key: bytes) -> tuple[Launch, str | None] | None:
 
 
 def _same_entries(folder: str, tree: Tree | None) -> bool:
-    """A folder that was touched but holds the same entries (placeholders came and went)."""
+    """A folder that was touched but holds the same entries (files came and went)."""
     known = (tree or {}).get(folder)
     if known is None:
         return False

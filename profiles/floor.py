@@ -73,8 +73,8 @@ RUNS_LATER_IN_HOME: tuple[str, ...] = (
 )
 
 
-# Floor entries that are folders when they exist (the rest are files); a
-# backend that must stop their creation needs to know which is which.
+# Floor entries that are folders when they exist (the rest are files): what is
+# inside one is watched after the run as well (swept_patterns' `/*` patterns).
 FOLDER_NAMES: frozenset[str] = frozenset(
     {
         ".git/hooks", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini",
@@ -85,18 +85,8 @@ FOLDER_NAMES: frozenset[str] = frozenset(
 )
 
 
-# Floor entries whose mere existence changes what a tool does (git dies on an
-# empty or unreadable commondir): when absent they get no placeholder; a file
-# created there during the run is renamed aside after it.
-NO_PLACEHOLDER: frozenset[str] = frozenset({"commondir", "config.worktree"})  # in any git dir
-
-
-def takes_placeholder(path: str) -> bool:
-    return path.rsplit("/", 1)[-1] not in NO_PLACEHOLDER
-
-
 def is_folder_entry(path: str) -> bool:
-    """Whether an absent floor path should be protected as a folder."""
+    """Whether a floor path names a folder (FOLDER_NAMES)."""
     return any(path == name or path.endswith("/" + name) for name in FOLDER_NAMES)
 
 

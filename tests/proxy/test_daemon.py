@@ -917,6 +917,19 @@ def test_control_socket_refuses_other_users(world: SimpleNamespace) -> None:
     assert '"ok":false' in done.stdout and "own user" in done.stdout, done.stderr
 
 
+def _process_gone(pid: int) -> bool:
+    """The daemon (a child of this test process when ensure_daemon started it) has exited."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def test_daemon_exits_when_idle_after_its_folders_are_removed(fresh_locations: Callable[[str], Locations]) -> None:
     """A HOME deleted under a live daemon (a test's, a CI runner's) must not leave it running for ever."""
     locations = fresh_locations("gone")
@@ -925,15 +938,7 @@ def test_daemon_exits_when_idle_after_its_folders_are_removed(fresh_locations: C
     shutil.rmtree(locations.runtime)
 
     def gone() -> bool:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
+        return _process_gone(pid)
 
     try:
         assert wait_for(gone, timeout=30), "the daemon outlived its runtime folder"
@@ -953,15 +958,7 @@ def test_daemon_exits_when_idle(fresh_locations: Callable[[str], Locations]) -> 
     client.end_session(locations, "s")
 
     def gone() -> bool:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
+        return _process_gone(pid)
 
     assert wait_for(gone, timeout=20)
     assert not (locations.runtime / "proxy.port").exists()
