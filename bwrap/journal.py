@@ -35,9 +35,13 @@ class Journal:
 
     def open(self, unguarded: list[tuple[str, str]], writable: list[str]) -> None:
         words = [str(len(writable)), *writable, *(part for pair in unguarded for part in pair)]
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            try:
+                self.fd = os.open(self.path, flags, 0o600)
+            except FileNotFoundError:  # the first run for this user: the folder is made once
+                os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+                self.fd = os.open(self.path, flags, 0o600)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             os.write(self.fd, "\0".join(words).encode("utf-8", "surrogateescape"))
         except OSError:

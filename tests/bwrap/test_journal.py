@@ -1,0 +1,30 @@
+"""The record of sweeps a run still owes (bwrap/journal.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from stockade.bwrap.journal import Journal, finish_abandoned, state_folder
+from stockade.profiles.locations import locate
+
+
+def test_the_state_folder_rule_matches_locations() -> None:
+    for env in ({"HOME": "/h"}, {"HOME": "/h", "XDG_STATE_HOME": "/s"}, {"HOME": "/h", "XDG_STATE_HOME": "relative"}):
+        assert state_folder(env) == str(locate(env).state), json.dumps(env)
+
+
+def test_a_record_whose_run_is_gone_is_swept_and_removed(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    state = tmp_path / "state"
+    planted = project / ".envrc"
+    journal = Journal(str(state), "s1")
+    journal.open([(str(planted), str(planted))], [str(project)])
+    planted.write_text("planted\n")
+    assert finish_abandoned(str(state), "later") == []  # its run still holds the record
+    os.close(journal.fd)  # the run dies without closing its journal
+    moved = finish_abandoned(str(state), "later")
+    assert moved == [(str(planted), str(project / ".envrc.stockade-quarantine-later"))]
+    assert os.listdir(state / "sweeps") == []
