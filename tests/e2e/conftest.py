@@ -6,40 +6,18 @@ The whole suite runs once as root and once as an unprivileged user (test.sh).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from boxes import Box
+from sandboxed import require_sandbox
 from visible import force_rmtree, visible_root
-
-MUST_SANDBOX = os.environ.get("STOCKADE_MUST_SANDBOX") == "1"
-
-
-def _sandbox_works() -> str | None:
-    """None when bwrap can create namespaces here, else why not."""
-    for candidate in ("/usr/bin/bwrap", "/usr/local/bin/bwrap"):
-        if os.access(candidate, os.X_OK):
-            break
-    else:
-        return "bwrap is not installed"
-    result = subprocess.run(
-        [candidate, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "true"],
-        capture_output=True, text=True,
-    )
-    return None if result.returncode == 0 else f"bwrap cannot create namespaces: {result.stderr.strip()}"
-
 
 @pytest.fixture(scope="session", autouse=True)
 def _require_sandbox() -> None:
-    reason = _sandbox_works()
-    if reason is None:
-        return
-    if MUST_SANDBOX:
-        pytest.fail(f"STOCKADE_MUST_SANDBOX=1 but {reason}")
-    pytest.skip(reason)
+    require_sandbox()
 
 
 def _make_box(root: Path) -> Box:

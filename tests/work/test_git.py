@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Workplace
+from realwork import Workplace
 
 
 def git(cwd: Path, env: dict[str, str], *args: str) -> str:
@@ -141,7 +141,7 @@ def test_host_sees_nothing_new_while_the_run_lasts(work: Workplace) -> None:
     (mount points for absent protected files used to appear on the host as well)."""
     import time
 
-    from conftest import STOCKADE
+    from realwork import STOCKADE
 
     work.project.mkdir()
     _repository(work.project, work.env)

@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import Workplace
+from realwork import Workplace
 
 PYTHON = "/usr/bin/python3"  # Debian's: readable by every user, and visible inside the sandbox
 
