@@ -81,7 +81,7 @@ def _working_dir(cwd: str, view: View) -> str:
         )
     if not os.path.isdir(real):
         raise SandboxSetupError(f"the working directory {cwd} does not exist")
-    if not visible(real, view.writable):
+    if not visible(real, view.writable, view.home, view.shown):
         raise SandboxSetupError(
             f"the working directory {cwd} is not visible inside the sandbox (it gets a private /tmp, /var/tmp and /run); "
             "add it to allow_write in the policy, or run from a folder outside those"
@@ -149,7 +149,8 @@ class BwrapBackend:
             "# --args FD carries, NUL-separated:",
         ]
         lines += [f"  {shlex.join(list(piece.to_args()))}" for piece in plan.pieces]
-        lines.append(f"# seccomp: {'AF_UNIX allowed for ' + ', '.join(plan.policy.network.unix_sockets) if plan.allow_unix else 'AF_UNIX sockets refused'}; see `stockade explain`")
+        lines += [f"  --ro-bind /dev/null {shlex.quote(path)}  # a host socket, if still there at the start" for path in plan.view.socket_masks]
+        lines.append(f"# seccomp: {'AF_UNIX allowed for ' + ', '.join(plan.policy.network.unix_sockets) if plan.allow_unix else 'AF_UNIX stream sockets of its own only (host sockets hidden)'}; see `stockade explain`")
         if plan.network:
             lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, a listener handed to the proxy daemon")
         else:
@@ -194,6 +195,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
         tree=view.watched.tree,
         patterns=view.watch_patterns,
         unguarded=list(view.unguarded),
+        socket_masks=list(view.socket_masks),
         notes=list(view.notes),
         state_dir=str(plan.locations.state),
         cache_dir=cache_dir,

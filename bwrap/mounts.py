@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from stockade.bwrap import globs
-from stockade.bwrap import changes, folders
+from stockade.bwrap import changes, folders, host_sockets, private_home
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.profiles.errors import SandboxSetupError
@@ -54,6 +54,10 @@ class View:
     details: list[str] = field(default_factory=list)  # said only by --dry-run and explain
     tmp_size: int = DEFAULT_TMP_SIZE
     project: str = "/"
+    home: str | None = None  # the private home's path (private_home.py), None when the real one shows
+    shown: list[str] = field(default_factory=list)  # places of the real home shown read-only inside it
+    sockets: tuple[str, ...] = ()  # the host sockets planning saw (host_sockets.py), all hidden unless listed
+    socket_masks: list[str] = field(default_factory=list)  # those the sandbox would see: masked at the start (execute.py)
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
     watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project
     # the project walk's patterns and, per folder, what of it the plan depends on (plan_cache.py)
@@ -66,6 +70,8 @@ class View:
         base += [Tmpfs(path, mode="0755") for path in hidden]
         if os.path.dirname(MARKER_PATH) in hidden:  # on the private /run: never on the host (marker.py)
             base.append(Symlink(MARKER_TARGET, MARKER_PATH))
+        if self.home:  # before every mount inside it; the sort below keeps deeper ones after
+            base.append(Tmpfs(self.home, size=self.tmp_size, mode="0700"))
         ordered = sorted(self.mounts, key=lambda m: (m.path.count("/"), m.rank, m.path))
         return base + [m.piece for m in ordered]
 
@@ -140,9 +146,12 @@ def _root_of(path: str, roots: list[str]) -> str | None:
     return max(inside, key=len) if inside else None
 
 
-def visible(path: str, roots: list[str]) -> bool:
-    """False for paths under a private tmpfs (/tmp, /run, ...) that no root re-exposes."""
+def visible(path: str, roots: list[str], home: str | None = None, shown: list[str] | None = None) -> bool:
+    """False for paths under a private tmpfs (/tmp, /run, a private home) that no root or
+    shown place re-exposes."""
     hidden_by_tmpfs = any(is_within(path, d) for d in (*SCRATCH_DIRS, *HIDDEN_SYSTEM_DIRS))
+    if home and is_within(path, home):
+        hidden_by_tmpfs = not any(is_within(path, place) for place in shown or ())
     return not hidden_by_tmpfs or _root_of(path, roots) is not None
 
 
@@ -192,16 +201,38 @@ def plan_view(
         real = os.path.realpath(folder)
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
             _protect(view, real, roots, watch_absent=False)
+    _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)))
     for path in extra_read_only:
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
-    sockets = _unlisted_sockets(policy.network.unix_sockets) if policy.network.unix_sockets else []
-    private = [*sockets, *floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
+    listed = {os.path.realpath(path) for path in policy.network.unix_sockets}
+    view.sockets = host_sockets.paths()
+    sockets = [path for path in view.sockets if not listed or os.path.realpath(path) not in listed]
+    private = [*floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
     view.notes += [f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)" for folder in locked]
     hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private), *locked]
     for path in sorted(dict.fromkeys(hidden), key=len):  # outer masks first; anything inside one is hidden already
         _mask(view, path, roots)
+    for path in sockets:
+        _mask(view, path, roots, socket=True)
     return view
+
+
+def _show_home(
+    view: View, policy: Policy, locations: Locations, real_home: str, roots: list[str], denied: list[str],
+    path_dirs: tuple[str, ...], env: Mapping[str, str], anchors: tuple[str, ...],
+) -> None:
+    """Make the sandbox's home its own when the policy says so (private_home.py)."""
+    if not private_home.applies(policy.filesystem.home, real_home, roots, denied):
+        return
+    spelled = str(locations.home).rstrip("/") or "/"
+    wanted = private_home.wanted(policy.filesystem.allow_read, path_dirs, env, anchors)
+    wanted = [real_home + place[len(spelled):] if place != spelled and is_within(place, spelled) else place for place in wanted]
+    view.home = real_home
+    for shown in private_home.shown_places(real_home, wanted, roots, denied):
+        piece: Piece = ReadOnlyBind(shown.path) if shown.source == shown.path else ReadOnlyBindFrom(shown.source, shown.path)
+        view.add(shown.path, 2, piece)
+        view.shown.append(shown.path)
 
 
 def _walk_summary(
@@ -361,8 +392,9 @@ def _first_absent(root: str, path: str) -> str:
     return path
 
 
-def _mask(view: View, path: str, roots: list[str]) -> None:
-    """Hide `path`: an empty read-only folder, or an unopenable file."""
+def _mask(view: View, path: str, roots: list[str], socket: bool = False) -> None:
+    """Hide `path`: an empty read-only folder, or an unopenable file; a host `socket` is
+    masked when the run starts, if still there (execute.py)."""
     try:
         os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -372,12 +404,15 @@ def _mask(view: View, path: str, roots: list[str]) -> None:
             return  # out of the sandbox's reach: it cannot change permissions there
     if _root_of(path, roots) is None and not _sandbox_reaches(os.path.dirname(path)):
         return  # another user's private folder: closed to the sandbox, and to bwrap making a mount there
-    if not visible(path, roots) or any(is_within(path, m) for m in view.masked):
+    if not visible(path, roots, view.home, view.shown) or any(is_within(path, m) for m in view.masked):
         return
     root = _root_of(path, roots)
     if root is not None and path != root:
         _check_inside(root, path, "hidden")
         _pin_parents(view, root, path)
+    if socket:
+        view.socket_masks.append(path)
+        return
     piece: Piece = Tmpfs(path, read_only=True, mode="0000") if os.path.isdir(path) else ReadOnlyBindFrom("/dev/null", path)
     view.add(path, 3, piece)
     view.masked.append(path)
@@ -418,28 +453,6 @@ def _sandbox_reaches(folder: str) -> bool:
         if not folders.sandbox_can_enter(info):
             return False
     return True
-
-
-def _unlisted_sockets(listed: tuple[str, ...]) -> list[str]:
-    """Host pathname sockets other than the listed ones (ESCAPES 35).
-
-    seccomp cannot filter connect() by path, so once AF_UNIX is allowed for
-    one socket every other socket file the sandbox can see must be hidden.
-    """
-    allowed = {os.path.realpath(path) for path in listed}
-    found: list[str] = []
-    try:
-        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
-            next(table, None)
-            for line in table:
-                fields = line.split(None, 7)
-                if len(fields) == 8 and fields[7].startswith("/"):
-                    path = fields[7].rstrip("\n")
-                    if os.path.realpath(path) not in allowed:
-                        found.append(path)
-    except OSError:
-        pass
-    return found
 
 
 def _symlink_targets(denied: list[str]) -> list[str]:

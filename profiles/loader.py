@@ -11,7 +11,7 @@ from typing import Any
 
 from stockade.profiles import units
 from stockade.profiles.errors import PolicyError
-from stockade.profiles.model import NetworkMode
+from stockade.profiles.model import HOME_MODES, NetworkMode
 from stockade.profiles.paths import normalise_path
 from stockade.profiles.schema import LIST_KINDS, TABLES, Kind
 from stockade.profiles.toml_lines import KeyLines
@@ -178,6 +178,10 @@ class _Checker:
             if value not in {m.value for m in NetworkMode}:
                 raise ValueError(f"must be {kind.value}, not {value!r}")
             return NetworkMode(value)
+        if kind is Kind.HOME:
+            if value not in HOME_MODES:
+                raise ValueError(f"must be {kind.value}, not {value!r}")
+            return value
         if kind is Kind.SIZE:
             return units.parse_size(_str_or_int(value, kind))
         if kind is Kind.DURATION:

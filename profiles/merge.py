@@ -49,6 +49,8 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
             deny_read=fs.get("deny_read", ()),
             allow_write=fs.get("allow_write", ()),
             deny_write=fs.get("deny_write", ()),
+            home=fs.get("home", "private"),
+            allow_read=fs.get("allow_read", ()),
         ),
         network=NetworkRules(
             mode=mode,

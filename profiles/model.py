@@ -22,11 +22,16 @@ class NetworkMode(str, Enum):
         return {"none": 0, "allowlist": 1, "open": 2}[self.value]
 
 
+HOME_MODES = ("private", "host")
+
+
 @dataclass(frozen=True)
 class FilesystemRules:
     deny_read: tuple[str, ...] = ()  # absolute paths or absolute globs ("/p/**/.env")
     allow_write: tuple[str, ...] = ()  # absolute paths
     deny_write: tuple[str, ...] = ()  # absolute paths or globs, carve-outs
+    home: str = "private"  # "private": a fresh home showing only allow_read; "host": the real home, read-only
+    allow_read: tuple[str, ...] = ()  # absolute paths of the real home a private home shows, read-only
 
 
 @dataclass(frozen=True)

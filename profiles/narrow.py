@@ -23,6 +23,8 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
         deny_read=_union(base.filesystem.deny_read, project.filesystem.deny_read),
         allow_write=_intersect_roots(base.filesystem.allow_write, project.filesystem.allow_write, notes),
         deny_write=_union(base.filesystem.deny_write, project.filesystem.deny_write),
+        home=_narrow_home(base.filesystem.home, project.filesystem.home, notes),
+        allow_read=_intersect_reads(base.filesystem.allow_read, project.filesystem.allow_read, notes),
     )
     return (
         replace(
@@ -58,6 +60,22 @@ def _intersect_roots(base: tuple[str, ...], project: tuple[str, ...], notes: lis
         else:
             notes.append(f"allow_write {path} (outside what your own policy lets you write)")
         kept += [b for b in base if is_within(b, path) and b != path]
+    return tuple(dict.fromkeys(kept))
+
+
+def _narrow_home(base: str, project: str, notes: list[str]) -> str:
+    """A project may make the home private, never show the real one."""
+    if base == "private" and project != "private":
+        notes.append(f'home = "{project}"')
+        return base
+    return project
+
+
+def _intersect_reads(base: tuple[str, ...], project: tuple[str, ...], notes: list[str]) -> tuple[str, ...]:
+    """Home places both policies show: a cloned repository cannot ask to read the user's secrets."""
+    kept = [path for path in project if any(is_within(path, b) for b in base)]
+    notes += [f"allow_read {path} (outside what your own policy lets a sandbox read)" for path in project if path not in kept]
+    kept += [b for b in base if any(is_within(b, path) and b != path for path in project)]
     return tuple(dict.fromkeys(kept))
 
 

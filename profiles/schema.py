@@ -11,6 +11,7 @@ class Kind(str, Enum):
     GLOB_PATHS = "list of paths or globs"
     HOST_RULES = "list of host rules"
     MODE = '"none", "allowlist" or "open"'
+    HOME = '"private" or "host"'
     ENV_GLOBS = "list of variable-name globs"
     ENV_NAMES = "list of variable names"
     ENV_TABLE = "table of NAME = \"value\""
@@ -26,6 +27,8 @@ TABLES: dict[str, dict[str, Kind]] = {
         "deny_read": Kind.GLOB_PATHS,
         "allow_write": Kind.PATHS,
         "deny_write": Kind.GLOB_PATHS,
+        "home": Kind.HOME,
+        "allow_read": Kind.PATHS,
     },
     "network": {
         "mode": Kind.MODE,

@@ -19,6 +19,8 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "deny_read": list(policy.filesystem.deny_read),
             "allow_write": list(policy.filesystem.allow_write),
             "deny_write": list(policy.filesystem.deny_write),
+            "home": policy.filesystem.home,
+            "allow_read": list(policy.filesystem.allow_read),
         },
         "network": {
             "mode": policy.network.mode.value,

@@ -1,0 +1,125 @@
+"""The sandbox's home is its own: writable scratch that vanishes, showing only what the policy names.
+
+Each test runs the same command with `home = "host"` as its control: there the
+real home shows (read-only), so a test that passes for the wrong reason fails it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from boxes import Box
+
+HOST_HOME = 'extends = ["default"]\n[filesystem]\nhome = "host"\n'
+STORES = {
+    ".codex/auth.json": "CANARY-CODEX",
+    ".claude/.credentials.json": "CANARY-CLAUDE",
+    ".gemini/oauth_creds.json": "CANARY-GEMINI",
+    ".config/github-copilot/apps.json": "CANARY-COPILOT",
+    ".cargo/credentials.toml": "CANARY-CARGO",
+    ".gem/credentials": "CANARY-GEM",
+    ".m2/settings.xml": "CANARY-M2",
+    ".pgpass": "CANARY-PG",
+    ".config/rclone/rclone.conf": "CANARY-RCLONE",
+    "work/other-app/.env": "CANARY-SIBLING",
+    "some-store-nobody-listed/token": "CANARY-UNKNOWN",
+}
+
+
+def _plant(box: Box) -> None:
+    for name, text in STORES.items():
+        path = box.home / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+
+
+def test_a_scratch_write_to_home_works_and_leaves_nothing(vbox: Box) -> None:
+    vbox.run("true")  # stockade's own state folders are made in the real home on first use
+    before = sorted(os.listdir(vbox.home))
+    result = vbox.run("mkdir ~/.node-spawn-wrap-1-abc && echo x > ~/.node-spawn-wrap-1-abc/f && cat ~/.node-spawn-wrap-1-abc/f")
+    assert result.returncode == 0 and result.stdout == "x\n", result
+    assert sorted(os.listdir(vbox.home)) == before
+    control = vbox.run("mkdir ~/.node-spawn-wrap-1-abc", policy=HOST_HOME)
+    assert control.returncode != 0 and "Read-only file system" in control.stderr, control
+    assert sorted(os.listdir(vbox.home)) == before
+
+
+def test_credential_stores_nobody_listed_are_unreadable(vbox: Box) -> None:
+    _plant(vbox)
+    script = "; ".join(f"cat ~/{name} 2>/dev/null" for name in STORES) + "; true"
+    result = vbox.run(script)
+    assert result.returncode == 0, result
+    assert "CANARY" not in result.stdout, result
+    control = vbox.run(script, policy=HOST_HOME)
+    assert all(text in control.stdout for text in STORES.values()), control
+
+
+def test_git_identity_and_a_symlinked_dotfile_show(vbox: Box) -> None:
+    dotfiles = vbox.home / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "gitconfig").write_text("[user]\n\tname = Linked Name\n\temail = l@example.test\n")
+    (vbox.home / ".gitconfig").symlink_to(dotfiles / "gitconfig")
+    result = vbox.run("git config --global user.name; ls ~/dotfiles 2>&1")
+    assert result.stdout.startswith("Linked Name\n"), result
+    assert "No such file" in result.stdout, result  # the dotfiles repository itself stays hidden
+
+
+def test_a_tool_on_the_path_under_home_runs_and_its_folder_is_read_only(vbox: Box) -> None:
+    tools = vbox.home / "bin"
+    tools.mkdir()
+    (tools / "hello-tool").write_text("#!/bin/sh\necho hello from home\n")
+    (tools / "hello-tool").chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/local/bin:/usr/bin:/bin"}
+    result = vbox.run("hello-tool; touch ~/bin/planted", env=env)
+    assert "hello from home" in result.stdout, result
+    assert result.returncode != 0 and not (tools / "planted").exists(), result
+
+
+def test_an_active_virtualenv_under_home_runs(vbox: Box) -> None:
+    venv = vbox.home / ".virtualenvs" / "app"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "marker_pkg.py").write_text("VALUE = 'from the venv'\n")
+    env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv)}
+    result = vbox.run("python -c 'import marker_pkg; print(marker_pkg.VALUE)'", env=env)
+    assert result.returncode == 0 and "from the venv" in result.stdout, result
+
+
+def test_allow_read_shows_a_place_and_deny_read_still_wins_inside_it(vbox: Box) -> None:
+    shown = vbox.home / ".config" / "tool"
+    shown.mkdir(parents=True)
+    (shown / "settings").write_text("READABLE\n")
+    (shown / "token").write_text("CANARY-TOKEN\n")
+    policy = f'extends = ["default"]\n[filesystem]\nallow_read = ["~/.config/tool"]\ndeny_read = ["~/.config/tool/token"]\n'
+    result = vbox.run("cat ~/.config/tool/settings; cat ~/.config/tool/token; touch ~/.config/tool/new", policy=policy)
+    assert "READABLE" in result.stdout and "CANARY" not in result.stdout, result
+    assert not (shown / "new").exists()
+    hidden = vbox.run("cat ~/.config/tool/settings")
+    assert "READABLE" not in hidden.stdout, hidden
+
+
+def test_an_allow_write_place_under_home_still_reaches_the_real_home(vbox: Box) -> None:
+    result = vbox.run("echo kept > ~/.npm/kept && echo scratch > ~/.scratch", options=["--profile", "npm"])
+    assert result.returncode == 0, result
+    assert (vbox.home / ".npm" / "kept").read_text() == "kept\n"
+    assert not (vbox.home / ".scratch").exists()
+
+
+def test_a_project_inside_home_is_writable_and_its_siblings_hidden(vbox: Box) -> None:
+    project = vbox.home / "work" / "app"
+    sibling = vbox.home / "work" / "other"
+    project.mkdir(parents=True)
+    sibling.mkdir(parents=True)
+    (sibling / "notes").write_text("CANARY-SIBLING\n")
+    result = vbox.run("echo made > made; cat ../other/notes", cwd=project)
+    assert (project / "made").read_text() == "made\n"
+    assert "CANARY" not in result.stdout, result
+
+
+@pytest.mark.parametrize("value", ['"public"', "true"])
+def test_a_bad_home_value_is_a_policy_error_with_its_line(vbox: Box, value: str) -> None:
+    result = vbox.run("true", policy=f'extends = ["default"]\n[filesystem]\nhome = {value}\n')
+    assert result.returncode == 2, result
+    assert "policy.toml:3" in result.stderr and '"private" or "host"' in result.stderr, result
