@@ -50,6 +50,7 @@ class Launch:
     tree: Tree | None
     patterns: tuple[tuple[str, ...], tuple[str, ...]]  # (reported, swept) globs
     unguarded: list[tuple[str, str]]  # absent protected paths, (path, first absent component): mounts.View
+    socket_masks: list[str]  # host sockets to hide, each only if still there when the run starts
     notes: list[str]
     state_dir: str
     cache_dir: str
@@ -182,6 +183,13 @@ def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:
         return False
 
 
+def _socket_masks(paths: list[str]) -> list[bw.Piece]:
+    """Masks for the host sockets planning saw, less those gone since: bwrap cannot mount over a
+    missing file without making one (on the read-only root it would fail the run, in a writable
+    place it would leave an empty file on the host). Appended last: nothing mounts over a file."""
+    return [bw.ReadOnlyBindFrom("/dev/null", path) for path in paths if os.path.lexists(path)]
+
+
 def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after."""
     resolve_command(launch.command, launch.env)
@@ -189,7 +197,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     seccomp_fd = _seccomp_fd(launch)
     info_read, info_write = os.pipe()
     os.set_inheritable(info_write, True)
-    tail = [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
+    tail = [*_socket_masks(launch.socket_masks), bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
     args_fd = _args_fd(launch.args + bw.encode(tail))
     argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)

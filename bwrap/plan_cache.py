@@ -24,9 +24,10 @@ What a plan depends on, and how a later run knows it has not changed:
   `.git` does);
 - stockade's own code files, stamped like any other file.
 
-Anything else is not cached: runs that allow unix sockets (the socket list
-is read from /proc),
---dry-run, --ci, --report, any plan that read /proc or /sys, and every run
+- the host's pathname sockets outside the sandbox's private folders
+  (host_sockets.py), read again and compared whole: planning hides them;
+
+Anything else is not cached: --dry-run, --ci, --report, any plan that read /proc or /sys, and every run
 while STOCKADE_NO_PLAN_CACHE is set. Plans live in stockade's cache folder,
 which every sandbox has hidden and which must be private to this user.
 """
@@ -40,7 +41,7 @@ import os
 import stat
 import sys
 
-from stockade.bwrap import folders
+from stockade.bwrap import folders, host_sockets
 from stockade.bwrap.execute import Launch
 from stockade.bwrap.folders import sha256
 
@@ -218,14 +219,16 @@ def store(
     walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]],
     note: str | None,
     own_files_extra: tuple[str, ...] = (),
+    sockets: tuple[str, ...] | None = None,
 ) -> bool:
     """Keep this plan for later runs; False (and nothing written) when it cannot be checked later.
 
     `walk` is (the project walk's patterns, {folder: (subfolder names, matching names)});
     `own_files_extra` are files stockade writes between runs (a custom audit log), which
-    count by identity, not content.
+    count by identity, not content; `sockets` is the host socket list planning hid
+    (None: planning did not read it, so the plan cannot be checked against it).
     """
-    if not recorder.complete or launch.allow_unix:
+    if not recorder.complete or sockets is None:
         return False
     looked_at = recorder.paths | recorder.listed | set(_own_code()) | set(_loaded_libseccomp())
     if any(path.startswith(UNCACHEABLE_ROOTS) or path in ("/proc", "/sys") for path in looked_at):
@@ -246,6 +249,7 @@ def store(
         "walk": walk,
         "launch": launch.to_data(),
         "note": note,
+        "sockets": sockets,
     }
     return _write(cache_folder(os.environ), key, marshal.dumps(entry))
 
@@ -258,6 +262,8 @@ def load(key: bytes) -> tuple[Launch, str | None] | None:
     try:
         if not all(file_stamp(path, identity) == stamp for path, identity, stamp in entry["files"]):
             return None
+        if host_sockets.paths() != entry["sockets"]:
+            return None  # a host socket came or went: its mask with it
         launch = Launch(**entry["launch"])
         changed = [path for path, stamp in entry["listed"].items() if listing_stamp(path) != stamp]
         changed = [path for path in changed if not _same_entries(path, launch.tree)]

@@ -90,15 +90,17 @@ def _always(*syscalls: str, err: int = errno.EPERM) -> tuple[Rule, ...]:
 
 
 def _socket_blocks(allow_unix: bool) -> list[Block]:
-    """AF_UNIX reaches host daemons through any visible socket path (V1, V7)."""
+    """AF_UNIX reaches host daemons through any visible socket path (V1, V7): planning hides every
+    host socket the sandbox could see (host_sockets.py), so stream sockets of the sandbox's own
+    work; a datagram socket could still sendto() a host socket made after planning, by path."""
+    not_stream = tuple(kind for kind in range(SOCK_TYPE_MASK + 1) if kind != SOCK_STREAM)
     blocks = []
     if not allow_unix:
         blocks.append(Block(
-            "socket(AF_UNIX)",
-            "a read-only bind does not stop connect() to host daemons such as docker, ssh-agent or D-Bus",
-            (Rule("socket", (ArgMatch(0, AF_UNIX),)),),
+            "socket(AF_UNIX) of any type but SOCK_STREAM",
+            "a datagram socket can sendto() any host socket by path, one made after planning included",
+            tuple(Rule("socket", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK))) for kind in not_stream),
         ))
-    not_stream = tuple(kind for kind in range(SOCK_TYPE_MASK + 1) if kind != SOCK_STREAM)
     blocks.append(Block(
         "socketpair(AF_UNIX) of any type but SOCK_STREAM",
         "a datagram pair can sendto() a host socket by path; SOCK_RAW becomes datagram too",

@@ -122,7 +122,7 @@ def explain(
         ("unreadable", _listing((*p.filesystem.deny_read, *data["floor"]["hidden"]), p, home)),
         ("everything else", "readable, not writable"),
         ("network", _network_words(p)),
-        ("unix sockets", _listing(p.network.unix_sockets, p, home) or "none (creating one is refused)"),
+        ("unix sockets", _listing(p.network.unix_sockets, p, home) or "none of the host's (the sandbox may make stream sockets of its own)"),
         ("environment withheld", ", ".join(data["env_withheld"]) or "-"),
         ("environment set", ", ".join(f"{k}={v}" for k, v in p.env.set) or "-"),
         ("limits", _limits_words(p)),

@@ -1,0 +1,164 @@
+"""Unix sockets of the sandbox's own work; every host socket it could see stays unreachable.
+
+Each refusal has a control: the same client run bare reaches the host listener,
+and the same server run inside, on a path of its own, is reached.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from boxes import Box
+
+CLIENT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    print("REACHED", s.recv(16).decode())
+except OSError as error:
+    print("REFUSED", error.errno)
+"""
+
+SERVER_AND_CLIENT = """
+import os, socket, threading
+path = os.path.abspath("own.sock")
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()
+def answer():
+    conn, _ = server.accept()
+    conn.sendall(b"own-server")
+    conn.close()
+threading.Thread(target=answer).start()
+client = socket.socket(socket.AF_UNIX)
+client.connect(path)
+print(client.recv(16).decode())
+os.unlink(path)
+"""
+
+FORKSERVER = """
+import multiprocessing
+def square(x):
+    return x * x
+if __name__ == "__main__":
+    with multiprocessing.get_context("forkserver").Pool(2) as pool:
+        print(pool.map(square, [1, 2, 3]))
+"""
+
+
+class HostListener:
+    """A unix socket server on the host, answering each connection with a fixed word."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(path))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self.stopped = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopped:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            conn.sendall(b"host-daemon")
+            conn.close()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.thread.join()
+        self.server.close()
+        self.path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def listener(vbox: Box) -> Iterator[HostListener]:
+    host = HostListener(vbox.project / "host.sock")
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+def _client(box: Box, path: Path, *, sandboxed: bool) -> str:
+    if sandboxed:
+        return box.run(argv=[sys.executable, "-c", CLIENT, str(path)]).stdout
+    return subprocess.run([sys.executable, "-c", CLIENT, str(path)], capture_output=True, text=True, timeout=30).stdout
+
+
+def test_a_server_and_client_of_the_sandbox_talk(vbox: Box) -> None:
+    result = vbox.run(argv=[sys.executable, "-c", SERVER_AND_CLIENT])
+    assert result.returncode == 0 and result.stdout == "own-server\n", result
+
+
+def test_a_forkserver_pool_works(vbox: Box) -> None:
+    (vbox.project / "pool.py").write_text(FORKSERVER)
+    result = vbox.run(argv=[sys.executable, "pool.py"])
+    assert result.returncode == 0 and result.stdout == "[1, 4, 9]\n", result
+
+
+@pytest.mark.skipif(not shutil.which("gpg-agent"), reason="gpg-agent is not installed")
+def test_gpg_agent_in_a_temporary_home_starts_and_answers(vbox: Box) -> None:
+    script = "export GNUPGHOME=$(mktemp -d); gpgconf --launch gpg-agent && gpg-connect-agent 'GETINFO version' /bye; gpgconf --kill gpg-agent"
+    result = vbox.run(script)
+    assert result.returncode == 0 and "OK" in result.stdout, result
+    assert "can't create socket" not in result.stderr, result
+
+
+def test_a_host_socket_in_the_project_is_unreachable(vbox: Box, listener: HostListener) -> None:
+    assert _client(vbox, listener.path, sandboxed=False) == "REACHED host-daemon\n"
+    assert _client(vbox, listener.path, sandboxed=True).startswith("REFUSED"), "the host daemon answered the sandbox"
+
+
+def test_a_host_socket_made_after_a_cached_plan_is_hidden_on_the_next_run(vbox: Box) -> None:
+    for _ in range(2):  # the second run uses the stored plan
+        assert vbox.run("true").returncode == 0
+    late = HostListener(vbox.outside / "late.sock")
+    try:
+        assert _client(vbox, late.path, sandboxed=False) == "REACHED host-daemon\n"
+        assert _client(vbox, late.path, sandboxed=True).startswith("REFUSED"), "a stale plan left the socket visible"
+    finally:
+        late.stop()
+
+
+def test_a_socket_gone_before_the_start_does_not_fail_the_run(vbox: Box) -> None:
+    late = HostListener(vbox.outside / "brief.sock")
+    assert vbox.run("true").returncode == 0  # planned with the socket there
+    late.stop()
+    result = vbox.run("echo still-runs")
+    assert result.returncode == 0 and result.stdout == "still-runs\n", result
+    assert not (vbox.outside / "brief.sock").exists()
+
+
+def test_a_datagram_socket_is_refused_and_a_stream_one_allowed(vbox: Box) -> None:
+    probe = (
+        "import socket\n"
+        "socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close(); print('stream ok')\n"
+        "try:\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\nexcept OSError as e:\n    print('dgram', e.errno)\n"
+    )
+    result = vbox.run(argv=[sys.executable, "-c", probe])
+    assert result.stdout == "stream ok\ndgram 1\n", result
+
+
+def test_a_listed_socket_is_reached_and_an_unlisted_one_is_not(vbox: Box, listener: HostListener) -> None:
+    other = HostListener(vbox.outside / "other.sock")
+    try:
+        policy = f'extends = ["default"]\n[network]\nunix_sockets = ["{listener.path}"]\n'
+        reached = vbox.run(argv=[sys.executable, "-c", CLIENT, str(listener.path)], policy=policy)
+        assert reached.stdout == "REACHED host-daemon\n", reached
+        refused = vbox.run(argv=[sys.executable, "-c", CLIENT, str(other.path)], policy=policy)
+        assert refused.stdout.startswith("REFUSED"), refused
+    finally:
+        other.stop()
