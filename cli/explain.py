@@ -59,6 +59,18 @@ def _listing(paths: list[str] | tuple[str, ...], policy: Policy, home: str) -> s
     return ", ".join(_short(p, policy, home) for p in paths)
 
 
+def _home_words(policy: Policy, home: str) -> str:
+    """What the sandbox's home is (bwrap/private_home.py)."""
+    if policy.filesystem.home == "host":
+        return "the real one, read-only outside writable places"
+    shown = _listing(policy.filesystem.allow_read, policy, home)
+    return (
+        "its own, empty and writable, gone after the run; shows read-only the project, the PATH's folders"
+        + (f" and {shown}" if shown else "")
+        + (" (macOS: the real one, read-only)" if sys.platform == "darwin" else "")
+    )
+
+
 def _absent_write_places(policy: Policy, home: str) -> str:
     """What a run does with allow_write folders that do not exist (bwrap.mounts.make_write_places)."""
     words = []
@@ -120,6 +132,7 @@ def explain(
         ("writable, not there yet", _absent_write_places(p, home) or "-"),
         ("read-only inside writable places", _listing((*p.filesystem.deny_write, *data["floor"]["read_only"]), p, home) or "-"),
         ("unreadable", _listing((*p.filesystem.deny_read, *data["floor"]["hidden"]), p, home)),
+        ("home", _home_words(p, home)),
         ("everything else", "readable, not writable"),
         ("network", _network_words(p)),
         ("unix sockets", _listing(p.network.unix_sockets, p, home) or "none of the host's (the sandbox may make stream sockets of its own)"),
