@@ -89,9 +89,11 @@ def _clone_cases() -> list[Case]:
 
 
 ATTACKS = [
-    Case("socket_unix", "socket", (AF_UNIX, SOCK_STREAM, 0)),
+    Case("socket_unix_dgram", "socket", (AF_UNIX, SOCK_DGRAM, 0)),
     Case("socket_unix_dgram_cloexec", "socket", (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)),
-    Case("socket_unix_high_bit", "socket", (AF_UNIX | HIGH, SOCK_STREAM, 0)),
+    Case("socket_unix_high_bit", "socket", (AF_UNIX | HIGH, SOCK_DGRAM, 0)),
+    Case("socket_unix_seqpacket", "socket", (AF_UNIX, SOCK_SEQPACKET, 0)),
+    Case("socket_unix_raw", "socket", (AF_UNIX, SOCK_RAW, 0)),
     Case("socket_vsock", "socket", (AF_VSOCK, SOCK_STREAM, 0)),
     Case("socketpair_dgram", "socketpair", (AF_UNIX, SOCK_DGRAM, 0, "buf")),
     Case("socketpair_seqpacket", "socketpair", (AF_UNIX, SOCK_SEQPACKET, 0, "buf")),
@@ -149,6 +151,8 @@ CONTROLS = [
     Case("socket_inet6_dgram", "socket", (AF_INET6, SOCK_DGRAM, 0), expect=0),
     Case("socket_netlink", "socket", (AF_NETLINK, SOCK_RAW, 0), expect=0),
     Case("socketpair_stream", "socketpair", (AF_UNIX, SOCK_STREAM, 0, "buf"), expect=0),
+    Case("socket_unix_stream", "socket", (AF_UNIX, SOCK_STREAM, 0), expect=0),
+    Case("socket_unix_stream_flags_high_bit", "socket", (AF_UNIX | HIGH, SOCK_STREAM | SOCK_CLOEXEC, 0), expect=0),
     Case("socketpair_stream_flags", "socketpair", (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, "buf"), expect=0),
     Case("ioctl_tiocgwinsz", "ioctl", (-1, TIOCGWINSZ, BAD), expect=errno.EBADF),
     Case("ioctl_fionread_pipe", special="fionread_pipe", expect=0),
@@ -161,9 +165,11 @@ CONTROLS = [
 
 # With allow_unix the AF_UNIX socket rule goes; everything else stays.
 ALLOW_UNIX = {
-    "socket_unix": 0,
+    "socket_unix_dgram": 0,
     "socket_unix_dgram_cloexec": 0,
     "socket_unix_high_bit": 0,
+    "socket_unix_seqpacket": 0,
+    "socket_unix_raw": 0,
     "socket_vsock": errno.EPERM,
     "socketpair_dgram": errno.EPERM,
     "socketpair_stream": 0,
@@ -175,6 +181,7 @@ ALLOW_UNIX = {
 RULES_FINGERPRINTS = {
     1: "312d8d064bc957e848423447e148c16f40c2ec06a890e31190bc3cc9a4860833",
     2: "4f190011588680e35413869e494aff6481368c5423bb9015dad558e19010d696",  # + setuid/setgid chmod
+    3: "ee0516b0bd7b572f6a902d091eb1a1f43111584dc74ae74bfbe95dec11aca596",  # stream AF_UNIX allowed
 }
 
 
@@ -672,9 +679,9 @@ def test_cached_filter_is_what_bwrap_loads(as_user: str, cache_dir: Path, allow_
     os.close(seccomp_cache.open_filter(cache_dir, allow_unix))  # the cold call stores it
     fd = seccomp_cache.open_filter(cache_dir, allow_unix)
     try:
-        spec = next(c for c in ATTACKS if c.id == "socket_unix").spec()
+        spec = next(c for c in ATTACKS if c.id == "socket_unix_dgram").spec()
         result = run_sandboxed(as_user, fd, "try_syscalls.py", json.dumps([spec]))
     finally:
         os.close(fd)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"socket_unix": expect}
+    assert json.loads(result.stdout) == {"socket_unix_dgram": expect}

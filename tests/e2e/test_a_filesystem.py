@@ -31,7 +31,7 @@ def test_visible_box_is_really_visible(vbox: Box) -> None:
 
 
 def _outside_targets(box: Box, token: str) -> list[Path]:
-    return [box.outside / "new", Path(f"/etc/stockade-probe-{token}"), box.home / "probe", Path(f"/usr/local/stockade-probe-{token}")]
+    return [box.outside / "new", Path(f"/etc/stockade-probe-{token}"), Path(f"/usr/local/stockade-probe-{token}")]
 
 
 def test_case_1_plain_writes_outside_writable_roots_fail(vbox: Box) -> None:
@@ -59,6 +59,10 @@ def test_case_1_plain_writes_outside_writable_roots_fail(vbox: Box) -> None:
     control = vbox.run(f"echo x > {q(str(vbox.project / 'new'))}")
     assert control.returncode == 0, control.stderr
     assert (vbox.project / "new").read_text() == "x\n"
+    for home in ("private", "host"):  # the home: a private one takes the write and drops it; the real one refuses
+        written = vbox.run("echo x > ~/probe && echo WROTE", policy=policy_text(extra=f'home = "{home}"\n'))
+        assert ("WROTE" in written.stdout) == (home == "private"), written
+        assert not (vbox.home / "probe").exists()
 
 
 # --- case 2 -----------------------------------------------------------------------------------------
@@ -197,7 +201,7 @@ def test_case_8_masks_are_read_only_ordered_and_cover_symlink_targets(vbox: Box)
     (project / "secrets").mkdir()
     (project / "secrets" / "key").write_text("CANARY-SECRETS-DIR\n")
     (project / "readme").write_text("PUBLIC-README\n")
-    policy = policy_text(deny_read=[home / ".ssh", project / "secret.env", project / "secrets"])
+    policy = policy_text(deny_read=[home / ".ssh", project / "secret.env", project / "secrets"], extra='home = "host"\n')
     h, p = q(str(home)), q(str(project))
     attack = vbox.run(
         f"echo x > {h}/.ssh/new && echo WROTE-MASK;"
@@ -296,11 +300,13 @@ def test_case_10_home_behind_a_symlink(vbox: Box) -> None:
     (vbox.home / "x").mkdir()
     link = vbox.root / "home-link"
     link.symlink_to(vbox.home)
-    text = 'extends = ["default"]\n[filesystem]\nallow_write = ["~/x"]\n'
-    result = vbox.run("echo ok > ~/x/f; echo y > ~/y && echo WROTE-Y; cat ~/.ssh/id_test", policy=text, env={"HOME": str(link)})
-    assert (vbox.home / "x" / "f").read_text() == "ok\n", result
-    assert "WROTE-Y" not in result.stdout and not (vbox.home / "y").exists()
-    assert "CANARY-SSH" not in result.stdout
+    for home in ("host", "private"):
+        text = f'extends = ["default"]\n[filesystem]\nallow_write = ["~/x"]\nhome = "{home}"\n'
+        result = vbox.run("echo ok > ~/x/f; echo y > ~/y && echo WROTE-Y; cat ~/.ssh/id_test", policy=text, env={"HOME": str(link)})
+        assert (vbox.home / "x" / "f").read_text() == "ok\n", result
+        assert ("WROTE-Y" in result.stdout) == (home == "private") and not (vbox.home / "y").exists(), result
+        assert "CANARY-SSH" not in result.stdout
+        (vbox.home / "x" / "f").unlink()
 
 
 def test_case_10_parent_in_deny_read_does_not_break_the_run(vbox: Box) -> None:
@@ -446,7 +452,7 @@ def test_case_15_own_state_hidden_and_cache_not_replaceable(vbox: Box, writable_
     bpf, runtime = _seed_state(vbox)
     digest = hashlib.sha256(bpf.read_bytes()).hexdigest()
     env = {"XDG_RUNTIME_DIR": str(runtime.parent)}
-    policy = policy_text(allow_write=[vbox.home]) if writable_home else None
+    policy = policy_text(allow_write=[vbox.home]) if writable_home else policy_text(extra='home = "host"\n')
     attack = vbox.run(
         f"ls -la ~/.local/state/stockade ~/.cache/stockade \"$XDG_RUNTIME_DIR/stockade\" 2>&1;"
         f"cat ~/.local/state/stockade/audit.jsonl \"$XDG_RUNTIME_DIR/stockade/control.info\";"

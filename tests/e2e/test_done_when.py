@@ -6,13 +6,15 @@ from boxes import Box
 
 
 def test_home_write_and_ssh_read_fail_while_project_write_works(vbox: Box) -> None:
-    """The issue's line, in a box whose HOME the sandbox can see (so failures are the walls, not ENOENT)."""
-    attack = vbox.run("echo x > ~/probe; echo home=$?; cat ~/.ssh/id_*; echo ssh=$?")
+    """The issue's line, with the real home shown (so failures are the walls, not ENOENT); the
+    private home's version is tests/e2e/test_private_home.py."""
+    host_home = vbox.policy('extends = ["default"]\n[filesystem]\nhome = "host"\n')
+    attack = vbox.run("echo x > ~/probe; echo home=$?; cat ~/.ssh/id_*; echo ssh=$?", options=["--policy", str(host_home)])
     assert "home=1" in attack.stdout or "home=2" in attack.stdout, attack
     assert "CANARY-SSH" not in attack.stdout and "ssh=1" in attack.stdout
     assert "Read-only file system" in attack.stderr and "Permission denied" in attack.stderr, attack.stderr
     assert not (vbox.home / "probe").exists()
-    control = vbox.run("echo x > ./probe")
+    control = vbox.run("echo x > ./probe", options=["--policy", str(host_home)])
     assert control.returncode == 0, control.stderr
     assert (vbox.project / "probe").read_text() == "x\n"
 

@@ -265,9 +265,13 @@ def test_a_plan_stored_by_another_install_of_stockade_is_not_used(vbox: Box) -> 
     for part in ("cli", "profiles", "bwrap", "proxy", "seatbelt"):
         shutil.copytree(source / part, other / part, ignore=shutil.ignore_patterns("__pycache__"))
     mounts = other / "bwrap" / "mounts.py"
-    weak = '    """Hide `path`: an empty read-only folder, or an unopenable file."""\n'
+    weak = '    masked when the run starts, if still there (execute.py)."""\n'
     assert weak in mounts.read_text()
     mounts.write_text(mounts.read_text().replace(weak, weak + '    if path.endswith("/.ssh"):\n        return\n'))
+    home = other / "bwrap" / "private_home.py"
+    shown = '    if mode != "private" or'
+    assert shown in home.read_text()
+    home.write_text(home.read_text().replace(shown, '    if True or'))  # the real home shows
     other_probe = f"import sys\nsys.path.insert(0, {str(other.parent)!r})\n" + PROBE
     words = [sys.executable, "-c", other_probe, "run", "--", "/bin/sh", "-c", "cat ~/.ssh/id_test || echo SSH-DENIED"]
     weaker = subprocess.run(words, cwd=vbox.project, env=vbox.env, capture_output=True, text=True, timeout=60)
