@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from boxes import Box
 
+# Debian's python, without the test runner's PYTHONPATH: the runner's own may live under a private /var/tmp
+INSIDE_PYTHON = ["env", "-u", "PYTHONPATH", "/usr/bin/python3"]
+
 CLIENT = """
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
@@ -27,7 +30,10 @@ except OSError as error:
     print("REFUSED", error.errno)
 """
 
-SERVER_AND_CLIENT = """
+SERVER_AND_# Debian's python, without the test runner's PYTHONPATH: the runner's own may live under a private /var/tmp
+INSIDE_PYTHON = ["env", "-u", "PYTHONPATH", "/usr/bin/python3"]
+
+CLIENT = """
 import os, socket, threading
 path = os.path.abspath("own.sock")
 server = socket.socket(socket.AF_UNIX)
@@ -94,18 +100,18 @@ def listener(vbox: Box) -> Iterator[HostListener]:
 
 def _client(box: Box, path: Path, *, sandboxed: bool) -> str:
     if sandboxed:
-        return box.run(argv=[sys.executable, "-c", CLIENT, str(path)]).stdout
+        return box.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(path)]).stdout
     return subprocess.run([sys.executable, "-c", CLIENT, str(path)], capture_output=True, text=True, timeout=30).stdout
 
 
 def test_a_server_and_client_of_the_sandbox_talk(vbox: Box) -> None:
-    result = vbox.run(argv=[sys.executable, "-c", SERVER_AND_CLIENT])
+    result = vbox.run(argv=[*INSIDE_PYTHON, "-c", SERVER_AND_CLIENT])
     assert result.returncode == 0 and result.stdout == "own-server\n", result
 
 
 def test_a_forkserver_pool_works(vbox: Box) -> None:
     (vbox.project / "pool.py").write_text(FORKSERVER)
-    result = vbox.run(argv=[sys.executable, "pool.py"])
+    result = vbox.run(argv=[*INSIDE_PYTHON, "pool.py"])
     assert result.returncode == 0 and result.stdout == "[1, 4, 9]\n", result
 
 
@@ -148,7 +154,7 @@ def test_a_datagram_socket_is_refused_and_a_stream_one_allowed(vbox: Box) -> Non
         "socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close(); print('stream ok')\n"
         "try:\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\nexcept OSError as e:\n    print('dgram', e.errno)\n"
     )
-    result = vbox.run(argv=[sys.executable, "-c", probe])
+    result = vbox.run(argv=[*INSIDE_PYTHON, "-c", probe])
     assert result.stdout == "stream ok\ndgram 1\n", result
 
 
@@ -156,9 +162,9 @@ def test_a_listed_socket_is_reached_and_an_unlisted_one_is_not(vbox: Box, listen
     other = HostListener(vbox.outside / "other.sock")
     try:
         policy = f'extends = ["default"]\n[network]\nunix_sockets = ["{listener.path}"]\n'
-        reached = vbox.run(argv=[sys.executable, "-c", CLIENT, str(listener.path)], policy=policy)
+        reached = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(listener.path)], policy=policy)
         assert reached.stdout == "REACHED host-daemon\n", reached
-        refused = vbox.run(argv=[sys.executable, "-c", CLIENT, str(other.path)], policy=policy)
+        refused = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(other.path)], policy=policy)
         assert refused.stdout.startswith("REFUSED"), refused
     finally:
         other.stop()

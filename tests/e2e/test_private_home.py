@@ -83,7 +83,7 @@ def test_an_active_virtualenv_under_home_runs(vbox: Box) -> None:
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "marker_pkg.py").write_text("VALUE = 'from the venv'\n")
     env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv)}
-    result = vbox.run("python -c 'import marker_pkg; print(marker_pkg.VALUE)'", env=env)
+    result = vbox.run("env -u PYTHONPATH python -c 'import marker_pkg; print(marker_pkg.VALUE)'", env=env)
     assert result.returncode == 0 and "from the venv" in result.stdout, result
 
 

@@ -148,3 +148,30 @@ def test_untrusted_policy_cannot_set_loader_or_secret_variables(project: Path, l
     assert result.policy.env.set == (("CI", "1"),)
     for name in ("LD_PRELOAD", "BASH_ENV", "MY_TOKEN"):
         assert f"env set {name}" in result.dropped
+
+
+def test_the_default_home_is_private_and_shows_git_identity(project: Path, locations: Locations) -> None:
+    policy = resolve(project, locations).policy
+    assert policy.filesystem.home == "private"
+    assert str(locations.home / ".gitconfig") in policy.filesystem.allow_read
+    assert not any(entry in policy.filesystem.allow_read for entry in (str(locations.home), str(locations.home / ".ssh")))
+
+
+def test_untrusted_project_policy_cannot_show_the_real_home(project: Path, locations: Locations) -> None:
+    text = 'extends = ["default"]\n[filesystem]\nhome = "host"\nallow_read = ["~", "~/.ssh", "~/.config/git/ignore"]\n'
+    write(project / ".stockade.toml", text)
+    result = resolve(project, locations)
+    policy = result.policy
+    assert not result.trusted
+    assert policy.filesystem.home == "private"
+    assert str(locations.home / ".ssh") not in policy.filesystem.allow_read
+    assert str(locations.home) not in policy.filesystem.allow_read
+    assert str(locations.home / ".config/git/ignore") in policy.filesystem.allow_read  # inside ~/.config/git: kept
+    dropped = " | ".join(result.dropped)
+    assert 'home = "host"' in dropped and f"allow_read {locations.home}/.ssh" in dropped
+
+
+def test_a_trusted_project_policy_may_show_the_real_home(project: Path, locations: Locations) -> None:
+    write(project / ".stockade.toml", 'extends = ["default"]\n[filesystem]\nhome = "host"\n')
+    TrustStore(locations.trust_file).trust(project / ".stockade.toml", chain_digest(project_chain(project / ".stockade.toml", locations)))
+    assert resolve(project, locations).policy.filesystem.home == "host"
