@@ -227,6 +227,9 @@ def _show_home(
         return
     spelled = str(locations.home).rstrip("/") or "/"
     wanted = private_home.wanted(policy.filesystem.allow_read, path_dirs, env, anchors)
+    git_config = (os.path.join(spelled, ".gitconfig"), os.path.join(spelled, ".config", "git"))
+    if any(place in git_config for place in wanted):  # what the user's git config includes is read with it
+        wanted += gitdirs.UserGit(real_home, dict(env)).included
     wanted = [real_home + place[len(spelled):] if place != spelled and is_within(place, spelled) else place for place in wanted]
     view.home = real_home
     for shown in private_home.shown_places(real_home, wanted, roots, denied):

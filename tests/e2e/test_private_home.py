@@ -66,6 +66,13 @@ def test_git_identity_and_a_symlinked_dotfile_show(vbox: Box) -> None:
     assert "No such file" in result.stdout, result  # the dotfiles repository itself stays hidden
 
 
+def test_files_the_git_config_includes_show_with_it(vbox: Box) -> None:
+    (vbox.home / ".gitconfig").write_text("[include]\n\tpath = .gitconfig.local\n")
+    (vbox.home / ".gitconfig.local").write_text("[user]\n\tname = Included Name\n")
+    result = vbox.run("git config --includes --global user.name")
+    assert result.stdout == "Included Name\n", result
+
+
 def test_a_tool_on_the_path_under_home_runs_and_its_folder_is_read_only(vbox: Box) -> None:
     tools = vbox.home / "bin"
     tools.mkdir()
