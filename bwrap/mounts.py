@@ -236,6 +236,11 @@ def _show_home(
         piece: Piece = ReadOnlyBind(shown.path) if shown.source == shown.path else ReadOnlyBindFrom(shown.source, shown.path)
         view.add(shown.path, 2, piece)
         view.shown.append(shown.path)
+    for path, text, target in private_home.top_level_links(real_home):
+        taken = path in view.shown or any(is_within(root, path) for root in roots)
+        hidden = any(is_within(target, d) for d in denied) or not visible(target, roots, view.home, view.shown)
+        if not taken and not hidden:  # a link to what the sandbox sees anyway (a project folder elsewhere)
+            view.add(path, 1, Symlink(text, path))
 
 
 def _walk_summary(

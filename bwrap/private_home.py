@@ -58,6 +58,24 @@ def wanted(
     return list(dict.fromkeys(os.path.normpath(place) for place in places))
 
 
+def top_level_links(home: str) -> list[tuple[str, str, str]]:
+    """(path, link text, real target) of each symlink directly in `home`: a `~/work` that leads
+    to `/data/work` is how many users reach their projects, and paths written through it
+    (a venv's shebangs) must still resolve inside."""
+    found: list[tuple[str, str, str]] = []
+    try:
+        with os.scandir(home) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    try:
+                        found.append((entry.path, os.readlink(entry.path), os.path.realpath(entry.path)))
+                    except OSError:
+                        continue
+    except OSError:
+        return []
+    return found
+
+
 def shown_places(home: str, places: Iterable[str], roots: Iterable[str], denied: Iterable[str]) -> list[Shown]:
     """The places inside `home` to bind read-only; outer ones only (an inner one is shown already).
 

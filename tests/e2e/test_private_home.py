@@ -125,6 +125,22 @@ def test_a_project_inside_home_is_writable_and_its_siblings_hidden(vbox: Box) ->
     assert "CANARY" not in result.stdout, result
 
 
+def test_a_project_reached_through_a_home_symlink_keeps_its_paths(vbox: Box) -> None:
+    real = vbox.outside / "work"
+    (real / "app").mkdir(parents=True)
+    (vbox.home / "work").symlink_to(real)
+    (vbox.home / "keys").symlink_to(vbox.home / ".ssh")
+    (vbox.home / "notes").mkdir()
+    (vbox.home / "notes-link").symlink_to(vbox.home / "notes")
+    lexical = vbox.home / "work" / "app"
+    script = f"cd {lexical} && echo made > f && cat {lexical}/f; ls ~/keys/ 2>&1; ls -d ~/notes-link 2>&1"
+    result = vbox.run(script, cwd=lexical)
+    assert result.stdout.startswith("made\n"), result
+    assert (real / "app" / "f").read_text() == "made\n"
+    assert "id_test" not in result.stdout and "No such file" in result.stdout, result
+    assert result.stdout.count("No such file") == 2, result  # neither a link into ~/.ssh nor one into hidden home
+
+
 @pytest.mark.parametrize("value", ['"public"', "true"])
 def test_a_bad_home_value_is_a_policy_error_with_its_line(vbox: Box, value: str) -> None:
     result = vbox.run("true", policy=f'extends = ["default"]\n[filesystem]\nhome = {value}\n')
