@@ -30,10 +30,7 @@ except OSError as error:
     print("REFUSED", error.errno)
 """
 
-SERVER_AND_# Debian's python, without the test runner's PYTHONPATH: the runner's own may live under a private /var/tmp
-INSIDE_PYTHON = ["env", "-u", "PYTHONPATH", "/usr/bin/python3"]
-
-CLIENT = """
+SERVER_AND_CLIENT = """
 import os, socket, threading
 path = os.path.abspath("own.sock")
 server = socket.socket(socket.AF_UNIX)
