@@ -41,6 +41,7 @@ DEFAULT_MAX_OUTPUT = 1 << 20
 MAX_INPUT = 16 << 20  # bytes of hook JSON read from the agent
 BLOCK = 2  # the exit status every supported agent reads as "do not run this tool call"
 SHELLS = ("/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash", "/opt/homebrew/bin/bash")
+BEFORE_TOOL_EVENTS = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 CODEX_SHELL_TOOLS = frozenset({"Bash", "shell", "shell_command", "exec_command", "local_shell", "container.exec"})
 _BARE = re.compile(r"[A-Za-z0-9_./-]+")
 
@@ -124,6 +125,13 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
         raise HookError("the hook input is not a JSON object")
     if agent == "cursor":
         return _cursor(payload, wrapper)
+    if agent not in BEFORE_TOOL_EVENTS:
+        raise HookError(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}")
+    event = payload.get("hook_event_name", BEFORE_TOOL_EVENTS[agent])
+    if not isinstance(event, str):
+        raise HookError("the hook input's hook_event_name is not a string")
+    if event != BEFORE_TOOL_EVENTS[agent]:
+        return {} if agent == "gemini" else None  # after the tool ran, or another event: nothing to rewrite
     tool = payload.get("tool_name")
     tool_input = payload.get("tool_input")
     if not isinstance(tool, str):
@@ -148,7 +156,7 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
         command = _command(tool_input)
         # Gemini CLI merges this into the model's arguments: dir_path, is_background... stay.
         return {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": {"command": wrapper.sandboxed(command)}}}
-    raise HookError(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}")
+    raise AssertionError(f"unhandled agent {agent!r}")
 
 
 def _pre_tool_use(updated: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
@@ -164,6 +172,8 @@ def _pre_tool_use(updated: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
 
 def _cursor(payload: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
     event = payload.get("hook_event_name", "beforeShellExecution")
+    if not isinstance(event, str):
+        raise HookError("the hook input's hook_event_name is not a string")
     if event != "beforeShellExecution":
         return {}
     command = _command(payload)

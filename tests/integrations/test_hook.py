@@ -175,6 +175,30 @@ def test_cursor_denies_until_the_agent_runs_the_wrapped_command() -> None:
     assert tampered is not None and tampered["permission"] == "deny"
 
 
+@pytest.mark.parametrize(
+    ("agent", "event", "tool", "nothing"),
+    [
+        ("claude", "PostToolUse", "Bash", None),
+        ("claude", "UserPromptSubmit", "Bash", None),
+        ("codex", "PostToolUse", "shell", None),
+        ("gemini", "AfterTool", "run_shell_command", {}),
+    ],
+)
+def test_only_the_before_tool_event_is_rewritten(agent: str, event: str, tool: str, nothing: object) -> None:
+    payload = {"hook_event_name": event, "tool_name": tool, "tool_input": {"command": "echo hi"}}
+    assert hook.answer(agent, payload, WRAPPER) == nothing
+    before = {**payload, "hook_event_name": hook.BEFORE_TOOL_EVENTS[agent]}
+    assert "echo hi" in json.dumps(hook.answer(agent, before, WRAPPER))  # control: the same call before the tool runs
+    assert WRAPPER.stockade in json.dumps(hook.answer(agent, before, WRAPPER))
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "cursor"])
+def test_a_malformed_event_name_is_blocked(agent: str) -> None:
+    payload = {"hook_event_name": ["PreToolUse"], "tool_name": "Bash", "tool_input": {"command": "ls"}, "command": "ls"}
+    with pytest.raises(HookError, match="hook_event_name"):
+        hook.answer(agent, payload, WRAPPER)
+
+
 def test_parse_options() -> None:
     assert hook.parse(["claude"]) == ("claude", 1 << 20)
     assert hook.parse(["codex", "--max-output", "64K"]) == ("codex", 65536)
