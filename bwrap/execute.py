@@ -10,13 +10,14 @@ pattern matching unless the run changed the project.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 
 from stockade.bwrap import args as bw
 from stockade.bwrap import changes
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
-from stockade.bwrap.supervise import supervise
+from stockade.bwrap.supervise import Outcome, supervise
 from stockade.profiles.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
 
 TYPE_CHECKING = False
@@ -183,23 +184,68 @@ def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:
         return False
 
 
-def _socket_masks(paths: list[str]) -> list[bw.Piece]:
-    """Masks for the host sockets planning saw, less those gone since: bwrap cannot mount over a
-    missing file without making one (on the read-only root it would fail the run, in a writable
-    place it would leave an empty file on the host). Appended last: nothing mounts over a file."""
-    return [bw.ReadOnlyBindFrom("/dev/null", path) for path in paths if os.path.lexists(path)]
+def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None) -> tuple[Outcome, list[str]]:
+    """(bwrap's outcome, the host sockets it masked).
+
+    Each host socket planning saw is masked only if still there: bwrap cannot mount over a
+    missing file without making one. One can still vanish in the milliseconds bwrap takes to
+    set up (a daemon ending): on the read-only root bwrap then fails, and the run is started
+    once more without it (a networked run with a new proxy session); in a writable place
+    bwrap makes an empty file, removed after the run (_remove_made_mount_points)."""
+    masks = [path for path in launch.socket_masks if os.path.lexists(path)]
+    while True:
+        if bridge is not None:
+            bridge.open()
+        seccomp_fd = _seccomp_fd(launch)
+        info_read, info_write = os.pipe()
+        os.set_inheritable(info_write, True)
+        tail = [*(bw.ReadOnlyBindFrom("/dev/null", path) for path in masks)]  # last: nothing mounts over a file
+        tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
+        args_fd = _args_fd(launch.args + bw.encode(tail))
+        try:
+            outcome = supervise(
+                [launch.bwrap, "--args", str(args_fd), "--", *launch.command],
+                env=BWRAP_ENV,
+                pass_fds=(args_fd, seccomp_fd, info_write),
+                info_read_fd=info_read,
+                close_after_spawn=(args_fd, seccomp_fd, info_write),
+                wall_time=launch.wall_time,
+                interactive=launch.interactive,
+                preexec=_preexec(limits, bridge),
+                after_spawn=bridge.attach if bridge else None,
+            )
+            return outcome, masks
+        except SandboxSetupError:
+            still = [path for path in masks if os.path.lexists(path)]
+            if len(still) == len(masks):
+                raise
+            masks = still
+            if bridge is not None:
+                bridge.close()  # the failed start's session; the next attempt opens its own
+
+
+def _remove_made_mount_points(masked: list[str], writable: list[str], since: float) -> None:
+    """An empty file bwrap made in a writable place where a masked socket vanished during set-up
+    (the sandbox cannot have made it: a mount point cannot be replaced from inside)."""
+    for path in masked:
+        if not any(path.startswith(root.rstrip("/") + "/") for root in writable):
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_size == 0 and info.st_ctime >= since - 1:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after."""
     resolve_command(launch.command, launch.env)
     started = time.monotonic()
-    seccomp_fd = _seccomp_fd(launch)
-    info_read, info_write = os.pipe()
-    os.set_inheritable(info_write, True)
-    tail = [*_socket_masks(launch.socket_masks), bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
-    args_fd = _args_fd(launch.args + bw.encode(tail))
-    argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
+    wall_started = time.time()
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
     cgroups = False
     journal = None
@@ -215,25 +261,14 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
                 make_cgroups(limits)
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
-        if bridge is not None:
-            bridge.open()
-        outcome = supervise(
-            argv,
-            env=BWRAP_ENV,
-            pass_fds=(args_fd, seccomp_fd, info_write),
-            info_read_fd=info_read,
-            close_after_spawn=(args_fd, seccomp_fd, info_write),
-            wall_time=launch.wall_time,
-            interactive=launch.interactive,
-            preexec=_preexec(limits, bridge),
-            after_spawn=bridge.attach if bridge else None,
-        )
+        outcome, masked = _supervised(launch, limits, bridge)
         hits = limit_hit(limits) if limits.cgroup_dirs else []
     finally:
         if bridge is not None:
             bridge.close()
         if cgroups:
             remove_cgroups(limits)
+    _remove_made_mount_points(masked, launch.writable, wall_started)
     denials = bridge.denials if bridge else []
     quarantined: list[tuple[str, str]] = []
     if launch.unguarded:  # first: a folder made at an absent protected path moves aside whole
