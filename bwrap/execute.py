@@ -280,9 +280,26 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     touched, planted = _project_changes(launch, session)
     quarantined += planted
     if not launch.quiet:
-        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started)
+        unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
+        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable)
     code = outcome.exit_code
     return 128 - code if code < 0 else code
+
+
+def _no_network_line(launch: Launch) -> str:
+    """Why "Could not resolve host" or "Network is unreachable" (netcount.py)."""
+    where = launch.origin if not launch.origin.startswith("builtin:") else (
+        f'a .stockade.toml with extends = ["{launch.origin.removeprefix("builtin:")}"] (then `stockade trust`)'
+    )
+    if launch.session_rules is None:
+        return (
+            f"the command tried to reach the network, which is off in this sandbox ({launch.origin}); to allow a host, "
+            f'add it under [network] allow (for example allow = ["pypi.org"]) in {where}'
+        )
+    return (
+        "the command tried to connect around the proxy, which the sandbox has no route for; only clients that use "
+        f"HTTP_PROXY/HTTPS_PROXY reach the hosts {launch.origin} allows"
+    )
 
 
 def _summary(
@@ -293,10 +310,13 @@ def _summary(
     denials: list[dict[str, object]],
     touched: list[tuple[str, str]],
     elapsed: float,
+    unreachable: bool = False,
 ) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was."""
     origin = launch.origin
     lines: list[str] = []
+    if unreachable:
+        lines.append(_no_network_line(launch))
     if timed_out and launch.wall_time:
         from stockade.profiles.units import format_duration
 

@@ -16,6 +16,7 @@ import os
 
 import _signal
 
+from stockade.bwrap.netcount import attempts, open_counters
 from stockade.profiles.errors import ExitCode, SandboxSetupError
 
 TYPE_CHECKING = False
@@ -29,11 +30,12 @@ RESTORED = (_signal.SIGPIPE, _signal.SIGXFSZ)
 
 
 class Outcome:
-    __slots__ = ("exit_code", "timed_out")
+    __slots__ = ("exit_code", "timed_out", "no_route")
 
     def __init__(self, exit_code: int, timed_out: bool = False) -> None:
         self.exit_code = exit_code  # negative: killed by that signal
         self.timed_out = timed_out
+        self.no_route = 0  # connections and packets the sandbox sent towards a network it lacks (netcount.py)
 
 
 def _sandbox_members(init_pid: int) -> list[int]:
@@ -149,6 +151,7 @@ def supervise(
             os.waitpid(pid, 0)
             raise SandboxSetupError(f"cannot connect the sandbox to the network proxy: {exc}") from None
     init_pid = _read_info(info_read_fd)
+    counters = open_counters(init_pid) if init_pid is not None else []
     if init_pid is None:
         os.close(info_read_fd)
         code = _exit_code(os.waitpid(pid, 0)[1])
@@ -168,6 +171,7 @@ def supervise(
     previous[_signal.SIGINT] = _signal.signal(_signal.SIGINT, _signal.SIG_IGN if interactive else forward)
     try:
         outcome = _wait(pid, wall_time)
+        outcome.no_route = attempts(counters)
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)

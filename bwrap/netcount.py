@@ -1,0 +1,69 @@
+"""Whether a sandboxed command tried to reach a network it does not have.
+
+A sandbox's network namespace has only loopback (and, when networked, the
+proxy's door on it): a connect() or sendto() towards any other address fails
+at once with ENETUNREACH, and the kernel counts it as OutNoRoutes in the
+namespace's /proc/net/snmp and snmp6. DNS lookups count too (the resolver's
+packet to the name server has no route). The command's own message is then
+"Could not resolve host" or "Network is unreachable", which tells neither a
+person nor a coding agent that the policy is why; with the count, the run's
+summary can.
+
+The files are opened while the sandbox lives (an open file keeps its network
+namespace), read after it ended: two opens and two reads a run.
+"""
+
+from __future__ import annotations
+
+import os
+
+FILES = ("snmp", "snmp6")
+
+
+def open_counters(pid: int) -> list[int]:
+    """The sandbox's counter files, opened through one of its processes; [] if it is gone."""
+    fds = []
+    for name in FILES:
+        try:
+            fds.append(os.open(f"/proc/{pid}/net/{name}", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            continue
+    return fds
+
+
+def attempts(fds: list[int]) -> int:
+    """Packets and connections that found no route (IPv4 and IPv6); closes the files."""
+    total = 0
+    for fd in fds:
+        try:
+            text = _read_all(fd).decode("ascii", "replace")
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        total += _no_routes(text)
+    return total
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _no_routes(text: str) -> int:
+    lines = text.splitlines()
+    for header, values in zip(lines, lines[1:]):  # snmp: a header line, then its values
+        if header.startswith("Ip: ") and values.startswith("Ip: "):
+            fields = dict(zip(header.split(), values.split()))
+            return _number(fields.get("OutNoRoutes", "0"))
+    for line in lines:  # snmp6: one "name value" per line
+        name, _, value = line.partition(" ")
+        if name == "Ip6OutNoRoutes":
+            return _number(value.strip())
+    return 0
+
+
+def _number(text: str) -> int:
+    return int(text) if text.isdigit() else 0
