@@ -140,8 +140,11 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
         if tool != "Bash":
             return None
         command = _command(tool_input)
+        rules = _claude_rules(wrapper.unwrap(command) or command, payload.get("cwd"))
+        if rules.decision == "deny":
+            return _pre_tool_use(None, wrapper, "deny", rules.reason)
         updated = {**tool_input, "command": wrapper.sandboxed(command)}  # run_in_background, timeout... kept
-        return _pre_tool_use(updated, wrapper)
+        return _pre_tool_use(updated, wrapper, rules.decision or "allow", rules.reason)
     if agent == "codex":
         if tool not in CODEX_SHELL_TOOLS:
             return None
@@ -159,15 +162,22 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
     raise AssertionError(f"unhandled agent {agent!r}")
 
 
-def _pre_tool_use(updated: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "allow",
-            "permissionDecisionReason": f"stockade: runs inside the sandbox ({wrapper.stockade} run)",
-            "updatedInput": updated,
-        }
-    }
+def _pre_tool_use(updated: dict[str, Any] | None, wrapper: Wrapper, decision: str = "allow", why: str = "") -> dict[str, Any]:
+    """The answer: `decision` is allow (sandboxed), ask (the user sees the sandboxed command) or deny."""
+    reason = f"stockade: runs inside the sandbox ({wrapper.stockade} run)"
+    if why:
+        reason = f"stockade: {why}" if decision == "deny" else f"{reason}; {why}"
+    specific: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision, "permissionDecisionReason": reason}
+    if updated is not None:
+        specific["updatedInput"] = updated
+    return {"hookSpecificOutput": specific}
+
+
+def _claude_rules(command: str, cwd: Any) -> Any:
+    """Claude Code's own deny and ask rules for the command as the model wrote it (agent_rules.py)."""
+    from stockade.cli import agent_rules
+
+    return agent_rules.verdict(command, cwd if isinstance(cwd, str) else os.getcwd(), os.environ)
 
 
 def _cursor(payload: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
