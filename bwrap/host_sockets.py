@@ -23,7 +23,9 @@ _open, _read, _close = os.open, os.read, os.close  # planning's recorder wraps o
 
 
 def paths() -> tuple[str, ...]:
-    """The host's pathname sockets outside the sandbox's private folders, sorted, once each."""
+    """The host's pathname sockets outside the sandbox's private folders whose file is there
+    (the kernel keeps listing a socket whose file was removed: nothing can connect to it by
+    path, and it would change the list when its daemon ends), sorted, once each."""
     try:
         fd = _open(TABLE, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -42,7 +44,16 @@ def paths() -> tuple[str, ...]:
         fields = line.split(None, 7)
         if len(fields) == 8 and fields[7].startswith("/") and not _inside(fields[7], private):
             found.add(fields[7])
-    return tuple(sorted(found))
+    return tuple(sorted(path for path in found if os.path.lexists(path)))
+
+
+def visible(found: tuple[str, ...], home: str | None, exposed: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `found` a sandbox sees: all but those in its private home that no writable
+    or shown place (`exposed`) brings back. A plan depends on these only, so a socket coming
+    and going in a hidden place (an ssh-agent in ~/.ssh) keeps the plan."""
+    return tuple(
+        path for path in found if not home or not _inside(path, (home,)) or _inside(path, exposed)
+    )
 
 
 def _links_to_run(path: str) -> bool:

@@ -24,8 +24,8 @@ What a plan depends on, and how a later run knows it has not changed:
   `.git` does);
 - stockade's own code files, stamped like any other file.
 
-- the host's pathname sockets outside the sandbox's private folders
-  (host_sockets.py), read again and compared whole: planning hides them;
+- the host's pathname sockets the sandbox would see (host_sockets.py), read
+  again and compared whole: planning hides them;
 
 Anything else is not cached: --dry-run, --ci, --report, any plan that read /proc or /sys, and every run
 while STOCKADE_NO_PLAN_CACHE is set. Plans live in stockade's cache folder,
@@ -219,14 +219,15 @@ def store(
     walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]],
     note: str | None,
     own_files_extra: tuple[str, ...] = (),
-    sockets: tuple[str, ...] | None = None,
+    sockets: tuple[tuple[str | None, tuple[str, ...]], tuple[str, ...]] | None = None,
 ) -> bool:
     """Keep this plan for later runs; False (and nothing written) when it cannot be checked later.
 
     `walk` is (the project walk's patterns, {folder: (subfolder names, matching names)});
     `own_files_extra` are files stockade writes between runs (a custom audit log), which
-    count by identity, not content; `sockets` is the host socket list planning hid
-    (None: planning did not read it, so the plan cannot be checked against it).
+    count by identity, not content; `sockets` is (the view's socket scope, the host sockets
+    it sees), as planning found them (None: planning did not read them, so the plan cannot
+    be checked against them).
     """
     if not recorder.complete or sockets is None:
         return False
@@ -249,7 +250,8 @@ def store(
         "walk": walk,
         "launch": launch.to_data(),
         "note": note,
-        "sockets": sockets,
+        "sockets": sockets[1],
+        "socket_scope": sockets[0],
     }
     return _write(cache_folder(os.environ), key, marshal.dumps(entry))
 
@@ -262,7 +264,7 @@ def load(key: bytes) -> tuple[Launch, str | None] | None:
     try:
         if not all(file_stamp(path, identity) == stamp for path, identity, stamp in entry["files"]):
             return None
-        if host_sockets.paths() != entry["sockets"]:
+        if host_sockets.visible(host_sockets.paths(), *entry["socket_scope"]) != entry["sockets"]:
             return None  # a host socket came or went: its mask with it
         launch = Launch(**entry["launch"])
         changed = [path for path, stamp in entry["listed"].items() if listing_stamp(path) != stamp]
