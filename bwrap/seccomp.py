@@ -45,6 +45,8 @@ CLONE_NEW_FLAGS = {
 # every architecture stockade supports uses one shared number.
 UNIFIED_NUMBERS = {"fchmodat2": 452, "open_tree_attr": 467}
 S_ISUID = 0o4000
+O_CREAT = 0o100  # the same on x86_64 and aarch64 (asm-generic)
+O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE, without the O_DIRECTORY that O_TMPFILE adds
 S_ISGID = 0o2000
 UNIFIED_NUMBER_MACHINES = frozenset({"x86_64", "aarch64"})
 
@@ -159,6 +161,12 @@ def _kernel_blocks() -> list[Block]:
         Block("chmod, fchmod, fchmodat, fchmodat2 setting setuid or setgid",
               "run as root, a setuid file made in a writable place would be a setuid-root file on the host",
               _setid_rules()),
+        Block("open, openat, creat, mknod, mknodat creating a file with setuid or setgid",
+              "the mode a new file is created with sets the same bits (the umask leaves them)",
+              _setid_creation_rules()),
+        Block("openat2 (ENOSYS: callers fall back to openat)",
+              "its mode sits behind a pointer seccomp cannot read",
+              _always("openat2", err=errno.ENOSYS)),
     ]
 
 
@@ -169,6 +177,17 @@ def _setid_rules() -> tuple[Rule, ...]:
         for name, index in mode_arg.items()
         for bit in (S_ISUID, S_ISGID)
     )
+
+
+def _setid_creation_rules() -> tuple[Rule, ...]:
+    """A creating open (O_CREAT, or O_TMPFILE then linked) or a mknod whose mode has either bit."""
+    rules: list[Rule] = []
+    for bit in (S_ISUID, S_ISGID):
+        for creating in (O_CREAT, O_TMPFILE_BIT):
+            rules.append(Rule("open", (ArgMatch(1, creating, creating), ArgMatch(2, bit, bit))))
+            rules.append(Rule("openat", (ArgMatch(2, creating, creating), ArgMatch(3, bit, bit))))
+        rules += [Rule("creat", (ArgMatch(1, bit, bit),)), Rule("mknod", (ArgMatch(1, bit, bit),)), Rule("mknodat", (ArgMatch(2, bit, bit),))]
+    return tuple(rules)
 
 
 def rule_blocks(allow_unix: bool) -> tuple[Block, ...]:

@@ -182,6 +182,7 @@ RULES_FINGERPRINTS = {
     1: "312d8d064bc957e848423447e148c16f40c2ec06a890e31190bc3cc9a4860833",
     2: "4f190011588680e35413869e494aff6481368c5423bb9015dad558e19010d696",  # + setuid/setgid chmod
     3: "ee0516b0bd7b572f6a902d091eb1a1f43111584dc74ae74bfbe95dec11aca596",  # stream AF_UNIX allowed
+    4: "7a82f4a2262cc0eeba273b4486a1f61005061c98b980a83f213914fe10f84b3f",  # + setuid creation, openat2
 }
 
 

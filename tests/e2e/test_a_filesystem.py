@@ -505,6 +505,44 @@ def test_case_15_planted_placeholder_record_deletes_nothing_outside(vbox: Box) -
     assert "PLANTED" not in attack.stdout
 
 
+SETID_CREATE = r"""
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, call):
+    try:
+        result = call()
+        if isinstance(result, int) and result < 0:
+            raise OSError(ctypes.get_errno(), name)
+        print(name, "made")
+    except OSError as exc:
+        print(name, errno.errorcode.get(exc.errno, exc.errno))
+mode = int(sys.argv[1], 8)
+attempt("open", lambda: os.close(os.open("o-" + sys.argv[1], os.O_CREAT | os.O_WRONLY, mode)))
+attempt("openat", lambda: os.close(os.open("a-" + sys.argv[1], os.O_CREAT | os.O_WRONLY, mode, dir_fd=os.open(".", os.O_RDONLY))))
+attempt("creat", lambda: libc.creat(("c-" + sys.argv[1]).encode(), mode))
+attempt("mknod", lambda: os.mknod("m-" + sys.argv[1], 0o100000 | mode))
+attempt("tmpfile", lambda: os.close(os.open(".", os.O_TMPFILE | os.O_WRONLY, mode)))
+attempt("openat2", lambda: libc.syscall(437, -100, b"x-openat2", ctypes.c_void_p(0), 0))
+"""
+
+
+def test_files_cannot_be_created_setuid_or_setgid(vbox: Box) -> None:
+    """ESCAPES 13 class: the mode a file is created with sets setuid and setgid too (the umask leaves
+    them), so open, openat, creat, mknod and O_TMPFILE with either bit are refused like chmod; openat2,
+    whose mode seccomp cannot see, says ENOSYS so callers fall back to openat."""
+    (vbox.project / "probe.py").write_text(SETID_CREATE)
+    for mode in ("4755", "2755"):
+        attack = vbox.run(f"env -u PYTHONPATH /usr/bin/python3 probe.py {mode}")
+        for call in ("open", "openat", "creat", "mknod", "tmpfile"):
+            assert f"{call} EPERM" in attack.stdout, attack
+        assert "openat2 ENOSYS" in attack.stdout, attack
+        made = [p for p in vbox.project.iterdir() if p.is_file() and p.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)]
+        assert not made, made
+    control = vbox.run("env -u PYTHONPATH /usr/bin/python3 probe.py 0755")
+    assert all(f"{call} made" in control.stdout for call in ("open", "openat", "creat", "mknod", "tmpfile")), control
+    assert (vbox.project / "o-0755").stat().st_mode & 0o777 == 0o755
+
+
 def test_setuid_bits_cannot_be_set_in_writable_places(vbox: Box) -> None:
     """Found by the escape hunt (not in the catalogue): run as root, sandbox uid 0 is host root, so a
     `chmod u+s` in the project would leave a setuid-root file on the host. The filter refuses setuid and
