@@ -39,13 +39,14 @@ NETWORK_OFF = "network mode is none"
 _FORBIDDEN: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = tuple(
     (kind, tuple(ipaddress.ip_network(n) for n in nets))
     for kind, nets in (
-        ("cloud metadata", ("169.254.169.254/32", "fd00:ec2::254/128", "100.100.100.200/32")),
+        # AWS, GCP and Azure IMDS; AWS over IPv6; Alibaba; Azure's wire server (platform DNS and agent)
+        ("cloud metadata", ("169.254.169.254/32", "fd00:ec2::254/128", "100.100.100.200/32", "168.63.129.16/32")),
         ("unspecified", ("0.0.0.0/8", "::/128")),
         ("loopback", ("127.0.0.0/8", "::1/128")),
         ("link-local", ("169.254.0.0/16", "fe80::/10")),
         ("private", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")),
         ("multicast", ("224.0.0.0/4", "ff00::/8")),
-        ("reserved", ("240.0.0.0/4",)),
+        ("reserved", ("240.0.0.0/4", "192.0.0.0/24")),  # all of IETF protocol assignments, its anycast too
     )
 )
 
@@ -197,6 +198,8 @@ def address_kind(address: IPAddress) -> str | None:
         for candidate in candidates:
             if any(candidate.version == n.version and candidate in n for n in networks):
                 return kind
+    if any(not candidate.is_global for candidate in candidates):
+        return "special-purpose"  # the rest of IANA's special-purpose registries, as Python keeps them
     return None
 
 
