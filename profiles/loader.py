@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from stockade.profiles.toml_lines import KeyLines
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_GLOB = re.compile(r"^[A-Za-z0-9_*?]+$")
 BUILTIN_PREFIX = "builtin:"
+MAX_POLICY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,36 @@ def load_builtin(name: str, *, project_dir: Path, home: Path) -> Layer:
 
 def load_file(path: Path, *, home: Path, base: Path | None = None) -> Layer:
     """Load a policy file; relative paths resolve against `base` (default: its directory)."""
+    return parse_layer(read_policy(path), str(path), base=base or path.parent, home=home)
+
+
+def read_policy(path: Path) -> str:
+    """A policy file's text: a regular file of at most MAX_POLICY_BYTES, in UTF-8.
+
+    An untrusted `extends` can name any path, so nothing else is read: not a device
+    (`/dev/zero` never ends), not a pipe, nothing under /proc or /sys (`/proc/kmsg`
+    blocks), and the open itself cannot block on a FIFO."""
+    real = os.path.realpath(path)
+    if any(real == top or real.startswith(top + "/") for top in ("/proc", "/sys", "/dev")):
+        raise PolicyError(f"is under /{real.split('/')[1]}: policy files are regular files", file=path)
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise PolicyError("policy file not found", file=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"cannot read policy file: {exc}", file=path) from None
-    return parse_layer(text, str(path), base=base or path.parent, home=home)
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file: {exc.strerror}", file=path) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PolicyError("is not a regular file (a device, pipe or folder): policy files are regular files", file=path)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_POLICY_BYTES + 1)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(f"is larger than {MAX_POLICY_BYTES >> 10} KiB: policy files are short", file=path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise PolicyError(f"is not UTF-8 text (byte 0x{data[exc.start]:02x})", file=path, line=line) from None
 
 
 def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
@@ -76,9 +101,11 @@ def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = _decode_error_line(str(exc))
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        line = _decode_error_line(str(exc)) or (text.count("\n") + 1 if "end of document" in str(exc) else None)
+        message = re.sub(r"\s*\((at line \d+, column \d+|at end of document)\)", "", str(exc))
         raise PolicyError(f"not valid TOML: {message}", file=source, line=line) from None
+    except RecursionError:
+        raise PolicyError("arrays or tables nested too deeply", file=source, line=_deep_line(text)) from None
     lines = KeyLines(text)
     checker = _Checker(source, lines, base=base, home=home)
     values: dict[str, dict[str, Any]] = {}
@@ -89,10 +116,21 @@ def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
                 checker.unknown_table(key)
             values[key] = checker.table(key, value)
         elif key in TABLES[""]:
-            extends = tuple(checker.value("", key, value))
+            extends = tuple(checker.table("", {key: value})[key])
         else:
             checker.unknown_key("", key)
     return Layer(source=source, extends=extends, values=values, text=text)
+
+
+def _deep_line(text: str, limit: int = 64) -> int | None:
+    """The line where brackets first nest deeper than `limit` (strings not told apart: a hint)."""
+    depth = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        for char in line:
+            depth += 1 if char in "[{" else -1 if char in "]}" else 0
+            if depth > limit:
+                return number
+    return None
 
 
 def _decode_error_line(message: str) -> int | None:
@@ -137,15 +175,22 @@ class _Checker:
         for key, value in content.items():
             if key not in TABLES[table]:
                 self.unknown_key(table, key)
-            result[key] = self.value(table, key, value)
+            try:
+                result[key] = self.value(table, key, value)
+            except (TypeError, ValueError, AttributeError, RecursionError) as exc:  # a shape no check foresaw
+                name = f"{table}.{key}" if table else key
+                raise self.fail(f"'{name}' must be a {TABLES[table][key].value}, not {_type_name(value)} ({type(exc).__name__})", table, key) from None
         return result
 
     def value(self, table: str, key: str, value: Any) -> Any:
         kind = TABLES[table][key]
         name = f"{table}.{key}" if table else key
         if kind in LIST_KINDS:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            if not isinstance(value, list):
                 raise self.fail(f"'{name}' must be a {kind.value} (a list of strings), not {_type_name(value)}", table, key)
+            odd = [v for v in value if not isinstance(v, str)]
+            if odd:
+                raise self.fail(f"'{name}' must be a {kind.value} (a list of strings), not a list holding {_type_name(odd[0])}", table, key)
             return tuple(dict.fromkeys(self.item(kind, table, key, v) for v in value))
         try:
             return self.scalar(kind, name, value)
@@ -175,11 +220,11 @@ class _Checker:
 
     def scalar(self, kind: Kind, name: str, value: Any) -> Any:
         if kind is Kind.MODE:
-            if value not in {m.value for m in NetworkMode}:
+            if not isinstance(value, str) or value not in {m.value for m in NetworkMode}:
                 raise ValueError(f"must be {kind.value}, not {value!r}")
             return NetworkMode(value)
         if kind is Kind.HOME:
-            if value not in HOME_MODES:
+            if not isinstance(value, str) or value not in HOME_MODES:
                 raise ValueError(f"must be {kind.value}, not {value!r}")
             return value
         if kind is Kind.SIZE:

@@ -61,7 +61,12 @@ class _Expander:
                 raise PolicyError(f"extends {entry!r} climbs with '..': write the real path", file=parent.source, line=_line_of_extends(parent))
             if not target.is_file():
                 raise PolicyError(f"extends {entry!r}: no such file {target}", file=parent.source, line=_line_of_extends(parent))
-            return load_file(target, home=self.home, base=self.relative_base)
+            try:
+                return load_file(target, home=self.home, base=self.relative_base)
+            except PolicyError as exc:
+                if exc.line is None and str(exc.file) == str(target):  # the file could not be read at all
+                    raise PolicyError(f"extends {entry!r}: {target} {exc.reason}", file=parent.source, line=_line_of_extends(parent)) from None
+                raise
         try:
             return load_builtin(entry, project_dir=self.project_dir, home=self.home)
         except PolicyError as exc:
