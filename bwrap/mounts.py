@@ -56,6 +56,7 @@ class View:
     project: str = "/"
     home: str | None = None  # the private home's path (private_home.py), None when the real one shows
     shown: list[str] = field(default_factory=list)  # places of the real home shown read-only inside it
+    shown_from: dict[str, str] = field(default_factory=dict)  # shown places that show another path: {path: real source}
     sockets: tuple[str, ...] = ()  # the host sockets the sandbox would see (host_sockets.py), hidden unless listed
     socket_scope: tuple[str | None, tuple[str, ...]] = (None, ())  # (private home, places shown in it): host_sockets.visible
     socket_masks: list[str] = field(default_factory=list)  # those the sandbox would see: masked at the start (execute.py)
@@ -234,10 +235,12 @@ def _show_home(
         wanted += gitdirs.UserGit(real_home, dict(env)).included
     wanted = [real_home + place[len(spelled):] if place != spelled and is_within(place, spelled) else place for place in wanted]
     view.home = real_home
-    for shown in private_home.shown_places(real_home, wanted, roots, denied):
+    for shown in private_home.shown_places(real_home, wanted, roots, denied, (*SCRATCH_DIRS, *HIDDEN_SYSTEM_DIRS)):
         piece: Piece = ReadOnlyBind(shown.path) if shown.source == shown.path else ReadOnlyBindFrom(shown.source, shown.path)
         view.add(shown.path, 2, piece)
         view.shown.append(shown.path)
+        if shown.source != shown.path:
+            view.shown_from[shown.path] = shown.source
     for path, text, target in private_home.top_level_links(real_home):
         taken = path in view.shown or any(is_within(root, path) for root in roots)
         hidden = any(is_within(target, d) for d in denied) or not visible(target, roots, view.home, view.shown)
@@ -403,6 +406,16 @@ def _first_absent(root: str, path: str) -> str:
 
 
 def _mask(view: View, path: str, roots: list[str], socket: bool = False) -> None:
+    """Hide `path` wherever the sandbox sees it: at its own path and, inside the target of a
+    symlinked shown place of the home, at that place's path too (its bind shows the target
+    there, where no mask of the target's own path reaches)."""
+    _mask_one(view, path, roots, socket)
+    for shown, source in view.shown_from.items():
+        if is_within(path, source):
+            _mask_one(view, shown + path[len(source):] if path != source else shown, roots, socket)
+
+
+def _mask_one(view: View, path: str, roots: list[str], socket: bool = False) -> None:
     """Hide `path`: an empty read-only folder, or an unopenable file; a host `socket` is
     masked when the run starts, if still there (execute.py)."""
     try:

@@ -12,7 +12,10 @@ Shown read-only, when they exist: `allow_read` entries, the host PATH's folders
 (and the virtualenv a `bin` folder belongs to), the project and the working
 directory. Writable roots inside home are bound by mounts.py as before. A shown
 entry that is a symlink (dotfiles kept in a repository) shows its target's
-content at the entry's own path.
+content at the entry's own path; mounts.py hides what is denied (and the host
+sockets) inside the target at that path too. A target that holds the home
+itself (`~/.local/bin -> ~`, `-> /`) or a folder every sandbox gets privately
+(/tmp, /run) is not shown: bound elsewhere, it would show them whole.
 """
 
 from __future__ import annotations
@@ -76,12 +79,15 @@ def top_level_links(home: str) -> list[tuple[str, str, str]]:
     return found
 
 
-def shown_places(home: str, places: Iterable[str], roots: Iterable[str], denied: Iterable[str]) -> list[Shown]:
+def shown_places(
+    home: str, places: Iterable[str], roots: Iterable[str], denied: Iterable[str], private: Iterable[str] = ()
+) -> list[Shown]:
     """The places inside `home` to bind read-only; outer ones only (an inner one is shown already).
 
     A place inside a writable root is bound by that root; one that is, or resolves into, a
-    denied place stays hidden."""
-    roots, denied = list(roots), list(denied)
+    denied place stays hidden; so does a symlinked one whose target holds the home or
+    overlaps one of the `private` folders (the sandbox's own /tmp, /run)."""
+    roots, denied, private = list(roots), list(denied), list(private)
     found: list[Shown] = []
     for place in places:
         if place == home or not is_within(place, home) or any(is_within(place, root) for root in roots):
@@ -91,6 +97,8 @@ def shown_places(home: str, places: Iterable[str], roots: Iterable[str], denied:
         source = os.path.realpath(place)
         if not os.path.exists(source) or any(is_within(place, d) or is_within(source, d) for d in denied):
             continue
+        if source != place and (is_within(home, source) or any(is_within(source, d) or is_within(d, source) for d in private)):
+            continue  # bound at another path, no mask of the home or of /tmp, /run would cover it
         found.append(Shown(place, source))
     found.sort(key=lambda shown: len(shown.path))
     outer: list[Shown] = []

@@ -146,3 +146,37 @@ def test_a_bad_home_value_is_a_policy_error_with_its_line(vbox: Box, value: str)
     result = vbox.run("true", policy=f'extends = ["default"]\n[filesystem]\nhome = {value}\n')
     assert result.returncode == 2, result
     assert "policy.toml:3" in result.stderr and '"private" or "host"' in result.stderr, result
+
+
+def test_a_shown_entry_linked_to_the_home_itself_shows_none_of_it(vbox: Box) -> None:
+    _plant(vbox)
+    (vbox.home / ".cargo").mkdir(exist_ok=True)
+    (vbox.home / ".cargo" / "bin").symlink_to("..")  # ~/.cargo/bin -> ~ (a default allow_read entry)
+    (vbox.home / ".local").mkdir()
+    (vbox.home / ".local" / "bin").symlink_to("/")  # and one to the whole host
+    script = "cat ~/.cargo/bin/.ssh/id_test ~/.cargo/bin/some-store-nobody-listed/token; " \
+             f"cat ~/.local/bin{vbox.home}/.aws/credentials ~/.local/bin{vbox.home}/.pgpass; true"
+    result = vbox.run(script)
+    assert "CANARY" not in result.stdout, result
+
+
+def test_deny_read_and_host_sockets_inside_a_symlinked_shown_place_stay_hidden(vbox: Box) -> None:
+    import socket
+
+    dotfiles = vbox.home / "dotfiles" / "tool"
+    dotfiles.mkdir(parents=True)
+    (dotfiles / "settings").write_text("READABLE\n")
+    (dotfiles / "token").write_text("CANARY-TOKEN\n")
+    (vbox.home / ".config").mkdir()
+    (vbox.home / ".config" / "tool").symlink_to(dotfiles)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(dotfiles / "agent.sock"))
+    server.listen(1)
+    policy = 'extends = ["default"]\n[filesystem]\nallow_read = ["~/.config/tool"]\ndeny_read = ["~/.config/tool/token"]\n'
+    probe = "import socket, os\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(os.path.expanduser('~/.config/tool/agent.sock')); print('REACHED')\nexcept OSError as e:\n    print('REFUSED', e.errno)\n"
+    try:
+        result = vbox.run(f"cat ~/.config/tool/settings ~/.config/tool/token; python3 -c \"{probe}\"", policy=policy)
+    finally:
+        server.close()
+    assert "READABLE" in result.stdout, result
+    assert "CANARY" not in result.stdout and "REACHED" not in result.stdout, result
