@@ -7,6 +7,11 @@ those under folders every sandbox gets privately (/tmp, /run, /dev, ...) are
 out of sight already and left out, so the list changes rarely, and the plan
 cache keeps a plan only while the list is the same (plan_cache.py).
 
+The kernel lists each path as it was given to bind(): through a symlinked
+folder, or climbing out of /tmp with `..`. Each is resolved to where the socket
+is now, and only then left out for lying in a private folder; and not even then
+when the run shows that folder's place (`keep`: a project under /tmp).
+
 Not seen here: a socket bound by a relative path (the kernel lists it as given),
 and a socket of another network namespace (a container's, another sandbox's)
 bound on a path this sandbox can see. A socket made on the host after planning,
@@ -16,16 +21,20 @@ in a place the sandbox sees, is reachable by stream connect() until the next run
 from __future__ import annotations
 
 import os
+import stat
 
 TABLE = "/proc/net/unix"
 PRIVATE_INSIDE = ("/tmp", "/var/tmp", "/dev", "/run")  # every sandbox gets its own (mounts.py)
 _open, _read, _close = os.open, os.read, os.close  # planning's recorder wraps os.open; this read is checked by content
+_lstat, _readlink = os.lstat, os.readlink  # and os.lstat: the resolved list is compared whole instead
+MAX_LINKS = 40
 
 
-def paths() -> tuple[str, ...]:
-    """The host's pathname sockets outside the sandbox's private folders whose file is there
-    (the kernel keeps listing a socket whose file was removed: nothing can connect to it by
-    path, and it would change the list when its daemon ends), sorted, once each."""
+def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The real paths of the host's pathname sockets outside the sandbox's private folders
+    (or inside one of `keep`, places of them the sandbox sees) whose file is there (the
+    kernel keeps listing a socket whose file was removed: nothing can connect to it by path,
+    and it would change the list when its daemon ends), sorted, once each."""
     try:
         fd = _open(TABLE, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -38,30 +47,65 @@ def paths() -> tuple[str, ...]:
         return ()
     finally:
         _close(fd)
-    private = PRIVATE_INSIDE + (("/var/run",) if _links_to_run("/var/run") else ())
     found: set[str] = set()
     for line in b"".join(chunks).decode("utf-8", "surrogateescape").splitlines()[1:]:
         fields = line.split(None, 7)
-        if len(fields) == 8 and fields[7].startswith("/") and not _inside(fields[7], private):
-            found.add(fields[7])
-    return tuple(sorted(path for path in found if os.path.lexists(path)))
+        if len(fields) == 8 and fields[7].startswith("/"):
+            real = resolve(fields[7])
+            if (not _inside(real, PRIVATE_INSIDE) or _inside(real, keep)) and _exists(real):
+                found.add(real)
+    return tuple(sorted(found))
+
+
+def scoped(scope: tuple[str | None, tuple[str, ...], tuple[str, ...]]) -> tuple[str, ...]:
+    """The host sockets a sandbox of this scope (mounts.View.socket_scope) sees, as they are now."""
+    home, exposed, keep = scope
+    return visible(paths(keep), home, exposed)
 
 
 def visible(found: tuple[str, ...], home: str | None, exposed: tuple[str, ...]) -> tuple[str, ...]:
     """Those of `found` a sandbox sees: all but those in its private home that no writable
     or shown place (`exposed`) brings back. A plan depends on these only, so a socket coming
     and going in a hidden place (an ssh-agent in ~/.ssh) keeps the plan."""
-    return tuple(
-        path for path in found if not home or not _inside(path, (home,)) or _inside(path, exposed)
-    )
+    return tuple(path for path in found if not home or not _inside(path, (home,)) or _inside(path, exposed))
 
 
-def _links_to_run(path: str) -> bool:
+def _exists(path: str) -> bool:
     try:
-        return os.readlink(path).rstrip("/") in ("/run", "../run")
+        _lstat(path)
     except OSError:
         return False
+    return True
+
+
+def resolve(path: str, links: int = 0) -> str:
+    """os.path.realpath (missing parts kept as spelled), by the functions saved above."""
+    resolved = "/"
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, part)
+        try:
+            info = _lstat(candidate)
+        except OSError:
+            resolved = candidate
+            continue
+        if not stat.S_ISLNK(info.st_mode):
+            resolved = candidate
+        elif links >= MAX_LINKS:
+            return candidate  # a loop: as realpath does, give up on resolving
+        else:
+            resolved = resolve(os.path.join(resolved, _readlink(candidate)), links + 1)
+    return resolved
 
 
 def _inside(path: str, folders: tuple[str, ...]) -> bool:
     return any(path == folder or path.startswith(folder + "/") for folder in folders)
+
+
+def private(path: str) -> bool:
+    """Inside a folder every sandbox gets its own of."""
+    return _inside(path, PRIVATE_INSIDE)

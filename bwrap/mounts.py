@@ -58,7 +58,8 @@ class View:
     shown: list[str] = field(default_factory=list)  # places of the real home shown read-only inside it
     shown_from: dict[str, str] = field(default_factory=dict)  # shown places that show another path: {path: real source}
     sockets: tuple[str, ...] = ()  # the host sockets the sandbox would see (host_sockets.py), hidden unless listed
-    socket_scope: tuple[str | None, tuple[str, ...]] = (None, ())  # (private home, places shown in it): host_sockets.visible
+    # (private home, writable and shown places, places of /tmp and /run the sandbox sees): host_sockets.paths and visible
+    socket_scope: tuple[str | None, tuple[str, ...], tuple[str, ...]] = (None, (), ())
     socket_masks: list[str] = field(default_factory=list)  # those the sandbox would see: masked at the start (execute.py)
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
     watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project
@@ -207,8 +208,9 @@ def plan_view(
     for path in extra_read_only:
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
     listed = {os.path.realpath(path) for path in policy.network.unix_sockets}
-    view.socket_scope = (view.home, tuple((*roots, *view.shown)))
-    view.sockets = host_sockets.visible(host_sockets.paths(), *view.socket_scope)
+    exposed = tuple((*roots, *view.shown, *view.shown_from.values()))  # a shown link shows its target
+    view.socket_scope = (view.home, exposed, tuple(p for p in exposed if host_sockets.private(p)))
+    view.sockets = host_sockets.scoped(view.socket_scope)
     sockets = [path for path in view.sockets if not listed or os.path.realpath(path) not in listed]
     private = [*floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible

@@ -219,7 +219,7 @@ def store(
     walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]],
     note: str | None,
     own_files_extra: tuple[str, ...] = (),
-    sockets: tuple[tuple[str | None, tuple[str, ...]], tuple[str, ...]] | None = None,
+    sockets: tuple[tuple[str | None, tuple[str, ...], tuple[str, ...]], tuple[str, ...]] | None = None,
 ) -> bool:
     """Keep this plan for later runs; False (and nothing written) when it cannot be checked later.
 
@@ -264,7 +264,7 @@ def load(key: bytes) -> tuple[Launch, str | None] | None:
     try:
         if not all(file_stamp(path, identity) == stamp for path, identity, stamp in entry["files"]):
             return None
-        if host_sockets.visible(host_sockets.paths(), *entry["socket_scope"]) != entry["sockets"]:
+        if host_sockets.scoped(entry["socket_scope"]) != entry["sockets"]:
             return None  # a host socket came or went: its mask with it
         launch = Launch(**entry["launch"])
         changed = [path for path, stamp in entry["listed"].items() if listing_stamp(path) != stamp]

@@ -121,5 +121,6 @@ def _remember(args: RunArgs, plan: object, recorder: PlanRecorder, note: str | N
     if isinstance(plan, BwrapPlan):
         audit_log = plan.policy.audit.log
         plan_cache.store(
-            plan_cache.run_key(args), launch_of(plan), recorder, plan.view.walk, note, (audit_log,) if audit_log else (), (plan.view.socket_scope, plan.view.sockets)
+            plan_cache.run_key(args), launch_of(plan), recorder, plan.view.walk, note, (audit_log,) if audit_log else (),
+            (plan.view.socket_scope, plan.view.sockets),
         )

@@ -165,3 +165,27 @@ def test_a_listed_socket_is_reached_and_an_unlisted_one_is_not(vbox: Box, listen
         assert refused.stdout.startswith("REFUSED"), refused
     finally:
         other.stop()
+
+
+def test_a_host_socket_bound_through_a_link_or_dotdot_is_unreachable(vbox: Box) -> None:
+    real = vbox.outside / "real"
+    real.mkdir()
+    (vbox.home / "link").symlink_to(real)  # the kernel lists the path as bound: through the hidden home
+    linked = HostListener(vbox.home / "link" / "a.sock")
+    climbed = HostListener(Path(f"/tmp/../{real}/b.sock"))  # listed under /tmp, which the sandbox has its own of
+    try:
+        for path in (real / "a.sock", real / "b.sock"):
+            assert _client(vbox, path, sandboxed=False) == "REACHED host-daemon\n"
+            assert _client(vbox, path, sandboxed=True).startswith("REFUSED"), f"{path}: the host daemon answered"
+    finally:
+        linked.stop()
+        climbed.stop()
+
+
+def test_a_host_socket_in_a_project_under_tmp_is_unreachable(box: Box) -> None:
+    host = HostListener(box.project / "host.sock")  # pytest's tmp_path: under /tmp, bound in as the project
+    try:
+        assert _client(box, host.path, sandboxed=False) == "REACHED host-daemon\n"
+        assert _client(box, host.path, sandboxed=True).startswith("REFUSED"), "the host daemon answered the sandbox"
+    finally:
+        host.stop()
