@@ -21,6 +21,7 @@ in a place the sandbox sees, is reachable by stream connect() until the next run
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 TABLE = "/proc/net/unix"
@@ -28,6 +29,7 @@ PRIVATE_INSIDE = ("/tmp", "/var/tmp", "/dev", "/run")  # every sandbox gets its 
 _open, _read, _close = os.open, os.read, os.close  # planning's recorder wraps os.open; this read is checked by content
 _lstat, _readlink = os.lstat, os.readlink  # and os.lstat: the resolved list is compared whole instead
 MAX_LINKS = 40
+ENTRY = re.compile(r"[0-9a-f]+: [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{4} [0-9A-F]{2} +[0-9]+(?: (.*))?$", re.DOTALL)
 
 
 def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -48,12 +50,10 @@ def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
     finally:
         _close(fd)
     found: set[str] = set()
-    for line in b"".join(chunks).decode("utf-8", "surrogateescape").splitlines()[1:]:
-        fields = line.split(None, 7)
-        if len(fields) == 8 and fields[7].startswith("/"):
-            real = resolve(fields[7])
-            if (not _inside(real, PRIVATE_INSIDE) or _inside(real, keep)) and _exists(real):
-                found.add(real)
+    for path in _listed(b"".join(chunks).decode("utf-8", "surrogateescape")):
+        real = resolve(path)
+        if (not _inside(real, PRIVATE_INSIDE) or _inside(real, keep)) and _exists(real):
+            found.add(real)
     return tuple(sorted(found))
 
 
@@ -76,6 +76,21 @@ def _exists(path: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _listed(table: str) -> list[str]:
+    """The pathnames in the table. The kernel prints a name as it is, so a name with a
+    newline goes on over the next lines (and one with a carriage return or a form feed
+    is one line, which splitlines would break): a line that does not start like an
+    entry is the rest of the name above, not an entry of its own."""
+    names: list[str | None] = []
+    for line in table.split("\n")[1:]:
+        entry = ENTRY.match(line)
+        if entry:
+            names.append(entry.group(1))
+        elif names and names[-1] is not None:
+            names[-1] += "\n" + line
+    return [name for name in names if name and name.startswith("/")]
 
 
 def resolve(path: str, links: int = 0) -> str:

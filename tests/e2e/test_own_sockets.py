@@ -189,3 +189,12 @@ def test_a_host_socket_in_a_project_under_tmp_is_unreachable(box: Box) -> None:
         assert _client(box, host.path, sandboxed=True).startswith("REFUSED"), "the host daemon answered the sandbox"
     finally:
         host.stop()
+
+
+def test_a_host_socket_with_a_newline_in_its_name_is_unreachable(vbox: Box) -> None:
+    host = HostListener(vbox.project / "made\nby-a-host-tool.sock")  # /proc/net/unix shows it on two lines
+    try:
+        assert _client(vbox, host.path, sandboxed=False) == "REACHED host-daemon\n"
+        assert _client(vbox, host.path, sandboxed=True).startswith("REFUSED"), "the host daemon answered the sandbox"
+    finally:
+        host.stop()
