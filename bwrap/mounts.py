@@ -238,6 +238,12 @@ def _show_home(
     wanted = [real_home + place[len(spelled):] if place != spelled and is_within(place, spelled) else place for place in wanted]
     view.home = real_home
     for shown in private_home.shown_places(real_home, wanted, roots, denied, (*SCRATCH_DIRS, *HIDDEN_SYSTEM_DIRS)):
+        if _root_of(shown.source, roots) is not None:
+            # a link into a writable place: bwrap binding from the path would follow whatever a
+            # concurrent sandbox swapped in there (a link to a secret); a link of the sandbox's
+            # own resolves in its view, where every mask holds
+            view.add(shown.path, 2, Symlink(shown.source, shown.path))
+            continue
         piece: Piece = ReadOnlyBind(shown.path) if shown.source == shown.path else ReadOnlyBindFrom(shown.source, shown.path)
         view.add(shown.path, 2, piece)
         view.shown.append(shown.path)

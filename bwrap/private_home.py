@@ -13,7 +13,9 @@ Shown read-only, when they exist: `allow_read` entries, the host PATH's folders
 directory. Writable roots inside home are bound by mounts.py as before. A shown
 entry that is a symlink (dotfiles kept in a repository) shows its target's
 content at the entry's own path; mounts.py hides what is denied (and the host
-sockets) inside the target at that path too. A target that holds the home
+sockets) inside the target at that path too. One whose target lies in a writable
+place is a symlink of the sandbox's own instead: a bind from there would follow
+whatever link a concurrent sandbox put in its place. A target that holds the home
 itself (`~/.local/bin -> ~`, `-> /`) or a folder every sandbox gets privately
 (/tmp, /run) is not shown: bound elsewhere, it would show them whole.
 """

@@ -23,6 +23,10 @@ class Box:
         path.write_text(text)
         return path
 
+    def command_words(self, options: list[str] | None = None) -> list[str]:
+        """`stockade run [options]`, for a run the test drives itself (Popen)."""
+        return [sys.executable, "-m", "stockade.cli.main", "run", *(options or [])]
+
     def run(
         self,
         script: str | None = None,
@@ -36,7 +40,7 @@ class Box:
         **kwargs: object,
     ) -> subprocess.CompletedProcess[str]:
         """`stockade run [options] -- sh -c SCRIPT` (or argv) with this box's HOME."""
-        words = [sys.executable, "-m", "stockade.cli.main", "run", *(options or [])]
+        words = self.command_words(options)
         if policy is not None:
             words += ["--policy", str(self.policy(policy))]
         command = argv if argv is not None else ["/bin/sh", "-c", script or "true"]

@@ -180,3 +180,37 @@ def test_deny_read_and_host_sockets_inside_a_symlinked_shown_place_stay_hidden(v
         server.close()
     assert "READABLE" in result.stdout, result
     assert "CANARY" not in result.stdout and "REACHED" not in result.stdout, result
+
+
+SWAPPER = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+end = time.time() + float(os.environ["SECS"])
+while time.time() < end and not os.path.exists("stop"):
+    libc.renameat2(-100, b"gitconfig", -100, b"alt", 2)  # RENAME_EXCHANGE: the file and a link to a secret
+"""
+
+
+def test_a_shown_entry_linked_into_a_writable_place_is_not_bound_from_there(vbox: Box) -> None:
+    """~/.gitconfig -> the project's copy: a concurrent sandbox of the same project swaps that copy
+    for a link to a secret, and bwrap, binding from the path, would follow the link."""
+    dotfiles = vbox.home / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "gitconfig").write_text("[user]\n\tname = Linked Name\n")
+    (dotfiles / "alt").symlink_to(vbox.home / ".aws" / "credentials")
+    (vbox.home / ".gitconfig").symlink_to(dotfiles / "gitconfig")
+    dry = vbox.run("true", options=["--dry-run"], cwd=dotfiles)
+    assert f"--ro-bind {dotfiles}/gitconfig" not in dry.stdout + dry.stderr, dry
+    swapper = subprocess.Popen(
+        [*vbox.command_words(), "--", "python3", "-c", SWAPPER], cwd=dotfiles, env={**vbox.env, "SECS": "30"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(25):
+            result = vbox.run("cat ~/.gitconfig", cwd=dotfiles)
+            assert "CANARY" not in result.stdout, result
+    finally:
+        (dotfiles / "stop").touch()
+        swapper.wait(timeout=60)
+    result = vbox.run("git config --global user.name", cwd=dotfiles)
+    assert result.stdout in ("Linked Name\n", ""), result  # the file, or the link (hidden) mid-swap
