@@ -84,7 +84,7 @@ def _listed(table: str) -> list[str]:
     is one line, which splitlines would break): a line that does not start like an
     entry is the rest of the name above, not an entry of its own."""
     names: list[str | None] = []
-    for line in table.split("\n")[1:]:
+    for line in table.removesuffix("\n").split("\n")[1:]:  # the table's own last newline ends no name
         entry = ENTRY.match(line)
         if entry:
             names.append(entry.group(1))
