@@ -227,10 +227,14 @@ def _show_home(
     view: View, policy: Policy, locations: Locations, real_home: str, roots: list[str], denied: list[str],
     path_dirs: tuple[str, ...], env: Mapping[str, str], anchors: tuple[str, ...],
 ) -> None:
-    """Make the sandbox's home its own when the policy says so (private_home.py)."""
+    """Make the sandbox's home its own when the policy says so (private_home.py). With HOME
+    set to `/` (or nowhere real), the account's own home is the one made private: its secrets
+    are still on the read-only root, and the policy's `~` entries name nothing there."""
+    spelled = str(locations.home).rstrip("/") or "/"
+    if policy.filesystem.home == "private" and not os.path.isdir(real_home) or real_home == "/":
+        real_home = spelled = private_home.account_home()
     if not private_home.applies(policy.filesystem.home, real_home, roots, denied):
         return
-    spelled = str(locations.home).rstrip("/") or "/"
     wanted = private_home.wanted(policy.filesystem.allow_read, path_dirs, env, anchors)
     git_config = (os.path.join(spelled, ".gitconfig"), os.path.join(spelled, ".config", "git"))
     if any(place in git_config for place in wanted):  # what the user's git config includes is read with it

@@ -45,6 +45,16 @@ def applies(mode: str, home: str, roots: Iterable[str], denied: Iterable[str]) -
     return not any(is_within(home, place) for place in (*roots, *denied))
 
 
+def account_home() -> str:
+    """The user's home from the password database (its real path), "" when there is none."""
+    import pwd
+
+    try:
+        return os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+    except (KeyError, OSError):
+        return ""
+
+
 def wanted(
     allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str, str], anchors: Iterable[str]
 ) -> list[str]:

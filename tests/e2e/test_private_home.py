@@ -141,6 +141,22 @@ def test_a_project_reached_through_a_home_symlink_keeps_its_paths(vbox: Box) -> 
     assert result.stdout.count("No such file") == 2, result  # neither a link into ~/.ssh nor one into hidden home
 
 
+def test_home_set_to_the_root_still_hides_the_account_home(vbox: Box) -> None:
+    import pwd
+
+    account = pwd.getpwuid(os.getuid()).pw_dir
+    probe = os.path.join(account, ".stockade-test-canary")
+    with open(probe, "w") as handle:
+        handle.write("CANARY-ACCOUNT\n")
+    try:
+        result = vbox.run(f"cat {probe}", env={"HOME": "/"})
+        assert "CANARY" not in result.stdout, result
+        control = vbox.run(f"cat {probe}", env={"HOME": "/"}, policy='extends = ["default"]\n[filesystem]\nhome = "host"\n')
+        assert "CANARY-ACCOUNT" in control.stdout, control
+    finally:
+        os.unlink(probe)
+
+
 @pytest.mark.parametrize("value", ['"public"', "true"])
 def test_a_bad_home_value_is_a_policy_error_with_its_line(vbox: Box, value: str) -> None:
     result = vbox.run("true", policy=f'extends = ["default"]\n[filesystem]\nhome = {value}\n')
