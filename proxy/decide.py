@@ -235,7 +235,8 @@ def check_resolved(
         if any(r.network is not None and _matches(r, Target(address=address), port) for r in rules.allow):
             continue
         reason = f"{address} is {kind}" if is_literal else f"{where} ({kind})"
-        return Decision(False, reason, allow_line(str(address)), host)
+        endpoint = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+        return Decision(False, reason, allow_line(endpoint), host)  # the port too: the address alone opens every port
     return Decision(True, "resolved addresses are public or listed", "", host)
 
 

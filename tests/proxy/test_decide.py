@@ -248,9 +248,10 @@ def test_check_resolved(host: str, addresses: list[str], allowed: bool, rule: st
     assert (decision.allowed, decision.rule) == (allowed, rule)
 
 
-def test_check_resolved_hint_names_the_address() -> None:
+def test_check_resolved_hint_names_the_address_and_port() -> None:
     decision = check_resolved(RULES, "rebind.wild.test", 80, [ip("127.0.0.1")])
-    assert decision.hint == 'allow = ["127.0.0.1"]'
+    assert decision.hint == 'allow = ["127.0.0.1:80"]'  # the address alone would open every port
+    assert check_resolved(RULES, "::1", 38082, [ip("::1")]).hint == 'allow = ["[::1]:38082"]'
 
 
 @pytest.mark.parametrize(
