@@ -173,8 +173,9 @@ def decide(rules: SessionRules, host: str, port: int) -> Decision:
     for rule in rules.allow:
         if _matches(rule, target, port):
             return Decision(True, f'allow "{rule}"', "", shown)
-    if target.address is not None:
-        return Decision(False, IP_NOT_LISTED, allow_line(shown), shown)
+    if target.address is not None:  # a local or special address: only this port, not every service on it
+        entry = shown if address_kind(target.address) is None else endpoint(target.address, port)
+        return Decision(False, IP_NOT_LISTED, allow_line(entry), shown)
     if any(_matches(HostRule(r.host, r.wildcard, r.network), target, port) for r in rules.allow):
         # Listed for other ports only: suggest exactly this port, not every port.
         return Decision(False, f"no allow rule matches port {port}", allow_line(f"{shown}:{port}"), shown)
@@ -235,9 +236,13 @@ def check_resolved(
         if any(r.network is not None and _matches(r, Target(address=address), port) for r in rules.allow):
             continue
         reason = f"{address} is {kind}" if is_literal else f"{where} ({kind})"
-        endpoint = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
-        return Decision(False, reason, allow_line(endpoint), host)  # the port too: the address alone opens every port
+        return Decision(False, reason, allow_line(endpoint(address, port)), host)  # the address alone opens every port
     return Decision(True, "resolved addresses are public or listed", "", host)
+
+
+def endpoint(address: IPAddress, port: int) -> str:
+    """An address and port as a rule spells them."""
+    return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
 
 
 def allow_line(entry: str) -> str:
