@@ -8,81 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stockade.profiles import runs_later
 from stockade.profiles.locations import Locations
 from stockade.profiles.paths import is_within
 
-# Relative to every writable root (a project, or any other allow_write entry).
-RUNS_LATER_IN_PROJECT: tuple[str, ...] = (
-    ".git/hooks",
-    ".git/config",
-    ".git/commondir",  # git takes the repository config from the folder this names
-    ".git/config.worktree",
-    ".stockade.toml",
-    ".envrc",
-    ".vscode",
-    ".idea",
-    ".claude",
-    ".mcp.json",
-    ".cursor",
-    ".codex",
-    ".gemini",
-    ".github/hooks",
-    ".npmrc",
-    ".yarnrc",
-    ".yarnrc.yml",
-    ".cargo/config",
-    ".cargo/config.toml",
-    ".pip/pip.conf",
-    "pip.conf",
-)
-
-# Relative to $HOME; matter only when a writable root covers them.
-RUNS_LATER_IN_HOME: tuple[str, ...] = (
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".inputrc",
-    ".config/fish",
-    ".config/autostart",
-    ".config/systemd",
-    ".config/environment.d",
-    ".config/git",
-    ".config/pip",
-    ".config/Code/User",
-    ".gitconfig",
-    ".ssh",
-    ".gnupg",
-    ".local/bin",
-    ".bun/bin",
-    ".cargo/bin",
-    ".cargo/config.toml",
-    ".npmrc",
-    ".pam_environment",
-    ".xprofile",
-    ".xsession",
-    ".claude",
-    ".claude.json",
-    "Library/LaunchAgents",
-)
-
-
-# Floor entries that are folders when they exist (the rest are files): what is
-# inside one is watched after the run as well (swept_patterns' `/*` patterns).
-FOLDER_NAMES: frozenset[str] = frozenset(
-    {
-        ".git/hooks", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini",
-        ".github/hooks", ".pip", ".config/fish", ".config/autostart", ".config/systemd",
-        ".config/environment.d", ".config/git", ".config/pip", ".config/Code/User", ".ssh",
-        ".gnupg", ".local/bin", ".bun/bin", ".cargo/bin", "Library/LaunchAgents", "stockade",
-    }
-)
+# The table of files that run code later, with each entry's source, is runs_later.py.
+RUNS_LATER_IN_PROJECT: tuple[str, ...] = runs_later.paths(runs_later.P, runs_later.PROTECTED)
+RUNS_LATER_IN_HOME: tuple[str, ...] = runs_later.paths(runs_later.H, runs_later.PROTECTED)
+# Entries that are folders when they exist: what is inside one is watched after the run as well.
+FOLDER_NAMES: frozenset[str] = runs_later.folders() | {"stockade", ".pip"}
+# Ordinary work that runs code later: stays writable, named in the summary when created or changed.
+REPORTED_WHEN_CHANGED: tuple[str, ...] = runs_later.paths(runs_later.P, runs_later.REPORTED)
 
 
 def is_folder_entry(path: str) -> bool:
@@ -101,9 +37,13 @@ REPORTED_WHEN_CHANGED: tuple[str, ...] = (
 
 
 def reported_patterns(project: str) -> tuple[str, ...]:
-    """Absolute globs for REPORTED_WHEN_CHANGED inside one project."""
+    """Absolute globs for REPORTED_WHEN_CHANGED inside one project: a folder entry's files at the
+    project's top, a path with a folder at the top, a bare name at any depth."""
     root = project.rstrip("/")
-    return tuple(f"{root}/{name}" if "/" in name else f"{root}/**/{name}" for name in REPORTED_WHEN_CHANGED)
+    return tuple(
+        f"{root}/{name}/*" if name in FOLDER_NAMES else f"{root}/{name}" if "/" in name else f"{root}/**/{name}"
+        for name in REPORTED_WHEN_CHANGED
+    )
 
 
 def swept_patterns(project: str) -> tuple[str, ...]:
