@@ -205,4 +205,59 @@ def inert(path: str, before_stamps: dict[str, tuple[int, int, int, int]], writab
         return _inert_pointer(path, before)
     if name == "commondir" and os.path.basename(os.path.dirname(parent)) == "worktrees":
         return _inert_worktree_dir(parent, before)
-    return False
+    if name == "hgrc" and os.path.basename(parent) == ".hg":
+        return inert_hgrc(path)
+    return _inert_by_content(name, parent, before)
+
+
+def _inert_by_content(name: str, parent: str, before: _Before) -> bool:
+    """HEAD, config and hooks/* anywhere: git takes any folder holding HEAD, objects and refs
+    for a git dir (`git init --bare docs/notes`, or those copied into `src/`), and a host
+    `git status` there runs what its config names. A file of that name in an ordinary folder
+    (`src/hooks/useAuth.ts`, `config`) is ordinary work."""
+    hook = os.path.basename(parent) == "hooks" and name not in ("HEAD", "config")
+    if not hook and name not in ("HEAD", "config"):
+        return False
+    git_dir = os.path.dirname(parent) if hook else parent
+    if "/.git/" in git_dir + "/":
+        return name == "HEAD"  # the project's own repositories: their config and hooks are held read-only
+    if not is_git_dir_by_content(git_dir):
+        return True
+    if hook:
+        return name.endswith(".sample")
+    config = os.path.join(git_dir, "config")
+    return (not os.path.lexists(config) or inert_config(config)) and not _own_hooks(git_dir, before)
+
+
+def is_git_dir_by_content(folder: str) -> bool:
+    """What git itself checks: a HEAD file and objects and refs folders."""
+    return (
+        os.path.isfile(os.path.join(folder, "HEAD"))
+        and os.path.isdir(os.path.join(folder, "objects"))
+        and os.path.isdir(os.path.join(folder, "refs"))
+    )
+
+
+INERT_HG_SECTIONS = frozenset({"paths"})  # `hg clone` writes [paths] default = URL; hooks and extensions run code
+
+
+def inert_hgrc(path: str) -> bool:
+    """A Mercurial repository config that names no hook, extension or include: only [paths]."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(1 << 20).splitlines()
+    except OSError:
+        return False
+    section = ""
+    for line in lines:
+        text = line.strip()
+        if not text or text.startswith(("#", ";")):
+            continue
+        if text.startswith("%"):
+            return False  # %include, %unset
+        if text.startswith("[") and text.endswith("]"):
+            section = text[1:-1].strip()
+            continue
+        if section not in INERT_HG_SECTIONS:
+            return False
+    return True

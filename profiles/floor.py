@@ -58,6 +58,8 @@ def swept_patterns(project: str) -> tuple[str, ...]:
     patterns += [f"{root}/**/{name}/*" for name in RUNS_LATER_IN_PROJECT if name in FOLDER_NAMES]
     patterns += [f"{root}/**/.git/modules/**/{name}" for name in ("hooks/*", "config", "commondir", "config.worktree")]
     patterns += [f"{root}/**/.git/worktrees/*/{name}" for name in ("commondir", "config.worktree")]
+    # a git dir under any other name is found by what it holds (bwrap/gitcheck.py judges these)
+    patterns += [f"{root}/**/HEAD", f"{root}/**/config", f"{root}/**/hooks/*"]
     # a `.git` file or link names a git dir elsewhere, whose hooks and config nothing here checks
     patterns.append(f"{root}/**/.git")
     # A real folder counts only through a `/*` pattern (what is inside `.vscode/`); matched by its

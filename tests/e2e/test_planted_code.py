@@ -1,0 +1,99 @@
+"""Code planted beside the floor does not run on the host later (profiles/runs_later.py, bwrap/gitcheck.py).
+
+Each attack is checked on the host after the run, the way a user would meet
+it (`git status` in the folder); each has a control that real work of the
+same shape stays.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from boxes import Box
+
+PAYLOAD = "#!/bin/sh\necho PWNED > \"$MARK\"\n"
+FIXED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
+         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}
+
+
+def _host_git(box: Box, folder: Path, mark: Path) -> subprocess.CompletedProcess[str]:
+    env = {**box.env, **FIXED, "MARK": str(mark), "GIT_CEILING_DIRECTORIES": str(box.project.parent)}
+    return subprocess.run(["git", "status"], cwd=folder, env=env, capture_output=True, text=True, timeout=30)
+
+
+def _plant_payload(box: Box) -> Path:
+    payload = box.project / "payload.sh"
+    payload.write_text(PAYLOAD)
+    payload.chmod(0o755)
+    return payload
+
+
+def test_a_bare_repository_under_another_name_does_not_run_on_the_host(vbox: Box) -> None:
+    payload = _plant_payload(vbox)
+    mark = vbox.root / "mark"
+    attack = vbox.run(
+        "git init -q --bare docs/notes && git --git-dir=docs/notes config core.bare false "
+        "&& git --git-dir=docs/notes config core.worktree .. "
+        f"&& git --git-dir=docs/notes config core.fsmonitor {payload} && echo PLANTED"
+    )
+    assert "PLANTED" in attack.stdout, attack
+    _host_git(vbox, vbox.project / "docs" / "notes", mark)
+    assert not mark.exists(), "a host git status ran the planted fsmonitor"
+    assert "docs/notes" in attack.stderr and "stockade-quarantine" in attack.stderr, attack
+    control = vbox.run("git init -q --bare docs/clean && echo MADE")
+    assert "MADE" in control.stdout and (vbox.project / "docs" / "clean" / "HEAD").exists(), control
+    assert "quarantine" not in control.stderr, control
+
+
+def test_git_data_copied_into_an_existing_folder_is_moved_aside(vbox: Box) -> None:
+    payload = _plant_payload(vbox)
+    (vbox.project / "src").mkdir()
+    (vbox.project / "src" / "main.py").write_text("print('hi')\n")
+    mark = vbox.root / "mark"
+    vbox.run(
+        "git init -q --bare /tmp/b && cp -r /tmp/b/HEAD /tmp/b/objects /tmp/b/refs src/ "
+        f"&& printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = {payload}\\n\\tworktree = ..\\n' > src/config"
+    )
+    _host_git(vbox, vbox.project / "src", mark)
+    assert not mark.exists(), "a host git status ran the planted fsmonitor"
+    assert (vbox.project / "src" / "main.py").exists()
+
+
+def test_a_config_planted_first_and_a_git_dir_made_later_is_caught(vbox: Box) -> None:
+    payload = _plant_payload(vbox)
+    (vbox.project / "src").mkdir()
+    mark = vbox.root / "mark"
+    first = vbox.run(f"printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = {payload}\\n\\tworktree = ..\\n' > src/config")
+    assert first.returncode == 0 and (vbox.project / "src" / "config").exists()  # an ordinary file named config
+    vbox.run("git init -q --bare /tmp/b && cp -r /tmp/b/HEAD /tmp/b/objects /tmp/b/refs src/")
+    _host_git(vbox, vbox.project / "src", mark)
+    assert not mark.exists(), "a host git status ran the fsmonitor of a config planted in an earlier run"
+
+
+def test_ordinary_files_named_like_git_data_stay(vbox: Box) -> None:
+    result = vbox.run("mkdir -p src/hooks app && echo 'export {}' > src/hooks/useAuth.ts && echo x=1 > app/config && echo main > HEAD")
+    assert result.returncode == 0 and "quarantine" not in result.stderr, result
+    for name in ("src/hooks/useAuth.ts", "app/config", "HEAD"):
+        assert (vbox.project / name).exists(), name
+
+
+def test_a_mercurial_hook_is_moved_aside_and_a_clone_s_paths_stay(vbox: Box) -> None:
+    attack = vbox.run("mkdir -p a/.hg b/.hg && printf '[hooks]\\npre-status = sh -c id\\n' > a/.hg/hgrc "
+                      "&& printf '[paths]\\ndefault = https://example.test/repo\\n' > b/.hg/hgrc")
+    assert not (vbox.project / "a" / ".hg" / "hgrc").exists(), attack
+    assert "a/.hg/hgrc" in attack.stderr, attack
+    assert (vbox.project / "b" / ".hg" / "hgrc").exists(), attack
+
+
+def test_an_existing_devcontainer_is_read_only_and_a_new_one_moved_aside(vbox: Box) -> None:
+    (vbox.project / ".devcontainer").mkdir()
+    (vbox.project / ".devcontainer" / "devcontainer.json").write_text('{"image": "debian"}\n')
+    attack = vbox.run("echo '{\"initializeCommand\": \"id\"}' > .devcontainer/devcontainer.json; echo rc=$?")
+    assert "rc=1" in attack.stdout or "Read-only" in attack.stderr, attack
+    assert (vbox.project / ".devcontainer" / "devcontainer.json").read_text() == '{"image": "debian"}\n'
+    sub = vbox.project / "sub"
+    sub.mkdir()
+    made = vbox.run("mkdir -p sub/.devcontainer && echo '{\"initializeCommand\": \"id\"}' > sub/.devcontainer/devcontainer.json")
+    assert not (sub / ".devcontainer" / "devcontainer.json").exists(), made
+    assert "stockade-quarantine" in made.stderr, made
