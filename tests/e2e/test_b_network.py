@@ -233,6 +233,10 @@ curl -sS -x "$PX" --cacert "$CA" "https://allowed.test:$SP/control18"; echo "con
 # --- 19 ---------------------------------------------------------------------------------------------
 
 
+def _endpoint(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def test_case_19_ip_literals_are_refused_before_any_dial(warm: NetWorld) -> None:
     w = warm
     marks = {k: o.mark() for k, o in w.origins.items()}
@@ -261,7 +265,8 @@ curl -sS -x "$PX" "http://allowed.test:$HP/control19"; echo "control=$?"
     assert len(denied) == 8, found
     assert all(r["rule"] == "IP literal not listed" for r in denied), denied
     assert {r["host"] for r in denied} == {"203.0.113.7", "2001:db8::1", "127.0.0.1"}
-    assert all(r["hint"] == f'allow = ["{r["host"]}"]' for r in denied)
+    # local and special addresses: the hint names the port, the address alone would open every port
+    assert all(r["hint"] == f'allow = ["{_endpoint(r["host"], r["port"])}"]' for r in denied), denied
     assert w.queried()[asked:] == ["allowed.test"]  # literals are never looked up
 
 

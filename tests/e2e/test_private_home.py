@@ -148,10 +148,11 @@ def test_home_set_to_the_root_still_hides_the_account_home(vbox: Box) -> None:
     probe = os.path.join(account, ".stockade-test-canary")
     with open(probe, "w") as handle:
         handle.write("CANARY-ACCOUNT\n")
+    own = {f"XDG_{kind}_HOME": str(vbox.root / kind.lower()) for kind in ("STATE", "CACHE", "CONFIG")}  # stockade's own files
     try:
-        result = vbox.run(f"cat {probe}", env={"HOME": "/"})
-        assert "CANARY" not in result.stdout, result
-        control = vbox.run(f"cat {probe}", env={"HOME": "/"}, policy='extends = ["default"]\n[filesystem]\nhome = "host"\n')
+        result = vbox.run(f"cat {probe}", env={"HOME": "/", **own})
+        assert result.returncode == 1 and "No such file" in result.stderr and "CANARY" not in result.stdout, result
+        control = vbox.run(f"cat {probe}", env={"HOME": "/", **own}, policy='extends = ["default"]\n[filesystem]\nhome = "host"\n')
         assert "CANARY-ACCOUNT" in control.stdout, control
     finally:
         os.unlink(probe)
