@@ -31,6 +31,7 @@ from mitmproxy.addons import block, core, disable_h2c, next_layer, proxyserver, 
 from mitmproxy.master import Master
 from mitmproxy.options import Options
 
+from stockade.proxy.accepting import accept, raise_descriptor_limit
 from stockade.proxy.audit import AuditError
 from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
 from stockade.proxy.door import Door, readable
@@ -127,11 +128,9 @@ class Daemon:
         task.add_done_callback(self._tasks.discard)
 
     async def _accept_loop(self, server: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            try:
-                conn, _ = await loop.sock_accept(server)
-            except OSError:
+            conn = await accept(server, "the control socket")
+            if conn is None:
                 return
             self._keep(self._serve(conn))
 
@@ -405,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("mitmproxy").setLevel(logging.WARNING)
     os.umask(0o077)
     os.chdir("/")  # hold no directory of the run that started us
+    raise_descriptor_limit()
     files = DaemonFiles(runtime=args.runtime_dir, state=args.state_dir)
     files.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
     if files.runtime.stat().st_uid != os.getuid():

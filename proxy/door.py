@@ -25,6 +25,7 @@ from mitmproxy import connection, ctx
 from mitmproxy.proxy import layers, mode_specs
 from mitmproxy.proxy.mode_servers import ProxyConnectionHandler
 
+from stockade.proxy.accepting import accept
 from stockade.proxy.sessions import Session
 
 logger = logging.getLogger(__name__)
@@ -75,10 +76,8 @@ class Door:
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            try:
-                conn, _ = await loop.sock_accept(self.listener)
-            except OSError as exc:
-                logger.warning("session %s: door closed: %s", self.session.spec.session_id, exc)
+            conn = await accept(self.listener, f"session {self.session.spec.session_id}'s door")
+            if conn is None:
                 return
             if self.live >= MAX_CONNECTIONS or self.session.stopped:
                 self.refused += 1
