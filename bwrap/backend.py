@@ -158,6 +158,8 @@ class BwrapBackend:
         lines.append(f"# environment: bwrap starts with none; --clearenv and {len(plan.env)} --setenv in the memfd; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
         limits = plan_limits(plan.policy.limits.file_size, plan.policy.limits.pids, plan.policy.limits.memory, plan.session)
         lines.append(f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
+        if plan.view.shared_files:
+            lines.append(f"# hard links: {len(plan.view.shared_files)} files of the project share their data with other places; a run copies them first")
         if plan.view.unguarded:
             lines.append(f"# absent protected paths: {len(plan.view.unguarded)}, nothing mounted there; anything the run creates at one is moved aside after it")
         lines += [f"# note: {note}" for note in (*plan.view.notes, *plan.view.details)]
@@ -166,6 +168,8 @@ class BwrapBackend:
     def run(self, plan: BwrapPlan) -> int:
         from stockade.bwrap.execute import execute
 
+        if plan.view.shared_files:
+            _make_own(plan.view.shared_files, plan.quiet)
         launch = launch_of(plan)
         bridge = None
         if launch.session_rules is not None:
@@ -173,6 +177,18 @@ class BwrapBackend:
 
             bridge = Bridge(plan.session, launch.session_rules, plan.locations, plan.command, plan.cwd)
         return execute(launch, plan.session, bridge)
+
+
+def _make_own(paths: list[str], quiet: bool) -> None:
+    """Copy the project's files that other places share by hard link, before the sandbox can write one."""
+    from stockade.bwrap.hardlinks import make_own
+
+    copied, failed = make_own(paths)
+    lines = failed[:3] + ([f"... and {len(failed) - 3} more such files"] if len(failed) > 3 else [])
+    if copied and not quiet:
+        lines.insert(0, f"made {copied} files of the project its own: they were hard links shared with other places (a uv or pnpm store), which a write inside would have changed too")
+    for line in lines:
+        print(f"stockade: {line}", file=sys.stderr)
 
 
 def launch_of(plan: BwrapPlan) -> Launch:

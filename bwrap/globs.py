@@ -23,7 +23,8 @@ Tree = dict[str, tuple[tuple[int, int, int], list[str], bytes]]
 
 
 def expand(
-    patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str = "", locked: list[str] | None = None
+    patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str = "", locked: list[str] | None = None,
+    shared: list[str] | None = None,
 ) -> tuple[dict[str, list[str]], list[str]]:
     """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists.
 
@@ -31,7 +32,8 @@ def expand(
     its stamp and subfolders, so the end of the run can tell which folders
     changed without listing the others again (changes.py). With `locked`,
     folders of ours that the walk cannot read or search go there, unwalked
-    (list_folder).
+    (list_folder). With `shared`, the regular files under `tree_root` that have other hard
+    links go there (hardlinks.py).
     """
     found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
     notes: list[str] = []
@@ -48,7 +50,7 @@ def expand(
             continue
         by_base[glob_base(pattern)].append(pattern)
     for base, under in by_base.items():
-        if not _walk(base, Patterns(under), found, tree if base == tree_root else None, locked):
+        if not _walk(base, Patterns(under), found, tree if base == tree_root else None, locked, shared if base == tree_root else None):
             notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
             if base == tree_root and tree is not None:
                 tree.clear()  # a partial record would make every unlisted folder look new
@@ -91,13 +93,16 @@ class Patterns:
         return regex
 
 
-def _walk(base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None) -> bool:
+def _walk(
+    base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None,
+    shared: list[str] | None = None,
+) -> bool:
     """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
     stack = [base]
     seen = 0
     while stack:
         folder = stack.pop()
-        listed = list_folder(folder, patterns, found, tree, locked)
+        listed = list_folder(folder, patterns, found, tree, locked, shared)
         if listed is None:
             continue
         seen += listed[0]
@@ -107,8 +112,17 @@ def _walk(base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree
     return True
 
 
+def linked_elsewhere(entry: os.DirEntry[str]) -> bool:
+    """A regular file with more than one hard link (one lstat: the listing does not say)."""
+    try:
+        return entry.stat(follow_symlinks=False).st_nlink > 1
+    except OSError:
+        return False
+
+
 def list_folder(
-    folder: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None
+    folder: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None,
+    shared: list[str] | None = None,
 ) -> tuple[int, list[str]] | None:
     """Match one folder's entries into `found`; (entries seen, subfolders to visit), None if unreadable.
 
@@ -130,6 +144,8 @@ def list_folder(
                     found[pattern].append(entry.path)
                 if folders.walked_into(entry):
                     subfolders.append(entry.path)
+                elif shared is not None and entry.is_file(follow_symlinks=False) and linked_elsewhere(entry):
+                    shared.append(entry.path)
     except OSError:
         return None
     if tree is not None:

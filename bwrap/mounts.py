@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from stockade.bwrap import globs
-from stockade.bwrap import changes, folders, host_sockets, private_home
+from stockade.bwrap import changes, folders, hardlinks, host_sockets, private_home
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.profiles.errors import SandboxSetupError
@@ -61,6 +61,7 @@ class View:
     # (private home, writable and shown places, places of /tmp and /run the sandbox sees): host_sockets.paths and visible
     socket_scope: tuple[str | None, tuple[str, ...], tuple[str, ...]] = (None, (), ())
     socket_masks: list[str] = field(default_factory=list)  # those the sandbox would see: masked at the start (execute.py)
+    shared_files: list[str] = field(default_factory=list)  # writable files with other hard links: copied before a run
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
     watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project
     # the project walk's patterns and, per folder, what of it the plan depends on (plan_cache.py)
@@ -181,7 +182,8 @@ def plan_view(
     reported, swept = changes.patterns(project)
     tree: globs.Tree = {}
     locked: list[str] = []  # folders of ours the walk could not look into: hidden whole (globs.list_folder)
-    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept), tree, project, locked)
+    shared: list[str] = []  # files of the project with other hard links (hardlinks.py)
+    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept), tree, project, locked, shared)
     view.notes += walk_notes
     view.watched = changes.from_matches(reported, swept, matches, tree or None)
     view.watch_patterns = (reported, swept)
@@ -205,6 +207,7 @@ def plan_view(
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
             _protect(view, real, roots, watch_absent=False)
     _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)))
+    view.shared_files = [path for path in hardlinks.to_copy(shared) if _root_of(path, roots) is not None]
     for path in extra_read_only:
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
     listed = {os.path.realpath(path) for path in policy.network.unix_sockets}

@@ -268,12 +268,20 @@ def load(key: bytes) -> tuple[Launch, str | None] | None:
             return None  # a host socket came or went: its mask with it
         launch = Launch(**entry["launch"])
         changed = [path for path, stamp in entry["listed"].items() if listing_stamp(path) != stamp]
+        if changed and _hard_links_in(changed):
+            return None  # the run must copy them first (hardlinks.py)
         changed = [path for path in changed if not _same_entries(path, launch.tree)]
         if changed and not _walk_unchanged(changed, *entry["walk"]):
             return None
         return launch, entry["note"]
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _hard_links_in(folders_changed: list[str]) -> bool:
+    from stockade.bwrap.hardlinks import any_in
+
+    return any(any_in(folder) for folder in folders_changed)
 
 
 def _same_entries(folder: str, tree: Tree | None) -> bool:

@@ -1,0 +1,83 @@
+"""Files of the project that are hard links to files elsewhere are made its own before a run.
+
+uv and pnpm hard-link every installed file into their store and into every
+environment that uses it. A write in place to such a file inside the project
+(`open(..., "w")`, a shell's `>`) changes the one inode all of them share: the
+store, and another project's environment, which then runs it on the host.
+Read-only binds would stop that, but bwrap pays for each mount (hundreds for a
+venv's packages cost over 100 ms a run); so before the run each such file is
+replaced by a copy of itself (same bytes, mode, times and owner; a rename, so
+no reader sees half a file), and the project's files are then its own. The
+store keeps its copy; uv or pnpm link again at their next install, and the
+next run copies again.
+
+Not copied: git's objects (git never writes one in place, and a local clone
+shares them by design). The project walk finds them (globs.py); a plan kept
+from an earlier run is not used when a folder it lists changed and now holds
+one (plan_cache.py). A hard link made to a project file from outside while a
+plan stays valid is not seen until the folder changes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+
+SKIPPED_PARTS = ("/.git/objects/", "/.git/lfs/objects/")
+
+
+def to_copy(paths: list[str]) -> list[str]:
+    """Of the walk's multiply linked files, those a write could spread from."""
+    return [path for path in paths if not any(part in path for part in SKIPPED_PARTS)]
+
+
+def make_own(paths: list[str]) -> tuple[int, list[str]]:
+    """(files copied, one line per file that could not be): each still linked elsewhere,
+    replaced by a copy of itself."""
+    copied, failed = 0, []
+    for path in paths:
+        try:
+            if _make_own(path):
+                copied += 1
+        except OSError as error:
+            failed.append(f"{path} is a hard link shared with other places and could not be copied ({error.strerror}): a write inside would change them too")
+    return copied, failed
+
+
+def _make_own(path: str) -> bool:
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2:
+        return False
+    folder, name = os.path.split(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".stockade-copy", dir=folder)
+    try:
+        with open(path, "rb") as source, os.fdopen(handle, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+        shutil.copystat(path, temporary, follow_symlinks=False)
+        if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
+            os.chown(temporary, info.st_uid, info.st_gid)
+        if os.lstat(path).st_ino != info.st_ino:
+            raise OSError(0, "it changed while being copied")
+        os.rename(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    return True
+
+
+def any_in(folder: str) -> bool:
+    """Whether `folder` holds a regular file linked elsewhere (for a kept plan's changed folders)."""
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_nlink > 1:
+                    if to_copy([entry.path]):
+                        return True
+    except OSError:
+        return False
+    return False
