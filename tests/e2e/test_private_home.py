@@ -52,8 +52,8 @@ def test_credential_stores_nobody_listed_are_unreadable(vbox: Box) -> None:
     result = vbox.run(script)
     assert result.returncode == 0, result
     assert "CANARY" not in result.stdout, result
-    control = vbox.run(script, policy=HOST_HOME)
-    assert all(text in control.stdout for text in STORES.values()), control
+    control = vbox.run(script, policy=HOST_HOME)  # the deny list (a second wall) names most, not these
+    assert "CANARY-SIBLING" in control.stdout and "CANARY-UNKNOWN" in control.stdout, control
 
 
 def test_git_identity_and_a_symlinked_dotfile_show(vbox: Box) -> None:
