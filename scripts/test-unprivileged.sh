@@ -13,7 +13,7 @@ if [ "$PHASE" != run ]; then
     id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
     rm -rf "$WORK"
     mkdir -p "$WORK"
-    tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$WORK" -xf -
+    tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ --exclude=./tests/projects/.cache -cf - . | tar -C "$WORK" -xf -
     mkdir -p "$WORK/venv-cache"
     /usr/bin/python3 -m venv "$WORK/venv"
     "$WORK/venv/bin/python" -m pip install -q --upgrade pip >/dev/null
