@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -18,10 +19,17 @@ def _checks() -> list:
 
         exists = os.access("/usr/bin/sandbox-exec", os.X_OK)
         return [Check("sandbox-exec", exists, "/usr/bin/sandbox-exec" if exists else "not found",
-                      "" if exists else "sandbox-exec ships with macOS; check that /usr/bin is intact")]
+                      "" if exists else "sandbox-exec ships with macOS; check that /usr/bin is intact"), *_agent_hooks()]
     from stockade.bwrap.probe import linux_checks
 
-    return linux_checks()
+    return linux_checks() + _agent_hooks()
+
+
+def _agent_hooks() -> list:
+    from stockade.cli.hook_checks import hook_checks
+    from stockade.profiles.locations import locate
+
+    return hook_checks(Path(locate().home), Path.cwd())
 
 
 def doctor() -> None:

@@ -158,6 +158,15 @@ def apply(settings: dict[str, Any], agent: str, command: str | None) -> tuple[di
 
 def other_shell_hooks(settings: dict[str, Any], agent: str) -> list[str]:
     """Commands of other hooks on the same event and tool: some agents drop a rewrite when several answer."""
+    return [command for command in _shell_hook_commands(settings, agent) if not is_ours(command, agent)]
+
+
+def our_hook_commands(settings: dict[str, Any], agent: str) -> list[str]:
+    """stockade's own hook commands on the agent's shell tool."""
+    return [command for command in _shell_hook_commands(settings, agent) if is_ours(command, agent)]
+
+
+def _shell_hook_commands(settings: dict[str, Any], agent: str) -> list[str]:
     spec = AGENT_SETTINGS[agent]
     hooks = settings.get("hooks")
     groups = hooks.get(spec.event, []) if isinstance(hooks, dict) else []
@@ -172,7 +181,7 @@ def other_shell_hooks(settings: dict[str, Any], agent: str) -> list[str]:
             if not _matches(matcher, spec.matcher):
                 continue
             entries = group.get("hooks") if isinstance(group.get("hooks"), list) else []
-        found += [str(e.get("command")) for e in entries if isinstance(e, dict) and not is_ours(e.get("command"), agent)]
+        found += [str(e.get("command")) for e in entries if isinstance(e, dict) and isinstance(e.get("command"), str)]
     return found
 
 
