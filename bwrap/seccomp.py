@@ -162,10 +162,10 @@ def _kernel_blocks() -> list[Block]:
               "run as root, a setuid file made in a writable place would be a setuid-root file on the host",
               _setid_rules()),
         Block("open, openat, creat, mknod, mknodat creating a file with setuid or setgid",
-              "the mode a new file is created with sets the same bits (the umask leaves them)",
+              "the mode a new file is created with sets the same bits, which the umask leaves",
               _setid_creation_rules()),
-        Block("openat2 (ENOSYS: callers fall back to openat)",
-              "its mode sits behind a pointer seccomp cannot read",
+        Block("openat2",
+              "its mode sits behind a pointer seccomp cannot read; ENOSYS makes callers fall back to openat",
               _always("openat2", err=errno.ENOSYS)),
     ]
 

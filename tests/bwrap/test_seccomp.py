@@ -183,6 +183,7 @@ RULES_FINGERPRINTS = {
     2: "4f190011588680e35413869e494aff6481368c5423bb9015dad558e19010d696",  # + setuid/setgid chmod
     3: "ee0516b0bd7b572f6a902d091eb1a1f43111584dc74ae74bfbe95dec11aca596",  # stream AF_UNIX allowed
     4: "7a82f4a2262cc0eeba273b4486a1f61005061c98b980a83f213914fe10f84b3f",  # + setuid creation, openat2
+    5: "d5a05ea191b877587d3b259a32cc796124238e0d6595430b76f599bf41daa426",  # the same rules, their words
 }
 
 
