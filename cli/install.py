@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -289,8 +290,7 @@ def project_root(start: Path) -> Path:
 
 AFTER_INSTALL = {
     "claude": "restart Claude Code (or run /hooks) so it loads the hook",
-    "codex": "Codex reads hooks when [features] codex_hooks = true is set in ~/.codex/config.toml (older releases); "
-    "project hooks run only in trusted projects",
+    "codex": "restart Codex; project hooks run only in projects Codex trusts",
     "gemini": "restart Gemini CLI; hooksConfig.enabled was set to true",
     "cursor": "restart Cursor; it runs the hook before every shell command and tells the agent the wrapped command to run",
 }
@@ -333,5 +333,26 @@ def install(
     print(f"stockade: {said}")
     for note in [*notes, *outcome.notes]:
         print(f"stockade: note: {note}")
+    if agent == "codex" and not remove:
+        print(f"stockade: {_codex_trust(home, outcome, limit, stockade)}")
     if not remove and outcome.action in ("added", "updated"):
         print(f"stockade: {AFTER_INSTALL[agent]}")
+
+
+def _codex_trust(home: Path, outcome: Outcome, max_output: int | None, stockade: str) -> str:
+    """Have Codex trust the hook just written (it skips untrusted hooks silently); one line either way."""
+    from stockade.cli.codex_trust import MANUAL_STEP, CodexTalkError, trust_hooks
+
+    codex = shutil.which("codex")
+    if codex is None:
+        return f"note: codex is not on PATH, so the hook is not yet trusted and Codex will skip it: {MANUAL_STEP}"
+    ours = {hook_command("codex", stockade, max_output)}
+    project = outcome.path.parent.parent
+    try:
+        hooks = trust_hooks(codex, home, project, ours, outcome.path)
+    except CodexTalkError as error:
+        return f"note: {error}; until the hook is trusted Codex skips it and runs commands unwrapped: {MANUAL_STEP}"
+    if hooks and all(hook.trust == "trusted" for hook in hooks):
+        return "Codex trusts the hook now (hooks.state in ~/.codex/config.toml; review it with /hooks in Codex)"
+    states = ", ".join(sorted({hook.trust for hook in hooks})) or "not listed"
+    return f"note: Codex reports the hook as {states}; until it is trusted Codex skips it: {MANUAL_STEP}"

@@ -1,0 +1,187 @@
+"""The real Claude Code, Codex and Gemini CLIs, with stockade's hook, against fake model servers.
+
+Each test installs the hook the way a user does (`stockade install AGENT
+--user` and nothing else), runs the agent non-interactively in a fresh HOME
+with a loopback-only network namespace (harness.py), and lets a fake model
+(models.py) ask for one shell command. What the test checks happens on the
+host: where the command's writes landed, whether a secret was read, what the
+tool result the model got back says. Each security check has its control: the
+same agent and command without the hook reaches what the hook keeps it from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import install as agents_install  # noqa: E402
+from sandboxed import require_sandbox  # noqa: E402
+from visible import VISIBLE_BASE, force_rmtree  # noqa: E402
+
+STOCKADE = Path(sys.executable).with_name("stockade")
+WORK = VISIBLE_BASE / "agents"
+SECRET = "live-agent-secret-3f9c1e"
+PROMPT = "run the command the test asks for"
+AGENTS = ["claude", "codex", "gemini"]
+
+
+def _programs() -> dict[str, Path]:
+    require_sandbox()
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is needed to give each agent a loopback-only network")
+    try:
+        return {name: agents_install.ensure(agent) for name, agent in agents_install.AGENTS.items()}
+    except (agents_install.InstallError, OSError, subprocess.SubprocessError) as error:
+        if os.environ.get("STOCKADE_MUST_SANDBOX") == "1":
+            pytest.fail(f"cannot install the agent CLIs from npm: {error}")
+        pytest.skip(f"cannot install the agent CLIs from npm: {error}")
+
+
+@pytest.fixture(scope="module")
+def programs() -> dict[str, Path]:
+    return _programs()
+
+
+@dataclass
+class Outcome:
+    """What one agent run did."""
+
+    code: int
+    stdout: str
+    stderr: str
+    tool_results: list[str]
+    requests: list[str]
+    asked: int
+
+    @property
+    def tool_result(self) -> str:
+        assert self.asked == 1, f"the model never handed out the tool call:\n{self.stderr[-3000:]}\n{self.stdout[-2000:]}"
+        assert len(self.tool_results) == 1, f"no tool result came back:\n{self.stderr[-3000:]}\n{self.stdout[-2000:]}"
+        return self.tool_results[0]
+
+
+@dataclass
+class Desk:
+    """A fresh home, project and outside folder for one agent, all on the host's visible disk."""
+
+    agent: str
+    program: Path
+    root: Path
+    home: Path = field(init=False)
+    project: Path = field(init=False)
+    outside: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.home, self.project, self.outside = self.root / "home", self.root / "project", self.root / "outside"
+        for folder in (self.home, self.project, self.outside):
+            folder.mkdir(parents=True)
+        (self.home / ".ssh").mkdir(mode=0o700)
+        (self.home / ".ssh" / "id_ed25519").write_text(SECRET + "\n")
+        (self.home / ".gitconfig").write_text("[user]\n\tname = Live Test\n\temail = live@example.test\n")
+        subprocess.run(["git", "init", "-q", str(self.project)], check=True, env=self.env())
+        if self.agent == "gemini":  # an API key (no login flow) and no folder-trust prompt
+            self.merge_settings(".gemini/settings.json", {"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}}})
+
+    def env(self, **extra: str) -> dict[str, str]:
+        path = f"{self.program.parent}:{STOCKADE.parent}:/usr/local/bin:/usr/bin:/bin"
+        return {"HOME": str(self.home), "PATH": path, "LANG": "C.UTF-8", **extra}
+
+    def merge_settings(self, relative: str, data: dict[str, Any]) -> None:
+        path = self.home / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        current = json.loads(path.read_text()) if path.exists() else {}
+        current.update(data)
+        path.write_text(json.dumps(current, indent=2) + "\n")
+
+    def install_hook(self, *options: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(STOCKADE), "install", self.agent, "--user", *options], cwd=self.project, env=self.env(),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def run(self, command: str, *, codex_sandbox: str = "danger-full-access", timeout: int = 120) -> Outcome:
+        spec = {"command": command, "cwd": str(self.project), "argv": self._argv(codex_sandbox), "env": self._agent_env(), "timeout": timeout}
+        spec_path, result_path = self.root / "spec.json", self.root / "result.json"
+        spec_path.write_text(json.dumps(spec))
+        result_path.unlink(missing_ok=True)
+        done = subprocess.run(["unshare", "--net", sys.executable, str(HERE / "harness.py"), str(result_path), str(spec_path)],
+                              capture_output=True, text=True, timeout=timeout + 60)
+        assert done.returncode == 0 and result_path.exists(), f"the harness failed: {done.stdout}{done.stderr}"
+        return Outcome(**json.loads(result_path.read_text()))
+
+    def _argv(self, codex_sandbox: str) -> list[str]:
+        program = str(self.program)
+        if self.agent == "claude":
+            return [program, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash"]
+        if self.agent == "codex":
+            sandbox = ["--dangerously-bypass-approvals-and-sandbox"] if codex_sandbox == "danger-full-access" else ["--sandbox", codex_sandbox]
+            provider = 'model_providers.fake={name="fake",base_url="{url}/v1",wire_api="responses",env_key="FAKE_API_KEY"}'
+            return [program, "exec", "--skip-git-repo-check", *sandbox, "-c", 'model="test-model"', "-c", 'model_provider="fake"', "-c", provider, PROMPT]
+        return [program, "-p", PROMPT, "--yolo", "-m", "gemini-2.5-pro", "--output-format", "json"]
+
+    def _agent_env(self) -> dict[str, str]:
+        if self.agent == "claude":
+            return self.env(ANTHROPIC_BASE_URL="{url}", ANTHROPIC_API_KEY="sk-live-test", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1")
+        if self.agent == "codex":
+            return self.env(FAKE_API_KEY="sk-live-test")
+        return self.env(GEMINI_API_KEY="live-test", GOOGLE_GEMINI_BASE_URL="{url}", GEMINI_CLI_NO_RELAUNCH="true")
+
+
+@pytest.fixture
+def desk_for(programs: dict[str, Path]):
+    made: list[Path] = []
+
+    def make(agent: str) -> Desk:
+        root = WORK / f"{agent}-{uuid.uuid4().hex[:8]}"
+        made.append(root)
+        return Desk(agent, programs[agent], root)
+
+    yield make
+    for root in made:
+        force_rmtree(root)
+
+
+def _exit_status_shown(agent: str, text: str, status: int) -> bool:
+    shown = {"claude": f"Exit code {status}", "codex": f"exited with code {status}", "gemini": f"Exit Code: {status}"}[agent]
+    return shown in text
+
+
+ESCAPE = "echo tool-ran; cat ~/.ssh/id_ed25519; touch {outside}/written-outside; touch written-inside; exit 3"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_hooked_command_runs_sandboxed_and_its_result_comes_back(desk_for, agent: str) -> None:
+    desk = desk_for(agent)
+    said = desk.install_hook()
+    if agent == "codex":
+        assert "Codex trusts the hook now" in said.stdout, said.stdout
+    outcome = desk.run(ESCAPE.format(outside=desk.outside))
+    result = outcome.tool_result
+    assert "tool-ran" in result, result
+    assert SECRET not in result, result
+    assert not (desk.outside / "written-outside").exists(), "a write outside the project reached the host"
+    assert (desk.project / "written-inside").exists(), "the write inside the project did not land"
+    assert _exit_status_shown(agent, result, 3), result
+    assert "Traceback" not in result
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_control_without_the_hook_the_same_command_escapes(desk_for, agent: str) -> None:
+    desk = desk_for(agent)
+    outcome = desk.run(ESCAPE.format(outside=desk.outside))
+    result = outcome.tool_result
+    assert SECRET in result, result
+    assert (desk.outside / "written-outside").exists()
+    assert _exit_status_shown(agent, result, 3), result
