@@ -69,11 +69,27 @@ class Outcome:
     notes: list[str]
 
 
+# Agents that run a hook command through a shell (seen live: Claude Code with /bin/sh, Codex and
+# Gemini CLI with bash) and block the tool call on exit 2 only. Any other status (127 when the
+# stockade the hook names was moved or uninstalled, 1 on a crash) is a non-blocking error to
+# them: the original command would run unwrapped. The guard turns every status but 0 and 2
+# into 2, with one line saying why. Cursor is left without it: how it runs hooks is unverified.
+GUARDED_AGENTS = frozenset({"claude", "codex", "gemini"})
+
+
+def _fail_closed_guard(agent: str) -> str:
+    return (
+        "|| { s=$?; [ $s = 2 ] || echo \"stockade: the stockade hook could not run (exit $s), so the command was blocked; "
+        f"run: stockade doctor, then stockade install {agent}\" >&2; exit 2; }}"
+    )
+
+
 def hook_command(agent: str, stockade: str, max_output: int | None) -> str:
     words = [stockade, "hook", agent]
     if max_output != DEFAULT_MAX_OUTPUT:
         words += ["--max-output", "none" if max_output is None else str(max_output)]
-    return " ".join(quote(word) for word in words)
+    command = " ".join(quote(word) for word in words)
+    return f"{command} {_fail_closed_guard(agent)}" if agent in GUARDED_AGENTS else command
 
 
 def is_ours(command: object, agent: str) -> bool:

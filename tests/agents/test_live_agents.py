@@ -105,8 +105,8 @@ class Desk:
         current.update(data)
         path.write_text(json.dumps(current, indent=2) + "\n")
 
-    def install_hook(self, *options: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([str(STOCKADE), "install", self.agent, "--user", *options], cwd=self.project, env=self.env(),
+    def install_hook(self, *options: str, stockade: Path = STOCKADE) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(stockade), "install", self.agent, "--user", *options], cwd=self.project, env=self.env(),
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         return done
@@ -185,3 +185,58 @@ def test_control_without_the_hook_the_same_command_escapes(desk_for, agent: str)
     assert SECRET in result, result
     assert (desk.outside / "written-outside").exists()
     assert _exit_status_shown(agent, result, 3), result
+
+
+@pytest.mark.parametrize("rule", ["deny", "ask"])
+def test_claude_codes_own_deny_and_ask_rules_still_stop_the_command(desk_for, rule: str) -> None:
+    desk = desk_for("claude")
+    desk.install_hook()
+    desk.merge_settings(".claude/settings.json", {"permissions": {rule: ["Bash(touch ruled-marker)"]}})
+    outcome = desk.run("touch ruled-marker")
+    assert not (desk.project / "ruled-marker").exists(), f"a command the user's {rule} rule names ran: {outcome.tool_results}"
+    control = desk_for("claude")
+    control.install_hook()
+    control.merge_settings(".claude/settings.json", {"permissions": {rule: ["Bash(touch other-marker)"]}})
+    control.run("touch ruled-marker")
+    assert (control.project / "ruled-marker").exists(), "control: a command no rule names did not run"
+
+
+def test_codex_keeps_trusting_the_hook_after_it_changes(desk_for) -> None:
+    desk = desk_for("codex")
+    desk.install_hook()
+    said = desk.install_hook("--max-output", "4M")
+    assert "Codex trusts the hook now" in said.stdout, said.stdout
+    desk.run(f"touch {desk.outside}/written-outside")
+    assert not (desk.outside / "written-outside").exists(), "the changed hook was skipped: the command ran unwrapped"
+
+
+def test_under_codexs_own_sandbox_the_tool_result_has_one_line_not_a_traceback(desk_for) -> None:
+    desk = desk_for("codex")
+    desk.install_hook()
+    result = desk.run("echo tool-ran", codex_sandbox="workspace-write").tool_result
+    assert "Traceback" not in result, result
+    assert "stockade:" in result, result
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_tool_result_says_the_policy_refused_the_network(desk_for, agent: str) -> None:
+    desk = desk_for(agent)
+    desk.install_hook()
+    fetch = "python3 -c \"import urllib.request; urllib.request.urlopen('http://example.com/', timeout=5)\""
+    result = desk.run(fetch).tool_result
+    assert "network, which is off in this sandbox" in result, result
+    assert "[network] allow" in result, result
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_hook_whose_stockade_is_gone_blocks_the_command(desk_for, agent: str) -> None:
+    """The hook names a stockade that was since removed: the agent must not run the command unwrapped."""
+    desk = desk_for(agent)
+    moved = desk.root / "bin" / "stockade"
+    moved.parent.mkdir()
+    shutil.copy2(STOCKADE, moved)  # a console script: its first line names the venv's Python
+    desk.install_hook(stockade=moved)
+    moved.unlink()
+    outcome = desk.run(f"touch {desk.outside}/written-outside")
+    assert not (desk.outside / "written-outside").exists(), f"the command ran unwrapped: {outcome.tool_results}"
+    assert "the stockade hook could not run (exit 127)" in outcome.tool_result, outcome.tool_result

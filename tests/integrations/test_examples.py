@@ -43,7 +43,7 @@ def test_example_policy_loads_and_dry_runs(policy: Path, project: Path, capsys: 
 @pytest.mark.parametrize("agent", list(AGENT_FILES))
 def test_agent_configs_are_what_install_writes(agent: str) -> None:
     shipped = json.loads((EXAMPLES / "agents" / AGENT_FILES[agent]).read_text())
-    expected, _ = install.apply({}, agent, f"/usr/local/bin/stockade hook {agent}")
+    expected, _ = install.apply({}, agent, install.hook_command(agent, "/usr/local/bin/stockade", install.DEFAULT_MAX_OUTPUT))
     assert shipped == expected
 
 

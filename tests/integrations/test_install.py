@@ -13,6 +13,7 @@ from stockade.cli.main import main
 from stockade.profiles.errors import UsageError
 
 STOCKADE = "/opt/stockade/bin/stockade"
+GUARD = {agent: install._fail_closed_guard(agent) for agent in install.GUARDED_AGENTS}
 
 
 def _install(agent: str, home: Path, project: Path, *, scope: str = "user", remove: bool = False, max_output: int | None = 1 << 20) -> install.Outcome:
@@ -30,13 +31,13 @@ def places(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize(
     ("agent", "relative", "expected"),
     [
-        ("claude", ".claude/settings.json", {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STOCKADE} hook claude", "timeout": 30}]}]}}),
-        ("codex", ".codex/hooks.json", {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STOCKADE} hook codex"}]}]}}),
+        ("claude", ".claude/settings.json", {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STOCKADE} hook claude {GUARD['claude']}", "timeout": 30}]}]}}),
+        ("codex", ".codex/hooks.json", {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STOCKADE} hook codex {GUARD['codex']}"}]}]}}),
         (
             "gemini", ".gemini/settings.json",
             {
                 "hooks": {"BeforeTool": [{"matcher": "run_shell_command", "hooks": [
-                    {"type": "command", "command": f"{STOCKADE} hook gemini", "name": "stockade", "timeout": 30000, "description": "Run every shell command inside stockade"},
+                    {"type": "command", "command": f"{STOCKADE} hook gemini {GUARD['gemini']}", "name": "stockade", "timeout": 30000, "description": "Run every shell command inside stockade"},
                 ]}]},
                 "hooksConfig": {"enabled": True},
             },
@@ -94,7 +95,7 @@ def test_reinstall_updates_in_place_and_drops_duplicates(places: tuple[Path, Pat
     outcome = _install("claude", home, project)
     assert outcome.action == "updated"
     groups = json.loads(path.read_text())["hooks"]["PreToolUse"]
-    assert groups == [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STOCKADE} hook claude", "timeout": 30}, {"type": "command", "command": "~/bin/audit"}]}]
+    assert groups == [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STOCKADE} hook claude {GUARD['claude']}", "timeout": 30}, {"type": "command", "command": "~/bin/audit"}]}]
     assert any("~/bin/audit" in note and "the only one" in note for note in outcome.notes)
 
 
@@ -113,10 +114,10 @@ def test_max_output_is_written_into_the_hook_command(places: tuple[Path, Path]) 
     home, project = places
     _install("claude", home, project, max_output=4096)
     command = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert command == f"{STOCKADE} hook claude --max-output 4096"
+    assert command == f"{STOCKADE} hook claude --max-output 4096 {GUARD['claude']}"
     _install("claude", home, project, max_output=None)
     command = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert command == f"{STOCKADE} hook claude --max-output none"
+    assert command == f"{STOCKADE} hook claude --max-output none {GUARD['claude']}"
 
 
 def test_a_broken_file_is_never_overwritten(places: tuple[Path, Path]) -> None:
@@ -179,7 +180,7 @@ def test_the_command_on_a_temporary_home(home: Path, project: Path, capsys: pyte
     assert "added the claude hook to" in capsys.readouterr().out
     settings = home / ".claude" / "settings.json"
     command = json.loads(settings.read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert command.endswith(" hook claude") and os.path.isabs(command.split(" ")[0])
+    assert command.endswith(f" hook claude {GUARD['claude']}") and os.path.isabs(command.split(" ")[0])
     assert main(["install", "claude"]) == 0 and "already in" in capsys.readouterr().out
     assert main(["install", "claude", "--project"]) == 0
     assert (project / ".claude" / "settings.json").is_file()
