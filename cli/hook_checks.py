@@ -2,7 +2,9 @@
 
 An agent reads a hook that cannot start (the stockade it names was moved or
 uninstalled: exit 127) as a non-blocking error, and runs the command unwrapped
-on the host. Nothing says so at the time; doctor does.
+on the host. Nothing says so at the time; doctor does. Codex also skips a
+hook the user has not trusted (or that changed since), so doctor asks Codex
+how it sees stockade's hooks.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from pathlib import Path
 
 from stockade.bwrap.probe import Check
@@ -39,4 +42,28 @@ def hook_checks(home: Path, project: Path) -> list[Check]:
                         f"{agent} hook", False, f"{path} runs {program}, which is not there: {agent} then runs commands unwrapped",
                         f"stockade install {agent} (again, from the stockade you use now)", required=False,
                     ))
+    return checks + codex_trust_checks(home, project)
+
+
+def codex_trust_checks(home: Path, project: Path) -> list[Check]:
+    """One check per stockade hook Codex lists, failing unless Codex trusts it; none without codex."""
+    codex = shutil.which("codex")
+    if codex is None or not any((folder / ".codex" / "hooks.json").is_file() for folder in (home, project)):
+        return []
+    from stockade.cli.codex_trust import MANUAL_STEP, CodexTalkError, list_hooks
+    from stockade.cli.install import is_ours
+
+    try:
+        hooks = [hook for hook in list_hooks(codex, home, project) if is_ours(hook.command, "codex")]
+    except CodexTalkError as error:
+        return [Check("codex hook trust", False, str(error), "stockade install codex", required=False)]
+    checks = []
+    for hook in hooks:
+        if hook.trust in ("trusted", "managed"):
+            checks.append(Check("codex hook trust", True, f"{hook.source_path}: {hook.trust}", required=False))
+        else:
+            checks.append(Check(
+                "codex hook trust", False, f"{hook.source_path}: Codex reports the hook {hook.trust}, so it skips it and runs commands unwrapped",
+                f"stockade install codex (it asks Codex to trust the hook), or {MANUAL_STEP}", required=False,
+            ))
     return checks

@@ -240,3 +240,16 @@ def test_a_hook_whose_stockade_is_gone_blocks_the_command(desk_for, agent: str) 
     outcome = desk.run(f"touch {desk.outside}/written-outside")
     assert not (desk.outside / "written-outside").exists(), f"the command ran unwrapped: {outcome.tool_results}"
     assert "the stockade hook could not run (exit 127)" in outcome.tool_result, outcome.tool_result
+
+
+def test_doctor_reports_a_codex_hook_codex_does_not_trust(desk_for) -> None:
+    desk = desk_for("codex")
+    desk.install_hook()
+    doctor = [str(STOCKADE), "doctor"]  # wide, so no detail is wrapped
+    desk_env = desk.env(COLUMNS="400")
+    trusted = subprocess.run(doctor, cwd=desk.project, env=desk_env, capture_output=True, text=True, timeout=120)
+    assert "codex hook trust" in trusted.stdout and "trusted" in trusted.stdout and "skips it" not in trusted.stdout, trusted.stdout
+    hooks = desk.home / ".codex" / "hooks.json"
+    hooks.write_text(hooks.read_text().replace(" hook codex ", " hook codex --max-output 2048 "))  # a hand edit changes the hash
+    changed = subprocess.run(doctor, cwd=desk.project, env=desk_env, capture_output=True, text=True, timeout=120)
+    assert "Codex reports the hook modified, so it skips it" in changed.stdout, changed.stdout
