@@ -13,7 +13,7 @@ if [ "$PHASE" != run ]; then
     id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
     rm -rf "$WORK"
     mkdir -p "$WORK"
-    tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ --exclude=./tests/projects/.cache -cf - . | tar -C "$WORK" -xf -
+    tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ --exclude=./tests/projects/.cache --exclude=./tests/agents/.cache -cf - . | tar -C "$WORK" -xf -
     mkdir -p "$WORK/venv-cache"
     /usr/bin/python3 -m venv "$WORK/venv"
     "$WORK/venv/bin/python" -m pip install -q --upgrade pip >/dev/null
@@ -28,5 +28,5 @@ echo "== tests as $TEST_USER (uid $(id -u "$TEST_USER"))"
 cd "$WORK"
 # The installed package, not the copied sources, is what gets imported.
 runuser -u "$TEST_USER" -- env -i HOME="/home/$TEST_USER" PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
-    STOCKADE_MUST_SANDBOX="${STOCKADE_MUST_SANDBOX:-1}" \
+    STOCKADE_MUST_SANDBOX="${STOCKADE_MUST_SANDBOX:-1}" STOCKADE_AGENTS_CACHE="$ROOT/tests/agents/.cache" \
     "$WORK/venv/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -34,10 +34,22 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
+def drop_ambient_capabilities() -> None:
+    """`unshare --keep-caps` (how another user gets a network namespace) hands its capabilities
+    down as ambient ones; the agent and the sandbox it starts must run without them, as a user's
+    would (bwrap refuses to run with capabilities it did not get from setuid)."""
+    import ctypes
+
+    PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+    ctypes.CDLL(None, use_errno=True).prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
 def main() -> int:
     result_path, spec_path = Path(sys.argv[1]), Path(sys.argv[2])
     spec = json.loads(spec_path.read_text())
     loopback_up()
+    if os.geteuid() != 0:
+        drop_ambient_capabilities()
     script = Script(command=spec["command"])
     with ModelServer(script) as server:
         env = {key: value.replace("{url}", server.url) for key, value in spec["env"].items()}

@@ -63,6 +63,8 @@ def ensure(agent: Agent) -> Path:
     folder = prefix(agent)
     ready = folder / ".ready"
     if not (ready.exists() and ready.read_text().strip() == agent.spec):
+        if folder.exists() and not os.access(folder, os.W_OK):
+            raise InstallError(f"{folder} is not ready and not writable here (another user's cache)")
         npm = shutil.which("npm")
         if npm is None:
             raise InstallError("npm is not installed")

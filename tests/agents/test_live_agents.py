@@ -116,7 +116,10 @@ class Desk:
         spec_path, result_path = self.root / "spec.json", self.root / "result.json"
         spec_path.write_text(json.dumps(spec))
         result_path.unlink(missing_ok=True)
-        done = subprocess.run(["unshare", "--net", sys.executable, str(HERE / "harness.py"), str(result_path), str(spec_path)],
+        # Loopback only. As root a network namespace is enough; another user needs a user namespace
+        # for it, mapping only itself, with the capabilities to bring loopback up (harness.py).
+        unshare = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--map-current-user", "--keep-caps", "--net"]
+        done = subprocess.run([*unshare, sys.executable, str(HERE / "harness.py"), str(result_path), str(spec_path)],
                               capture_output=True, text=True, timeout=timeout + 60)
         assert done.returncode == 0 and result_path.exists(), f"the harness failed: {done.stdout}{done.stderr}"
         return Outcome(**json.loads(result_path.read_text()))
