@@ -140,7 +140,7 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
         if tool != "Bash":
             return None
         command = _command(tool_input)
-        rules = _claude_rules(wrapper.unwrap(command) or command, payload.get("cwd"))
+        rules = _agent_rules(agent, wrapper.unwrap(command) or command, tool_input, payload.get("cwd"))
         if rules.decision == "deny":
             return _pre_tool_use(None, wrapper, "deny", rules.reason)
         updated = {**tool_input, "command": wrapper.sandboxed(command)}  # run_in_background, timeout... kept
@@ -152,13 +152,22 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
         kind = tool_input.get("kind")
         if kind not in (None, "script", "argv"):
             raise HookError(f"stockade sandboxes POSIX shell commands; this one is {kind!r}")
+        rules = _agent_rules(agent, wrapper.unwrap(command) or command, tool_input, payload.get("cwd"))
+        if rules.decision == "deny":  # Codex has no "ask" for hooks: it reads one as a failed hook
+            return _pre_tool_use(None, wrapper, "deny", rules.reason)
         return _pre_tool_use({"command": wrapper.sandboxed(command)}, wrapper)
     if agent == "gemini":
         if tool != "run_shell_command":
             return {}
         command = _command(tool_input)
+        rules = _agent_rules(agent, wrapper.unwrap(command) or command, tool_input, payload.get("cwd"))
+        if rules.decision == "deny":
+            return {"decision": "deny", "reason": f"stockade: {rules.reason}"}
         # Gemini CLI merges this into the model's arguments: dir_path, is_background... stay.
-        return {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": {"command": wrapper.sandboxed(command)}}}
+        answer = {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": {"command": wrapper.sandboxed(command)}}}
+        if rules.decision == "ask":  # Gemini then asks the user, showing the sandboxed command
+            answer.update({"decision": "ask", "systemMessage": f"stockade: {rules.reason}"})
+        return answer
     raise AssertionError(f"unhandled agent {agent!r}")
 
 
@@ -173,11 +182,22 @@ def _pre_tool_use(updated: dict[str, Any] | None, wrapper: Wrapper, decision: st
     return {"hookSpecificOutput": specific}
 
 
-def _claude_rules(command: str, cwd: Any) -> Any:
-    """Claude Code's own deny and ask rules for the command as the model wrote it (agent_rules.py)."""
+def _agent_rules(agent: str, command: str, tool_input: dict[str, Any], cwd: Any) -> Any:
+    """The agent's own deny and ask rules for the command as the model wrote it: the agents check
+    their rules against the rewritten command, which no rule names (agent_rules.py,
+    codex_rules.py, gemini_rules.py)."""
+    where = cwd if isinstance(cwd, str) else os.getcwd()
+    if agent == "codex":
+        from stockade.cli import codex_rules
+
+        return codex_rules.verdict(command, where, os.environ)
+    if agent == "gemini":
+        from stockade.cli import gemini_rules
+
+        return gemini_rules.verdict(command, tool_input, where, os.environ)
     from stockade.cli import agent_rules
 
-    return agent_rules.verdict(command, cwd if isinstance(cwd, str) else os.getcwd(), os.environ)
+    return agent_rules.verdict(command, where, os.environ)
 
 
 def _cursor(payload: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:

@@ -190,17 +190,38 @@ def test_control_without_the_hook_the_same_command_escapes(desk_for, agent: str)
     assert _exit_status_shown(agent, result, 3), result
 
 
-@pytest.mark.parametrize("rule", ["deny", "ask"])
-def test_claude_codes_own_deny_and_ask_rules_still_stop_the_command(desk_for, rule: str) -> None:
-    desk = desk_for("claude")
+def _write_rule(desk: Desk, decision: str, command: str) -> None:
+    """The agent's own rule, in its own format, giving `decision` for `command`."""
+    if desk.agent == "claude":
+        desk.merge_settings(".claude/settings.json", {"permissions": {decision: [f"Bash({command})"]}})
+    elif desk.agent == "codex":
+        rules = desk.home / ".codex" / "rules"
+        rules.mkdir(parents=True, exist_ok=True)
+        (rules / "default.rules").write_text(f"prefix_rule(pattern={json.dumps(command.split())}, decision={json.dumps(decision)})\n")
+    else:
+        policies = desk.home / ".gemini" / "policies"
+        policies.mkdir(parents=True, exist_ok=True)
+        (policies / "mine.toml").write_text(
+            f'[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = {json.dumps(command)}\ndecision = {json.dumps(decision)}\npriority = 100\n'
+        )
+
+
+RULES = [("claude", "deny"), ("claude", "ask"), ("codex", "forbidden"), ("codex", "prompt"), ("gemini", "deny"), ("gemini", "ask_user")]
+
+
+@pytest.mark.parametrize(("agent", "decision"), RULES, ids=[f"{a}-{d}" for a, d in RULES])
+def test_the_agents_own_deny_and_ask_rules_still_stop_the_command(desk_for, agent: str, decision: str) -> None:
+    """Each agent checks its rules against the command it finally runs, which after the hook is
+    `stockade run ...`; without stockade applying them, every rule stopped applying."""
+    desk = desk_for(agent)
     desk.install_hook()
-    desk.merge_settings(".claude/settings.json", {"permissions": {rule: ["Bash(touch ruled-marker)"]}})
-    outcome = desk.run("touch ruled-marker")
-    assert not (desk.project / "ruled-marker").exists(), f"a command the user's {rule} rule names ran: {outcome.tool_results}"
-    control = desk_for("claude")
+    _write_rule(desk, decision, "touch ruled-marker")
+    outcome = desk.run("true && touch ruled-marker")
+    assert not (desk.project / "ruled-marker").exists(), f"a command the user's {decision} rule names ran: {outcome.tool_results}"
+    control = desk_for(agent)
     control.install_hook()
-    control.merge_settings(".claude/settings.json", {"permissions": {rule: ["Bash(touch other-marker)"]}})
-    control.run("touch ruled-marker")
+    _write_rule(control, decision, "touch other-marker")
+    control.run("true && touch ruled-marker")
     assert (control.project / "ruled-marker").exists(), "control: a command no rule names did not run"
 
 
