@@ -281,7 +281,8 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     quarantined += planted
     if not launch.quiet:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
-        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable)
+        trouble = [bridge.trouble] if bridge is not None and bridge.trouble else []
+        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble)
     code = outcome.exit_code
     return 128 - code if code < 0 else code
 
@@ -311,6 +312,7 @@ def _summary(
     touched: list[tuple[str, str]],
     elapsed: float,
     unreachable: bool = False,
+    trouble: list[str] | None = None,
 ) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was."""
     origin = launch.origin
@@ -339,6 +341,7 @@ def _summary(
         names = grouped_files(touched, launch.project)
         lines.append(f"files that run code later were created or changed; review them before running them outside the sandbox: {names}")
     lines += launch.notes
+    lines += trouble or []
     if len(lines) > 1:
         from stockade.bwrap.summary import bounded
 

@@ -54,6 +54,7 @@ class Bridge:
     channel: socket.socket | None = None  # parent's end of the socketpair
     child_channel_fd: int = -1
     denials: list[dict[str, object]] = field(default_factory=list)
+    trouble: str = ""  # why the run's network record may be incomplete (the audit log failed, the daemon died)
 
     def open(self) -> None:
         """Start (or reuse) the daemon and register this session: before bwrap starts."""
@@ -80,6 +81,14 @@ class Bridge:
         from stockade.proxy import client
 
         try:
-            self.denials = list(client.end_session(self.locations, self.session_id))
-        except OSError:
+            ended = client.finish_session(self.locations, self.session_id)
+        except OSError as error:
             self.denials = []
+            self.trouble = (
+                f"the proxy daemon was gone when the run ended ({error}): the run's network connections ended with it, "
+                "and the audit log holds their start records only (`stockade audit` marks them incomplete)"
+            )
+            return
+        self.denials = ended.denials
+        if ended.audit_error:
+            self.trouble = f"the audit log could not be written ({ended.audit_error}): every request after that was refused"

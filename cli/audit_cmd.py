@@ -75,6 +75,7 @@ def _cells(record: dict[str, object]) -> list[str]:
         printable(record.get("rule", "")),
         printable(record.get("bytes_up", "")),
         printable(record.get("bytes_down", "")),
+        "incomplete: no end record (the daemon stopped under it)" if record.get("incomplete") else "",
     ]
 
 

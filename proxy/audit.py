@@ -86,6 +86,10 @@ class AuditRecord:
     error: str | None = None
     address: str | None = None  # the IP the proxy connected to, when it did
     hint: str | None = None  # for denials: the line to add under [network]
+    # An allowed flow has two records with the same `flow` id: "start", written before its
+    # first byte goes upstream, and "end" with bytes and duration. A denial is one "end".
+    phase: str = "end"
+    flow: str | None = None
 
     def to_line(self) -> bytes:
         """One line of JSON, ASCII only, ending in exactly one newline."""
@@ -119,6 +123,21 @@ class AuditWriter:
         if self._fd >= 0:
             os.close(self._fd)
         self._fd, self._ino = fd, (info.st_dev, info.st_ino)
+        self._fence(info.st_size)
+
+    def _fence(self, size: int) -> None:
+        """End a torn last line (a write cut short by a full disk or a killed writer) with a newline,
+        so the next record starts a line of its own; readers skip the torn one."""
+        if size == 0:
+            return
+        try:
+            with open(self.path, "rb") as reader:
+                reader.seek(size - 1)
+                last = reader.read(1)
+        except OSError:
+            return
+        if last and last != b"\n":
+            os.write(self._fd, b"\n")
 
     def write(self, record: AuditRecord) -> None:
         """Append one record; AuditError if it did not reach the file in full."""
@@ -181,18 +200,31 @@ class AuditFilter:
 
 
 def read_records(path: str | os.PathLike[str], where: AuditFilter = AuditFilter()) -> Iterator[dict[str, object]]:
-    """Records in file order that pass `where`; lines that are not records are skipped."""
+    """Final records in file order that pass `where`, then each allowed flow that has a start but
+    no end (the daemon stopped under it), marked `"incomplete": true`. Lines that are not records
+    (a torn line) are skipped."""
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
         return
     except OSError as exc:
         raise AuditError(f"cannot read audit log {path}: {exc}") from exc
+    open_flows: dict[object, dict[str, object]] = {}
     with handle:
         for line in handle:
             record = _parse(line)
-            if record is not None and where.matches(record):
+            if record is None:
+                continue
+            if record.get("phase") == "start":
+                open_flows[record.get("flow")] = record
+                continue
+            if record.get("flow"):
+                open_flows.pop(record.get("flow"), None)
+            if where.matches(record):
                 yield record
+    for record in open_flows.values():
+        if where.matches(record):
+            yield {**record, "incomplete": True}
 
 
 def follow_records(
@@ -225,7 +257,7 @@ def follow_records(
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     record = _parse(line)
-                    if record is not None and where.matches(record):
+                    if record is not None and record.get("phase") != "start" and where.matches(record):
                         yield record
                 continue
             try:

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,8 +147,19 @@ def attach_listener(session_id: str, listener: socket.socket) -> None:
         raise ProxyDaemonError(f"the proxy daemon did not take the sandbox's listener: {reply.get('error', 'no reason given')}")
 
 
+@dataclass(frozen=True)
+class SessionEnd:
+    denials: list[dict[str, Any]]  # dicts with host, port, rule, hint, count, origin
+    audit_error: str | None  # why the session's audit log could not be written, if it could not
+
+
 def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
     """End a session; returns what it was denied: dicts with host, port, rule, hint, count, origin."""
+    return finish_session(locations, session_id).denials
+
+
+def finish_session(locations: Locations, session_id: str) -> SessionEnd:
+    """End a session; what it was denied, and whether its audit log failed."""
     conn = _held.pop(session_id, None)
     try:
         if conn is None:
@@ -158,7 +170,8 @@ def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
             conn.close()
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
-    return list(reply.get("denials", []))
+    audit_error = reply.get("audit_error")
+    return SessionEnd(list(reply.get("denials", [])), audit_error if isinstance(audit_error, str) else None)
 
 
 def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:

@@ -212,7 +212,7 @@ class Daemon:
             self.last_activity = time.monotonic()
             if session is None:
                 return {"ok": False, "error": f"unknown session {session_id!r}"}
-            return {"ok": True, "denials": session.denial_summary()}
+            return {"ok": True, "denials": session.denial_summary(), "audit_error": session.writer.broken}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def _listen(self, session_id: str, owned: set[str], fds: list[int]) -> dict[str, Any]:

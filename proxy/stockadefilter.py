@@ -142,6 +142,9 @@ class StockadeFilter:
             if not decision.allowed:
                 self._refuse(flow, tracked, decision)
                 return
+            if not tracked.opened():
+                self._unrecordable(flow, tracked)
+                return
             del flow.metadata[META]  # the tunnel's record ends with the connection, not with this flow
             self.tunnels[flow.client_conn] = tracked
         except Exception:
@@ -166,6 +169,9 @@ class StockadeFilter:
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
             if not decision.allowed:
                 self._refuse(flow, tracked, decision)
+                return
+            if not tracked.opened():
+                self._unrecordable(flow, tracked)
                 return
             tracked.record.bytes_up = _head_size(request)
             request.stream = _counter(tracked, "bytes_up")
@@ -309,7 +315,10 @@ class StockadeFilter:
                 record = dataclasses.replace(
                     upgraded.record, scheme="tcp", time=now_iso(), bytes_up=0, bytes_down=0, error=None, path=None
                 )
-                flow.metadata[META] = Tracked(upgraded.session, record)
+                tracked = Tracked(upgraded.session, dataclasses.replace(record, flow=None))
+                flow.metadata[META] = tracked
+                if not tracked.opened() and flow.killable:
+                    flow.kill()
                 return
             host = flow.server_conn.address[0] if flow.server_conn.address else "?"
             tracked = self.tunnels.get(flow.client_conn)
@@ -476,6 +485,12 @@ class StockadeFilter:
         tracked = Tracked(session, record)
         flow.metadata[META] = tracked
         return tracked
+
+    def _unrecordable(self, flow: http.HTTPFlow, tracked: Tracked) -> None:
+        """An allowed request whose start record could not be written: refused, saying why."""
+        tracked.written = True  # its final record could not be written either
+        del flow.metadata[META]
+        flow.response = _text_response(403, f"stockade: {tracked.cut}; the request was refused because it could not be recorded\n")
 
     def _refuse(self, flow: http.HTTPFlow, tracked: Tracked, decision: Decision) -> None:
         tracked.deny(decision)

@@ -1,14 +1,17 @@
 """Bookkeeping for one audited flow or tunnel: its record in progress and its fate.
 
-Every decision ends in exactly one audit line: a denial is written at once,
-an allowed flow when it ends (with bytes and duration). `Tracked` makes
+Every decision ends in exactly one final audit line: a denial is written at
+once, an allowed flow when it ends (with bytes and duration), after a start
+line written before its first byte went upstream. `Tracked` makes
 "exactly one" hold however many hooks see the flow, and carries the cut
 switch that the tunnel meter obeys.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -31,6 +34,19 @@ class Tracked:
     def must_close(self) -> str | None:
         """Why the traffic must stop now: a denial, an ended session or a broken audit log."""
         return self.cut or self.session.stopped
+
+    def opened(self) -> bool:
+        """Write the start record of an allowed flow, before its first byte goes upstream; False if it
+        could not be written (the flow must then be refused: it would pass unrecorded)."""
+        self.record.flow = self.record.flow or os.urandom(6).hex()
+        start = dataclasses.replace(self.record, phase="start", bytes_up=0, bytes_down=0, duration_ms=0)
+        try:
+            self.session.writer.write(start)
+        except AuditError as exc:
+            logger.error("%s; refusing all traffic of the sessions that log there", exc)
+            self.cut = str(exc)
+            return False
+        return True
 
     def deny(self, decision: Decision) -> bool:
         """Record a denial (once) and cut the traffic; False if the record could not be written."""

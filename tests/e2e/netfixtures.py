@@ -101,6 +101,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path == "/blob":
             self._reply(origin.blob)
+        elif path == "/drip":  # 64 KiB every 50 ms for up to 20 s: a download that is still going
+            self._drip()
         elif path in origin.files:
             body, kind = origin.files[path]
             self._reply(body, kind=kind)
@@ -110,6 +112,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._reply(f"hello from {origin.name} {self.path}\n".encode())
 
     do_HEAD = do_GET
+
+    def _drip(self) -> None:
+        chunk, count = b"d" * (64 << 10), 400
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(chunk) * count))
+        self.end_headers()
+        try:
+            for _ in range(count):
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:
+            pass  # the proxy went away
 
     def do_POST(self) -> None:
         remaining = int(self.headers.get("Content-Length", "0"))
@@ -275,7 +291,9 @@ def make_box(root: Path) -> Box:
 def records(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The final records (an allowed flow's start record is left out; tests of it read the file)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [record for record in lines if record.get("phase") != "start"]
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10) -> bool:

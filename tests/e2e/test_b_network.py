@@ -938,7 +938,7 @@ curl -s -o /dev/null -w "escaped=%{{http_code}}\\n" -x "$PX" "http://allowed.tes
     assert all(0x20 <= ord(c) < 0x7f for line in lines for c in line), "a raw control or non-ASCII byte in the audit log"
     parsed = [json.loads(line) for line in lines]  # one well-formed record per line
     assert all(r["decision"] == "deny" for r in parsed if r.get("path") not in ("/[red]x[/red]/[link=file:///etc]y[/link]", "/%1b%5b31mred%07"))
-    assert sum(r["decision"] == "allow" for r in parsed) == 2  # only the two controls; no injected "allow"
+    assert sum(r["decision"] == "allow" and r["phase"] == "end" for r in parsed) == 2  # only the two controls (each also has its start record); no injected "allow"
     shown = w.stockade("audit", "--log", str(path))
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout

@@ -37,9 +37,11 @@ def make_spec(tmp_path: Path) -> Callable[..., SessionSpec]:
 
 @pytest.fixture
 def audit_lines(tmp_path: Path) -> Callable[[], list[dict[str, object]]]:
-    def read() -> list[dict[str, object]]:
+    def read(starts: bool = False) -> list[dict[str, object]]:
+        """The final records; with `starts`, every line, allowed flows' start records included."""
         path = tmp_path / "audit.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return lines if starts else [line for line in lines if line.get("phase") != "start"]
 
     return read
 

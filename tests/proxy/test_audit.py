@@ -26,7 +26,7 @@ from stockade.proxy.audit import (
 
 FIELDS = {
     "time", "session", "command", "scheme", "host", "port", "method", "path", "sni",
-    "decision", "rule", "bytes_up", "bytes_down", "duration_ms", "error", "address", "hint",
+    "decision", "rule", "bytes_up", "bytes_down", "duration_ms", "error", "address", "hint", "phase", "flow",
 }
 
 
@@ -263,3 +263,32 @@ def test_reader_is_lean() -> None:
     code = "import sys, stockade.proxy.audit; print(sorted(m for m in sys.modules if m.split('.')[0] in ('mitmproxy', 'rich', 'typer', 'psutil')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_torn_last_line_is_fenced_and_skipped(tmp_path: Path) -> None:
+    """A write cut short (full disk, killed daemon) leaves half a line; the next writer starts a new one."""
+    path = tmp_path / "audit.jsonl"
+    whole = record(host="a.test").to_line()
+    path.write_bytes(whole + record(host="torn.test").to_line()[:25])
+    writer = AuditWriter(path)
+    writer.write(record(host="b.test"))
+    writer.close()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[0] == whole[:-1] and lines[-1] == b"" and json.loads(lines[2])["host"] == "b.test"
+    assert [r["host"] for r in read_records(path)] == ["a.test", "b.test"]
+    control = tmp_path / "clean.jsonl"
+    control.write_bytes(whole)
+    AuditWriter(control).write(record(host="b.test"))
+    assert control.read_bytes().count(b"\n") == 2, "a clean file gets no blank line"
+
+
+def test_a_flow_with_a_start_and_no_end_is_shown_incomplete(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    writer.write(record(host="done.test", phase="start", flow="f1"))
+    writer.write(record(host="cut.test", phase="start", flow="f2"))
+    writer.write(record(host="done.test", phase="end", flow="f1", bytes_down=10))
+    writer.write(record(host="denied.test", decision="deny"))
+    writer.close()
+    shown = list(read_records(path))
+    assert [(r["host"], r.get("incomplete", False)) for r in shown] == [("done.test", False), ("denied.test", False), ("cut.test", True)]

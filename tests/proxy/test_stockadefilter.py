@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -777,3 +778,44 @@ async def test_denied_request_with_a_big_body_is_killed(
     else:
         assert f.response is not None and f.response.status_code == 403
     assert [r["decision"] for r in audit_lines()] == ["deny"]
+
+
+async def test_an_allowed_flow_is_recorded_before_its_first_byte_goes_upstream(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], audit_lines: Callable[..., list[dict[str, object]]]
+) -> None:
+    """A daemon killed mid-download must leave a record of the connection: the start record is
+    written when the request is allowed, before mitmproxy dials or sends anything."""
+    addon.resolver = FakeResolver()
+    token = register(addon, make_spec())
+    with taddons.context(addon):
+        f = get_flow("allowed.test", 8443, token)
+        await addon.requestheaders(f)
+        assert f.response is None
+        (start,) = audit_lines(starts=True)
+        assert (start["phase"], start["decision"], start["host"], start["bytes_down"]) == ("start", "allow", "allowed.test", 0)
+        tunnel = connect_flow("allowed.test", 8443, token)
+        await addon.http_connect(tunnel)
+        assert [r["phase"] for r in audit_lines(starts=True)] == ["start", "start"]
+        f.response = tutils.tresp(content=b"")
+        addon.response(f)
+    first, _tunnel_start, end = audit_lines(starts=True)
+    assert end["phase"] == "end" and end["flow"] == first["flow"] and first["flow"]
+
+
+async def test_an_allowed_request_that_cannot_be_recorded_is_refused_saying_why(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], tmp_path: Path
+) -> None:
+    addon.resolver = FakeResolver()
+    spec = make_spec()
+    token = register(addon, spec)
+    session = addon.registry.get(spec.session_id)
+    assert session is not None
+    with taddons.context(addon):
+        control = get_flow("allowed.test", 8443, token)
+        await addon.requestheaders(control)
+        assert control.response is None, "control: a recordable request goes through"
+        os.close(session.writer._fd)  # the next write fails, as on a full disk
+        f = get_flow("allowed.test", 8443, token)
+        await addon.requestheaders(f)
+    assert f.response is not None and f.response.status_code == 403
+    assert b"could not be recorded" in f.response.content and b"cannot write audit log" in f.response.content
