@@ -56,6 +56,10 @@ __all__ = [
 
 START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
 IO_TIMEOUT = 10.0
+# A live daemon answers a ping or a registration in milliseconds; one that has not answered in
+# this long is taken as hung (stopped, wedged) and replaced. A merely slow one loses nothing:
+# a registration that timed out is retried with IO_TIMEOUT once a ping has found it alive.
+HUNG_AFTER = 1.0
 IDLE_ENV = "STOCKADE_PROXY_IDLE"  # seconds a daemon with no sessions and no connections lives on
 TEST_RESOLVER_ENV = "STOCKADE_PROXY_TEST_RESOLVER"  # tests only: JSON name table (see proxy/resolver.py)
 _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -87,15 +91,20 @@ def ensure_daemon(locations: Locations, *, idle_timeout: float | None = None, te
     (defaults: $STOCKADE_PROXY_IDLE or 300 s; $STOCKADE_PROXY_TEST_RESOLVER or none).
     """
     files = daemon_files(locations)
-    port = _alive_port(files)
+    pinged = _socket_identity(files)
+    port, hung = _alive_or_hung(files)
     if port is not None:
         return port
+    hung_socket = pinged if hung else None
     _private_dir(files.runtime)
     _private_dir(files.state)
     with _locked(files.lock):
-        port = _alive_port(files)  # another run may have started it while we waited
-        if port is not None:
-            return port
+        # Another run may have started one while we waited; a daemon that just failed to answer
+        # in HUNG_AFTER is not asked again (its socket unchanged): a new one replaces it.
+        if hung_socket is None or _socket_identity(files) != hung_socket:
+            port = _alive_port(files)
+            if port is not None:
+                return port
         return _start(files, idle_timeout, test_resolver)
 
 
@@ -104,7 +113,7 @@ def register_session(locations: Locations, spec: SessionSpec) -> SessionTicket:
     files = daemon_files(locations)
     for attempt in (1, 2):
         try:
-            conn = _connect(files)
+            conn = _connect(files, HUNG_AFTER if attempt == 1 else IO_TIMEOUT)
         except OSError:
             if attempt == 2:
                 raise
@@ -118,6 +127,7 @@ def register_session(locations: Locations, spec: SessionSpec) -> SessionTicket:
                 raise
             ensure_daemon(locations)
             continue
+        conn.settimeout(IO_TIMEOUT)
         if reply.get("ok"):
             previous = _held.pop(spec.session_id, None)
             if previous is not None:
@@ -234,33 +244,53 @@ def daemon_status(locations: Locations) -> dict[str, Any] | None:
 
 def _alive_port(files: DaemonFiles) -> int | None:
     """The daemon's port if its port file exists and it answers a ping on the control socket."""
+    return _alive_or_hung(files)[0]
+
+
+def _alive_or_hung(files: DaemonFiles) -> tuple[int | None, bool]:
+    """_alive_port, and whether the daemon there is hung (accepts, never answers)."""
     try:
         recorded = json.loads(files.port_file.read_text())
     except (OSError, ValueError):
-        return None
-    reply = _ping(files)
+        return None, False
+    reply, hung = _ping_or_hung(files)
     if reply and not reply.get("exiting") and reply.get("port") == recorded.get("port") and reply.get("protocol", 1) >= PROTOCOL:
-        return int(reply["port"])
-    return None  # none, dying, or an older stockade's daemon: a new one takes over the files
+        return int(reply["port"]), False
+    return None, hung  # none, dying, hung, or an older stockade's daemon: a new one takes over the files
+
+
+def _socket_identity(files: DaemonFiles) -> tuple[int, int] | None:
+    try:
+        info = os.stat(files.socket)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _ping(files: DaemonFiles) -> dict[str, Any] | None:
+    return _ping_or_hung(files)[0]
+
+
+def _ping_or_hung(files: DaemonFiles) -> tuple[dict[str, Any] | None, bool]:
+    """The daemon's ping reply (None if none answered), and whether one accepted and never answered."""
     try:
-        conn = _connect(files)
+        conn = _connect(files, HUNG_AFTER)
     except OSError:
-        return None
+        return None, False
     try:
         reply = _exchange(conn, {"op": "ping"})
+    except TimeoutError:
+        return None, True
     except OSError:
-        return None
+        return None, False
     finally:
         conn.close()
-    return reply if reply.get("ok") else None
+    return (reply if reply.get("ok") else None), False
 
 
-def _connect(files: DaemonFiles) -> socket.socket:
+def _connect(files: DaemonFiles, timeout: float = IO_TIMEOUT) -> socket.socket:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(IO_TIMEOUT)
+    conn.settimeout(timeout)
     try:
         conn.connect(str(files.socket))
     except OSError:

@@ -57,6 +57,7 @@ class Daemon:
         self._server: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
+        self._bound: tuple[int, int] | None = None  # our control socket's (device, inode)
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -94,6 +95,7 @@ class Daemon:
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self.files.socket))
         os.chmod(self.files.socket, 0o600)
+        self._bound = self._socket_identity()
         self._server.listen(64)
         self._server.setblocking(False)
         self._keep(self._accept_loop(self._server))
@@ -248,10 +250,34 @@ class Daemon:
         while True:
             idle = max(1, ctx.options.stockade_idle_timeout)
             await asyncio.sleep(min(5.0, idle / 5))
+            if self._superseded():
+                return
             if self.busy():
                 self.last_activity = time.monotonic()
             elif time.monotonic() - self.last_activity >= idle and self._leave():
                 return
+
+    def _socket_identity(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(self.files.socket)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def _superseded(self) -> bool:
+        """A newer daemon took over the control socket (this one was hung, and a run replaced it),
+        or the socket was removed: no run can reach this daemon again. It takes no new session
+        and exits once its last one ends (True when it is exiting)."""
+        if self._bound is None or self._socket_identity() == self._bound:
+            return False
+        if not self.exiting:
+            logger.info("the control socket is no longer ours (replaced or removed): no new sessions, exiting when idle")
+            self.exiting = True
+        if self.busy():
+            return False
+        logger.info("superseded and idle: exiting")
+        ctx.master.shutdown()
+        return True
 
     def _leave(self) -> bool:
         """Stop taking sessions and remove our files, under the start lock; False if a run holds it."""

@@ -997,3 +997,46 @@ def test_control_socket_failure_is_reported_fast(fresh_locations: Callable[[str]
     with pytest.raises(client.ProxyDaemonError, match="did not start"):
         client.ensure_daemon(locations)
     assert time.monotonic() - started < 15
+
+
+def _daemon_pid(locations: Locations) -> int:
+    return int(json.loads((locations.runtime / "proxy.port").read_text())["pid"])
+
+
+def test_a_hung_daemon_is_replaced_and_leaves_once_it_wakes(fresh_locations: Callable[[str], Locations], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stopped daemon accepts on its control socket and never answers: the next run must not wait
+    out the I/O timeout (20 s before), but start a new daemon; the old one, woken, takes no new
+    session and exits once idle."""
+    locations = fresh_locations("hung")
+    client.ensure_daemon(locations, idle_timeout=600)  # it would not leave on its idle timer during the test
+    old = _daemon_pid(locations)
+    monkeypatch.setattr(client, "IO_TIMEOUT", 120.0)  # waiting out the I/O timeout would show as a test timeout
+    os.kill(old, signal.SIGSTOP)
+    try:
+        spec = SessionSpec(session_id="after-hang", command=["x"], cwd="/", allow=(), audit_path=str(locations.state / "a.jsonl"))
+        done: list[object] = []
+        worker = threading.Thread(target=lambda: done.append(client.register_session(locations, spec)), daemon=True)
+        worker.start()
+        worker.join(60)
+        assert done, "the run waited on the hung daemon instead of replacing it"
+        ticket = done[0]
+        new = _daemon_pid(locations)
+        assert new != old and client.daemon_status(locations)["pid"] == new
+        client.end_session(locations, "after-hang")
+        assert not _process_gone(old), "control: the stopped daemon is still there"
+    finally:
+        os.kill(old, signal.SIGCONT)
+    assert wait_for(lambda: _process_gone(old), timeout=30), "the superseded daemon did not exit when idle"
+    assert client.daemon_status(locations)["pid"] == new and ticket.port  # type: ignore[attr-defined]
+
+
+def test_a_removed_control_socket_leaves_one_daemon(fresh_locations: Callable[[str], Locations]) -> None:
+    locations = fresh_locations("unlinked")
+    client.ensure_daemon(locations, idle_timeout=600)
+    old = _daemon_pid(locations)
+    (locations.runtime / "proxy.sock").unlink()
+    client.ensure_daemon(locations, idle_timeout=600)
+    new = _daemon_pid(locations)
+    assert new != old
+    assert wait_for(lambda: _process_gone(old), timeout=30), "two daemons: the one whose socket was removed stays"
+    assert not _process_gone(new)
