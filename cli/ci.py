@@ -140,9 +140,14 @@ def build_report(request: RunRequest, code: int, duration: float, started_wall: 
     )
     if network is not NetworkMode.NONE and request.session_id:
         try:
-            result.hosts, result.denials = tally(session_records(audit_log, request.session_id))
+            records = session_records(audit_log, request.session_id)
         except StockadeError as error:
             result.notes.append(f"the audit log could not be read: {error}")
+        else:
+            result.hosts, result.denials = tally(records)
+            cut = sum(1 for record in records if record.get("incomplete"))
+            if cut:
+                result.notes.append(f"{cut} connection(s) have a start record and no end: the proxy daemon stopped under them")
     return result
 
 
