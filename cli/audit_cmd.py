@@ -65,7 +65,8 @@ def _cells(record: dict[str, object]) -> list[str]:
     stamp = printable(record.get("time", ""))
     destination = f"{record.get('host')}:{record.get('port')}"
     path = printable(record.get("path") or "")
-    request = f"{record.get('method') or record.get('scheme') or ''} {path[:40]}{'...' if len(path) > 40 else ''}".strip()
+    verb = printable(record.get("method") or record.get("scheme") or "")
+    request = f"{verb[:40]} {path[:40]}{'...' if len(path) > 40 else ''}".strip()
     return [
         stamp[11:19] or stamp,
         printable(record.get("session", ""))[:8],

@@ -260,3 +260,24 @@ def test_version_matches_pyproject() -> None:
     if not pyproject.exists():
         pytest.skip("running from an installed copy without pyproject.toml")
     assert tomllib.loads(pyproject.read_text())["project"]["version"] == VERSION
+
+
+CONTROLS = "".join(chr(c) for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]) + "\x1b[1A\x1b[2K\x1b]0;title\x07"
+
+
+@pytest.mark.parametrize("field", ["method", "scheme", "host", "path", "rule", "session", "time", "decision"])
+def test_audit_shows_every_control_in_every_field_as_visible_text(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, field: str
+) -> None:
+    """A sandbox chooses the method, host and path it sends; none of it may reach the terminal raw."""
+    monkeypatch.setenv("COLUMNS", "2000")
+    log = project / "audit.jsonl"
+    record = {"time": "2026-01-01T00:00:00+00:00", "session": "s1", "decision": "deny", "host": "h.test", "port": 80,
+              "scheme": "http", "method": "GET", "path": "/", "rule": "r"}
+    record[field] = f"A{CONTROLS}Z"
+    log.write_text(json.dumps(record) + "\n")
+    for extra in ([], ["--json"]):
+        code, out, _ = run_cli(capsys, "audit", "--log", str(log), *extra)
+        assert code == 0
+        shown = out.replace("\n", "")
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in shown), (field, extra, repr(out[:300]))
