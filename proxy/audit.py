@@ -40,6 +40,28 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+# The most of each field a record keeps, in characters; generous for real traffic, and
+# a bound on what one request can add to the log.
+FIELD_LIMITS = {"host": 300, "sni": 300, "method": 40, "path": 2048, "rule": 600, "error": 600, "hint": 400, "address": 64, "scheme": 16}
+COMMAND_LIMIT = 2048  # characters of the session's command, all words together
+
+
+def _command_length(command: list[str]) -> int:
+    return sum(len(str(word)) for word in command)
+
+
+def _shortened(command: list[str]) -> list[str]:
+    kept: list[str] = []
+    left = COMMAND_LIMIT
+    for word in command:
+        text = str(word)
+        if left <= 0:
+            break
+        kept.append(text[:left])
+        left -= len(text)
+    return kept
+
+
 class AuditError(StockadeError):
     """The audit log could not be written or read; traffic that cannot be recorded must stop."""
 
@@ -90,10 +112,24 @@ class AuditRecord:
     # first byte goes upstream, and "end" with bytes and duration. A denial is one "end".
     phase: str = "end"
     flow: str | None = None
+    # A denial line can stand for more: the same session denied the same destination for the
+    # same reason `repeats` more times, up to `last_time` (written when the session ends).
+    repeats: int = 0
+    last_time: str | None = None
 
     def to_line(self) -> bytes:
-        """One line of JSON, ASCII only, ending in exactly one newline."""
-        line = json.dumps(vars(self), ensure_ascii=True, separators=(",", ":"), default=str)  # not asdict: no deep copy
+        """One line of JSON, ASCII only, ending in exactly one newline, its fields cut to FIELD_LIMITS
+        (a `truncated` list names the ones that were): a sandbox chooses its paths and host names,
+        and must not grow the log by what it sends."""
+        data = vars(self)  # not asdict: no deep copy
+        cut = [name for name, limit in FIELD_LIMITS.items() if isinstance(data.get(name), str) and len(data[name]) > limit]
+        if cut or _command_length(self.command) > COMMAND_LIMIT:
+            data = {**data, **{name: data[name][: FIELD_LIMITS[name]] for name in cut}}
+            if _command_length(self.command) > COMMAND_LIMIT:
+                data["command"] = _shortened(self.command)
+                cut.append("command")
+            data["truncated"] = cut
+        line = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str)
         if "\n" in line or "\r" in line:  # cannot happen with json.dumps; a record is never split
             raise AuditError("audit record would span lines")
         return line.encode("ascii") + b"\n"

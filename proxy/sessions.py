@@ -10,13 +10,14 @@ appended by one file descriptor in order.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stockade.proxy.audit import AuditWriter
+from stockade.proxy.audit import AuditError, AuditRecord, AuditWriter
 from stockade.proxy.control import SessionSpec
 from stockade.proxy.decide import Decision, SessionRules
 
@@ -35,6 +36,25 @@ class Denial:
         return {"host": self.host, "port": self.port, "rule": self.rule, "hint": self.hint, "count": self.count, "origin": origin}
 
 
+# A session's denials each get a line of their own up to MAX_DENIAL_LINES; after that they are
+# counted, one line per destination and reason (for up to MAX_COUNTED of them, then one line for
+# the rest) written when the session ends. A sandbox that floods denied requests (the same host
+# again and again, or a new name each time) grows the log by a bounded amount: about
+# MAX_DENIAL_LINES records of at most a few KiB (audit.FIELD_LIMITS). The run's summary keeps
+# MAX_COUNTED destinations.
+MAX_DENIAL_LINES = 1000
+MAX_COUNTED = 256
+
+
+@dataclass
+class Repeats:
+    """Denials of one destination for one reason past the session's budget, written as one line at the end."""
+
+    record: AuditRecord  # the first of them, as it would have been written
+    count: int = 1
+    last: str = ""
+
+
 @dataclass
 class Session:
     spec: SessionSpec
@@ -42,6 +62,8 @@ class Session:
     writer: AuditWriter
     denials: dict[tuple[str, int], Denial] = field(default_factory=dict)
     ended: bool = False
+    denial_lines: int = 0  # denials written as lines of their own
+    repeats: dict[tuple[str, int, str], Repeats] = field(default_factory=dict)
 
     @property
     def stopped(self) -> str | None:
@@ -56,11 +78,38 @@ class Session:
         key = (host, port)
         if key in self.denials:
             self.denials[key].count += 1
-        else:
+        elif len(self.denials) < MAX_COUNTED:
             self.denials[key] = Denial(host, port, decision.rule, decision.hint)
+
+    def own_line(self, record: AuditRecord) -> bool:
+        """Whether a denial gets a line of its own now; if not, it is counted for a line at the end."""
+        if self.denial_lines < MAX_DENIAL_LINES:
+            self.denial_lines += 1
+            return True
+        key = (record.host, record.port, record.rule)
+        if key not in self.repeats and len(self.repeats) >= MAX_COUNTED:
+            key = ("*", 0, OVER_BUDGET)
+        counted = self.repeats.get(key)
+        if counted is None:
+            first = record
+            if key[2] == OVER_BUDGET:
+                first = dataclasses.replace(record, host="*", port=0, rule=OVER_BUDGET, path=None, method=None, hint=None, sni=None)
+            self.repeats[key] = Repeats(first, 1, record.time)
+        else:
+            counted.count += 1
+            counted.last = record.time
+        return False
+
+    def repeat_records(self) -> list[AuditRecord]:
+        """One line per destination counted past the budget: the first such denial, `repeats`
+        saying how many it stands for, and when the last was."""
+        return [dataclasses.replace(r.record, repeats=r.count, last_time=r.last) for r in self.repeats.values()]
 
     def denial_summary(self) -> list[dict[str, Any]]:
         return [d.to_dict(self.spec.origin) for d in self.denials.values()]
+
+
+OVER_BUDGET = f"more denied destinations than the {MAX_COUNTED} counted one by one"
 
 
 class Registry:
@@ -102,6 +151,11 @@ class Registry:
         if session is None:
             return None
         session.ended = True
+        for record in session.repeat_records():
+            try:
+                session.writer.write(record)
+            except AuditError:
+                break  # the writer is broken; the run's end says the audit failed
         self._by_digest = {d: s for d, s in self._by_digest.items() if s is not session}
         if not any(s.writer is session.writer for s in self._by_id.values()):
             # Not closed here: tunnels cut by the end still write their final record.

@@ -57,6 +57,9 @@ class Tracked:
         self.record.rule = decision.rule
         self.record.hint = decision.hint or None
         self.session.note_denial(self.record.host, self.record.port, decision)
+        if not self.session.own_line(self.record):
+            self.written = True  # counted into the line the session writes when it ends
+            return True
         return self._write()
 
     def finish(self, *, bytes_up: int | None = None, bytes_down: int | None = None, error: str | None = None) -> bool:

@@ -27,6 +27,7 @@ from stockade.proxy.audit import (
 FIELDS = {
     "time", "session", "command", "scheme", "host", "port", "method", "path", "sni",
     "decision", "rule", "bytes_up", "bytes_down", "duration_ms", "error", "address", "hint", "phase", "flow",
+    "repeats", "last_time",
 }
 
 
@@ -292,3 +293,14 @@ def test_a_flow_with_a_start_and_no_end_is_shown_incomplete(tmp_path: Path) -> N
     writer.close()
     shown = list(read_records(path))
     assert [(r["host"], r.get("incomplete", False)) for r in shown] == [("done.test", False), ("denied.test", False), ("cut.test", True)]
+
+
+def test_long_fields_are_cut_and_the_record_says_which() -> None:
+    line = record(host="h" * 5000, path="/" + "p" * 70000, method="M" * 100, command=["x" * 100000, "y"]).to_line()
+    data = json.loads(line)
+    assert len(line) < 8000
+    assert len(data["host"]) == 300 and len(data["path"]) == 2048 and len(data["method"]) == 40
+    assert sum(len(word) for word in data["command"]) == 2048
+    assert sorted(data["truncated"]) == ["command", "host", "method", "path"]
+    plain = json.loads(record(host="a.test", path="/ok").to_line())
+    assert "truncated" not in plain and plain["path"] == "/ok"

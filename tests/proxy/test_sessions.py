@@ -79,3 +79,40 @@ def test_denial_summary_counts_per_destination(make_spec: Callable[..., SessionS
         {"host": "denied.test", "port": 443, "rule": "no allow rule matches", "hint": 'allow = ["denied.test"]', "count": 2, "origin": "/p/.stockade.toml"},
         {"host": "denied.test", "port": 80, "rule": "no allow rule matches", "hint": 'allow = ["denied.test"]', "count": 1, "origin": "/p/.stockade.toml"},
     ]
+
+
+def _deny(session, host: str, path: str = "/x") -> None:  # type: ignore[no-untyped-def]
+    from stockade.proxy.tracking import Tracked
+
+    record = AuditRecord(session=session.spec.session_id, command=["c"], scheme="http", host=host, port=80,
+                         decision="deny", rule="no allow rule matches", method="GET", path=path)
+    assert Tracked(session, record).deny(Decision(False, "no allow rule matches", "", host))
+
+
+def test_a_denial_flood_grows_the_log_by_a_bounded_amount(make_spec: Callable[..., SessionSpec], tmp_path: Path) -> None:
+    """A sandbox pipelining denied requests (95 MB/s of log before): every denial has its own line
+    up to the budget, then they are counted, one line per destination, and one for the rest."""
+    import json
+
+    from stockade.proxy.sessions import MAX_COUNTED, MAX_DENIAL_LINES, OVER_BUDGET
+
+    registry = Registry()
+    same = make_spec(session_id="same", audit_path=str(tmp_path / "same.jsonl"))
+    _, session = registry.register(same)
+    for number in range(MAX_DENIAL_LINES + 5000):
+        _deny(session, "denied.test", path=f"/{number}" + "p" * 70000)
+    registry.end(same.session_id)
+    lines = [json.loads(line) for line in (tmp_path / "same.jsonl").read_text().splitlines()]
+    assert len(lines) == MAX_DENIAL_LINES + 1 and all(r["repeats"] == 0 for r in lines[:-1])
+    assert (lines[-1]["host"], lines[-1]["repeats"]) == ("denied.test", 5000) and lines[-1]["last_time"] >= lines[-1]["time"]
+    assert (tmp_path / "same.jsonl").stat().st_size < (MAX_DENIAL_LINES + 1) * 3000
+
+    spread = make_spec(session_id="spread", audit_path=str(tmp_path / "spread.jsonl"))
+    _, session = registry.register(spread)
+    extra = MAX_COUNTED + 700
+    for number in range(MAX_DENIAL_LINES + extra):
+        _deny(session, f"n{number}.denied.test")
+    registry.end(spread.session_id)
+    lines = [json.loads(line) for line in (tmp_path / "spread.jsonl").read_text().splitlines()]
+    assert len(lines) == MAX_DENIAL_LINES + MAX_COUNTED + 1 and len(session.denials) == MAX_COUNTED
+    assert (lines[-1]["host"], lines[-1]["rule"], lines[-1]["repeats"]) == ("*", OVER_BUDGET, 700)

@@ -735,7 +735,7 @@ async def test_failed_audit_write_refuses_the_next_flow(
         assert audit.exists()
         audit.unlink()
         audit.mkdir()  # the log can no longer be written
-        second = connect_flow("denied.test", 443, token)
+        second = connect_flow("denied-too.test", 443, token)  # another destination: a line of its own
         await addon.http_connect(second)  # this record is lost: the session stops
         third = connect_flow("allowed.test", 8443, token, client=second.client_conn)
         await addon.http_connect(third)
