@@ -1040,3 +1040,13 @@ def test_a_removed_control_socket_leaves_one_daemon(fresh_locations: Callable[[s
     assert new != old
     assert wait_for(lambda: _process_gone(old), timeout=30), "two daemons: the one whose socket was removed stays"
     assert not _process_gone(new)
+
+
+def test_a_daemon_whose_home_was_removed_exits(fresh_locations: Callable[[str], Locations]) -> None:
+    """A temporary HOME (a test suite's, a CI job's) removed under a daemon: nothing can reach it
+    again, so it must not stay (daemons of throwaway HOMEs piled up at 70-90 MB each)."""
+    locations = fresh_locations("throwaway")
+    client.ensure_daemon(locations, idle_timeout=600)  # its idle timer alone would keep it for ten minutes
+    pid = _daemon_pid(locations)
+    shutil.rmtree(locations.home)
+    assert wait_for(lambda: _process_gone(pid), timeout=30), "the daemon outlived its HOME"
