@@ -31,6 +31,7 @@ from mitmproxy.addons import block, core, disable_h2c, next_layer, proxyserver, 
 from mitmproxy.master import Master
 from mitmproxy.options import Options
 
+from stockade.proxy import headlimit
 from stockade.proxy.accepting import accept, raise_descriptor_limit
 from stockade.proxy.audit import AuditError
 from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
@@ -388,6 +389,7 @@ def proxy_addons() -> list[Any]:
 def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None, splice: bool = True) -> Master:
     """mitmproxy configured as a filter: no interception, lazy connects, streamed bodies."""
     files.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    headlimit.install()
     options = Options(
         listen_host="127.0.0.1",
         listen_port=0,

@@ -1050,3 +1050,34 @@ def test_a_daemon_whose_home_was_removed_exits(fresh_locations: Callable[[str], 
     pid = _daemon_pid(locations)
     shutil.rmtree(locations.home)
     assert wait_for(lambda: _process_gone(pid), timeout=30), "the daemon outlived its HOME"
+
+
+def test_an_endless_request_head_is_cut_at_the_limit(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    """mitmproxy buffers a request head whole; 8 connections of endless header lines took the shared
+    daemon to 1.65 GB before. Past the limit the daemon answers 431 and closes."""
+    from stockade.proxy.headlimit import MAX_REQUEST_HEAD
+
+    s = session()
+    _, port = door(s)
+    target = f"allowed.test:{world.origins['http'].port}"
+    sent = 0
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(f"GET http://{target}/endless HTTP/1.1\r\nHost: {target}\r\n".encode())
+        line = b"X-Filler: " + b"a" * 1000 + b"\r\n"
+        try:
+            while sent < 64 * MAX_REQUEST_HEAD:
+                conn.sendall(line)
+                sent += len(line)
+        except OSError:
+            pass  # the daemon closed it
+        try:
+            while chunk := conn.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 431"), (sent, answer[:200])
+    assert sent < 64 * MAX_REQUEST_HEAD, "the daemon kept reading an endless head"
+    assert "/endless" not in [p for _, p, _ in world.origins["http"].requests]
+    control = raw_door(port, f"GET http://{target}/after-endless HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n".encode())
+    assert control.startswith(b"HTTP/1.1 200"), control[:200]
