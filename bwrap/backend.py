@@ -43,6 +43,7 @@ class BwrapPlan:
     quiet: bool
     locations: Locations
     host_env: Mapping[str, str] = field(default_factory=dict)  # for explain: what was withheld
+    troubles: list[str] = field(default_factory=list)  # the request's: the run adds why its audit record is incomplete
 
     @property
     def network(self) -> bool:
@@ -137,6 +138,7 @@ class BwrapBackend:
             quiet=request.quiet,
             locations=request.locations,
             host_env=request.host_env,
+            troubles=request.troubles,
         )
 
     def explain(self, plan: BwrapPlan) -> str:
@@ -176,7 +178,10 @@ class BwrapBackend:
             from stockade.bwrap.network import Bridge
 
             bridge = Bridge(plan.session, launch.session_rules, plan.locations, plan.command, plan.cwd)
-        return execute(launch, plan.session, bridge)
+        code = execute(launch, plan.session, bridge)
+        if bridge is not None and bridge.trouble:
+            plan.troubles.append(bridge.trouble)
+        return code
 
 
 def _make_own(paths: list[str], quiet: bool) -> None:

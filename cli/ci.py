@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from stockade.profiles.backend import RunRequest
-from stockade.profiles.errors import StockadeError
+from stockade.profiles.errors import ExitCode, StockadeError
 from stockade.profiles.model import NetworkMode
 
 REPORT_VERSION = 1
@@ -73,6 +73,7 @@ class CiReport:
     denials: list[Denial] = field(default_factory=list)
     error: str | None = None  # stockade's own failure (the sandbox could not be set up, ...)
     notes: list[str] = field(default_factory=list)
+    audit_trouble: list[str] = field(default_factory=list)  # why the network record is incomplete: the job fails
 
     def to_dict(self) -> dict[str, object]:
         return {"version": REPORT_VERSION, **asdict(self)}
@@ -116,7 +117,13 @@ def run_ci(request: RunRequest, execute: Callable[[], int], *, report: str | Non
         print(f"stockade: ci: {one_line(result)}{written}", file=sys.stderr)
     if failure is not None:
         raise failure
-    return code
+    return failed_audit_status(code) if request.troubles else code
+
+
+def failed_audit_status(code: int) -> int:
+    """A CI job must not pass on a run whose network record is incomplete (the audit log
+    failed, the daemon died): the command's own failure stands, success becomes 125."""
+    return code if code != 0 else int(ExitCode.SETUP)
 
 
 def build_report(request: RunRequest, code: int, duration: float, started_wall: float, failure: StockadeError | None) -> CiReport:
@@ -137,6 +144,7 @@ def build_report(request: RunRequest, code: int, duration: float, started_wall: 
         started=now_iso(started_wall),
         finished=now_iso(started_wall + duration),
         error=str(failure) if failure is not None else None,
+        audit_trouble=list(request.troubles),
     )
     if network is not NetworkMode.NONE and request.session_id:
         try:
@@ -222,6 +230,8 @@ def one_line(result: CiReport) -> str:
     contacted = len(result.hosts)
     if result.error:
         return f"stockade could not run the command (exit {result.exit_status}): {result.error}"
+    if result.audit_trouble:
+        return f"the command exited {result.exit_status}, but {result.audit_trouble[0]}; the job fails"
     net = f"; {contacted} host{'s' * (contacted != 1)} contacted, {denied} request{'s' * (denied != 1)} denied" if result.audit_log else ""
     return f"exit {result.exit_status} after {result.duration_seconds:.1f}s{net}"
 
@@ -269,6 +279,7 @@ def markdown(result: CiReport) -> str:
         lines.append("")
     else:
         lines += ["The policy gives this command no network.", ""]
+    lines += [f"- **the job fails:** {_cell(trouble)}" for trouble in result.audit_trouble]
     lines += [f"- {_cell(note)}" for note in result.notes]
     return "\n".join(lines).rstrip("\n") + "\n\n"
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ class RunRequest:
     quiet: bool = False  # no end-of-run summary on stderr
     verbose: bool = False  # the summary also says what the plan skipped
     session_id: str = ""  # names this run in the audit log; made by the caller
+    troubles: list[str] = field(default_factory=list)  # filled by the backend: why the run's audit record is incomplete
 
 
 class Backend(Protocol):

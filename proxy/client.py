@@ -161,11 +161,28 @@ def attach_listener(session_id: str, listener: socket.socket) -> None:
 class SessionEnd:
     denials: list[dict[str, Any]]  # dicts with host, port, rule, hint, count, origin
     audit_error: str | None  # why the session's audit log could not be written, if it could not
+    trouble: str = ""  # one line: why this run's network record is incomplete ("" when it is whole)
 
 
 def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
     """End a session; returns what it was denied: dicts with host, port, rule, hint, count, origin."""
     return finish_session(locations, session_id).denials
+
+
+def close_session(locations: Locations, session_id: str) -> SessionEnd:
+    """End a session at the end of a run, never raising: a daemon that died under the run,
+    or an audit log it could not write, becomes the `trouble` line the run reports."""
+    try:
+        ended = finish_session(locations, session_id)
+    except (OSError, ProxyDaemonError) as error:
+        return SessionEnd([], None, (
+            f"the proxy daemon was gone when the run ended ({error}): the run's network connections ended with it, "
+            "and the audit log holds their start records only (`stockade audit` marks them incomplete)"
+        ))
+    if ended.audit_error:
+        return SessionEnd(ended.denials, ended.audit_error,
+                          f"the audit log could not be written ({ended.audit_error}): every request after that was refused")
+    return ended
 
 
 def finish_session(locations: Locations, session_id: str) -> SessionEnd:

@@ -29,7 +29,11 @@ def run(request: RunRequest) -> int:
         backend = SeatbeltBackend(proxy_port=ticket.port, session_id=session, proxy_token=ticket.token)
         return backend.run(backend.build(request))
     finally:
-        denials = client.end_session(request.locations, session)
+        ended = client.close_session(request.locations, session)
+        if ended.trouble:
+            request.troubles.append(ended.trouble)
         if not request.quiet:
-            for denial in denials:
+            for denial in ended.denials:
                 print(f"stockade: {client.describe_denial(denial, policy.origin)}", file=sys.stderr)
+            if ended.trouble:
+                print(f"stockade: {ended.trouble}", file=sys.stderr)

@@ -410,13 +410,13 @@ class NetWorld:
         return box.run(self.prelude(box) + script, policy=text, env={**self.env, **(env or {})}, timeout=timeout, **kwargs)
 
     def popen(self, script: str, *, tag: str, policy: str | None = None, box: Box | None = None,
-              env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        """The same as `run`, started in the background (stdout and stderr are pipes)."""
+              env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+        """The same as `run`, started in the background (stdout and stderr are pipes); `options` go to `run`."""
         box = box or self.box
         text = policy if policy is not None else self.policy(tag, box=box)
         path = box.root / f"policy-{tag}.toml"
         path.write_text(text)
-        words = [sys.executable, "-m", "stockade.cli.main", "run", "--policy", str(path), "--", "/bin/sh", "-c", self.prelude(box) + script]
+        words = [sys.executable, "-m", "stockade.cli.main", "run", *options, "--policy", str(path), "--", "/bin/sh", "-c", self.prelude(box) + script]
         return subprocess.Popen(words, cwd=box.project, env={**box.env, **self.env, **(env or {})},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 

@@ -41,6 +41,7 @@ def test_a_daemon_killed_mid_download_leaves_a_record_and_the_run_says_so(world:
     box = w.fresh_box()
     http = w.origins["http"]
     ready = box.project / "ready-drip"
+    report = box.root / "report.json"
     run = w.popen(
         f"""
 curl -s -o /dev/null -w "before=%{{http_code}}\\n" -x "$PX" "http://allowed.test:$HP/before-drip"
@@ -49,6 +50,7 @@ curl -s -o /dev/null -x "$PX" "http://allowed.test:$HP/drip"; echo "drip=$?"
 """,
         tag="drip",
         box=box,
+        options=("--ci", "--report", str(report)),
     )
     try:
         assert wait_for(lambda: any(s.path == "/drip" for s in http.requests), 30), "the download did not start"
@@ -68,7 +70,12 @@ curl -s -o /dev/null -x "$PX" "http://allowed.test:$HP/drip"; echo "drip=$?"
     assert [(r["path"], r["phase"]) for r in every] == [("/before-drip", "start"), ("/before-drip", "end"), ("/drip", "start")]
     shown = list(read_records(path))
     assert [(r["path"], r.get("incomplete", False)) for r in shown] == [("/before-drip", False), ("/drip", True)]
-    assert "the proxy daemon was gone when the run ended" in err.strip().splitlines()[-1], err
+    assert "the proxy daemon was gone when the run ended" in err, err
+    # --ci: the script exited 0, but a job whose network record is incomplete fails.
+    assert result.returncode == 125, result
+    assert "the job fails" in err.strip().splitlines()[-1], err
+    written = json.loads(report.read_text())
+    assert written["exit_status"] == 0 and written["audit_trouble"], written
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")

@@ -113,6 +113,25 @@ def test_run_ci_writes_the_summary_and_the_report(tmp_path: Path, capsys: pytest
     assert "stockade: ci: exit 3 after" in err and "3 hosts contacted, 3 requests denied" in err and "summary appended to $GITHUB_STEP_SUMMARY" in err
 
 
+@pytest.mark.parametrize("command_status, job_status", [(0, 125), (3, 3)])
+def test_an_incomplete_audit_fails_the_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], command_status: int, job_status: int) -> None:
+    _write_audit(tmp_path)
+    summary = tmp_path / "step_summary.md"
+    request = _request(tmp_path, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    trouble = "the audit log could not be written (No space left on device): every request after that was refused"
+
+    def execute() -> int:
+        request.troubles.append(trouble)  # what the backend adds when the daemon reports it
+        return command_status
+
+    assert ci.run_ci(request, execute, report=None, announce=True) == job_status
+    assert f"the command exited {command_status}, but {trouble}; the job fails" in capsys.readouterr().err
+    assert "**the job fails:**" in summary.read_text()
+    # The control: the same run with a whole record keeps the command's status.
+    clean = _request(tmp_path, session="s2")
+    assert ci.run_ci(clean, lambda: command_status, report=None, announce=False) == command_status
+
+
 def test_hostile_names_cannot_shape_the_summary(tmp_path: Path) -> None:
     result = ci.CiReport(
         command=["/bin/sh", "-c", "echo ```\n# heading\n<img src=x onerror=alert(1)>"], cwd="/p", session="s", policy="p|<b>", network="allowlist",
