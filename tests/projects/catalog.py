@@ -39,6 +39,9 @@ PROJECTS: tuple[Project, ...] = (
     Project("attrs", "pypi", "attrs==24.2.0", (PYTEST, "hypothesis==6.112.1", "pympler==1.1", "cloudpickle==3.0.0"), ("{venv}/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"), "hypothesis writes its database in the project"),
     Project("setuptools-scm", "pypi", "setuptools-scm==8.1.0", (PYTEST, "build==1.2.2", "wheel==0.44.0", "rich==13.8.1"), ("{venv}/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "testing"), "git repositories, subprocesses and gpg-agent on a unix socket",
             profile="pypi"),  # test_pip_download fetches from PyPI: its hosts are allowed, through the proxy
-    Project("requests-unixsocket", "pypi", "requests-unixsocket==0.3.0", (PYTEST, "waitress==3.0.0", "requests==2.31.0", "urllib3==1.26.20"), ("{venv}/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "requests_unixsocket/tests"), "a waitress server on a unix socket in the sandbox's /tmp"),
+    # test_unix_domain_adapter_ok fails about one run in fifteen bare (waitress sends the body
+    # before the status line: BadStatusLine('Hello world!HTTP/1.1 200 OK')); a rerun, bare and
+    # inside alike, keeps a failure the sandbox causes every time and drops the upstream race.
+    Project("requests-unixsocket", "pypi", "requests-unixsocket==0.3.0", (PYTEST, "waitress==3.0.0", "requests==2.31.0", "urllib3==1.26.20", "pytest-rerunfailures==14.0"), ("{venv}/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--reruns", "2", "requests_unixsocket/tests"), "a waitress server on a unix socket in the sandbox's /tmp"),
     Project("minimist", "npm", "minimist@1.2.8", ("nyc@10.3.2", "tape@5.6.3"), ("{bin}/nyc", "{bin}/tape", "test/**/*.js"), "nyc's spawn-wrap writes ~/.node-spawn-wrap-* and wraps every child"),
 )

@@ -51,10 +51,11 @@ def venv(project: Project) -> Path:
 
 
 def ensure(project: Project) -> None:
-    """Fetch and set up `project` unless it is ready."""
+    """Fetch and set up `project` unless it is ready with the same spec and dependencies."""
     folder = CACHE / project.name
     ready = folder / ".ready"
-    if ready.exists():
+    stamp = "\n".join((project.spec, *project.deps)) + "\n"
+    if ready.exists() and ready.read_text() == stamp:
         return
     if folder.exists():
         shutil.rmtree(folder)
@@ -63,7 +64,7 @@ def ensure(project: Project) -> None:
         _pypi(project, folder)
     else:
         _npm(project, folder)
-    ready.write_text(project.spec + "\n")
+    ready.write_text(stamp)
 
 
 def _run(words: list[str], cwd: Path | None = None) -> None:
