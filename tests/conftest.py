@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from stockade.profiles.locations import Locations, locate
+
+_STARTED = pytest.StashKey[tuple[float, str]]()
 
 
 @pytest.fixture
@@ -30,3 +33,63 @@ def project(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     folder.mkdir()
     monkeypatch.chdir(folder)
     return folder
+
+
+# -- the suite leaves no proxy daemon behind ---------------------------------------------------
+#
+# Every test that starts a daemon gives it a HOME of its own; a daemon exits within five
+# seconds of that HOME's removal and on its idle timer otherwise. At the end of the session,
+# any daemon of this user that the session started (not the user's own, nor another user's)
+# and that is still alive after a grace period fails the run.
+
+LEFTOVER_GRACE = 15.0  # seconds: a daemon checks its control socket every five
+
+
+def _session_daemons(since: float, own_state: str) -> list[tuple[int, str]]:
+    """(pid, state folder) of this user's daemons started at or after `since`."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "uids", "cmdline", "create_time"]):
+        info = process.info
+        words = info.get("cmdline") or []
+        if "stockade.proxy.daemon" not in words or not info.get("uids") or info["uids"].real != os.getuid():
+            continue
+        state = words[words.index("--state-dir") + 1] if "--state-dir" in words[:-1] else ""
+        if (info.get("create_time") or 0) >= since and state != own_state:
+            found.append((info["pid"], state))
+    return found
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    session.config.stash[_STARTED] = (time.time() - 1, str(locate().state))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import time
+
+    started = session.config.stash.get(_STARTED, None)
+    if started is None or os.environ.get("STOCKADE_KEEP_DAEMONS") == "1":
+        return
+    deadline = time.monotonic() + LEFTOVER_GRACE
+    left = _session_daemons(*started)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _session_daemons(*started)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"proxy daemon pid {pid} (state folder {state}) outlived the test session" for pid, state in left]
+    if reporter is not None:
+        reporter.write("\n")
+        for line in lines:
+            reporter.write_line(f"LEFTOVER: {line}", red=True)
+    for pid, _state in left:  # leave the machine clean all the same
+        try:
+            os.kill(pid, 15)
+        except OSError:
+            pass
+    if session.exitstatus == 0:
+        session.exitstatus = 1

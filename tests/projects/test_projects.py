@@ -81,6 +81,8 @@ def _run(project: Project, *, sandboxed: bool) -> Outcome:
     except subprocess.TimeoutExpired as expired:
         output = _text(expired.stdout) + _text(expired.stderr)
         return Outcome(-1, {"timed out": TIMEOUT}, output)
+    finally:
+        force_rmtree(home)  # a proxy daemon the run started leaves with its HOME (the suite checks)
     output = result.stdout + result.stderr
     return Outcome(result.returncode, _counts(project, output), output)
 
