@@ -281,7 +281,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     quarantined += planted
     if not launch.quiet:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
-        trouble = [bridge.trouble] if bridge is not None and bridge.trouble else []
+        trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
         _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble)
     code = outcome.exit_code
     return 128 - code if code < 0 else code

@@ -55,6 +55,7 @@ class Bridge:
     child_channel_fd: int = -1
     denials: list[dict[str, object]] = field(default_factory=list)
     trouble: str = ""  # why the run's network record may be incomplete (the audit log failed, the daemon died)
+    refused: str = ""  # connections the daemon refused over the session's budget, as one line
 
     def open(self) -> None:
         """Start (or reuse) the daemon and register this session: before bwrap starts."""
@@ -81,4 +82,4 @@ class Bridge:
         from stockade.proxy import client
 
         ended = client.close_session(self.locations, self.session_id)
-        self.denials, self.trouble = ended.denials, ended.trouble
+        self.denials, self.trouble, self.refused = ended.denials, ended.trouble, ended.refused

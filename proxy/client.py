@@ -162,6 +162,7 @@ class SessionEnd:
     denials: list[dict[str, Any]]  # dicts with host, port, rule, hint, count, origin
     audit_error: str | None  # why the session's audit log could not be written, if it could not
     trouble: str = ""  # one line: why this run's network record is incomplete ("" when it is whole)
+    refused: str = ""  # one line: connections the session's budget refused ("" when none)
 
 
 def end_session(locations: Locations, session_id: str) -> list[dict[str, Any]]:
@@ -181,7 +182,7 @@ def close_session(locations: Locations, session_id: str) -> SessionEnd:
         ))
     if ended.audit_error:
         return SessionEnd(ended.denials, ended.audit_error,
-                          f"the audit log could not be written ({ended.audit_error}): every request after that was refused")
+                          f"the audit log could not be written ({ended.audit_error}): every request after that was refused", ended.refused)
     return ended
 
 
@@ -198,7 +199,14 @@ def finish_session(locations: Locations, session_id: str) -> SessionEnd:
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
     audit_error = reply.get("audit_error")
-    return SessionEnd(list(reply.get("denials", [])), audit_error if isinstance(audit_error, str) else None)
+    return SessionEnd(list(reply.get("denials", [])), audit_error if isinstance(audit_error, str) else None, refused=_refused_line(reply.get("refused")))
+
+
+def _refused_line(refused: object) -> str:
+    if not isinstance(refused, dict) or not isinstance(refused.get("count"), int) or refused["count"] <= 0:
+        return ""
+    count = refused["count"]
+    return f"network: {count} connection{'s' * (count != 1)} refused with a 503: {refused.get('why')}"
 
 
 def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:

@@ -33,8 +33,9 @@ from mitmproxy.options import Options
 
 from stockade.proxy import headlimit
 from stockade.proxy.accepting import accept, raise_descriptor_limit
-from stockade.proxy.audit import AuditError
+from stockade.proxy.audit import AuditError, AuditRecord
 from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
+from stockade.proxy.budget import Budget
 from stockade.proxy.door import Door, readable
 from stockade.proxy.stockadefilter import StockadeFilter
 
@@ -55,6 +56,8 @@ class Daemon:
         self.last_activity = time.monotonic()
         self.exiting = False
         self.doors: dict[str, Door] = {}  # session id -> its sandbox's listener
+        self.budget = Budget()  # connections each door may hold (budget.py)
+        self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
         self._server: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
@@ -215,7 +218,8 @@ class Daemon:
             self.last_activity = time.monotonic()
             if session is None:
                 return {"ok": False, "error": f"unknown session {session_id!r}"}
-            return {"ok": True, "denials": session.denial_summary(), "audit_error": session.writer.broken}
+            refused = self._refused.pop(session_id, None)
+            return {"ok": True, "denials": session.denial_summary(), "audit_error": session.writer.broken, "refused": refused}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def _listen(self, session_id: str, owned: set[str], fds: list[int]) -> dict[str, Any]:
@@ -231,7 +235,7 @@ class Daemon:
         if listener.type != socket.SOCK_STREAM or not listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
             listener.close()
             return {"ok": False, "error": "listen needs a listening TCP socket"}
-        door = Door(session, listener, self.filter.bind)
+        door = Door(session, listener, self.filter.bind, self.budget)
         door.open()
         self.doors[session_id] = door
         return {"ok": True}
@@ -240,6 +244,9 @@ class Daemon:
         door = self.doors.pop(session_id, None)
         if door is not None:
             door.close()
+            if door.refused:
+                self._refused[session_id] = {"count": door.refused, "why": door.refusal}
+                _audit_refusals(door)
         return self.filter.registry.end(session_id)
 
     # -- idle exit -------------------------------------------------------------
@@ -348,6 +355,19 @@ class ControlReader:
         line, _, self.buffer = self.buffer.partition(b"\n")
         fds, self.fds = self.fds, []
         return line + b"\n", fds
+
+
+def _audit_refusals(door: Door) -> None:
+    """One record for every connection the session's budget refused (count in `repeats`)."""
+    session = door.session
+    record = AuditRecord(
+        session=session.spec.session_id, command=session.spec.command, scheme="connect", host="*", port=0,
+        decision="deny", rule=door.refusal, time=door.first_refused, repeats=door.refused, last_time=door.last_refused,
+    )  # fmt: skip
+    try:
+        session.writer.write(record)
+    except AuditError:
+        pass  # the writer is broken: the run's end says the audit failed
 
 
 def _close_all(fds: list[int]) -> None:

@@ -26,11 +26,11 @@ from mitmproxy.proxy import layers, mode_specs
 from mitmproxy.proxy.mode_servers import ProxyConnectionHandler
 
 from stockade.proxy.accepting import accept
+from stockade.proxy.budget import Budget
 from stockade.proxy.sessions import Session
 
 logger = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 256  # per session: a sandbox may not exhaust the daemon's descriptors for everyone
 FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that says nothing
 NOT_HTTP = (
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\n"
@@ -44,17 +44,22 @@ Bind = Callable[[connection.Client, Session], None]
 class Door:
     """Accepts on one session's listener and hands each connection to mitmproxy, bound to that session."""
 
-    def __init__(self, session: Session, listener: socket.socket, bind: Bind) -> None:
+    def __init__(self, session: Session, listener: socket.socket, bind: Bind, budget: Budget) -> None:
         self.session = session
         self.listener = listener
         self.bind = bind
+        self.budget = budget
         self.live = 0
-        self.refused = 0  # connections over MAX_CONNECTIONS
+        self.refused = 0  # connections over the session's budget (budget.py)
+        self.refusal = ""  # why the last of them was refused
+        self.first_refused = ""  # when the first was, and the last (audit.now_iso)
+        self.last_refused = ""
         self._accepting: asyncio.Task[None] | None = None
         self._tasks: dict[socket.socket, asyncio.Task[None]] = {}  # every connection's (asyncio keeps only weak references)
         self._unspoken: set[socket.socket] = set()  # accepted, first byte not seen yet
 
     def open(self) -> None:
+        self.budget.open(self.session.spec.session_id)
         self.listener.setblocking(False)
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
 
@@ -67,6 +72,7 @@ class Door:
         if self._accepting is not None:
             asyncio.get_running_loop().remove_reader(self.listener.fileno())  # before its number can be reused
             self._accepting.cancel()
+        self.budget.close(self.session.spec.session_id)
         for conn in list(self._unspoken):
             task = self._tasks.get(conn)
             if task is not None:
@@ -79,9 +85,12 @@ class Door:
             conn = await accept(self.listener, f"session {self.session.spec.session_id}'s door")
             if conn is None:
                 return
-            if self.live >= MAX_CONNECTIONS or self.session.stopped:
-                self.refused += 1
+            if self.session.stopped:
                 conn.close()
+                continue
+            refusal = self.budget.admit(self.session.spec.session_id)
+            if refusal is not None:
+                self._refuse(conn, refusal)
                 continue
             self.live += 1
             # The task may run up to its first wait before create_task returns (eager task factories):
@@ -104,9 +113,28 @@ class Door:
             pass
         finally:
             self.live -= 1
+            self.budget.release(self.session.spec.session_id)
             self._unspoken.discard(conn)
             if not handed:
                 conn.close()
+
+    def _refuse(self, conn: socket.socket, why: str) -> None:
+        """Answer at once and close: the connection is never read, so it costs nothing to hold."""
+        from stockade.proxy.audit import now_iso
+
+        self.refused += 1
+        self.refusal = why
+        self.last_refused = now_iso()
+        self.first_refused = self.first_refused or self.last_refused
+        body = f"stockade: {why}\n".encode()
+        head = f"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        conn.setblocking(False)
+        with contextlib.suppress(OSError):
+            conn.recv(65536)  # what already came is taken, so closing sends a FIN after the answer, not a reset
+        with contextlib.suppress(OSError):
+            conn.send(head + body)
+            conn.shutdown(socket.SHUT_WR)
+        conn.close()
 
     async def _hand_over(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """What mitmproxy's own server does with an accepted connection, with the session bound first."""

@@ -35,5 +35,6 @@ def run(request: RunRequest) -> int:
         if not request.quiet:
             for denial in ended.denials:
                 print(f"stockade: {client.describe_denial(denial, policy.origin)}", file=sys.stderr)
-            if ended.trouble:
-                print(f"stockade: {ended.trouble}", file=sys.stderr)
+            for line in (ended.refused, ended.trouble):
+                if line:
+                    print(f"stockade: {line}", file=sys.stderr)

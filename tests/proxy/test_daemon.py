@@ -1081,3 +1081,89 @@ def test_an_endless_request_head_is_cut_at_the_limit(world: SimpleNamespace, ses
     assert "/endless" not in [p for _, p, _ in world.origins["http"].requests]
     control = raw_door(port, f"GET http://{target}/after-endless HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n".encode())
     assert control.startswith(b"HTTP/1.1 200"), control[:200]
+
+
+def _hold_tunnel(port: int, target: str, tls: ssl.SSLContext) -> ssl.SSLSocket | bytes:
+    """CONNECT through a door and finish the TLS handshake (the daemon splices it); the held
+    socket, or what the daemon answered instead of 200."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        conn.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+        if not head.startswith(b"HTTP/1.1 200"):
+            while chunk := conn.recv(4096):
+                head += chunk
+            conn.close()
+            return head
+        return tls.wrap_socket(conn, server_hostname=target.split(":")[0])
+    except OSError:
+        conn.close()
+        raise
+
+
+def test_a_session_holding_every_tunnel_it_can_does_not_cut_off_another(
+    world: SimpleNamespace, fresh_locations: Callable[[str], Locations], tmp_path: Path
+) -> None:
+    """At a descriptor limit of 1024 one sandbox holding ~127 spliced tunnels used to take every
+    descriptor of the daemon all sessions share (EMFILE for the others). Now its budget stops it
+    short, with a 503 saying why, and the other session keeps its network."""
+    import psutil
+
+    locations = fresh_locations("budget")
+    client.ensure_daemon(locations, test_resolver=str(world.root / "names.json"), idle_timeout=600)
+    pid = json.loads((locations.runtime / "proxy.port").read_text())["pid"]
+    psutil.Process(pid).rlimit(psutil.RLIMIT_NOFILE, (1024, 1024))  # what `ulimit -n 1024` gives a daemon
+
+    def open_session(name: str) -> SimpleNamespace:
+        spec = SessionSpec(session_id=f"{tmp_path.name}-{name}", command=["hold"], cwd=str(tmp_path), allow=("allowed.test",),
+                           deny=(), audit_path=str(tmp_path / f"audit-{name}.jsonl"), origin=str(tmp_path / ".stockade.toml"))  # fmt: skip
+        ticket = client.register_session(locations, spec)
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            client.attach_listener(spec.session_id, listener)
+            port = listener.getsockname()[1]
+        return SimpleNamespace(spec=spec, ticket=ticket, port=port, proxy=f"http://127.0.0.1:{port}", audit=Path(spec.audit_path))
+
+    hostile, victim = open_session("hostile"), open_session("victim")
+    target = f"allowed.test:{world.origins['https'].port}"
+    tls = ssl.create_default_context(cafile=str(world.cert))
+    held: list[ssl.SSLSocket] = []
+    answers: list[bytes] = []
+    try:
+        for _ in range(300):
+            got = _hold_tunnel(hostile.port, target, tls)
+            if isinstance(got, bytes):
+                answers.append(got)
+                if len(answers) >= 5:
+                    break
+            else:
+                held.append(got)
+        descriptors = len(os.listdir(f"/proc/{pid}/fd"))
+        assert answers and all(a.startswith(b"HTTP/1.1 503") for a in answers), answers[:1]
+        assert b"its share of the proxy daemon" in answers[0], answers[0]
+        assert 50 <= len(held) < 127, len(held)  # it got a real share, and not all of it
+        assert descriptors < 1024 - 32, descriptors  # room left for the daemon itself
+        # The victim: its requests and tunnels work while the hostile holds all it can.
+        for i in range(20):
+            assert curl(f"http://allowed.test:{world.origins['http'].port}/victim-{i}", proxy=victim.proxy)[0] == "200"
+        kept = [_hold_tunnel(victim.port, target, tls) for _ in range(10)]
+        assert all(isinstance(k, ssl.SSLSocket) for k in kept), kept
+        for k in kept:
+            k.close()
+        code, body, err = curl("--cacert", str(world.cert), f"https://{target}/victim-tls", proxy=victim.proxy)
+        assert (code, body) == ("200", b"hello from allowed-https /victim-tls\n"), err
+    finally:
+        for sock in held:
+            sock.close()
+    ended = client.close_session(locations, hostile.spec.session_id)
+    assert ended.refused.startswith(f"network: {len(answers)} connections refused with a 503: the sandbox held"), ended
+    assert client.close_session(locations, victim.spec.session_id).refused == ""
+    assert wait_for(lambda: any(r["host"] == "*" for r in records(hostile.audit)))
+    (refusal,) = [r for r in records(hostile.audit) if r["host"] == "*"]
+    assert (refusal["decision"], refusal["repeats"]) == ("deny", len(answers)) and "its share" in refusal["rule"]
+    log = (locations.state / "proxy.log").read_text(errors="replace")
+    assert "Too many open files" not in log, log[-2000:]

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stockade.proxy import door
+from stockade.proxy import budget, door
 
 
 def session(stopped: str | None = None) -> SimpleNamespace:
@@ -27,24 +27,35 @@ async def closed_by_peer(sock: socket.socket) -> bool:
         return False
 
 
-async def test_connections_over_the_cap_are_closed_and_silent_ones_go_with_the_door(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(door, "MAX_CONNECTIONS", 2)
+async def answer(sock: socket.socket) -> bytes:
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    data = b""
+    while chunk := await asyncio.wait_for(loop.sock_recv(sock, 4096), 1):
+        data += chunk
+    return data
+
+
+async def test_connections_over_the_cap_are_answered_and_silent_ones_go_with_the_door(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(budget, "MAX_PER_SESSION", 2)
     listener = socket.create_server(("127.0.0.1", 0))
-    the_door = door.Door(session(), listener, lambda client, s: None)  # type: ignore[arg-type]
+    the_budget = budget.Budget()
+    the_door = door.Door(session(), listener, lambda client, s: None, the_budget)  # type: ignore[arg-type]
     the_door.open()
     address = listener.getsockname()
     first, second = socket.create_connection(address), socket.create_connection(address)
     await asyncio.sleep(0.1)
     third = socket.create_connection(address)
     try:
-        assert await closed_by_peer(third)  # over the cap
+        said = await answer(third)  # over the cap: told why, then closed
+        assert said.startswith(b"HTTP/1.1 503 ") and b"stockade: the sandbox held 2 proxy connections at once" in said, said
         assert not await closed_by_peer(first) and not await closed_by_peer(second)  # the control: within it, waiting
-        assert (the_door.live, the_door.refused) == (2, 1)
+        assert (the_door.live, the_door.refused) == (2, 1) and the_budget.live == {"s": 2}
         the_door.close()
         assert await closed_by_peer(first) and await closed_by_peer(second)
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(address).close()
-        assert the_door.live == 0
+        assert the_door.live == 0 and the_budget.live == {}
     finally:
         for sock in (first, second, third):
             sock.close()
@@ -53,7 +64,7 @@ async def test_connections_over_the_cap_are_closed_and_silent_ones_go_with_the_d
 async def test_a_stopped_session_s_door_takes_no_connection() -> None:
     stopped = session("audit log unwritable: disk full")
     listener = socket.create_server(("127.0.0.1", 0))
-    the_door = door.Door(stopped, listener, lambda client, s: None)  # type: ignore[arg-type]
+    the_door = door.Door(stopped, listener, lambda client, s: None, budget.Budget())  # type: ignore[arg-type]
     the_door.open()
     conn = socket.create_connection(listener.getsockname())
     try:
