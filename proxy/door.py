@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Callable
 
 from mitmproxy import connection, ctx
@@ -31,6 +32,11 @@ from stockade.proxy.sessions import Session
 
 logger = logging.getLogger(__name__)
 
+# Fairness: a sandbox that opens connections as fast as it can (each one a new mitmproxy handler)
+# takes the event loop every session shares. Past a burst, a door accepts CONNECTION_RATE a
+# second; the rest wait in the kernel's backlog, which costs the daemon nothing.
+CONNECTION_RATE = 100.0
+CONNECTION_BURST = 256
 FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that says nothing
 NOT_HTTP = (
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\n"
@@ -54,6 +60,7 @@ class Door:
         self.refusal = ""  # why the last of them was refused
         self.first_refused = ""  # when the first was, and the last (audit.now_iso)
         self.last_refused = ""
+        self._due = 0.0  # monotonic time the next connection is due (pacing, as sessions.Session.denial_delay)
         self._accepting: asyncio.Task[None] | None = None
         self._tasks: dict[socket.socket, asyncio.Task[None]] = {}  # every connection's (asyncio keeps only weak references)
         self._unspoken: set[socket.socket] = set()  # accepted, first byte not seen yet
@@ -82,6 +89,11 @@ class Door:
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            now = time.monotonic()
+            self._due = max(self._due, now) + 1.0 / CONNECTION_RATE
+            delay = self._due - now - CONNECTION_BURST / CONNECTION_RATE
+            if delay > 0:
+                await asyncio.sleep(delay)
             conn = await accept(self.listener, f"session {self.session.spec.session_id}'s door")
             if conn is None:
                 return

@@ -45,6 +45,13 @@ class Denial:
 MAX_DENIAL_LINES = 1000
 MAX_COUNTED = 256
 
+# Fairness: every session shares the daemon's one event loop, so a sandbox pipelining denied
+# requests as fast as it can (~2,400/s) made every other session's requests 20x slower. Past a
+# burst, a session's denials are answered at DENIAL_RATE a second: each waits for its slot
+# (GCRA, one "theoretical arrival time" per session, whatever the number of connections).
+DENIAL_RATE = 50.0
+DENIAL_BURST = 200
+
 
 @dataclass
 class Repeats:
@@ -64,6 +71,7 @@ class Session:
     ended: bool = False
     denial_lines: int = 0  # denials written as lines of their own
     repeats: dict[tuple[str, int, str], Repeats] = field(default_factory=dict)
+    denial_due: float = 0.0  # monotonic time the session's next denial is due (pacing)
 
     @property
     def stopped(self) -> str | None:
@@ -80,6 +88,12 @@ class Session:
             self.denials[key].count += 1
         elif len(self.denials) < MAX_COUNTED:
             self.denials[key] = Denial(host, port, decision.rule, decision.hint)
+
+    def denial_delay(self, now: float) -> float:
+        """Seconds this denial waits for its slot: 0 within the burst, then 1/DENIAL_RATE apart."""
+        interval = 1.0 / DENIAL_RATE
+        self.denial_due = max(self.denial_due, now) + interval
+        return max(0.0, self.denial_due - now - DENIAL_BURST * interval)
 
     def own_line(self, record: AuditRecord) -> bool:
         """Whether a denial gets a line of its own now; if not, it is counted for a line at the end."""

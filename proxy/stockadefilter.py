@@ -140,6 +140,7 @@ class StockadeFilter:
             if decision.allowed:
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
             if not decision.allowed:
+                await _paced(session)
                 self._refuse(flow, tracked, decision)
                 return
             if not tracked.opened():
@@ -168,6 +169,7 @@ class StockadeFilter:
                 # connection to this very host:port was checked when it was dialed (a new one would be too).
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
             if not decision.allowed:
+                await _paced(session)
                 self._refuse(flow, tracked, decision)
                 return
             if not tracked.opened():
@@ -698,3 +700,10 @@ def _shown(host: str) -> str:
 
 def _where(flow: http.HTTPFlow) -> str:
     return f"{_shown(flow.request.host)}:{flow.request.port}"
+
+
+async def _paced(session: Session) -> None:
+    """Wait for this denial's slot (sessions.DENIAL_RATE): a flood of denials is slowed, not served at once."""
+    delay = session.denial_delay(time.monotonic())
+    if delay > 0:
+        await asyncio.sleep(delay)

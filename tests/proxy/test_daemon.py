@@ -1167,3 +1167,90 @@ def test_a_session_holding_every_tunnel_it_can_does_not_cut_off_another(
     assert (refusal["decision"], refusal["repeats"]) == ("deny", len(answers)) and "its share" in refusal["rule"]
     log = (locations.state / "proxy.log").read_text(errors="replace")
     assert "Too many open files" not in log, log[-2000:]
+
+
+class _Flood:
+    """Pipelines denied requests on a few door connections as fast as the daemon takes them,
+    counting the answers, until stopped (a hostile sandbox)."""
+
+    def __init__(self, port: int, target: str, connections: int = 4) -> None:
+        self.port, self.target = port, target
+        self.answers = 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._one, daemon=True) for _ in range(connections)]
+
+    def __enter__(self) -> _Flood:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(10)
+
+    def _one(self) -> None:
+        request = f"GET http://{self.target}/flood HTTP/1.1\r\nHost: {self.target}\r\n\r\n".encode() * 50
+        while not self.stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
+                    reader = threading.Thread(target=self._count, args=(conn,), daemon=True)
+                    reader.start()
+                    while not self.stop.is_set():
+                        conn.sendall(request)
+            except OSError:
+                time.sleep(0.01)
+
+    def _count(self, conn: socket.socket) -> None:
+        try:
+            while chunk := conn.recv(65536):
+                self.answers += chunk.count(b"HTTP/1.1 403")
+        except OSError:
+            pass
+
+
+def _victim_median_ms(port: int, target: str, count: int = 100) -> float:
+    """Median milliseconds of `count` requests, each on a new connection through a door."""
+    times = []
+    for i in range(count):
+        started = time.perf_counter()
+        answer = raw_door(port, f"GET http://{target}/victim-{i} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n".encode())
+        times.append((time.perf_counter() - started) * 1000)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:100]
+    return sorted(times)[count // 2]
+
+
+def test_a_flood_of_denials_is_paced_and_another_session_is_served(
+    world: SimpleNamespace, session: Callable[..., SimpleNamespace], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sandbox pipelining denied requests got ~2,400 answers a second and slowed every other
+    session 20x. Its denials now wait for their slots (sessions.DENIAL_RATE after a burst), what it
+    sends ahead is capped (headlimit.MAX_PIPELINED), and its door accepts at door.CONNECTION_RATE:
+    the number of answers it gets in a window is bounded whatever the machine's speed, and the
+    victim is served. The victim's slowdown is measured and reported, not asserted (timing)."""
+    import psutil
+
+    from stockade.proxy.sessions import DENIAL_BURST, DENIAL_RATE
+
+    hostile, victim = session(), session()
+    _, hostile_port = door(hostile)
+    _, victim_port = door(victim)
+    daemon = psutil.Process(json.loads((world.locations.runtime / "proxy.port").read_text())["pid"])
+    allowed = f"allowed.test:{world.origins['http'].port}"
+    alone = _victim_median_ms(victim_port, allowed)
+    rss_before = daemon.memory_info().rss
+    started = time.monotonic()
+    with _Flood(hostile_port, f"denied.test:{world.origins['denied'].port}", connections=16) as flood:
+        flooded = _victim_median_ms(victim_port, allowed)
+        time.sleep(max(0.0, 3.0 - (time.monotonic() - started)))
+        elapsed = time.monotonic() - started
+        answered = flood.answers
+        rss_during = daemon.memory_info().rss
+    with capsys.disabled():
+        print(f"\n  victim median {alone:.2f} ms alone, {flooded:.2f} ms under a flood ({flooded / alone:.1f}x); "
+              f"the flood got {answered} denials in {elapsed:.1f} s")  # fmt: skip
+    bound = DENIAL_BURST + DENIAL_RATE * elapsed * 1.5 + 20
+    assert 0 < answered <= bound, f"{answered} denials answered in {elapsed:.1f}s (bound {bound:.0f})"
+    # What the flood sent ahead of its answers is bounded per connection (headlimit.MAX_PIPELINED).
+    assert rss_during - rss_before < 64 << 20, (rss_before, rss_during)
+    assert world.origins["denied"].requests == []

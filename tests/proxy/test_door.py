@@ -76,3 +76,36 @@ async def test_a_stopped_session_s_door_takes_no_connection() -> None:
     finally:
         conn.close()
         the_door.close()
+
+
+async def test_new_connections_past_the_burst_wait_in_the_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox opening connections as fast as it can took the event loop every session shares;
+    past CONNECTION_BURST a door accepts CONNECTION_RATE a second, the rest wait in the kernel."""
+    monkeypatch.setattr(door, "CONNECTION_BURST", 3)
+    monkeypatch.setattr(door, "CONNECTION_RATE", 2.0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    the_door = door.Door(session(), listener, lambda client, s: None, budget.Budget())  # type: ignore[arg-type]
+    the_door.open()
+    clients = [socket.create_connection(listener.getsockname()) for _ in range(8)]
+    try:
+        await asyncio.sleep(0.4)
+        assert 3 <= the_door.live <= 5, the_door.live  # the burst, and at most a slot or two more
+        assert not await closed_by_peer(clients[0]) and not await closed_by_peer(clients[-1])  # none refused: they wait
+    finally:
+        the_door.close()
+        for c in clients:
+            c.close()
+
+
+async def test_a_burst_of_connections_is_accepted_at_once() -> None:
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    the_door = door.Door(session(), listener, lambda client, s: None, budget.Budget())  # type: ignore[arg-type]
+    the_door.open()
+    clients = [socket.create_connection(listener.getsockname()) for _ in range(40)]
+    try:
+        await asyncio.sleep(0.4)
+        assert the_door.live == 40
+    finally:
+        the_door.close()
+        for c in clients:
+            c.close()

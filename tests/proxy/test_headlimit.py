@@ -16,6 +16,8 @@ def test_the_wrapped_method_exists_and_is_wrapped_once() -> None:
     wrapped = _http1.Http1Server.read_headers
     headlimit.install()
     assert _http1.Http1Server.read_headers is wrapped and wrapped.__module__ == headlimit.__name__
+    assert inspect.isgeneratorfunction(_http1.Http1Connection.wait), "mitmproxy moved wait: re-check headlimit.py"
+    assert _http1.Http1Server.wait.__module__ == headlimit.__name__
 
 
 def test_a_complete_head_within_the_limit_is_never_cut() -> None:
