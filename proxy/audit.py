@@ -7,6 +7,14 @@ Records never carry header values or bodies, and secrets in query strings
 are redacted. `json.dumps` with `ensure_ascii` escapes every control byte, so
 a host name carrying a newline or a terminal escape stays inside its record.
 
+Size: a log past MAX_LOG_BYTES is rotated (`audit.jsonl` -> `audit.jsonl.1` ->
+`audit.jsonl.2`; KEEP_ROTATED older files), so a sandbox flooding allowed
+requests cannot fill the disk through it. The first line of each new file says
+that it follows a rotation, and which older file (its size, its last record's
+time) was deleted to make room: the loss, if any, is itself recorded.
+Readers take the generations oldest first, so a session that spans a rotation
+reads whole.
+
 Reading (for `stockade audit`): filters and follow mode, with no import
 heavier than the standard library, since the CLI loads this on demand.
 """
@@ -35,6 +43,9 @@ SENSITIVE_KEYS = frozenset(
     {"token", "access_token", "key", "api_key", "apikey", "sig", "signature", "password", "passwd", "secret", "auth", "code"}
 )
 SENSITIVE_SUFFIXES = ("_token", "_secret", "_signature", "_password", "_key", "_auth")
+
+MAX_LOG_BYTES = int(os.environ.get("STOCKADE_AUDIT_MAX_BYTES", 64 << 20))  # the environment: tests only
+KEEP_ROTATED = 2
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -143,6 +154,7 @@ class AuditWriter:
         self.broken: str | None = None  # set after a failed write: nothing more goes through
         self._fd = -1
         self._ino: tuple[int, int] | None = None
+        self._size = 0
         self._open()
 
     def _open(self) -> None:
@@ -159,6 +171,7 @@ class AuditWriter:
         if self._fd >= 0:
             os.close(self._fd)
         self._fd, self._ino = fd, (info.st_dev, info.st_ino)
+        self._size = info.st_size
         self._fence(info.st_size)
 
     def _fence(self, size: int) -> None:
@@ -188,15 +201,40 @@ class AuditWriter:
                 moved = True
             if moved:
                 self._open()
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                if written <= 0:
-                    raise OSError("short write")
-                view = view[written:]
+            if self._size + len(data) > MAX_LOG_BYTES and self._size > 0:
+                self._rotate()
+            self._write(data)
         except (OSError, AuditError) as exc:
             self.broken = f"cannot write audit log {self.path}: {exc}"
             raise AuditError(self.broken) from exc
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            if written <= 0:
+                raise OSError("short write")
+            view = view[written:]
+        self._size += len(data)
+
+    def _rotate(self) -> None:
+        """Shift the generations up one, dropping the oldest, and say so in the new file's first line."""
+        dropped = None
+        oldest = rotated_path(self.path, KEEP_ROTATED)
+        try:
+            info = os.stat(oldest)
+            dropped = {"file": oldest.name, "bytes": info.st_size, "last_record": _last_time(oldest)}
+        except FileNotFoundError:
+            pass
+        for generation in range(KEEP_ROTATED, 0, -1):
+            older = rotated_path(self.path, generation - 1)
+            try:
+                os.replace(older, rotated_path(self.path, generation))
+            except FileNotFoundError:
+                pass
+        self._open()
+        note = {"event": "rotated", "time": now_iso(), "previous": rotated_path(self.path, 1).name, "dropped": dropped}
+        self._write(json.dumps(note, ensure_ascii=True).encode() + b"\n")
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -239,25 +277,26 @@ def read_records(path: str | os.PathLike[str], where: AuditFilter = AuditFilter(
     """Final records in file order that pass `where`, then each allowed flow that has a start but
     no end (the daemon stopped under it), marked `"incomplete": true`. Lines that are not records
     (a torn line) are skipped."""
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise AuditError(f"cannot read audit log {path}: {exc}") from exc
     open_flows: dict[object, dict[str, object]] = {}
-    with handle:
-        for line in handle:
-            record = _parse(line)
-            if record is None:
-                continue
-            if record.get("phase") == "start":
-                open_flows[record.get("flow")] = record
-                continue
-            if record.get("flow"):
-                open_flows.pop(record.get("flow"), None)
-            if where.matches(record):
-                yield record
+    for generation in range(KEEP_ROTATED, -1, -1):  # the oldest rotated file first
+        try:
+            handle = open(rotated_path(Path(path), generation), "rb")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise AuditError(f"cannot read audit log {path}: {exc}") from exc
+        with handle:
+            for line in handle:
+                record = _parse(line)
+                if record is None or "event" in record:  # torn, or a rotation note
+                    continue
+                if record.get("phase") == "start":
+                    open_flows[record.get("flow")] = record
+                    continue
+                if record.get("flow"):
+                    open_flows.pop(record.get("flow"), None)
+                if where.matches(record):
+                    yield record
     for record in open_flows.values():
         if where.matches(record):
             yield {**record, "incomplete": True}
@@ -293,7 +332,7 @@ def follow_records(
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     record = _parse(line)
-                    if record is not None and record.get("phase") != "start" and where.matches(record):
+                    if record is not None and "event" not in record and record.get("phase") != "start" and where.matches(record):
                         yield record
                 continue
             try:
@@ -323,6 +362,26 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     except ValueError as exc:
         raise AuditError(f"--since {text!r}: use a duration like 10m, 2h, 1d or a date like 2025-01-31T12:00") from exc
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def rotated_path(path: Path, generation: int) -> Path:
+    """`audit.jsonl` for generation 0, `audit.jsonl.N` for the Nth older one."""
+    return path if generation == 0 else path.with_name(f"{path.name}.{generation}")
+
+
+def _last_time(path: Path) -> str | None:
+    """The time of the last whole record in a log (read from its tail only)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 65536))
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        record = _parse(line)
+        if record is not None and isinstance(record.get("time"), str):
+            return str(record["time"])
+    return None
 
 
 def _parse(line: bytes) -> dict[str, object] | None:

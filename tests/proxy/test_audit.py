@@ -130,7 +130,7 @@ def test_full_disk_raises() -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     writer = AuditWriter.__new__(AuditWriter)
-    writer.path, writer.broken, writer._fd = Path("/dev/full"), None, os.open("/dev/full", os.O_WRONLY)
+    writer.path, writer.broken, writer._fd, writer._size = Path("/dev/full"), None, os.open("/dev/full", os.O_WRONLY), 0
     writer._ino = (os.stat("/dev/full").st_dev, os.stat("/dev/full").st_ino)
     with pytest.raises(AuditError, match="No space"):
         writer.write(record())
@@ -304,3 +304,52 @@ def test_long_fields_are_cut_and_the_record_says_which() -> None:
     assert sorted(data["truncated"]) == ["command", "host", "method", "path"]
     plain = json.loads(record(host="a.test", path="/ok").to_line())
     assert "truncated" not in plain and plain["path"] == "/ok"
+
+
+def _record(i: int, **extra: object) -> AuditRecord:
+    return AuditRecord(session="s", command=["x"], scheme="http", host=f"h{i}.test", port=80, decision="allow", rule="r", path="/" + "p" * 200, **extra)  # type: ignore[arg-type]
+
+
+def test_a_log_past_its_size_is_rotated_and_the_loss_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox flooding allowed requests grew the log without bound: it now keeps the current
+    file and KEEP_ROTATED older ones, each at most MAX_LOG_BYTES, and says what it dropped."""
+    from stockade.proxy import audit
+
+    monkeypatch.setattr(audit, "MAX_LOG_BYTES", 4096)
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    for i in range(200):
+        writer.write(_record(i))
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]
+    assert all(p.stat().st_size <= 4096 for p in tmp_path.iterdir())
+    first = json.loads(path.read_bytes().splitlines()[0])
+    assert first["event"] == "rotated" and first["previous"] == "audit.jsonl.1"
+    assert first["dropped"]["file"] == "audit.jsonl.2" and first["dropped"]["bytes"] > 0 and first["dropped"]["last_record"]
+    shown = [r["host"] for r in read_records(path)]
+    assert shown == [f"h{i}.test" for i in range(200 - len(shown), 200)]  # the newest, oldest first, no notes
+    assert 10 < len(shown) < 200
+
+
+def test_a_flow_that_spans_a_rotation_reads_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stockade.proxy import audit
+
+    monkeypatch.setattr(audit, "MAX_LOG_BYTES", 4096)
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    writer.write(_record(0, phase="start", flow="f1"))
+    for i in range(1, 12):
+        writer.write(_record(i))
+    writer.write(_record(0, flow="f1", bytes_down=5))
+    assert (tmp_path / "audit.jsonl.1").exists()  # the control: it did rotate between start and end
+    records = list(read_records(path))
+    assert [r for r in records if r.get("flow") == "f1"] == [records[-1]] and not any(r.get("incomplete") for r in records)
+
+
+def test_below_the_size_nothing_rotates(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    for i in range(100):
+        writer.write(_record(i))
+    assert [p.name for p in tmp_path.iterdir()] == ["audit.jsonl"]
+    assert len(list(read_records(path))) == 100
