@@ -18,6 +18,7 @@ from stockade.profiles.locations import Locations
 from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
+from stockade.profiles.text import say
 
 # New namespaces for everything; no nested user namespaces; no capabilities even as root.
 # The network namespace is bwrap's own when the network is off, else stockade's (bwrap/netns.py).
@@ -193,7 +194,7 @@ def _make_own(paths: list[str], quiet: bool) -> None:
     if copied and not quiet:
         lines.insert(0, f"made {copied} files of the project its own: they were hard links shared with other places (a uv or pnpm store), which a write inside would have changed too")
     for line in lines:
-        print(f"stockade: {line}", file=sys.stderr)
+        say(f"stockade: {line}")
 
 
 def launch_of(plan: BwrapPlan) -> Launch:

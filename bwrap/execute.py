@@ -19,6 +19,7 @@ from stockade.bwrap import changes
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
 from stockade.bwrap.supervise import Outcome, supervise
 from stockade.profiles.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
+from stockade.profiles.text import say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -347,4 +348,4 @@ def _summary(
 
         lines = bounded(lines)
     for line in lines:
-        print(f"stockade: {line}", file=sys.stderr)
+        say(f"stockade: {line}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,13 +12,12 @@ from rich.table import Table
 from stockade.cli.console import stdout
 from stockade.cli.selection import select
 from stockade.profiles.locations import locate
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+from stockade.profiles.text import shown
 
 
 def printable(value: object) -> str:
-    """Control characters as visible escapes: an audit row can never drive the terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
+    """Control and format characters as visible escapes: an audit row can never drive the terminal."""
+    return shown("" if value is None else str(value))
 
 
 def _log_path(log: Path | None) -> Path:

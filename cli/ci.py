@@ -27,6 +27,7 @@ from pathlib import Path
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.errors import ExitCode, StockadeError
 from stockade.profiles.model import NetworkMode
+from stockade.profiles.text import say
 
 REPORT_VERSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -114,7 +115,7 @@ def run_ci(request: RunRequest, execute: Callable[[], int], *, report: str | Non
     result = build_report(request, code, duration, started_wall, failure)
     written = publish(result, request.host_env, report)
     if announce:
-        print(f"stockade: ci: {one_line(result)}{written}", file=sys.stderr)
+        say(f"stockade: ci: {one_line(result)}{written}")
     if failure is not None:
         raise failure
     return failed_audit_status(code) if request.troubles else code
@@ -184,13 +185,13 @@ def publish(result: CiReport, host_env: Mapping[str, str], report: str | None) -
             append_summary(summary_path, markdown(result))
             said += f"; summary appended to ${SUMMARY_ENV}"
         except OSError as exc:
-            print(f"stockade: ci: cannot append the step summary to {summary_path}: {exc.strerror or exc}", file=sys.stderr)
+            say(f"stockade: ci: cannot append the step summary to {summary_path}: {exc.strerror or exc}")
     if report:
         try:
             write_report(report, result)
             said += f"; report: {report}"
         except (OSError, StockadeError) as exc:
-            print(f"stockade: ci: cannot write the report {report}: {exc}", file=sys.stderr)
+            say(f"stockade: ci: cannot write the report {report}: {exc}")
     return said
 
 

@@ -6,7 +6,10 @@ Consoles are made per call so they follow the current sys.stdout (tests swap it)
 from __future__ import annotations
 
 import sys
+
 from rich.console import Console
+
+from stockade.profiles.text import say
 
 
 def stdout() -> Console:
@@ -19,4 +22,4 @@ def stderr() -> Console:
 
 def error_line(message: str) -> None:
     """The one line every stockade failure prints."""
-    print(f"stockade: error: {message}", file=sys.stderr)
+    say(f"stockade: error: {message}")

@@ -9,7 +9,8 @@ stockade's fault, with the traceback behind --debug.
 from __future__ import annotations
 
 import errno
-import sys
+
+from stockade.profiles.text import say
 
 HINTS = {
     errno.EROFS: "the file system is read-only (another sandbox?): give stockade writable state and cache folders "
@@ -43,4 +44,4 @@ def report(error: BaseException, debug: bool) -> None:
 
         traceback.print_exception(error)
     line = describe(error).replace("\n", " ")
-    print(f"stockade: error: {line}", file=sys.stderr)
+    say(f"stockade: error: {line}")

@@ -36,6 +36,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from stockade.profiles.text import say
+
 AGENTS = ("claude", "codex", "gemini", "cursor")
 DEFAULT_MAX_OUTPUT = 1 << 20
 MAX_INPUT = 16 << 20  # bytes of hook JSON read from the agent
@@ -301,5 +303,5 @@ def _blocked(agent: str, reason: str) -> int:
     if agent == "cursor":  # Cursor reads its answer from stdout
         sys.stdout.write(json.dumps({"permission": "deny", "user_message": message, "agent_message": message}) + "\n")
         return 0
-    print(message, file=sys.stderr)
+    say(message)
     return BLOCK

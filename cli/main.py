@@ -6,6 +6,7 @@ import os
 import sys
 
 from stockade.profiles.errors import ExitCode, StockadeError
+from stockade.profiles.text import say
 
 HELP_FLAGS = frozenset({"-h", "--help"})
 
@@ -15,7 +16,7 @@ def _report(error: BaseException, debug: bool) -> None:
         import traceback
 
         traceback.print_exception(error)
-    print(f"stockade: error: {error}", file=sys.stderr)
+    say(f"stockade: error: {error}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +81,7 @@ def _run(argv: list[str]) -> int:
 
             launch, note = found
             if note and not args.quiet:
-                print(note, file=sys.stderr)
+                say(note)
             session = os.urandom(6).hex()
             bridge = None
             if launch.session_rules is not None:
@@ -96,7 +97,7 @@ def _run(argv: list[str]) -> int:
 
 def _say_moved(moved: list[tuple[str, str]]) -> None:
     for original, new in moved:
-        print(f"stockade: {original} was created by an earlier run that was killed before its check; renamed to {new}", file=sys.stderr)
+        say(f"stockade: {original} was created by an earlier run that was killed before its check; renamed to {new}")
 
 
 def _run_options_part(args: list[str]) -> list[str]:

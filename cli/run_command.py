@@ -16,6 +16,7 @@ from stockade.profiles.backend import RunRequest
 from stockade.profiles.errors import UsageError
 from stockade.profiles.locations import locate
 from stockade.profiles.resolve import Resolution, resolve
+from stockade.profiles.text import say
 
 if TYPE_CHECKING:
     from stockade.bwrap.plan_cache import Recorder as PlanRecorder
@@ -73,7 +74,7 @@ def _plan_and_run(args: RunArgs, recorder: PlanRecorder | None) -> int:
     )
     note = untrusted_note(resolution)
     if note and not args.quiet:
-        print(note, file=sys.stderr)
+        say(note)
     platform = args.platform or host_platform()
     request = RunRequest(
         policy=resolution.policy,

@@ -44,6 +44,7 @@ from mitmproxy.net.http import url
 from mitmproxy.proxy import layer, server_hooks
 from mitmproxy.proxy.layers import HttpLayer, TCPLayer
 
+from stockade.profiles.text import shown
 from stockade.proxy.audit import AuditRecord, now_iso, redact_path
 from stockade.proxy.control import PROXY_USER
 from stockade.proxy.decide import Decision, canonical_target, check_resolved, decide
@@ -637,7 +638,9 @@ def auth_required_response() -> http.Response:
 
 
 def _text_response(status: int, text: str) -> http.Response:
-    return http.Response.make(status, text, {"Content-Type": "text/plain; charset=utf-8"})
+    """A body a sandboxed tool may print to the user's terminal: one line per line, shown safely."""
+    body = "\n".join(shown(line) for line in text.split("\n"))
+    return http.Response.make(status, body, {"Content-Type": "text/plain; charset=utf-8"})
 
 
 def _body_too_big_to_answer(request: http.Request) -> bool:

@@ -28,6 +28,7 @@ from stockade.profiles.errors import (
 from stockade.profiles.floor import floor_for
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
+from stockade.profiles.text import say
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.logstream import LOG_COMMAND, LogStream
 from stockade.seatbelt.profile import Profile, ProfileSpec, render
@@ -374,4 +375,4 @@ def _shell_word(text: str) -> str:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    say(line)

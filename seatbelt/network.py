@@ -8,10 +8,10 @@ travels in the proxy URL.
 from __future__ import annotations
 
 import os
-import sys
 
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.model import NetworkMode
+from stockade.profiles.text import say
 from stockade.seatbelt.backend import SeatbeltBackend
 
 
@@ -34,7 +34,7 @@ def run(request: RunRequest) -> int:
             request.troubles.append(ended.trouble)
         if not request.quiet:
             for denial in ended.denials:
-                print(f"stockade: {client.describe_denial(denial, policy.origin)}", file=sys.stderr)
+                say(f"stockade: {client.describe_denial(denial, policy.origin)}")
             for line in (ended.refused, ended.trouble):
                 if line:
-                    print(f"stockade: {line}", file=sys.stderr)
+                    say(f"stockade: {line}")

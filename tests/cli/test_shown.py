@@ -1,0 +1,69 @@
+"""Every line stockade prints about a run shows outside text escaped (profiles/text.py)."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from stockade.profiles.errors import PolicyError
+from stockade.profiles.text import shown
+
+HOSTILE = "".join(chr(c) for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]) + "\x1b[2J\x1b]0;pwned\x07\u202e\u200b\ud800"
+
+
+def raw(text: str) -> list[str]:
+    return [ch for ch in text if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf", "Cs")]
+
+
+def test_shown_escapes_every_control_and_keeps_letters() -> None:
+    out = shown(f"ü{HOSTILE}日本")
+    assert raw(out) == [] and "\n" not in out
+    assert out.startswith("ü\\x00\\x01") and out.endswith("\\u202e\\u200b\\ud800日本")
+    assert "\\x1b[2J" in out and "\\x9f" in out
+    assert shown("plain text, ü and 日本") == "plain text, ü and 日本"  # the control: nothing to escape
+
+
+def test_an_error_line_is_shown_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    from stockade.cli.main import main
+
+    # As a real argv arrives: no NUL, undecodable bytes as surrogate escapes (\udcff).
+    name = HOSTILE.replace(chr(0), "").replace("\ud800", "\udcff")
+    code = main(["run", "--policy", f"/nonexistent/{name}.toml", "--", "true"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("stockade: error: ") and raw(err) == [], repr(err)
+
+
+def test_the_ci_line_is_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stockade.cli import ci
+    from stockade.profiles.backend import RunRequest
+    from stockade.profiles.locations import Locations
+    from stockade.profiles.model import Policy
+
+    request = RunRequest(policy=Policy(origin=str(tmp_path / ".stockade.toml")), command=("true",), cwd=tmp_path, host_env={},
+                         locations=Locations(config=tmp_path, state=tmp_path, cache=tmp_path, runtime=tmp_path, home=tmp_path))  # fmt: skip
+
+    def failing() -> int:
+        raise PolicyError(f"bad {HOSTILE}")
+
+    with pytest.raises(PolicyError):
+        ci.run_ci(request, failing, report=None, announce=True)
+    err = capsys.readouterr().err
+    assert "stockade: ci: stockade could not run the command" in err and raw(err) == [], repr(err)
+
+
+def test_a_denial_body_is_shown_escaped() -> None:
+    from stockade.proxy.stockadefilter import _text_response
+
+    one_line = HOSTILE.replace("\n", "")  # the body's own lines stay lines
+    body = _text_response(403, f"stockade: denied {one_line}\nadd it under [network]").get_text() or ""
+    assert raw(body) == [] and body.count("\n") == 1, repr(body)
+
+
+def test_the_hook_s_refusal_is_shown_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    from stockade.cli.hook import _blocked
+
+    assert _blocked("claude", f"cannot parse {HOSTILE}") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stockade hook: blocked: cannot parse") and raw(err) == [], repr(err)
