@@ -10,6 +10,8 @@ import typer
 
 from stockade.cli.run_command import untrusted_note
 from stockade.cli.selection import select
+from stockade.profiles.locations import locate
+from stockade.profiles.openings import open_ends
 from stockade.profiles.serialize import policy_to_dict, policy_to_toml
 
 
@@ -23,9 +25,12 @@ def check(
         data = policy_to_dict(resolution.policy)
         data["trusted"] = resolution.trusted
         data["ignored"] = list(resolution.dropped)
+        data["open"] = open_ends(resolution.policy, str(locate().home))
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return
     note = untrusted_note(resolution)
     if note:
         typer.echo(note, err=True)
+    for line in open_ends(resolution.policy, str(locate().home)):
+        typer.echo(f"stockade: note: {line}", err=True)
     print(policy_to_toml(resolution.policy), end="")

@@ -17,6 +17,7 @@ from stockade.cli.selection import select
 from stockade.profiles.envfilter import withheld
 from stockade.profiles.floor import floor_for, floor_summary
 from stockade.profiles.locations import locate
+from stockade.profiles.openings import open_ends
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import below_home
 from stockade.profiles.serialize import policy_to_dict
@@ -124,6 +125,8 @@ def explain(
     if note:
         console.print(note)
     home = str(locate().home)
+    for line in open_ends(p, home):
+        console.print(f"Note: {line}")
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("what", no_wrap=True)
     table.add_column("rule", overflow="fold")

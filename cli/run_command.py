@@ -34,13 +34,15 @@ def backend_for(platform: str) -> Backend:
 
 
 def untrusted_note(resolution: Resolution) -> str | None:
-    """One line saying an untrusted project policy was only allowed to narrow."""
-    if resolution.trusted or resolution.project_file is None:
+    """One line saying what of an untrusted project policy was ignored and what was kept; none when
+    nothing was ignored (the run is what the file says, trusted or not)."""
+    if resolution.trusted or resolution.project_file is None or not resolution.dropped:
         return None
-    ignored = f" (ignored: {'; '.join(resolution.dropped)})" if resolution.dropped else ""
+    kept = f"kept: {', '.join(resolution.kept)}" if resolution.kept else "nothing of its own kept"
+    why = "changed since you trusted it" if resolution.changed else "not trusted"
     return (
-        f"stockade: {resolution.project_file} is not trusted, so it can only narrow your own policy{ignored}; "
-        f"to trust it: stockade trust {resolution.project_file}"
+        f"stockade: {resolution.project_file} is {why}, so it can only narrow your own policy "
+        f"(ignored: {'; '.join(resolution.dropped)}; {kept}); to trust it: stockade trust {resolution.project_file}"
     )
 
 

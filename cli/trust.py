@@ -42,5 +42,10 @@ def trust(
         raise UsageError(f"{target}: no such policy file")
     layers = project_chain(target, locations)  # validates the whole chain first
     store.trust(target, chain_digest(layers))
-    files = [layer.source for layer in layers if not layer.is_builtin]
+    files = [layer.source for layer in layers if not layer.is_builtin and not layer.implicit]
     print(f"stockade: trusting {target} as it is now ({len(files)} file(s)); any change makes it untrusted again")
+    from stockade.profiles.merge import compose
+    from stockade.profiles.openings import open_ends
+
+    for line in open_ends(compose(layers, project_dir=target.parent, origin=str(target)), str(locations.home)):
+        print(f"stockade: note: {line}")

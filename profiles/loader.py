@@ -31,6 +31,8 @@ class Layer:
     extends: tuple[str, ...] = ()
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     text: str = ""
+    names_extends: bool = False  # the file has an `extends` key (`extends = []` included)
+    implicit: bool = False  # not named by the file: the user's default it builds on (resolve.py)
 
     @property
     def is_builtin(self) -> bool:
@@ -119,7 +121,7 @@ def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
             extends = tuple(checker.table("", {key: value})[key])
         else:
             checker.unknown_key("", key)
-    return Layer(source=source, extends=extends, values=values, text=text)
+    return Layer(source=source, extends=extends, values=values, text=text, names_extends="extends" in document)
 
 
 def _deep_line(text: str, limit: int = 64) -> int | None:

@@ -130,3 +130,27 @@ def _narrow_limits(base: Limits, project: Limits) -> Limits:
         file_size=lower(base.file_size, project.file_size),  # type: ignore[arg-type]
         tmp_size=lower(base.tmp_size, project.tmp_size),  # type: ignore[arg-type]
     )
+
+
+def kept_notes(base: Policy, effective: Policy) -> list[str]:
+    """What an untrusted project policy did change: its added denials and tightened limits."""
+    notes: list[str] = []
+    for label, mine, theirs in (
+        ("deny_read", base.filesystem.deny_read, effective.filesystem.deny_read),
+        ("deny_write", base.filesystem.deny_write, effective.filesystem.deny_write),
+        ("network deny", base.network.deny, effective.network.deny),
+        ("env deny", base.env.deny, effective.env.deny),
+    ):
+        added = len(set(theirs) - set(mine))
+        if added:
+            notes.append(f"{added} {label} rule{'s' * (added != 1)}")
+    hosts = len(set(base.network.allow) - set(effective.network.allow))
+    if hosts:
+        notes.append(f"{hosts} of your allowed hosts left out")
+    if effective.network.mode.rank < base.network.mode.rank:
+        notes.append(f'network mode "{effective.network.mode.value}"')
+    limits = [name for name in ("memory", "pids", "wall_time", "file_size", "tmp_size")
+              if getattr(effective.limits, name) != getattr(base.limits, name)]  # fmt: skip
+    if limits:
+        notes.append("tighter " + ", ".join(limits))
+    return notes

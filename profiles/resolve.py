@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,16 +23,29 @@ class Resolution:
     project_file: Path | None = None  # a discovered .stockade.toml
     trusted: bool = True
     dropped: tuple[str, ...] = ()  # allowances an untrusted project policy asked for and did not get
+    kept: tuple[str, ...] = ()  # what an untrusted project policy did change: denials, limits
+    changed: bool = False  # untrusted because it changed since the user trusted it
     notes: tuple[str, ...] = field(default=())
 
 
 class _Expander:
-    """Loads a layer and everything it extends, depth first, detecting cycles."""
+    """Loads a layer and everything it extends, depth first, detecting cycles.
 
-    def __init__(self, project_dir: Path, locations: Locations, relative_base: Path | None = None) -> None:
+    The file a run starts from, with no `extends` key, builds on `implicit` (the user's default:
+    a hand-written `[network] allow = [...]` must not start from nothing, which leaves every
+    secret readable and the project read-only); `extends = []` starts from nothing, on purpose.
+    Files it extends are fragments and get nothing implicit.
+    """
+
+    def __init__(
+        self, project_dir: Path, locations: Locations, relative_base: Path | None = None,
+        implicit: Callable[[], list[Layer]] | None = None,
+    ) -> None:  # fmt: skip
         self.project_dir = project_dir
         self.home = locations.home
         self.relative_base = relative_base  # overrides a file's own directory (user config)
+        self.implicit = implicit
+        self._implicit_layers: list[Layer] | None = None
 
     def from_file(self, path: Path) -> list[Layer]:
         return self._expand(load_file(path, home=self.home, base=self.relative_base), [])
@@ -41,6 +56,10 @@ class _Expander:
     def _expand(self, layer: Layer, stack: list[str]) -> list[Layer]:
         stack = [*stack, layer.source]
         layers: list[Layer] = []
+        if not stack[:-1] and not layer.is_builtin and not layer.names_extends and self.implicit is not None:
+            if self._implicit_layers is None:
+                self._implicit_layers = [dataclasses.replace(base, implicit=True) for base in self.implicit()]
+            layers += self._implicit_layers
         for entry in layer.extends:
             child = self._load_entry(entry, layer)
             if child.source in stack:
@@ -86,9 +105,10 @@ def user_default(project_dir: Path, locations: Locations) -> list[Layer]:
     Relative paths in the user config mean the project, like the built-ins.
     """
     config = locations.user_config_file
+    builtin = _Expander(project_dir, locations)
     if config.is_file():
-        return _Expander(project_dir, locations, relative_base=project_dir).from_file(config)
-    return _Expander(project_dir, locations).from_builtin(DEFAULT_PROFILE)
+        return _Expander(project_dir, locations, relative_base=project_dir, implicit=lambda: builtin.from_builtin(DEFAULT_PROFILE)).from_file(config)
+    return builtin.from_builtin(DEFAULT_PROFILE)
 
 
 def resolve(
@@ -107,9 +127,10 @@ def resolve(
         raise PolicyError("give either --policy or --profile, not both")
     project_file = find_project_policy(cwd)
     project_dir = project_file.parent if project_file else cwd
+    implicit = lambda: user_default(project_dir, locations)  # noqa: E731
     if policy_file is not None:
         path = policy_file if policy_file.is_absolute() else cwd / policy_file
-        layers = _Expander(project_dir, locations).from_file(path)
+        layers = _Expander(project_dir, locations, implicit=implicit).from_file(path)
         return Resolution(compose(layers, project_dir=project_dir, origin=str(path)))
     if profile is not None:
         layers = _Expander(project_dir, locations).from_builtin(profile)
@@ -119,17 +140,22 @@ def resolve(
     base = compose(base_layers, project_dir=project_dir, origin=base_origin)
     if project_file is None:
         return Resolution(base)
-    from stockade.profiles.narrow import narrow
+    from stockade.profiles.narrow import kept_notes, narrow
     from stockade.profiles.trust import TrustStore, chain_digest
 
-    layers = _Expander(project_dir, locations).from_file(project_file)
+    layers = _Expander(project_dir, locations, implicit=implicit).from_file(project_file)
     project = compose(layers, project_dir=project_dir, origin=str(project_file))
-    if TrustStore(locations.trust_file).is_trusted(project_file, chain_digest(layers)):
+    store = TrustStore(locations.trust_file)
+    if store.is_trusted(project_file, chain_digest(layers)):
         return Resolution(project, project_file=project_file)
     effective, dropped = narrow(base, project)
-    return Resolution(effective, project_file=project_file, trusted=False, dropped=tuple(dropped))
+    return Resolution(
+        effective, project_file=project_file, trusted=False, dropped=tuple(dropped), kept=tuple(kept_notes(base, effective)),
+        changed=store.was_trusted(project_file),
+    )  # fmt: skip
 
 
 def project_chain(project_file: Path, locations: Locations) -> list[Layer]:
     """Every layer a project policy is made of, for `stockade trust`."""
-    return _Expander(project_file.parent, locations).from_file(project_file)
+    project_dir = project_file.parent
+    return _Expander(project_dir, locations, implicit=lambda: user_default(project_dir, locations)).from_file(project_file)

@@ -17,8 +17,12 @@ from stockade.profiles.loader import Layer
 
 
 def chain_digest(layers: list[Layer]) -> str:
+    """What trust is tied to: the project's files and the files they name. The user's own default,
+    which a file without `extends` builds on, is the user's, and changing it untrusts nothing."""
     digest = hashlib.sha256()
     for layer in layers:
+        if layer.implicit:
+            continue
         digest.update(layer.source.encode() + b"\0" + layer.text.encode() + b"\0")
     return digest.hexdigest()
 
@@ -50,6 +54,10 @@ class TrustStore:
 
     def is_trusted(self, policy_file: Path, digest: str) -> bool:
         return self._read().get(str(policy_file)) == digest
+
+    def was_trusted(self, policy_file: Path) -> bool:
+        """Trusted once, in another version (the file or one it extends changed since)."""
+        return str(policy_file) in self._read()
 
     def trust(self, policy_file: Path, digest: str) -> None:
         records = self._read()

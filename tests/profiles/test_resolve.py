@@ -126,7 +126,8 @@ def test_untrusted_allowlist_keeps_only_hosts_the_user_allows(project: Path, loc
     write(locations.user_config_file, 'extends = ["default"]\n[network]\nallow = ["*.example.test", "pypi.org:443"]\n')
     write(project / ".stockade.toml", '[network]\nallow = ["api.example.test", "evil.test", "pypi.org", "pypi.org:443"]\ndeny = ["x.test"]\n')
     result = resolve(project, locations)
-    assert result.policy.network.allow == ("api.example.test", "pypi.org:443")
+    # The file builds on the user's default, so the user's own hosts stay; of its own, only those the user allows.
+    assert result.policy.network.allow == ("*.example.test", "pypi.org:443", "api.example.test")
     assert result.policy.network.deny == ("x.test",)
     assert "network allow evil.test" in result.dropped and "network allow pypi.org" in result.dropped
 

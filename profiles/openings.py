@@ -1,0 +1,31 @@
+"""What a policy leaves open that its author may not have meant: said by `check` and `explain`.
+
+A file with `extends = []` starts from nothing, on purpose; what that means is
+easy to miss (no secret hidden, nothing writable, the project included).
+Judged by effect on the effective policy, so a hand-built policy that does
+hide and allow what it should says nothing.
+"""
+
+from __future__ import annotations
+
+from stockade.profiles.model import Policy
+from stockade.profiles.paths import is_within
+
+
+def open_ends(policy: Policy, home: str) -> list[str]:
+    notes: list[str] = []
+    project = str(policy.project_dir)
+    fs = policy.filesystem
+    if not any(is_within(project, root) for root in fs.allow_write):
+        notes.append(f"the project ({project}) is read-only: no allow_write entry covers it (\".\" would)")
+    if not fs.deny_read:
+        notes.append("deny_read is empty: the project's .env files and every secret outside your home are readable inside")
+    if fs.home == "host" and not any(is_within(path.split("*", 1)[0].rstrip("/") or "/", home) for path in fs.deny_read):
+        notes.append(f'home = "host" with nothing under {home} in deny_read: ~/.ssh, ~/.aws and every other secret there are readable inside')
+    if not notes:
+        return []
+    return notes + ['to build on your own policy instead, remove `extends = []` (or write extends = ["default"])'] if _from_nothing(policy) else notes
+
+
+def _from_nothing(policy: Policy) -> bool:
+    return not any(source.startswith("builtin:") for source in policy.sources)

@@ -1,0 +1,33 @@
+"""A policy written by hand, as a new user would, keeps the defaults it did not mention."""
+
+from __future__ import annotations
+
+import subprocess
+
+from realwork import STOCKADE, Workplace
+
+
+def test_a_file_with_only_hosts_keeps_secrets_hidden_and_the_project_writable(work: Workplace) -> None:
+    (work.home / ".ssh").mkdir()
+    (work.home / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-CANARY\n")
+    work.project.mkdir()
+    policy = work.project / ".stockade.toml"
+    policy.write_text('[network]\nallow = ["pypi.org", "files.pythonhosted.org"]\n')
+    script = "touch written && echo wrote; cat ~/.ssh/id_rsa; true"
+
+    untrusted = work.shell(script, sandboxed=True)
+    assert "wrote" in untrusted.stdout and "PRIVATE-KEY-CANARY" not in untrusted.stdout, untrusted
+    notes = [line for line in untrusted.stderr.splitlines() if "is not trusted" in line]
+    assert len(notes) == 1 and 'ignored: network mode "allowlist"' in notes[0] and "stockade trust" in notes[0], untrusted.stderr
+
+    subprocess.run([*STOCKADE, "trust"], cwd=work.project, env=work.env, check=True, capture_output=True)
+    trusted = work.shell(script, sandboxed=True)
+    assert "wrote" in trusted.stdout and "PRIVATE-KEY-CANARY" not in trusted.stdout, trusted
+    assert "is not trusted" not in trusted.stderr
+
+    # The control: the same file starting from nothing on purpose is read-only, and says so at trust.
+    policy.write_text('extends = []\n[network]\nallow = ["pypi.org"]\n')
+    said = subprocess.run([*STOCKADE, "trust"], cwd=work.project, env=work.env, check=True, capture_output=True, text=True)
+    assert "is read-only" in said.stdout and "deny_read is empty" in said.stdout, said.stdout
+    bare = work.shell(script, sandboxed=True)
+    assert "wrote" not in bare.stdout and "Read-only file system" in bare.stderr, bare
