@@ -200,8 +200,8 @@ def plan_view(
             _protect(view, path, roots, watch_absent=True)
     for path in gitdirs.protected_paths(repositories, real_home, env) + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
         _protect(view, path, roots, watch_absent=True)
-    for path in [p for pattern in fs.deny_write for p in matches[pattern]]:
-        _protect(view, path, roots, watch_absent=True)
+    for path in [p for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]:
+        _protect(view, path, roots, watch_absent=True)  # absent, at any depth: moved aside if the run makes it
     for folder in path_dirs:
         real = os.path.realpath(folder)
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
@@ -409,6 +409,11 @@ def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> 
     # Absent: nothing is mounted (a mount point would appear in the project, on the host too);
     # whatever the run creates there is moved aside after it (sweep.py).
     view.unguarded.append((path, _first_absent(root, path)))
+
+
+def _literal(pattern: str) -> list[str]:
+    """A deny path that is no glob names its place whether or not it exists yet."""
+    return [] if globs.is_glob(pattern) else [pattern]
 
 
 def _first_absent(root: str, path: str) -> str:

@@ -41,13 +41,14 @@ def grouped_moves(quarantined: list[tuple[str, str]]) -> list[str]:
     """One line per moved path while few; past a few, one line for all of them."""
     if len(quarantined) <= 3:
         return [
-            f"{original} was created or changed inside the sandbox and could run code outside it (or could not be checked); renamed to {moved}"
+            f"{original} was created or changed inside the sandbox at a protected path (a file that could run code "
+            f"outside it, one the policy's deny_write names, or one that could not be checked); renamed to {moved}"
             for original, moved in quarantined
         ]
     examples = ", ".join(original for original, _moved in quarantined[:EXAMPLES])
     suffix = quarantined[0][1][len(quarantined[0][0]) :]
     return [
-        f"{len(quarantined)} files that could run code outside the sandbox were created or changed inside it "
+        f"{len(quarantined)} files at protected paths (that could run code outside the sandbox, or deny_write names) were created or changed inside it "
         f"({examples}, ...); each was renamed to NAME{suffix} in its own folder"
     ]
 

@@ -289,7 +289,7 @@ def test_case_10_trailing_slash_still_binds(vbox: Box) -> None:
     """ESCAPES 10: allow_write = ["./build/"] (relative, trailing slash) binds build and only build."""
     (vbox.project / "build").mkdir()
     policy = vbox.project / "policy.toml"
-    policy.write_text('[filesystem]\nallow_write = ["./build/"]\n')
+    policy.write_text('extends = []\n[filesystem]\nallow_write = ["./build/"]\n')
     result = vbox.run("echo ok > build/f; echo x > other && echo WROTE-OTHER", options=["--policy", str(policy)])
     assert (vbox.project / "build" / "f").read_text() == "ok\n", result
     assert "WROTE-OTHER" not in result.stdout and not (vbox.project / "other").exists()

@@ -31,3 +31,16 @@ def test_a_file_with_only_hosts_keeps_secrets_hidden_and_the_project_writable(wo
     assert "is read-only" in said.stdout and "deny_read is empty" in said.stdout, said.stdout
     bare = work.shell(script, sandboxed=True)
     assert "wrote" not in bare.stdout and "Read-only file system" in bare.stderr, bare
+
+
+def test_deny_write_holds_where_its_parent_folders_do_not_exist_yet(work: Workplace) -> None:
+    work.project.mkdir()
+    (work.project / ".stockade.toml").write_text('[filesystem]\ndeny_write = ["nonexistent-dir/settings.json", "a/b/c/file.txt"]\n')
+    subprocess.run([*STOCKADE, "trust"], cwd=work.project, env=work.env, check=True, capture_output=True)
+    done = work.shell("mkdir -p nonexistent-dir a/b/c && echo x > nonexistent-dir/settings.json && echo y > a/b/c/file.txt "
+                      "&& echo z > a/b/c/other.txt", sandboxed=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not (work.project / "nonexistent-dir" / "settings.json").exists()
+    assert not (work.project / "a" / "b" / "c" / "file.txt").exists()
+    assert done.stderr.count("renamed to") == 2, done.stderr
+    assert (work.project / "a" / "b" / "c" / "other.txt").read_text() == "z\n"  # the control: its neighbour stays
