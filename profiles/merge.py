@@ -38,6 +38,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
     """Build the effective policy from layers given in load order (extended first)."""
     values = merge_values(layers)
     fs = values.get("filesystem", {})
+    _refuse_writable_inside_hidden(layers, fs.get("allow_write", ()), fs.get("deny_read", ()))
     net = values.get("network", {})
     env = values.get("env", {})
     limits = values.get("limits", {})
@@ -70,3 +71,31 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
         sources=tuple(layer.source for layer in layers),
         protected_files=tuple(dict.fromkeys(l.source for l in layers if not l.is_builtin)),
     )
+
+
+def _refuse_writable_inside_hidden(layers: list[Layer], allow_write: tuple[str, ...], deny_read: tuple[str, ...]) -> None:
+    """A folder the sandbox may not see cannot hold one it may write (bwrap would fail to make it):
+    a policy error naming the allow_write entry, never a setup failure. A deny_read place inside
+    a writable one is the usual carve-out and fine."""
+    from stockade.profiles.errors import PolicyError
+    from stockade.profiles.paths import is_glob, is_within
+
+    hidden = [d for d in deny_read if not is_glob(d)]
+    for place in allow_write:
+        inside = next((d for d in hidden if is_within(place, d)), None)
+        if inside is None:
+            continue
+        layer = next((l for l in reversed(layers) if place in l.values.get("filesystem", {}).get("allow_write", ())), None)
+        where = None if layer is None or layer.is_builtin else layer.source
+        line = _key_line(layer, "filesystem", "allow_write") if where else None
+        raise PolicyError(
+            f"allow_write {place} is inside deny_read {inside}: a hidden folder cannot hold a writable one; "
+            "remove one of the two, or hide only the parts of it you mean",
+            file=where, line=line,
+        )  # fmt: skip
+
+
+def _key_line(layer: Layer, table: str, key: str) -> int | None:
+    from stockade.profiles.toml_lines import KeyLines
+
+    return KeyLines(layer.text).key(table, key)
