@@ -7,9 +7,11 @@ the proxy's matcher all agree: lower-case A-labels, no trailing dot, IPs in
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -53,15 +55,36 @@ def canonical_name(name: str) -> str:
     text = name.strip().rstrip(".")
     if not text:
         raise ValueError("empty host name")
-    try:
-        ascii_name = text.encode("idna").decode("ascii") if not text.isascii() else text
-    except UnicodeError as exc:
-        raise ValueError(f"{name!r} is not a valid international domain name") from exc
+    ascii_name = text if text.isascii() else _a_label(name, text)
     ascii_name = ascii_name.lower()
     labels = ascii_name.split(".")
     if len(ascii_name) > 253 or not all(_LABEL.match(label) for label in labels):
         raise ValueError(f"{name!r} is not a valid host name")
     return ascii_name
+
+
+def _a_label(name: str, text: str) -> str:
+    """IDNA 2008 with UTS 46 mapping, as browsers and curl resolve names (Python's own "idna"
+    codec is IDNA 2003: it maps faß.de to fass.de, another domain)."""
+    import idna  # only for non-ASCII names
+
+    try:
+        return idna.encode(text, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError) as exc:
+        raise ValueError(f"{name!r} is not a valid international domain name ({exc})") from exc
+
+
+def public_suffix(name: str) -> bool:
+    """Whether anyone can register names directly under `name` (com, co.uk, github.io,
+    s3.amazonaws.com): a wildcard on it would allow hosts an attacker can set up."""
+    return bool(_suffix_list().is_public(name))
+
+
+@functools.cache
+def _suffix_list() -> Any:
+    from publicsuffixlist import PublicSuffixList  # only for wildcard rules; the list is bundled (~40 ms to load)
+
+    return PublicSuffixList(accept_unknown=False)
 
 
 def _split_port(text: str) -> tuple[str, int | None]:
@@ -92,10 +115,15 @@ def parse_rule(text: str) -> HostRule:
     if not isinstance(text, str) or not text.strip():
         raise ValueError("empty network rule")
     raw = text.strip()
+    if "://" in raw:
+        raise ValueError(_url_message(raw))
     if "/" in raw:
         try:
             return HostRule(network=ipaddress.ip_network(raw, strict=False))
         except ValueError as exc:
+            head = raw.split("/", 1)[0]
+            if head and not re.fullmatch(r"[0-9.:]+", head):
+                raise ValueError(f"{raw!r}: rules name hosts, not paths: write {head!r}") from None
             raise ValueError(f"{raw!r} is not a valid CIDR block (e.g. \"10.1.0.0/16\")") from exc
     host, port = _split_port(raw)
     try:
@@ -112,4 +140,25 @@ def parse_rule(text: str) -> HostRule:
         raise ValueError(f"{raw!r}: '*' is only allowed as the first label (\"*.example.com\")")
     if re.fullmatch(r"[0-9.]+", name.rstrip(".")):
         raise ValueError(f"{raw!r} is not a valid IPv4 address")
-    return HostRule(host=canonical_name(name), wildcard=wildcard, port=port)
+    host_name = canonical_name(name)
+    if wildcard and public_suffix(host_name):
+        raise ValueError(
+            f"{raw!r}: {host_name} is a public suffix (anyone can register a name under it), so this would allow hosts "
+            f"an attacker sets up; name each host you need instead"
+        )
+    return HostRule(host=host_name, wildcard=wildcard, port=port)
+
+
+def _url_message(raw: str) -> str:
+    """What to write instead of a URL: its host (and port, when the URL names one)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(raw)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host:
+        return f"{raw!r} is a URL: rules name hosts (\"pypi.org\"), not URLs"
+    shown = f"{host}:{port}" if port else host
+    return f"{raw!r} is a URL: rules name hosts; write {shown!r} (a scheme or path cannot be matched here)"
