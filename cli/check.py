@@ -10,6 +10,7 @@ import typer
 
 from stockade.cli.run_command import untrusted_note
 from stockade.cli.selection import select
+from stockade.profiles.errors import UsageError
 from stockade.profiles.locations import locate
 from stockade.profiles.openings import open_ends
 from stockade.profiles.serialize import policy_to_dict, policy_to_toml
@@ -19,8 +20,11 @@ def check(
     file: Annotated[Optional[Path], typer.Argument(help="Policy file (default: what `stockade run` would use here).")] = None,
     profile: Annotated[Optional[str], typer.Option("--profile", help="Check a built-in profile instead.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    policy: Annotated[Optional[Path], typer.Option("--policy", "-p", help="Policy file, as `stockade run --policy` takes it.")] = None,
 ) -> None:
-    resolution = select(file, profile)
+    if file is not None and policy is not None and file != policy:
+        raise UsageError("give the policy file once: as an argument or with --policy")
+    resolution = select(file or policy, profile)
     if as_json:
         data = policy_to_dict(resolution.policy)
         data["trusted"] = resolution.trusted

@@ -24,6 +24,10 @@ SECRET_ENV: tuple[str, ...] = (
     "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND",
 )
 
+# Names a secret pattern above catches that hold no secret and that tools need to work: paths
+# to CA bundles (a company's TLS-inspecting proxy) and which region or profile to use.
+NOT_SECRET_ENV: frozenset[str] = frozenset({"AWS_CA_BUNDLE", "AWS_REGION", "AWS_DEFAULT_REGION"})
+
 # Variables that make the dynamic loader or a shell run code; an untrusted
 # policy may not set them (profiles/narrow.py).
 LOADER_ENV: tuple[str, ...] = (
@@ -80,7 +84,9 @@ def sandbox_env(host_env: Mapping[str, str], rules: EnvRules) -> dict[str, str]:
     for name, value in host_env.items():
         if matches(name, RESERVED_ENV):
             continue
-        if name in rules.passthrough or not matches(name, SECRET_ENV + rules.deny):
+        if name in rules.passthrough or not matches(name, SECRET_ENV + rules.deny) or (
+            name.upper() in NOT_SECRET_ENV and not matches(name, rules.deny)
+        ):
             result[name] = value
     for name, value in rules.set:
         if not matches(name, RESERVED_ENV):

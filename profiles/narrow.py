@@ -35,7 +35,7 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
             limits=_narrow_limits(base.limits, project.limits),
             project_dir=project.project_dir,
             origin=project.origin,
-            sources=(*base.sources, *project.sources),
+            sources=tuple(dict.fromkeys((*base.sources, *project.sources))),
             protected_files=_union(base.protected_files, project.protected_files),
         ),
         notes,
