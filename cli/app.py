@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from stockade.cli import audit_cmd, check, doctor, explain, init, install, trust
+from stockade.cli import allow, audit_cmd, check, doctor, explain, init, install, trust
 from stockade.cli.console import error_line
 from stockade.cli.version import VERSION
 from stockade.cli.run_options import RUN_OPTIONS
@@ -78,6 +78,7 @@ app.command(name="check", help="Validate a policy and print the effective policy
 app.command(name="explain", help="Say in plain words what the effective policy allows and denies.")(explain.explain)
 app.command(name="init", help="Write a commented starter .stockade.toml for this project.")(init.init)
 app.command(name="doctor", help="Check that this machine can sandbox, and say how to fix what is missing.")(doctor.doctor)
+app.command(name="allow", help="Add a host to [network] allow of this project's policy (comments kept), as every denial's hint says.")(allow.allow)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(install.install)

@@ -270,9 +270,9 @@ def markdown(result: CiReport) -> str:
         denied = sum(d.count for d in result.denials)
         lines += [f"#### Denied ({denied})", ""]
         if result.denials:
-            lines += [f"| host | port | times | why | to allow it, add under `[network]` in {_code(result.policy)} |", "|---|---:|---:|---|---|"]
+            lines += ["| host | port | times | why | to allow it, run |", "|---|---:|---:|---|---|"]
             lines += [
-                f"| {_code(d.host)} | {d.port} | {d.count} | {_cell(d.rule)} | {_code(d.hint) if d.hint else 'no policy change allows this'} |"
+                f"| {_code(d.host)} | {d.port} | {d.count} | {_cell(d.rule)} | {_fix(d.hint, result.policy)} |"
                 for d in result.denials
             ]
         else:
@@ -283,6 +283,14 @@ def markdown(result: CiReport) -> str:
     lines += [f"- **the job fails:** {_cell(trouble)}" for trouble in result.audit_trouble]
     lines += [f"- {_cell(note)}" for note in result.notes]
     return "\n".join(lines).rstrip("\n") + "\n\n"
+
+
+def _fix(hint: str, policy: str) -> str:
+    from stockade.profiles.hints import allow_command
+
+    if not hint:
+        return "no policy change allows this"
+    return _code(allow_command(hint, policy) or f"{hint} (under [network] in {policy})")
 
 
 def shown_command(command: list[str]) -> str:

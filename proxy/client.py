@@ -252,11 +252,12 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
     where = f"network: denied {denial.get('host')}:{denial.get('port')}" + (f" ({count} times)" if count > 1 else "")
     if not denial.get("hint"):
         return f"{where} ({denial.get('rule')}); no policy change allows this"
-    if origin.startswith("builtin:"):
-        edit = f"in a .stockade.toml that extends {origin.removeprefix('builtin:')!r} (`stockade init` writes one)"
-    else:
-        edit = f"in {origin}"
-    return f"{where}; to allow it, add {denial.get('hint')} under [network] {edit}"
+    from stockade.profiles.hints import allow_command
+
+    command = allow_command(str(denial.get("hint")), origin)
+    if command:
+        return f"{where}; to allow it, run: {command}"
+    return f"{where}; to allow it, add {denial.get('hint')} under [network] in {origin}"
 
 
 def daemon_status(locations: Locations) -> dict[str, Any] | None:

@@ -44,6 +44,7 @@ from mitmproxy.net.http import url
 from mitmproxy.proxy import layer, server_hooks
 from mitmproxy.proxy.layers import HttpLayer, TCPLayer
 
+from stockade.profiles.hints import allow_command
 from stockade.profiles.text import shown
 from stockade.proxy.audit import AuditRecord, now_iso, redact_path
 from stockade.proxy.control import PROXY_USER
@@ -620,7 +621,10 @@ def denial_text(host: str, port: int, decision: Decision, origin: str) -> str:
     """The one line a person or a coding agent reads in a 403."""
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     where = origin or "the stockade policy"
-    if decision.hint:
+    command = allow_command(decision.hint, origin) if decision.hint else ""
+    if command:
+        fix = f"to allow it, run: {command}"
+    elif decision.hint:
         fix = f"to allow it, add `{decision.hint}` under [network] in {where}"
     elif decision.rule.startswith('deny "'):
         fix = f"it is listed under deny in [network] of {where}"

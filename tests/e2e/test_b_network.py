@@ -985,7 +985,7 @@ curl -sS "http://denied.test:$DP/"; echo "plain_denied=$?"
     assert one(result, "tls_denied") == "56" and "CONNECT tunnel failed, response 403" in result.stderr, result.stderr
     assert one(result, "plain_denied") == "0"
     assert f"stockade: the sandbox's policy blocked denied.test:{w.origins['denied'].port} (no allow rule matches)" in result.stdout
-    assert f'network: denied denied.test:{w.origins["denied_tls"].port}; to allow it, add allow = ["denied.test"]' in result.stderr
+    assert f'network: denied denied.test:{w.origins["denied_tls"].port}; to allow it, run: stockade allow denied.test --policy ' in result.stderr
     assert w.origins["denied"].since((0, 0)) == ([], 0) and w.origins["denied_tls"].since((0, 0)) == ([], 0)
     # `stockade audit` (the default log of this HOME) shows both decisions.
     shown = w.stockade("audit", "--json")

@@ -107,7 +107,7 @@ def test_run_ci_writes_the_summary_and_the_report(tmp_path: Path, capsys: pytest
     assert f"| policy | <code>{tmp_path}/.stockade.toml</code> |" in text
     assert "| <code>pypi.org</code> | 443 | 2 | 2 | 0 | 150 | 5,000 |" in text
     assert "#### Denied (3)" in text
-    assert "| <code>evil.test</code> | 443 | 2 | no allow rule matches | <code>allow = [&quot;evil.test&quot;]</code> |" in text
+    assert f"| <code>evil.test</code> | 443 | 2 | no allow rule matches | <code>stockade allow evil.test --policy {tmp_path / '.stockade.toml'}</code> |" in text
     assert "| <code>uploads.github.com</code> | 443 | 1 | deny &quot;uploads.github.com&quot; | no policy change allows this |" in text
     err = capsys.readouterr().err
     assert "stockade: ci: exit 3 after" in err and "3 hosts contacted, 3 requests denied" in err and "summary appended to $GITHUB_STEP_SUMMARY" in err
@@ -283,8 +283,8 @@ def test_github_style_run_publishes_the_summary_with_the_denials(sandbox: None, 
     assert "| exit status | 4 |" in summary
     assert f"| <code>allowed.test</code> | {origin} | 1 | 1 | 0 |" in summary
     assert "#### Denied (2)" in summary
-    assert "| <code>denied.test</code> | 443 | 1 | no allow rule matches | <code>allow = [&quot;denied.test&quot;]</code> |" in summary
-    assert "| <code>denied.test</code> | 80 | 1 | no allow rule matches | <code>allow = [&quot;denied.test&quot;]</code> |" in summary
+    assert "| <code>denied.test</code> | 443 | 1 | no allow rule matches | <code>stockade allow denied.test --policy " in summary
+    assert "| <code>denied.test</code> | 80 | 1 | no allow rule matches | <code>stockade allow denied.test --policy " in summary
 
     data = json.loads(report.read_text())
     assert data["exit_status"] == 4 and data["network"] == "allowlist" and data["policy"] == str(policy)

@@ -334,7 +334,7 @@ def test_denied_gets_403_with_the_fix_and_the_origin_sees_nothing(world: SimpleN
     assert text.count("\n") == 1
     assert f"blocked denied.test:{denied.port}" in text
     assert "going around the proxy will not work" in text
-    assert f'add `allow = ["denied.test"]` under [network] in {s.spec.origin}' in text
+    assert f"to allow it, run: stockade allow denied.test --policy {s.spec.origin}" in text
     tls_code, _, _ = curl("--cacert", str(world.cert), f"https://denied.test:{world.origins['denied_tls'].port}/", proxy=s.proxy)
     assert tls_code in ("000", "403")  # curl reports a refused CONNECT as 000 (with the 403 in stderr)
     assert denied.requests == [] and world.origins["denied_tls"].requests == []

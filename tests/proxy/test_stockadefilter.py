@@ -339,7 +339,7 @@ async def test_denial_text_names_rule_and_origin(addon: StockadeFilter, make_spe
     text = f.response.text
     assert text == (
         "stockade: the sandbox's policy blocked denied.test:443 (no allow rule matches); going around the proxy "
-        f'will not work; to allow it, add `allow = ["denied.test"]` under [network] in {spec.origin}.\n'
+        f"will not work; to allow it, run: stockade allow denied.test --policy {spec.origin}.\n"
     )
     assert text.count("\n") == 1
 
@@ -347,7 +347,7 @@ async def test_denial_text_names_rule_and_origin(addon: StockadeFilter, make_spe
 @pytest.mark.parametrize(
     "host, port, rule, expected",
     [
-        pytest.param("x.test", 443, Decision(False, "no allow rule matches", 'allow = ["x.test"]'), 'add `allow = ["x.test"]`', id="hint"),
+        pytest.param("x.test", 443, Decision(False, "no allow rule matches", 'allow = ["x.test"]'), "run: stockade allow x.test --policy /p/.stockade.toml", id="hint"),
         pytest.param("b.test", 443, Decision(False, 'deny "b.test"'), "listed under deny", id="deny rule"),
         pytest.param("2001:db8::1", 443, Decision(False, "IP literal not listed", 'allow = ["2001:db8::1"]'), "[2001:db8::1]:443", id="v6"),
         pytest.param("bad", 443, Decision(False, "invalid host name"), "no policy change", id="nothing to add"),

@@ -1,0 +1,45 @@
+"""The one way every denial says how to allow it: a `stockade allow` command to paste.
+
+A hint used to be a TOML line (`allow = ["pypi.org"]`) "to add under [network]
+in builtin:pypi": not a file anyone can edit, and, where an allow list already
+existed, a second `allow =` that made the file invalid. `stockade allow`
+(cli/allow.py) adds the host to the right list instead, so the hint is a
+command that works as written: in the 403 body, the run's summary, the CI
+summary and `stockade audit`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+_LINE = re.compile(r'^allow = \[(".*")\]$')
+
+
+def rule_of(hint: str) -> str | None:
+    """The host rule in a hint line (`allow = ["pypi.org:8443"]`), or None."""
+    match = _LINE.match(hint.strip())
+    if not match:
+        return None
+    try:
+        rule = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return rule if isinstance(rule, str) else None
+
+
+def allow_command(hint: str, origin: str) -> str:
+    """`stockade allow RULE` for the policy the run used: `--policy FILE` for a file,
+    `--profile NAME` for a built-in other than the default; "" when the hint names no rule."""
+    rule = rule_of(hint)
+    if rule is None:
+        return ""
+    words = ["stockade", "allow", rule]
+    if origin.startswith("builtin:"):
+        name = origin.removeprefix("builtin:")
+        if name != "default":
+            words += ["--profile", name]
+    elif origin:
+        words += ["--policy", origin]
+    return shlex.join(words)
