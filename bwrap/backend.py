@@ -145,6 +145,8 @@ class BwrapBackend:
     def explain(self, plan: BwrapPlan) -> str:
         import shlex
 
+        from stockade.bwrap.sweep import LINK_PIN
+
         lines = [
             f"# stockade plan: linux, {plan.bwrap}",
             f"# policy: {plan.policy.origin}",
@@ -163,8 +165,12 @@ class BwrapBackend:
         lines.append(f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
         if plan.view.shared_files:
             lines.append(f"# hard links: {len(plan.view.shared_files)} files of the project share their data with other places; a run copies them first")
-        if plan.view.unguarded:
-            lines.append(f"# absent protected paths: {len(plan.view.unguarded)}, nothing mounted there; anything the run creates at one is moved aside after it")
+        pins = list(dict.fromkeys(path for path, mark in plan.view.unguarded if mark.startswith(LINK_PIN)))
+        absent = sum(1 for _path, mark in plan.view.unguarded if not mark.startswith(LINK_PIN))
+        if absent:
+            lines.append(f"# absent protected paths: {absent}, nothing mounted there; anything the run creates at one is moved aside after it")
+        if pins:
+            lines.append(f"# protected behind symlinks: {', '.join(pins)}; protected at their targets, and a link the run replaces is put back")
         lines += [f"# note: {note}" for note in (*plan.view.notes, *plan.view.details)]
         return "\n".join(lines) + "\n"
 

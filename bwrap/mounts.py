@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from stockade.bwrap import globs
+from stockade.bwrap.sweep import LINK_PIN
 from stockade.bwrap import changes, folders, hardlinks, host_sockets, private_home
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
@@ -398,6 +399,16 @@ def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> 
             view.add(path, 2, ReadOnlyBind(path))
             view.read_only.append(path)
         return
+    link = _first_link(root, path)
+    if link is not None:
+        # A protected name behind a symlink (.claude linked into a dotfiles repository): the
+        # target is protected where it really is, and the link itself, which the run could
+        # replace, is checked after the run (sweep.py: replaced, it is moved aside and put back).
+        view.unguarded.append((link, LINK_PIN + os.readlink(link)))
+        real = os.path.realpath(path)
+        if real != path:
+            _protect(view, real, roots, watch_absent=watch_absent)
+        return
     _check_inside(root, path, "read-only")
     if os.path.lexists(path):
         view.add(path, 2, ReadOnlyBind(path))
@@ -409,6 +420,19 @@ def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> 
     # Absent: nothing is mounted (a mount point would appear in the project, on the host too);
     # whatever the run creates there is moved aside after it (sweep.py).
     view.unguarded.append((path, _first_absent(root, path)))
+
+
+def _first_link(root: str, path: str) -> str | None:
+    """The first symlink on the way from `root` down to `path` (`path` itself included)."""
+    current = root
+    for part in os.path.relpath(path, root).split("/"):
+        current = os.path.join(current, part)
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return current
+        except OSError:
+            return None
+    return None
 
 
 def _literal(pattern: str) -> list[str]:

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import os
 import stat
-from stockade.bwrap.changes import quarantine
+from stockade.bwrap.changes import _open_parent, quarantine
+
+# An entry (link, LINK_PIN + target) pins a symlink on the way to a protected path: after the
+# run it must still be that link. (A first-absent path is always absolute, so the two kinds of
+# entry never meet.)
+LINK_PIN = "symlink:"
 
 
 def _to_move(path: str, first_absent: str, roots: list[str]) -> str | None:
@@ -38,5 +43,32 @@ def _to_move(path: str, first_absent: str, roots: list[str]) -> str | None:
 
 
 def sweep_unguarded(paths: list[tuple[str, str]], session: str, roots: list[str]) -> list[tuple[str, str]]:
-    entries = [_to_move(path, first_absent, roots) for path, first_absent in paths]
-    return quarantine(list(dict.fromkeys(e for e in entries if e is not None)), session, roots)
+    pins = [(path, mark.removeprefix(LINK_PIN)) for path, mark in paths if mark.startswith(LINK_PIN)]
+    replaced = [path for path, target in pins if not _same_link(path, target)]
+    entries = [_to_move(path, first_absent, roots) for path, first_absent in paths if not first_absent.startswith(LINK_PIN)]
+    moved = quarantine(list(dict.fromkeys([*(p for p in replaced if os.path.lexists(p)), *(e for e in entries if e is not None)])), session, roots)
+    for path, target in pins:
+        if path in replaced:
+            _put_back(path, target, roots)
+    return moved
+
+
+def _put_back(path: str, target: str, roots: list[str]) -> None:
+    """The user's link as it was before the run, made in its folder reached without following
+    links (a folder the run swapped for a link gets nothing)."""
+    parent = _open_parent(path, roots)
+    if parent is None:
+        return
+    try:
+        os.symlink(target, os.path.basename(path), dir_fd=parent)
+    except OSError:
+        pass
+    finally:
+        os.close(parent)
+
+
+def _same_link(path: str, target: str) -> bool:
+    try:
+        return os.readlink(path) == target
+    except OSError:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from realwork import STOCKADE, Workplace
@@ -44,3 +45,30 @@ def test_deny_write_holds_where_its_parent_folders_do_not_exist_yet(work: Workpl
     assert not (work.project / "a" / "b" / "c" / "file.txt").exists()
     assert done.stderr.count("renamed to") == 2, done.stderr
     assert (work.project / "a" / "b" / "c" / "other.txt").read_text() == "z\n"  # the control: its neighbour stays
+
+
+def test_protected_names_behind_symlinks_are_protected_at_their_targets(work: Workplace) -> None:
+    """deny_write spelled through a symlinked folder, and a floor folder that is itself a link
+    (.claude kept in a dotfiles folder), made every run refuse to start; the targets are now
+    protected, whichever spelling a write uses, and a link the run replaces is put back."""
+    project = work.project
+    (project / "real").mkdir(parents=True)
+    (project / "link").symlink_to("real")
+    (project / "real" / "settings.json").write_text("orig\n")
+    (project / "dotfiles" / "claude").mkdir(parents=True)
+    (project / "dotfiles" / "claude" / "settings.json").write_text("{}\n")
+    (project / ".claude").symlink_to("dotfiles/claude")
+    (project / ".stockade.toml").write_text('[filesystem]\ndeny_write = ["link/settings.json", "link/absent.json"]\n')
+    subprocess.run([*STOCKADE, "trust"], cwd=project, env=work.env, check=True, capture_output=True)
+    script = ("for f in real/settings.json link/settings.json .claude/settings.json dotfiles/claude/settings.json; do "
+              "(echo hacked > $f) 2>/dev/null && echo WROTE $f; done; echo new > real/absent.json; echo ok > real/other.txt; "
+              "rm .claude && mkdir .claude && echo evil > .claude/settings.json; echo DONE")  # fmt: skip
+    done = work.shell(script, sandboxed=True)
+    assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
+    assert "WROTE" not in done.stdout, done.stdout
+    assert (project / "real" / "settings.json").read_text() == "orig\n"
+    assert (project / "dotfiles" / "claude" / "settings.json").read_text() == "{}\n"
+    assert not (project / "real" / "absent.json").exists()
+    assert os.readlink(project / ".claude") == "dotfiles/claude"  # the user's link, put back
+    assert [p.name for p in project.iterdir() if p.name.startswith(".claude.stockade-quarantine-")]
+    assert (project / "real" / "other.txt").read_text() == "ok\n"  # the control: the rest stays writable
