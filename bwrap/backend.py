@@ -52,7 +52,7 @@ class BwrapPlan:
 
     @property
     def allow_unix(self) -> bool:
-        return bool(self.policy.network.unix_sockets)
+        return self.policy.network.unix_datagram
 
 
 def ci_channels(host_env: Mapping[str, str], policy: Policy) -> tuple[str, ...]:
@@ -155,7 +155,9 @@ class BwrapBackend:
         ]
         lines += [f"  {shlex.join(list(piece.to_args()))}" for piece in plan.pieces]
         lines += [f"  --ro-bind /dev/null {shlex.quote(path)}  # a host socket, if still there at the start" for path in plan.view.socket_masks]
-        lines.append(f"# seccomp: {'AF_UNIX allowed for ' + ', '.join(plan.policy.network.unix_sockets) if plan.allow_unix else 'AF_UNIX stream sockets of its own only (host sockets hidden)'}; see `stockade explain`")
+        listed = f"; host sockets reachable: {', '.join(plan.policy.network.unix_sockets)}" if plan.policy.network.unix_sockets else " (host sockets hidden)"
+        kinds = "AF_UNIX stream and datagram sockets" if plan.allow_unix else "AF_UNIX stream sockets only"
+        lines.append(f"# seccomp: {kinds}{listed}; see `stockade explain`")
         if plan.network:
             lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, a listener handed to the proxy daemon")
         else:

@@ -215,7 +215,7 @@ def plan_view(
     exposed = tuple((*roots, *view.shown, *view.shown_from.values()))  # a shown link shows its target
     view.socket_scope = (view.home, exposed, tuple(p for p in exposed if host_sockets.private(p)))
     view.sockets = host_sockets.scoped(view.socket_scope)
-    sockets = [path for path in view.sockets if not listed or os.path.realpath(path) not in listed]
+    sockets = [path for path in view.sockets if not any(is_within(os.path.realpath(path), place) for place in listed)]
     private = [*floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
     view.notes += [f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)" for folder in locked]

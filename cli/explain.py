@@ -41,7 +41,7 @@ def _syscalls(policy: Policy) -> list[str]:
         return []
     from stockade.bwrap.seccomp import describe_rules
 
-    return describe_rules(allow_unix=bool(policy.network.unix_sockets))
+    return describe_rules(allow_unix=policy.network.unix_datagram)
 
 
 def _short(path: str, policy: Policy, home: str) -> str:

@@ -237,6 +237,10 @@ class _Checker:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"must be a {kind.value}, not {value!r}")
             return value
+        if kind is Kind.BOOL:
+            if not isinstance(value, bool):
+                raise ValueError(f"must be {kind.value}, not {value!r}")
+            return value
         if kind is Kind.PATH:
             if not isinstance(value, str):
                 raise ValueError(f"must be a path string, not {_type_name(value)}")

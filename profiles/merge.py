@@ -58,6 +58,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
             allow=allow,
             deny=net.get("deny", ()),
             unix_sockets=net.get("unix_sockets", ()),
+            unix_datagram=net.get("unix_datagram", False),
         ),
         env=EnvRules(
             deny=env.get("deny", ()),

@@ -39,7 +39,8 @@ class NetworkRules:
     mode: NetworkMode = NetworkMode.NONE
     allow: tuple[str, ...] = ()  # canonical rules: "host", "*.suffix", "host:port", IPs, CIDRs
     deny: tuple[str, ...] = ()
-    unix_sockets: tuple[str, ...] = ()  # absolute socket paths the sandbox may connect to
+    unix_sockets: tuple[str, ...] = ()  # absolute socket paths (or folders of them) the sandbox may connect to
+    unix_datagram: bool = False  # AF_UNIX datagram sockets (syslog's /dev/log): can sendto() any socket by path
 
 
 @dataclass(frozen=True)

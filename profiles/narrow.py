@@ -85,11 +85,14 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
         if sock not in base.unix_sockets:
             notes.append(f"unix_sockets {sock}")
     sockets = tuple(s for s in project.unix_sockets if s in base.unix_sockets)
+    if project.unix_datagram and not base.unix_datagram:
+        notes.append("unix_datagram = true")
+    datagram = base.unix_datagram and project.unix_datagram
     if project.mode.rank > base.mode.rank:
         notes.append(f'network mode "{project.mode.value}" (yours is "{base.mode.value}")')
     mode = min(base.mode, project.mode, key=lambda m: m.rank)
     if mode is NetworkMode.NONE:
-        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets)
+        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram)
     if base.mode is NetworkMode.OPEN:
         allow = project.allow if project.mode is NetworkMode.ALLOWLIST else base.allow
     elif project.mode is NetworkMode.OPEN:
@@ -98,7 +101,7 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
         base_rules = [parse_rule(r) for r in base.allow]
         allow = tuple(r for r in project.allow if any(b.covers(parse_rule(r)) for b in base_rules))
         notes += [f"network allow {r}" for r in project.allow if r not in allow]
-    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets)
+    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram)
 
 
 def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules:

@@ -19,6 +19,7 @@ class Kind(str, Enum):
     DURATION = 'duration such as "30m"'
     COUNT = "positive integer"
     PATH = "path"
+    BOOL = "true or false"
 
 
 TABLES: dict[str, dict[str, Kind]] = {
@@ -35,6 +36,7 @@ TABLES: dict[str, dict[str, Kind]] = {
         "allow": Kind.HOST_RULES,
         "deny": Kind.HOST_RULES,
         "unix_sockets": Kind.PATHS,
+        "unix_datagram": Kind.BOOL,
     },
     "env": {"deny": Kind.ENV_GLOBS, "set": Kind.ENV_TABLE, "pass": Kind.ENV_NAMES},
     "limits": {

@@ -27,6 +27,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "allow": list(policy.network.allow),
             "deny": list(policy.network.deny),
             "unix_sockets": list(policy.network.unix_sockets),
+            "unix_datagram": policy.network.unix_datagram,
         },
         "env": {
             "deny": list(policy.env.deny),
@@ -45,6 +46,8 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
 
 
 def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
     if isinstance(value, (list, tuple)):

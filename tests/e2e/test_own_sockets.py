@@ -231,3 +231,29 @@ def test_a_host_socket_made_during_the_run_is_unreachable(vbox: Box) -> None:
     finally:
         host.stop()
     assert out.startswith("REFUSED"), (out, err)
+
+
+def test_a_listed_folder_allows_the_sockets_under_it_and_nothing_beside_it(vbox: Box) -> None:
+    folder = vbox.project / "run-dir"
+    folder.mkdir()
+    inside, beside = HostListener(folder / "db.sock"), HostListener(vbox.project / "beside.sock")
+    link = vbox.project / "listed-link"
+    link.symlink_to(folder)
+    try:
+        for listed in (folder, link):  # a listed path is compared after resolving links
+            policy = f'extends = ["default"]\n[network]\nunix_sockets = ["{listed}"]\n'
+            reached = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(inside.path)], policy=policy)
+            assert reached.stdout == "REACHED host-daemon\n", (listed, reached)
+            refused = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(beside.path)], policy=policy)
+            assert refused.stdout.startswith("REFUSED"), (listed, refused)
+    finally:
+        inside.stop()
+        beside.stop()
+
+
+def test_listing_a_socket_does_not_open_datagram_sockets_unless_the_policy_says_so(vbox: Box, listener: HostListener) -> None:
+    probe = "import socket\ntry:\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close(); print('dgram ok')\nexcept OSError as e:\n    print('dgram', e.errno)\n"
+    listed = f'extends = ["default"]\n[network]\nunix_sockets = ["{listener.path}"]\n'
+    assert vbox.run(argv=[*INSIDE_PYTHON, "-c", probe], policy=listed).stdout == "dgram 1\n"
+    opened = vbox.run(argv=[*INSIDE_PYTHON, "-c", probe], policy=listed + "unix_datagram = true\n")
+    assert opened.stdout == "dgram ok\n", opened  # the control: the policy's own word opens them
