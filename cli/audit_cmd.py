@@ -45,17 +45,27 @@ def audit(
         for record in records:
             print(json.dumps(record, ensure_ascii=True) if as_json else _line(record), flush=True)
         return
-    table = Table(show_header=True, header_style="bold")
-    for column in ("time", "session", "decision", "destination", "request", "rule", "up", "down"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("time", "session", "decision"))
-    rows = 0
-    for record in records:
-        table.add_row(*_cells(record))
-        rows += 1
-    if rows == 0:
+    ordered = sorted(records, key=lambda record: str(record.get("time", "")))  # a flow's record is written when it ends
+    if not ordered:
         print(f"stockade: no matching audit records in {path}")
         return
-    stdout().print(table)
+    console = stdout()
+    narrow = console.width < 110  # an 80-column terminal: one session's rows, bytes in one cell
+    columns = ["time", "decision", "destination", "request", "rule", "bytes up/down"] if narrow else [
+        "time", "session", "decision", "destination", "request", "rule", "up", "down"]  # fmt: skip
+    noted = any(record.get("incomplete") for record in ordered)
+    if noted:
+        columns.append("note")
+    table = Table(show_header=True, header_style="bold", expand=False)
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column in ("time", "session", "decision"))
+    for record in ordered:
+        cells = _cells(record)
+        if narrow:
+            moved = f"{_short(record.get('bytes_up'))}/{_short(record.get('bytes_down'))}" if cells[6] or cells[7] else ""
+            cells = [cells[0], *cells[2:6], moved, cells[8]]
+        table.add_row(*(cells if noted else cells[:-1]))
+    console.print(table)
 
 
 def _cells(record: dict[str, object]) -> list[str]:
@@ -76,6 +86,19 @@ def _cells(record: dict[str, object]) -> list[str]:
         printable(record.get("bytes_down", "")),
         "incomplete: no end record (the daemon stopped under it)" if record.get("incomplete") else "",
     ]
+
+
+def _short(value: object) -> str:
+    """A byte count in four characters or so: 1.2K, 52M."""
+    try:
+        count = float(str(value or 0))
+    except ValueError:
+        return printable(value)
+    for unit in ("", "K", "M", "G", "T"):
+        if count < 1000:
+            return f"{count:.0f}{unit}" if unit == "" or count >= 10 else f"{count:.1f}{unit}"
+        count /= 1000
+    return f"{count:.0f}P"
 
 
 def _line(record: dict[str, object]) -> str:

@@ -34,3 +34,23 @@ def test_check_takes_policy_like_run(project: Path, locations: Locations, capsys
     out = capsys.readouterr().out
     assert out.startswith(f"# effective policy from {project / 'p.toml'}") and '"pypi.org"' in out
     assert main(["check", "p.toml", "--policy", "q.toml"]) == 2
+
+
+def test_audit_rows_are_in_time_order_and_fit_80_columns(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from stockade.cli.main import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    log = project / "audit.jsonl"
+    records = [  # written as flows end: the long download first started, last ended
+        {"time": "2026-01-01T00:00:02+00:00", "session": "s1", "decision": "deny", "host": "second.test", "port": 443, "rule": "no allow rule matches"},
+        {"time": "2026-01-01T00:00:01+00:00", "session": "s1", "decision": "allow", "host": "first.example.test", "port": 443,
+         "method": "CONNECT", "rule": 'allow "*.example.test"', "bytes_up": 1200, "bytes_down": 52000000},
+    ]  # fmt: skip
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["audit", "--log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("00:00:01") < out.index("00:00:02") and "first.example" in out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "1.2K/52M" in out
