@@ -182,6 +182,10 @@ def world(tmp_path_factory: pytest.TempPathFactory, daemon_tools: SimpleNamespac
         )
     )
     locations = daemon_tools.make_locations(root / "home")
+    # A daemon slow to answer (a loaded CI machine) is replaced by the next registration (client.HUNG_AFTER);
+    # the replacement must answer from the same table, not from real DNS.
+    saved_env = {name: os.environ.get(name) for name in (client.TEST_RESOLVER_ENV, client.IDLE_ENV)}
+    os.environ[client.TEST_RESOLVER_ENV], os.environ[client.IDLE_ENV] = str(resolver), "600"
     started = time.monotonic()
     port = client.ensure_daemon(locations, test_resolver=str(resolver), idle_timeout=600)
     start_seconds = time.monotonic() - started
@@ -190,6 +194,11 @@ def world(tmp_path_factory: pytest.TempPathFactory, daemon_tools: SimpleNamespac
         locations=locations, queries=queries, start_seconds=start_seconds,
     )
     daemon_tools.stop_daemon(locations)
+    for name, value in saved_env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     for origin in origins.values():
         origin.server.shutdown()
         origin.server.server_close()
