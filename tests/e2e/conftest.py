@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from boxes import Box
+from netfixtures import NetWorld
 from sandboxed import require_sandbox
 from visible import force_rmtree, visible_root
 
@@ -51,3 +52,13 @@ def vbox() -> Iterator[Box]:
         yield _make_box(root)
     finally:
         force_rmtree(root)
+
+
+@pytest.fixture(scope="module")
+def net_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetWorld]:
+    """Loopback origins, a resolver table and a HOME whose proxy daemon is this module's alone."""
+    w = NetWorld(tmp_path_factory.mktemp("net"))
+    try:
+        yield w
+    finally:
+        w.close()

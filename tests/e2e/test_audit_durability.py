@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,8 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetWorld]:
-    w = NetWorld(tmp_path_factory.mktemp("net"))
-    try:
-        yield w
-    finally:
-        w.close()
+def world(net_world: NetWorld) -> NetWorld:
+    return net_world
 
 
 def _lines(path: Path) -> list[dict[str, object]]:

@@ -31,7 +31,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,12 +48,8 @@ FAST = 2.0  # seconds: a refusal that takes longer is a hang, not a wall
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetWorld]:
-    w = NetWorld(tmp_path_factory.mktemp("net"))
-    try:
-        yield w
-    finally:
-        w.close()
+def world(net_world: NetWorld) -> NetWorld:
+    return net_world
 
 
 @pytest.fixture(scope="module")
