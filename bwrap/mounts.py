@@ -402,9 +402,14 @@ def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> 
     link = _first_link(root, path)
     if link is not None:
         # A protected name behind a symlink (.claude linked into a dotfiles repository): the
-        # target is protected where it really is, and the link itself, which the run could
-        # replace, is checked after the run (sweep.py: replaced, it is moved aside and put back).
-        view.unguarded.append((link, LINK_PIN + os.readlink(link)))
+        # target is protected where it really is, and every link on the way to it that the run
+        # could replace (.claude -> mid -> dotfiles/claude: `mid` as well as `.claude`, and a link
+        # inside a link's target) is checked after the run (sweep.py: replaced, it is moved
+        # aside and put back).
+        for hop in _links_on_way(path):
+            hop_root = _root_of(hop, roots)
+            if hop_root is not None and hop != hop_root:
+                view.unguarded.append((hop, LINK_PIN + os.readlink(hop)))
         real = os.path.realpath(path)
         if real != path:
             _protect(view, real, roots, watch_absent=watch_absent)
@@ -433,6 +438,35 @@ def _first_link(root: str, path: str) -> str | None:
         except OSError:
             return None
     return None
+
+
+def _links_on_way(path: str) -> list[str]:
+    """Every symlink that resolving `path` passes through, in order, each spelled by its real
+    folder (the walk os.path.realpath makes, `..` applied to what is resolved so far)."""
+    links: list[str] = []
+    done = "/"
+    todo = [part for part in reversed(path.split("/")) if part]
+    while todo and len(links) <= 40:  # the kernel's limit: past it the path resolves to nothing
+        part = todo.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            done = os.path.dirname(done)
+            continue
+        current = os.path.join(done, part)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(current).st_mode)
+            target = os.readlink(current) if is_link else ""
+        except OSError:
+            is_link = False
+        if not is_link:
+            done = current
+            continue
+        links.append(current)
+        if target.startswith("/"):
+            done = "/"
+        todo.extend(part for part in reversed(target.split("/")) if part)
+    return list(dict.fromkeys(links))
 
 
 def _literal(pattern: str) -> list[str]:

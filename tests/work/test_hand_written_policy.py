@@ -72,3 +72,29 @@ def test_protected_names_behind_symlinks_are_protected_at_their_targets(work: Wo
     assert os.readlink(project / ".claude") == "dotfiles/claude"  # the user's link, put back
     assert [p.name for p in project.iterdir() if p.name.startswith(".claude.stockade-quarantine-")]
     assert (project / "real" / "other.txt").read_text() == "ok\n"  # the control: the rest stays writable
+
+
+def test_every_link_on_the_way_to_a_protected_name_is_pinned(work: Workplace) -> None:
+    """.claude -> mid -> dotfiles/claude: only the first link was pinned, so a run that pointed
+    `mid` at a folder of its own left the user's .claude (its hooks run outside any sandbox)
+    reading the run's settings. The same for a link inside the first link's target."""
+    project = work.project
+    (project / "dotfiles" / "claude").mkdir(parents=True)
+    (project / "dotfiles" / "claude" / "settings.json").write_text("{}\n")
+    (project / "mid").symlink_to("dotfiles/claude")
+    (project / ".claude").symlink_to("mid")
+    (project / "real-vscode").mkdir()
+    (project / "real-vscode" / "settings.json").write_text("{}\n")
+    (project / "vsdots").symlink_to(".")  # .vscode -> vsdots/real-vscode: a link inside the target
+    (project / ".vscode").symlink_to("vsdots/real-vscode")
+    (project / "evil" / "real-vscode").mkdir(parents=True)
+    (project / "evil" / "settings.json").write_text('{"hooks": "pwned"}\n')
+    (project / "evil" / "real-vscode" / "settings.json").write_text('{"hooks": "pwned"}\n')
+    subprocess.run([*STOCKADE, "trust"], cwd=project, env=work.env, check=False, capture_output=True)
+    script = "rm mid && ln -s evil mid && rm vsdots && ln -s evil vsdots && echo DONE"
+    done = work.shell(script, sandboxed=True)
+    assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
+    assert (project / ".claude" / "settings.json").read_text() == "{}\n"
+    assert (project / ".vscode" / "settings.json").read_text() == "{}\n"
+    assert os.readlink(project / "mid") == "dotfiles/claude" and os.readlink(project / "vsdots") == "."
+    assert os.readlink(project / ".claude") == "mid"  # the control: the first link was never touched
