@@ -169,9 +169,22 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
 
         hook_folders = user_hook_folders(planted)
         planted = [path for path in planted if not _kept(path, before.swept, launch.writable)] + hook_folders
+        planted = [path for path in planted if not _put_back(path, launch.unguarded)]
     moved = changes.quarantine(planted, session, launch.writable)
     touched = [(path, how) for path, how in changes.changes(before.reported, after.reported) if changes.QUARANTINE_SUFFIX not in path]
     return touched, moved
+
+
+def _put_back(path: str, unguarded: list[tuple[str, str]]) -> bool:
+    """A pinned link that holds the user's text again (sweep.py put it back, a new inode): no
+    planting to move aside."""
+    from stockade.bwrap.sweep import LINK_PIN
+
+    try:
+        text = LINK_PIN + os.readlink(path)
+    except OSError:
+        return False
+    return (path, text) in unguarded
 
 
 def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:

@@ -98,3 +98,20 @@ def test_every_link_on_the_way_to_a_protected_name_is_pinned(work: Workplace) ->
     assert (project / ".vscode" / "settings.json").read_text() == "{}\n"
     assert os.readlink(project / "mid") == "dotfiles/claude" and os.readlink(project / "vsdots") == "."
     assert os.readlink(project / ".claude") == "mid"  # the control: the first link was never touched
+
+
+def test_a_pinned_link_the_run_repointed_is_put_back_and_kept(work: Workplace) -> None:
+    """The run swapped the user's .claude link for a link of its own: the sweep moved the run's
+    link aside and put the user's back, then the change check took the put-back link (a new
+    inode) for a planting and renamed it over the first, under the same name: the user was
+    left with no .claude and the run's link was gone."""
+    project = work.project
+    (project / "dotfiles" / "claude").mkdir(parents=True)
+    (project / "dotfiles" / "claude" / "settings.json").write_text("{}\n")
+    (project / ".claude").symlink_to("dotfiles/claude")
+    (project / "evil").mkdir()
+    done = work.shell("rm .claude && ln -s evil .claude && echo DONE", sandboxed=True)
+    assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
+    assert os.readlink(project / ".claude") == "dotfiles/claude", done.stderr
+    aside = [p for p in project.iterdir() if p.name.startswith(".claude.stockade-quarantine-")]
+    assert [os.readlink(p) for p in aside] == ["evil"], done.stderr
