@@ -263,6 +263,15 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
     cgroups = False
     journal = None
+    from stockade.bwrap.journal import changed_pins
+
+    changed = changed_pins(launch.state_dir)
+    if changed:
+        link, other = changed[0]
+        raise SandboxSetupError(
+            f"{link} is a link a running stockade run (session {other}) protects, and it was changed since that run "
+            "started; that run puts it back when it ends: start this one after it"
+        )
     if launch.unguarded:  # a killed run's sweep is finished by the next run (journal.py)
         from stockade.bwrap.journal import Journal
 

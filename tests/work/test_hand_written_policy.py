@@ -115,3 +115,33 @@ def test_a_pinned_link_the_run_repointed_is_put_back_and_kept(work: Workplace) -
     assert os.readlink(project / ".claude") == "dotfiles/claude", done.stderr
     aside = [p for p in project.iterdir() if p.name.startswith(".claude.stockade-quarantine-")]
     assert [os.readlink(p) for p in aside] == ["evil"], done.stderr
+
+
+def test_a_run_does_not_start_while_a_running_run_s_pinned_link_is_changed(work: Workplace) -> None:
+    """Run B repoints .claude and keeps running; run C, planned meanwhile, followed the run's
+    link: the real dotfiles/claude was writable in C, and C pinned the run's link, so C's sweep
+    (after B's had put the user's back) put the run's link back again."""
+    import time
+
+    project = work.project
+    (project / "dotfiles" / "claude").mkdir(parents=True)
+    (project / "dotfiles" / "claude" / "settings.json").write_text("{}\n")
+    (project / ".claude").symlink_to("dotfiles/claude")
+    (project / "evil").mkdir()
+    b = subprocess.Popen([*STOCKADE, "run", "--", "/bin/sh", "-c", "rm .claude && ln -s evil .claude && touch swapped && "
+                          "while [ ! -e go ]; do sleep 0.1; done"], cwd=project, env=work.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        for _ in range(300):
+            if (project / "swapped").exists() or b.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (project / "swapped").exists(), b.communicate()
+        c = work.shell('echo \'{"hooks": "pwned"}\' > dotfiles/claude/settings.json; echo C-RAN', sandboxed=True)
+    finally:
+        (project / "go").touch()
+        b.communicate(timeout=60)
+    assert "C-RAN" not in c.stdout and c.returncode != 0 and "running" in c.stderr, (c.stdout, c.stderr)
+    assert (project / "dotfiles" / "claude" / "settings.json").read_text() == "{}\n"
+    assert os.readlink(project / ".claude") == "dotfiles/claude"
+    later = work.shell("echo C-RAN", sandboxed=True)  # the control: once B is done, runs start again
+    assert "C-RAN" in later.stdout, later.stderr
