@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -216,7 +217,7 @@ def plan_view(
     view.socket_scope = (view.home, exposed, tuple(p for p in exposed if host_sockets.private(p)))
     view.sockets = host_sockets.scoped(view.socket_scope)
     sockets = [path for path in view.sockets if not any(is_within(os.path.realpath(path), place) for place in listed)]
-    private = [*floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
+    private = [*floor.hidden, *_audit_files(policy.audit.log)]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
     view.notes += [f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)" for folder in locked]
     hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private), *locked]
@@ -467,6 +468,15 @@ def _links_on_way(path: str) -> list[str]:
             done = "/"
         todo.extend(part for part in reversed(target.split("/")) if part)
     return list(dict.fromkeys(links))
+
+
+def _audit_files(log: str | None) -> list[str]:
+    """A custom audit log and its rotated generations (audit.jsonl.1, .2): all read as records."""
+    if not log:
+        return []
+    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
+
+    return [str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1)]
 
 
 def _literal(pattern: str) -> list[str]:
