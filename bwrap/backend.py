@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -256,9 +257,15 @@ def _isatty(fd: int) -> bool:
 
 
 def _ensure_audit_log(policy: Policy) -> None:
-    """A custom audit log must exist before planning, or it could not be hidden (ESCAPES 82)."""
-    path = policy.audit.log
-    if not path or os.path.exists(path):
+    """A custom audit log must exist before planning, or it could not be hidden (ESCAPES 82);
+    so must its rotated generations (proxy/audit.py), which readers take as records too."""
+    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
+
+    if not policy.audit.log:
         return
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    for generation in range(KEEP_ROTATED + 1):
+        path = str(rotated_path(Path(policy.audit.log), generation))
+        if os.path.lexists(path):
+            continue
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600))

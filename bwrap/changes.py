@@ -172,6 +172,12 @@ def _rename_aside(path: str, session: str, roots: list[str]) -> str | int:
         return errno.ENOENT
     name = os.path.basename(path)
     new_name = f"{name}{QUARANTINE_SUFFIX}{session}"
+    for number in range(2, 1000):  # a second move of one name in one run must not replace the first
+        try:
+            os.lstat(new_name, dir_fd=parent)
+        except OSError:
+            break
+        new_name = f"{name}{QUARANTINE_SUFFIX}{session}-{number}"
     try:
         os.rename(name, new_name, src_dir_fd=parent, dst_dir_fd=parent)
         return os.path.join(os.path.dirname(path), new_name)

@@ -169,9 +169,22 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
 
         hook_folders = user_hook_folders(planted)
         planted = [path for path in planted if not _kept(path, before.swept, launch.writable)] + hook_folders
+        planted = [path for path in planted if not _put_back(path, launch.unguarded)]
     moved = changes.quarantine(planted, session, launch.writable)
     touched = [(path, how) for path, how in changes.changes(before.reported, after.reported) if changes.QUARANTINE_SUFFIX not in path]
     return touched, moved
+
+
+def _put_back(path: str, unguarded: list[tuple[str, str]]) -> bool:
+    """A pinned link that holds the user's text again (sweep.py put it back, a new inode): no
+    planting to move aside."""
+    from stockade.bwrap.sweep import LINK_PIN
+
+    try:
+        text = LINK_PIN + os.readlink(path)
+    except OSError:
+        return False
+    return (path, text) in unguarded
 
 
 def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:
@@ -250,6 +263,15 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
     cgroups = False
     journal = None
+    from stockade.bwrap.journal import changed_pins
+
+    changed = changed_pins(launch.state_dir)
+    if changed:
+        link, other = changed[0]
+        raise SandboxSetupError(
+            f"{link} is a link a running stockade run (session {other}) protects, and it was changed since that run "
+            "started; that run puts it back when it ends: start this one after it"
+        )
     if launch.unguarded:  # a killed run's sweep is finished by the next run (journal.py)
         from stockade.bwrap.journal import Journal
 

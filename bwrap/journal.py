@@ -97,3 +97,48 @@ def _finish(record: str, session: str) -> list[tuple[str, str]]:
         return []
     finally:
         os.close(fd)
+
+
+def changed_pins(state_dir: str) -> list[tuple[str, str]]:
+    """(link, session) for each link a running run pinned (sweep.py LINK_PIN) that no longer
+    holds the text that run recorded: a sandbox changed it, and that run puts it back at its end.
+    A run planned meanwhile would follow the sandbox's link, leaving the real target writable,
+    and would pin the sandbox's link as the user's (its own sweep putting it back after)."""
+    from stockade.bwrap.sweep import LINK_PIN
+
+    folder = os.path.join(state_dir, FOLDER)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    changed: list[tuple[str, str]] = []
+    for name in names:
+        if not name.endswith(SUFFIX):
+            continue
+        try:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                continue  # nobody holds it: an abandoned record, finished before planning
+            except BlockingIOError:
+                pass
+            data = os.read(fd, 1 << 24).decode("utf-8", "surrogateescape").split("\0")
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        count = int(data[0]) if data and data[0].isdigit() else -1
+        rest = data[1 + count :] if count >= 0 else []
+        for path, mark in zip(rest[::2], rest[1::2]):
+            if not mark.startswith(LINK_PIN):
+                continue
+            try:
+                now = os.readlink(path)
+            except OSError:
+                now = None
+            if now != mark.removeprefix(LINK_PIN):
+                changed.append((path, name.removesuffix(SUFFIX)))
+    return list(dict.fromkeys(changed))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -216,7 +217,7 @@ def plan_view(
     view.socket_scope = (view.home, exposed, tuple(p for p in exposed if host_sockets.private(p)))
     view.sockets = host_sockets.scoped(view.socket_scope)
     sockets = [path for path in view.sockets if not any(is_within(os.path.realpath(path), place) for place in listed)]
-    private = [*floor.hidden, *([policy.audit.log] if policy.audit.log else [])]  # ESCAPES 15, 82
+    private = [*floor.hidden, *_audit_files(policy.audit.log)]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
     view.notes += [f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)" for folder in locked]
     hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private), *locked]
@@ -402,9 +403,14 @@ def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> 
     link = _first_link(root, path)
     if link is not None:
         # A protected name behind a symlink (.claude linked into a dotfiles repository): the
-        # target is protected where it really is, and the link itself, which the run could
-        # replace, is checked after the run (sweep.py: replaced, it is moved aside and put back).
-        view.unguarded.append((link, LINK_PIN + os.readlink(link)))
+        # target is protected where it really is, and every link on the way to it that the run
+        # could replace (.claude -> mid -> dotfiles/claude: `mid` as well as `.claude`, and a link
+        # inside a link's target) is checked after the run (sweep.py: replaced, it is moved
+        # aside and put back).
+        for hop in _links_on_way(path):
+            hop_root = _root_of(hop, roots)
+            if hop_root is not None and hop != hop_root:
+                view.unguarded.append((hop, LINK_PIN + os.readlink(hop)))
         real = os.path.realpath(path)
         if real != path:
             _protect(view, real, roots, watch_absent=watch_absent)
@@ -433,6 +439,44 @@ def _first_link(root: str, path: str) -> str | None:
         except OSError:
             return None
     return None
+
+
+def _links_on_way(path: str) -> list[str]:
+    """Every symlink that resolving `path` passes through, in order, each spelled by its real
+    folder (the walk os.path.realpath makes, `..` applied to what is resolved so far)."""
+    links: list[str] = []
+    done = "/"
+    todo = [part for part in reversed(path.split("/")) if part]
+    while todo and len(links) <= 40:  # the kernel's limit: past it the path resolves to nothing
+        part = todo.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            done = os.path.dirname(done)
+            continue
+        current = os.path.join(done, part)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(current).st_mode)
+            target = os.readlink(current) if is_link else ""
+        except OSError:
+            is_link = False
+        if not is_link:
+            done = current
+            continue
+        links.append(current)
+        if target.startswith("/"):
+            done = "/"
+        todo.extend(part for part in reversed(target.split("/")) if part)
+    return list(dict.fromkeys(links))
+
+
+def _audit_files(log: str | None) -> list[str]:
+    """A custom audit log and its rotated generations (audit.jsonl.1, .2): all read as records."""
+    if not log:
+        return []
+    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
+
+    return [str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1)]
 
 
 def _literal(pattern: str) -> list[str]:

@@ -37,6 +37,11 @@ def allow(
         raise UsageError(f"cannot allow {host!r}: {exc}") from None
     cwd = Path(os.getcwd())
     target = (policy if policy.is_absolute() else cwd / policy) if policy is not None else (find_project_policy(cwd) or cwd / PROJECT_FILE)
+    if target.is_symlink():
+        # A cloned repository's .stockade.toml linked to a TOML secret (~/.cargo/credentials.toml):
+        # reading through it and writing the result in the link's place copied the secret into
+        # the project. No file is edited through a link.
+        raise UsageError(f"{target} is a symlink; stockade allow edits no file through a link: give the file itself with --policy")
     locations = locate()
     store = TrustStore(locations.trust_file)
     created = not target.exists()
@@ -74,7 +79,9 @@ def _trusted(store: TrustStore, target: Path, locations: Any) -> bool:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # a link put there since: refused
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
 

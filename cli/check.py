@@ -13,6 +13,7 @@ from stockade.cli.selection import select
 from stockade.profiles.errors import UsageError
 from stockade.profiles.locations import locate
 from stockade.profiles.openings import open_ends
+from stockade.profiles.text import escaped_literal, say
 from stockade.profiles.serialize import policy_to_dict, policy_to_toml
 
 
@@ -30,11 +31,11 @@ def check(
         data["trusted"] = resolution.trusted
         data["ignored"] = list(resolution.dropped)
         data["open"] = open_ends(resolution.policy, str(locate().home))
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(escaped_literal(json.dumps(data, indent=2, ensure_ascii=False)))
         return
     note = untrusted_note(resolution)
     if note:
-        typer.echo(note, err=True)
+        say(note)
     for line in open_ends(resolution.policy, str(locate().home)):
-        typer.echo(f"stockade: note: {line}", err=True)
+        say(f"stockade: note: {line}")
     print(policy_to_toml(resolution.policy), end="")

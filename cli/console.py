@@ -6,18 +6,28 @@ Consoles are made per call so they follow the current sys.stdout (tests swap it)
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
-from stockade.profiles.text import say
+from stockade.profiles.text import say, shown
+
+
+class _Shown(Console):
+    """Every string it prints, table cells included, goes through `shown` first: a policy
+    file's paths and patterns are outside text too (a cloned repository's .stockade.toml)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(shown(text), **kwargs)
 
 
 def stdout() -> Console:
-    return Console(file=sys.stdout, markup=False, highlight=False, emoji=False)
+    return _Shown(file=sys.stdout, markup=False, highlight=False, emoji=False)
 
 
 def stderr() -> Console:
-    return Console(file=sys.stderr, markup=False, highlight=False, emoji=False)
+    return _Shown(file=sys.stderr, markup=False, highlight=False, emoji=False)
 
 
 def error_line(message: str) -> None:

@@ -21,6 +21,7 @@ from stockade.profiles.openings import open_ends
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import below_home
 from stockade.profiles.serialize import policy_to_dict
+from stockade.profiles.text import escaped_literal
 from stockade.profiles.units import format_duration, format_size
 
 
@@ -116,7 +117,7 @@ def explain(
     if as_json:
         data["trusted"] = resolution.trusted
         data["ignored"] = list(resolution.dropped)
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(escaped_literal(json.dumps(data, indent=2, ensure_ascii=False)))
         return
     p = resolution.policy
     console = stdout()

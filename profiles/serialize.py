@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from stockade.profiles.model import Policy
+from stockade.profiles.text import escaped_literal
 from stockade.profiles.units import format_duration, format_size
 
 
@@ -49,7 +50,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+        # A JSON string is a valid TOML basic string; what a terminal would obey is a \u escape.
+        return escaped_literal(json.dumps(value, ensure_ascii=False), toml=True)
     if isinstance(value, (list, tuple)):
         if not value:
             return "[]"

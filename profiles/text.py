@@ -30,6 +30,28 @@ def _escape(ch: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+def escaped_literal(text: str, *, toml: bool = False) -> str:
+    """A JSON text (or a TOML basic string, `toml`) whose strings hold outside text, with every
+    character `shown` would escape written as a \\u escape instead (line breaks between values
+    aside): still the same value to a parser, and nothing a terminal obeys when printed.
+    (json.dumps escapes C0 controls only: C1, DEL and bidirectional overrides pass raw.)"""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "\n" or ch.isprintable():
+            out.append(ch)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        elif toml:
+            out.append(f"\\U{code:08x}")
+        else:  # JSON spells a character past the BMP as its UTF-16 pair
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+    return "".join(out)
+
+
 def say(line: str) -> None:
     """Print one line of stockade's own to stderr, shown safely."""
     print(shown(line), file=sys.stderr)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote_plus
 
 from stockade.profiles.domains import canonical_name
@@ -222,8 +223,9 @@ class AuditWriter:
         dropped = None
         oldest = rotated_path(self.path, KEEP_ROTATED)
         try:
-            info = os.stat(oldest)
-            dropped = {"file": oldest.name, "bytes": info.st_size, "last_record": _last_time(oldest)}
+            info = os.lstat(oldest)
+            if info.st_size or not stat.S_ISREG(info.st_mode):  # an empty one (made to be hidden) held nothing
+                dropped = {"file": oldest.name, "bytes": info.st_size, "last_record": _last_time(oldest)}
         except FileNotFoundError:
             pass
         for generation in range(KEEP_ROTATED, 0, -1):
@@ -280,7 +282,7 @@ def read_records(path: str | os.PathLike[str], where: AuditFilter = AuditFilter(
     open_flows: dict[object, dict[str, object]] = {}
     for generation in range(KEEP_ROTATED, -1, -1):  # the oldest rotated file first
         try:
-            handle = open(rotated_path(Path(path), generation), "rb")
+            handle = _open_regular(rotated_path(Path(path), generation))
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -369,10 +371,25 @@ def rotated_path(path: Path, generation: int) -> Path:
     return path if generation == 0 else path.with_name(f"{path.name}.{generation}")
 
 
+def _open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading if it is a regular file: never through a symlink, never waiting
+    on a FIFO (a custom log's folder may be one a sandbox writes; its generations are hidden
+    since, but were not always). FileNotFoundError if absent, OSError if anything else."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _last_time(path: Path) -> str | None:
     """The time of the last whole record in a log (read from its tail only)."""
     try:
-        with open(path, "rb") as handle:
+        with _open_regular(path) as handle:
             handle.seek(max(0, os.fstat(handle.fileno()).st_size - 65536))
             lines = handle.read().splitlines()
     except OSError:

@@ -79,3 +79,18 @@ def test_a_file_that_would_become_invalid_is_left_as_it_was(project: Path, capsy
 ])  # fmt: skip
 def test_every_hint_is_a_command_that_can_be_pasted(origin: str, command: str) -> None:
     assert allow_command('allow = ["pypi.org:8443"]', origin) == command
+
+
+def test_a_policy_file_that_is_a_symlink_is_not_followed(project: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cloned repository commits .stockade.toml as a link to a TOML secret of the user's; the
+    denial hint says `stockade allow HOST`. Reading through the link copied the secret into the
+    project as a plain file (a file the sandbox then reads), whether the edit was valid or not."""
+    secret = home / ".cargo" / "credentials.toml"
+    secret.parent.mkdir(parents=True)
+    secret.write_text('[registry]\ntoken = "cio-SECRET"\n')
+    policy = project / ".stockade.toml"
+    policy.symlink_to(secret)
+    assert main(["allow", "example.com"]) == 2
+    assert "symlink" in capsys.readouterr().err
+    assert policy.is_symlink() and secret.read_text() == '[registry]\ntoken = "cio-SECRET"\n'
+    assert not any("SECRET" in p.read_text() for p in project.iterdir() if p.is_file() and not p.is_symlink())

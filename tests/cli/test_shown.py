@@ -67,3 +67,44 @@ def test_the_hook_s_refusal_is_shown_escaped(capsys: pytest.CaptureFixture[str])
     assert _blocked("claude", f"cannot parse {HOSTILE}") == 2
     err = capsys.readouterr().err
     assert err.startswith("stockade hook: blocked: cannot parse") and raw(err) == [], repr(err)
+
+
+# A cloned repository's .stockade.toml chooses the paths and patterns that `check` and `explain`
+# print: the untrusted note (what was ignored) and explain's table (what is unreadable).
+CLONED = '[filesystem]\nallow_write = ["~/x\\u001b]0;pwned\\u0007y\\u009b2J"]\ndeny_read = ["z\\u001b[2J\\u202e"]\n'
+
+
+@pytest.mark.parametrize("command", [["check"], ["explain"]])
+def test_check_and_explain_show_a_cloned_policy_escaped(project: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    from stockade.cli.main import main
+
+    (project / ".stockade.toml").write_text(CLONED)
+    assert main(command) == 0
+    captured = capsys.readouterr()
+    both = captured.out + captured.err
+    assert "not trusted" in both and "0;pwned" in both  # the control: the lines are there
+    assert raw(both) == [], repr(both)
+
+
+@pytest.mark.parametrize("command", [["check", "--json"], ["explain", "--json"], ["check"]])
+def test_json_and_toml_of_a_cloned_policy_are_escaped_and_still_parse(project: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    import json
+    import tomllib
+
+    from stockade.cli.main import main
+
+    (project / ".stockade.toml").write_text(CLONED.replace("\\u202e", "\\u202e\\U000e0001"))
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    assert raw(out) == [], repr(out)
+    data = json.loads(out) if "--json" in command else tomllib.loads(out)
+    strings = "".join(_strings(data))
+    assert "\u202e\U000e0001" in strings and "\x1b[2J" in strings  # the same values, only spelled escaped
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (str(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []

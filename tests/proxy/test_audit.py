@@ -353,3 +353,36 @@ def test_below_the_size_nothing_rotates(tmp_path: Path) -> None:
         writer.write(_record(i))
     assert [p.name for p in tmp_path.iterdir()] == ["audit.jsonl"]
     assert len(list(read_records(path))) == 100
+
+
+def test_a_planted_generation_is_neither_followed_nor_waited_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A custom log in a writable folder: the sandbox planted audit.jsonl.2 as a FIFO (reading
+    it, `stockade audit` and the daemon's rotation note waited forever) and audit.jsonl.1 as
+    a link to records of its own. Only regular files are read, and never through a link."""
+    from stockade.proxy import audit
+
+    path = tmp_path / "audit.jsonl"
+    AuditWriter(path).write(_record(1))
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text(json.dumps({"time": now_iso(), "session": "s", "host": "forged.test", "decision": "allow"}) + "\n")
+    (tmp_path / "audit.jsonl.1").symlink_to(forged)
+    os.mkfifo(tmp_path / "audit.jsonl.2")
+    done: list[object] = []
+    reader = threading.Thread(target=lambda: done.append(_hosts_or_error(path)), daemon=True)
+    reader.start()
+    reader.join(5)
+    assert done, "read_records waited on a FIFO"
+    assert isinstance(done[0], AuditError) and "not a regular file" in str(done[0])
+    monkeypatch.setattr(audit, "MAX_LOG_BYTES", 1)
+    writer = AuditWriter(path)
+    rotation = threading.Thread(target=lambda: writer.write(_record(2)), daemon=True)
+    rotation.start()
+    rotation.join(5)
+    assert not rotation.is_alive(), "the rotation waited on a FIFO"
+
+
+def _hosts_or_error(path: Path) -> object:
+    try:
+        return [r.get("host") for r in read_records(path)]
+    except AuditError as exc:
+        return exc

@@ -72,3 +72,92 @@ def test_protected_names_behind_symlinks_are_protected_at_their_targets(work: Wo
     assert os.readlink(project / ".claude") == "dotfiles/claude"  # the user's link, put back
     assert [p.name for p in project.iterdir() if p.name.startswith(".claude.stockade-quarantine-")]
     assert (project / "real" / "other.txt").read_text() == "ok\n"  # the control: the rest stays writable
+
+
+def test_every_link_on_the_way_to_a_protected_name_is_pinned(work: Workplace) -> None:
+    """.claude -> mid -> dotfiles/claude: only the first link was pinned, so a run that pointed
+    `mid` at a folder of its own left the user's .claude (its hooks run outside any sandbox)
+    reading the run's settings. The same for a link inside the first link's target."""
+    project = work.project
+    (project / "dotfiles" / "claude").mkdir(parents=True)
+    (project / "dotfiles" / "claude" / "settings.json").write_text("{}\n")
+    (project / "mid").symlink_to("dotfiles/claude")
+    (project / ".claude").symlink_to("mid")
+    (project / "real-vscode").mkdir()
+    (project / "real-vscode" / "settings.json").write_text("{}\n")
+    (project / "vsdots").symlink_to(".")  # .vscode -> vsdots/real-vscode: a link inside the target
+    (project / ".vscode").symlink_to("vsdots/real-vscode")
+    (project / "evil" / "real-vscode").mkdir(parents=True)
+    (project / "evil" / "settings.json").write_text('{"hooks": "pwned"}\n')
+    (project / "evil" / "real-vscode" / "settings.json").write_text('{"hooks": "pwned"}\n')
+    subprocess.run([*STOCKADE, "trust"], cwd=project, env=work.env, check=False, capture_output=True)
+    script = "rm mid && ln -s evil mid && rm vsdots && ln -s evil vsdots && echo DONE"
+    done = work.shell(script, sandboxed=True)
+    assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
+    assert (project / ".claude" / "settings.json").read_text() == "{}\n"
+    assert (project / ".vscode" / "settings.json").read_text() == "{}\n"
+    assert os.readlink(project / "mid") == "dotfiles/claude" and os.readlink(project / "vsdots") == "."
+    assert os.readlink(project / ".claude") == "mid"  # the control: the first link was never touched
+
+
+def test_a_pinned_link_the_run_repointed_is_put_back_and_kept(work: Workplace) -> None:
+    """The run swapped the user's .claude link for a link of its own: the sweep moved the run's
+    link aside and put the user's back, then the change check took the put-back link (a new
+    inode) for a planting and renamed it over the first, under the same name: the user was
+    left with no .claude and the run's link was gone."""
+    project = work.project
+    (project / "dotfiles" / "claude").mkdir(parents=True)
+    (project / "dotfiles" / "claude" / "settings.json").write_text("{}\n")
+    (project / ".claude").symlink_to("dotfiles/claude")
+    (project / "evil").mkdir()
+    done = work.shell("rm .claude && ln -s evil .claude && echo DONE", sandboxed=True)
+    assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
+    assert os.readlink(project / ".claude") == "dotfiles/claude", done.stderr
+    aside = [p for p in project.iterdir() if p.name.startswith(".claude.stockade-quarantine-")]
+    assert [os.readlink(p) for p in aside] == ["evil"], done.stderr
+
+
+def test_a_run_does_not_start_while_a_running_run_s_pinned_link_is_changed(work: Workplace) -> None:
+    """Run B repoints .claude and keeps running; run C, planned meanwhile, followed the run's
+    link: the real dotfiles/claude was writable in C, and C pinned the run's link, so C's sweep
+    (after B's had put the user's back) put the run's link back again."""
+    import time
+
+    project = work.project
+    (project / "dotfiles" / "claude").mkdir(parents=True)
+    (project / "dotfiles" / "claude" / "settings.json").write_text("{}\n")
+    (project / ".claude").symlink_to("dotfiles/claude")
+    (project / "evil").mkdir()
+    b = subprocess.Popen([*STOCKADE, "run", "--", "/bin/sh", "-c", "rm .claude && ln -s evil .claude && touch swapped && "
+                          "while [ ! -e go ]; do sleep 0.1; done"], cwd=project, env=work.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        for _ in range(300):
+            if (project / "swapped").exists() or b.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (project / "swapped").exists(), b.communicate()
+        c = work.shell('echo \'{"hooks": "pwned"}\' > dotfiles/claude/settings.json; echo C-RAN', sandboxed=True)
+    finally:
+        (project / "go").touch()
+        b.communicate(timeout=60)
+    assert "C-RAN" not in c.stdout and c.returncode != 0 and "running" in c.stderr, (c.stdout, c.stderr)
+    assert (project / "dotfiles" / "claude" / "settings.json").read_text() == "{}\n"
+    assert os.readlink(project / ".claude") == "dotfiles/claude"
+    later = work.shell("echo C-RAN", sandboxed=True)  # the control: once B is done, runs start again
+    assert "C-RAN" in later.stdout, later.stderr
+
+
+def test_a_custom_audit_log_s_rotated_generations_are_hidden_too(work: Workplace) -> None:
+    """Only the log itself was hidden: in a writable folder the sandbox wrote audit.jsonl.1 with
+    records of its own (`stockade audit` and CI summaries read the generations) and made
+    audit.jsonl.2 a FIFO that hung every reader."""
+    project = work.project
+    project.mkdir(parents=True)
+    (project / ".stockade.toml").write_text('[audit]\nlog = "./logs/audit.jsonl"\n')
+    subprocess.run([*STOCKADE, "trust"], cwd=project, env=work.env, check=True, capture_output=True)
+    script = "for g in 1 2; do (echo forged > logs/audit.jsonl.$g) 2>/dev/null && echo WROTE $g; done; echo ok > logs/other; echo DONE"
+    done = work.shell(script, sandboxed=True)
+    assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
+    assert "WROTE" not in done.stdout, done.stdout
+    assert (project / "logs" / "other").read_text() == "ok\n"  # the control: the folder is writable
+    assert all("forged" not in (project / "logs" / f"audit.jsonl.{g}").read_text() for g in (1, 2))
