@@ -12,7 +12,7 @@ from rich.table import Table
 from stockade.cli.console import stdout
 from stockade.cli.selection import select
 from stockade.profiles.locations import locate
-from stockade.profiles.text import shown
+from stockade.profiles.text import say, shown
 
 
 def printable(value: object) -> str:
@@ -36,7 +36,7 @@ def audit(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records.")] = False,
     log: Annotated[Optional[Path], typer.Option("--log", help="Audit log file (default: the policy's).")] = None,
 ) -> None:
-    from stockade.proxy.audit import AuditFilter, follow_records, parse_since, read_records
+    from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
 
     where = AuditFilter(session=session, denied_only=denied, host=host, since=parse_since(since) if since else None)
     path = _log_path(log)
@@ -45,6 +45,9 @@ def audit(
         for record in records:
             print(json.dumps(record, ensure_ascii=True) if as_json else _line(record), flush=True)
         return
+    for lost in dropped_by_rotation(path):
+        say(f"stockade: note: older records were deleted when the log was rotated: {lost.get('file')} "
+            f"({lost.get('bytes')} bytes, records up to {lost.get('last_record') or 'an unknown time'})")  # fmt: skip
     ordered = sorted(records, key=lambda record: str(record.get("time", "")))  # a flow's record is written when it ends
     if not ordered:
         print(f"stockade: no matching audit records in {path}")

@@ -366,6 +366,21 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
+def dropped_by_rotation(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+    """What rotation deleted to make room, as the rotation notes at the top of each generation say
+    (oldest first): each a dict with file, bytes and last_record."""
+    dropped: list[dict[str, object]] = []
+    for generation in range(KEEP_ROTATED, -1, -1):
+        try:
+            with _open_regular(rotated_path(Path(path), generation)) as handle:
+                note = _parse(handle.readline())
+        except OSError:
+            continue
+        if note is not None and note.get("event") == "rotated" and isinstance(note.get("dropped"), dict):
+            dropped.append(note["dropped"])
+    return dropped
+
+
 def rotated_path(path: Path, generation: int) -> Path:
     """`audit.jsonl` for generation 0, `audit.jsonl.N` for the Nth older one."""
     return path if generation == 0 else path.with_name(f"{path.name}.{generation}")

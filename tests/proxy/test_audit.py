@@ -386,3 +386,22 @@ def _hosts_or_error(path: Path) -> object:
         return [r.get("host") for r in read_records(path)]
     except AuditError as exc:
         return exc
+
+
+def test_stockade_audit_says_what_rotation_deleted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from stockade.cli.main import main
+    from stockade.proxy import audit
+
+    monkeypatch.setattr(audit, "MAX_LOG_BYTES", 4096)
+    path = tmp_path / "audit.jsonl"
+    writer = AuditWriter(path)
+    for i in range(200):
+        writer.write(AuditRecord(session="s", command=["x"], scheme="http", host=f"h{i}.test", port=80, decision="allow", rule="r", path="/" + "p" * 200))
+    assert main(["audit", "--log", str(path), "--json"]) == 0
+    assert main(["audit", "--log", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "older records were deleted when the log was rotated: audit.jsonl.2" in err, err
+    small = tmp_path / "small.jsonl"  # the control: a log that never rotated says nothing
+    AuditWriter(small).write(AuditRecord(session="s", command=["x"], scheme="http", host="a.test", port=80, decision="allow", rule="r"))
+    assert main(["audit", "--log", str(small)]) == 0
+    assert "rotated" not in capsys.readouterr().err
