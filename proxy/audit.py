@@ -21,6 +21,7 @@ heavier than the standard library, since the CLI loads this on demand.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -180,14 +181,20 @@ class AuditWriter:
         so the next record starts a line of its own; readers skip the torn one."""
         if size == 0:
             return
+        fcntl.flock(self._fd, fcntl.LOCK_EX)  # no other writer is half way through a record meanwhile
         try:
             with open(self.path, "rb") as reader:
-                reader.seek(size - 1)
+                reader.seek(0, os.SEEK_END)
+                if reader.tell() == 0:
+                    return
+                reader.seek(-1, os.SEEK_END)
                 last = reader.read(1)
+            if last and last != b"\n":
+                os.write(self._fd, b"\n")
         except OSError:
             return
-        if last and last != b"\n":
-            os.write(self._fd, b"\n")
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def write(self, record: AuditRecord) -> None:
         """Append one record; AuditError if it did not reach the file in full."""
@@ -210,12 +217,18 @@ class AuditWriter:
             raise AuditError(self.broken) from exc
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            if written <= 0:
-                raise OSError("short write")
-            view = view[written:]
+        """One record under the file's lock: a writer that opens the log meanwhile (and fences a
+        torn tail) never sees half of it."""
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                if written <= 0:
+                    raise OSError("short write")
+                view = view[written:]
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
         self._size += len(data)
 
     def _rotate(self) -> None:

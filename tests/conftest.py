@@ -9,7 +9,7 @@ import pytest
 
 from stockade.profiles.locations import Locations, locate
 
-_STARTED = pytest.StashKey[tuple[float, str]]()
+_STARTED = pytest.StashKey[tuple[float, str, tuple[str, ...]]]()
 
 
 @pytest.fixture
@@ -45,8 +45,9 @@ def project(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path
 LEFTOVER_GRACE = 15.0  # seconds: a daemon checks its control socket every five
 
 
-def _session_daemons(since: float, own_state: str) -> list[tuple[int, str]]:
-    """(pid, state folder) of this user's daemons started at or after `since`."""
+def _session_daemons(since: float, own_state: str, roots: tuple[str, ...] = ()) -> list[tuple[int, str]]:
+    """(pid, state folder) of this user's daemons started at or after `since` with their state
+    under one of the suite's own folders (`roots`): not the user's, nor another program's."""
     import psutil
 
     found = []
@@ -56,7 +57,9 @@ def _session_daemons(since: float, own_state: str) -> list[tuple[int, str]]:
         if "stockade.proxy.daemon" not in words or not info.get("uids") or info["uids"].real != os.getuid():
             continue
         state = words[words.index("--state-dir") + 1] if "--state-dir" in words[:-1] else ""
-        if (info.get("create_time") or 0) >= since and state != own_state:
+        if (info.get("create_time") or 0) >= since and state != own_state and any(
+            state == root or state.startswith(root.rstrip("/") + "/") for root in roots
+        ):
             found.append((info["pid"], state))
     return found
 
@@ -64,7 +67,11 @@ def _session_daemons(since: float, own_state: str) -> list[tuple[int, str]]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     import time
 
-    session.config.stash[_STARTED] = (time.time() - 1, str(locate().state))
+    from visible import VISIBLE_BASE
+
+    basetemp = str(session.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+    roots = (basetemp, str(VISIBLE_BASE), str(Path(__file__).resolve().parent))
+    session.config.stash[_STARTED] = (time.time() - 1, str(locate().state), roots)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
