@@ -22,14 +22,14 @@ stockade explain
 say "2. One sandboxed command tries four things:"
 cat <<'SCRIPT'
     echo build > ./output.txt              # write inside the project
-    echo pwned > ~/.bashrc                 # write outside the project
+    echo pwned > ~/.bashrc                 # write to your home
     cat ~/.ssh/id_demo                     # read a secret
     python3 -c 'import socket; socket.create_connection(("1.1.1.1", 443), 3)'
 SCRIPT
 set +e
 stockade run -- /bin/sh -c '
     echo build > ./output.txt      && echo "  inside the project : written"        || echo "  inside the project : REFUSED"
-    (echo pwned > ~/.bashrc) 2>/dev/null && echo "  ~/.bashrc          : written"   || echo "  ~/.bashrc          : refused (read-only)"
+    (echo pwned > ~/.bashrc) 2>/dev/null && echo "  ~/.bashrc          : written to the sandbox'"'"'s own home, thrown away after the run" || echo "  ~/.bashrc          : refused (read-only)"
     cat ~/.ssh/id_demo 2>/dev/null && echo "  ~/.ssh/id_demo     : READ"          || echo "  ~/.ssh/id_demo     : refused (hidden)"
     python3 -c "import socket; socket.create_connection((\"1.1.1.1\", 443), 3)" 2>/dev/null \
         && echo "  network            : CONNECTED" || echo "  network            : refused (no route out)"

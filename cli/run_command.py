@@ -38,7 +38,7 @@ def untrusted_note(resolution: Resolution) -> str | None:
     nothing was ignored (the run is what the file says, trusted or not)."""
     if resolution.trusted or resolution.project_file is None or not resolution.dropped:
         return None
-    kept = f"kept: {', '.join(resolution.kept)}" if resolution.kept else "nothing of its own kept"
+    kept = f"kept: {', '.join(resolution.kept)}" if resolution.kept else "none of its own rules apply"
     why = "changed since you trusted it" if resolution.changed else "not trusted"
     return (
         f"stockade: {resolution.project_file} is {why}, so it can only narrow your own policy "

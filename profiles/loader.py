@@ -53,7 +53,7 @@ def builtin_text(name: str) -> str:
         import difflib
 
         known = ", ".join(builtin_names())
-        hint = difflib.get_close_matches(name, builtin_names(), n=1)
+        hint = difflib.get_close_matches(name, builtin_names(), n=1, cutoff=0.5)
         suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
         raise PolicyError(f"no built-in profile named '{name}'{suggestion}; built-ins: {known}")
     with open(target, encoding="utf-8") as handle:

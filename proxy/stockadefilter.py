@@ -630,7 +630,7 @@ def denial_text(host: str, port: int, decision: Decision, origin: str) -> str:
         fix = f"it is listed under deny in [network] of {where}"
     else:
         fix = "no policy change allows this request"
-    return f"stockade: the sandbox's policy blocked {target} ({decision.rule}); going around the proxy will not work; {fix}.\n"
+    return f"stockade: the sandbox's policy blocked {target} ({decision.rule}); going around the proxy will not work; {fix}\n"
 
 
 def auth_required_response() -> http.Response:

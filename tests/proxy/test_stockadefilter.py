@@ -339,7 +339,7 @@ async def test_denial_text_names_rule_and_origin(addon: StockadeFilter, make_spe
     text = f.response.text
     assert text == (
         "stockade: the sandbox's policy blocked denied.test:443 (no allow rule matches); going around the proxy "
-        f"will not work; to allow it, run: stockade allow denied.test --policy {spec.origin}.\n"
+        f"will not work; to allow it, run: stockade allow denied.test --policy {spec.origin}\n"
     )
     assert text.count("\n") == 1
 
