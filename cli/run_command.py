@@ -124,6 +124,18 @@ def _remember(args: RunArgs, plan: object, recorder: PlanRecorder, note: str | N
     if isinstance(plan, BwrapPlan):
         audit_log = plan.policy.audit.log
         plan_cache.store(
-            plan_cache.run_key(args), launch_of(plan), recorder, plan.view.walk, note, (audit_log,) if audit_log else (),
+            plan_cache.run_key(args), launch_of(plan), recorder, plan.view.walk, note, _audit_files(audit_log),
             (plan.view.socket_scope, plan.view.sockets),
         )
+
+
+def _audit_files(log: str | None) -> tuple[str, ...]:
+    """A custom audit log and its rotated generations: stockade's own files, made before planning
+    (bwrap/backend.py), which the plan counts by identity, not content."""
+    if not log:
+        return ()
+    from pathlib import Path
+
+    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
+
+    return tuple(str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1))
