@@ -263,18 +263,18 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
     cgroups = False
     journal = None
-    from stockade.bwrap.journal import changed_pins
-
-    changed = changed_pins(launch.state_dir)
-    if changed:
-        link, other = changed[0]
-        raise SandboxSetupError(
-            f"{link} is a link a running stockade run (session {other}) protects, and it was changed since that run "
-            "started; that run puts it back when it ends: start this one after it"
-        )
     if launch.unguarded:  # a killed run's sweep is finished by the next run (journal.py)
-        from stockade.bwrap.journal import Journal
+        from stockade.bwrap.journal import Journal, changed_pins
+        from stockade.bwrap.sweep import LINK_PIN
 
+        pinned = {path for path, mark in launch.unguarded if mark.startswith(LINK_PIN)}
+        changed = [entry for entry in changed_pins(launch.state_dir) if entry[0] in pinned] if pinned else []
+        if changed:
+            link, other = changed[0]
+            raise SandboxSetupError(
+                f"{link} is a link a running stockade run (session {other}) protects, and it was changed since that run "
+                "started; that run puts it back when it ends: start this one after it"
+            )
         journal = Journal(launch.state_dir, session)
         journal.open(launch.unguarded, launch.writable)
     try:
