@@ -82,15 +82,14 @@ def _finish(record: str, session: str) -> list[tuple[str, str]]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return []  # its run is alive and will sweep itself
-        data = os.read(fd, 1 << 24).decode("utf-8", "surrogateescape").split("\0")
-        count = int(data[0]) if data and data[0].isdigit() else -1
-        if count < 0 or (len(data) - 1 - count) % 2:
+        parsed = _parse(os.read(fd, 1 << 24))
+        if parsed is None:
             os.unlink(record)
             return []
-        writable, rest = data[1 : 1 + count], data[1 + count :]
+        writable, entries = parsed
         from stockade.bwrap.sweep import sweep_unguarded
 
-        moved = sweep_unguarded(list(zip(rest[::2], rest[1::2])), session, writable)
+        moved = sweep_unguarded(entries, session, writable)
         os.unlink(record)
         return moved
     except OSError:
@@ -125,14 +124,12 @@ def changed_pins(state_dir: str) -> list[tuple[str, str]]:
                 continue  # nobody holds it: an abandoned record, finished before planning
             except BlockingIOError:
                 pass
-            data = os.read(fd, 1 << 24).decode("utf-8", "surrogateescape").split("\0")
+            parsed = _parse(os.read(fd, 1 << 24))
         except OSError:
             continue
         finally:
             os.close(fd)
-        count = int(data[0]) if data and data[0].isdigit() else -1
-        rest = data[1 + count :] if count >= 0 else []
-        for path, mark in zip(rest[::2], rest[1::2]):
+        for path, mark in parsed[1] if parsed else ():
             if not mark.startswith(LINK_PIN):
                 continue
             try:
@@ -142,3 +139,13 @@ def changed_pins(state_dir: str) -> list[tuple[str, str]]:
             if now != mark.removeprefix(LINK_PIN):
                 changed.append((path, name.removesuffix(SUFFIX)))
     return list(dict.fromkeys(changed))
+
+
+def _parse(data: bytes) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """(writable roots, unguarded entries) of a record as Journal.open wrote it; None if malformed."""
+    words = data.decode("utf-8", "surrogateescape").split("\0")
+    count = int(words[0]) if words and words[0].isdigit() else -1
+    if count < 0 or (len(words) - 1 - count) % 2:
+        return None
+    rest = words[1 + count :]
+    return words[1 : 1 + count], list(zip(rest[::2], rest[1::2]))
