@@ -64,3 +64,18 @@ class Budget:
     def release(self, session_id: str) -> None:
         if self.live.get(session_id, 0) > 0:
             self.live[session_id] -= 1
+
+
+class Pace:
+    """At most `rate` events a second past a burst of `burst`, for one session whatever the
+    number of its connections (GCRA: one due time, each event takes the next slot)."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.interval = 1.0 / rate
+        self.burst = burst
+        self.due = 0.0  # monotonic time the next event's slot begins
+
+    def delay(self, now: float) -> float:
+        """Seconds this event waits for its slot: 0 within the burst."""
+        self.due = max(self.due, now) + self.interval
+        return max(0.0, self.due - now - self.burst * self.interval)

@@ -27,7 +27,7 @@ from mitmproxy.proxy import layers, mode_specs
 from mitmproxy.proxy.mode_servers import ProxyConnectionHandler
 
 from stockade.proxy.accepting import accept
-from stockade.proxy.budget import Budget
+from stockade.proxy.budget import Budget, Pace
 from stockade.proxy.sessions import Session
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class Door:
         self.refusal = ""  # why the last of them was refused
         self.first_refused = ""  # when the first was, and the last (audit.now_iso)
         self.last_refused = ""
-        self._due = 0.0  # monotonic time the next connection is due (pacing, as sessions.Session.denial_delay)
+        self._pace = Pace(CONNECTION_RATE, CONNECTION_BURST)
         self._accepting: asyncio.Task[None] | None = None
         self._tasks: dict[socket.socket, asyncio.Task[None]] = {}  # every connection's (asyncio keeps only weak references)
         self._unspoken: set[socket.socket] = set()  # accepted, first byte not seen yet
@@ -89,9 +89,7 @@ class Door:
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            now = time.monotonic()
-            self._due = max(self._due, now) + 1.0 / CONNECTION_RATE
-            delay = self._due - now - CONNECTION_BURST / CONNECTION_RATE
+            delay = self._pace.delay(time.monotonic())
             if delay > 0:
                 await asyncio.sleep(delay)
             conn = await accept(self.listener, f"session {self.session.spec.session_id}'s door")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stockade.proxy.audit import AuditError, AuditRecord, AuditWriter
+from stockade.proxy.budget import Pace
 from stockade.proxy.control import SessionSpec
 from stockade.proxy.decide import Decision, SessionRules
 
@@ -71,7 +72,7 @@ class Session:
     ended: bool = False
     denial_lines: int = 0  # denials written as lines of their own
     repeats: dict[tuple[str, int, str], Repeats] = field(default_factory=dict)
-    denial_due: float = 0.0  # monotonic time the session's next denial is due (pacing)
+    denial_pace: Pace = field(default_factory=lambda: Pace(DENIAL_RATE, DENIAL_BURST))
 
     @property
     def stopped(self) -> str | None:
@@ -88,12 +89,6 @@ class Session:
             self.denials[key].count += 1
         elif len(self.denials) < MAX_COUNTED:
             self.denials[key] = Denial(host, port, decision.rule, decision.hint)
-
-    def denial_delay(self, now: float) -> float:
-        """Seconds this denial waits for its slot: 0 within the burst, then 1/DENIAL_RATE apart."""
-        interval = 1.0 / DENIAL_RATE
-        self.denial_due = max(self.denial_due, now) + interval
-        return max(0.0, self.denial_due - now - DENIAL_BURST * interval)
 
     def own_line(self, record: AuditRecord) -> bool:
         """Whether a denial gets a line of its own now; if not, it is counted for a line at the end."""

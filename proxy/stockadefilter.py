@@ -711,6 +711,6 @@ def _where(flow: http.HTTPFlow) -> str:
 
 async def _paced(session: Session) -> None:
     """Wait for this denial's slot (sessions.DENIAL_RATE): a flood of denials is slowed, not served at once."""
-    delay = session.denial_delay(time.monotonic())
+    delay = session.denial_pace.delay(time.monotonic())
     if delay > 0:
         await asyncio.sleep(delay)
