@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stockade.profiles import anywhere
 from stockade.profiles.loader import Layer
 from stockade.profiles.model import (
     AuditRules,
@@ -39,6 +40,8 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
     values = merge_values(layers)
     fs = values.get("filesystem", {})
     _refuse_writable_inside_hidden(layers, fs.get("allow_write", ()), fs.get("deny_read", ()))
+    writable, shown = _opened_by_user(layers, "allow_write"), _opened_by_user(layers, "allow_read")
+    project = str(project_dir)
     net = values.get("network", {})
     env = values.get("env", {})
     limits = values.get("limits", {})
@@ -47,9 +50,9 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
     mode = net.get("mode", NetworkMode.ALLOWLIST if allow else NetworkMode.NONE)
     return Policy(
         filesystem=FilesystemRules(
-            deny_read=fs.get("deny_read", ()),
+            deny_read=anywhere.spread(fs.get("deny_read", ()), project, (*writable, *shown)),
             allow_write=fs.get("allow_write", ()),
-            deny_write=fs.get("deny_write", ()),
+            deny_write=anywhere.spread(fs.get("deny_write", ()), project, writable),
             home=fs.get("home", "private"),
             allow_read=fs.get("allow_read", ()),
         ),
@@ -72,6 +75,11 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
         sources=tuple(layer.source for layer in layers),
         protected_files=tuple(dict.fromkeys(l.source for l in layers if not l.is_builtin)),
     )
+
+
+def _opened_by_user(layers: list[Layer], key: str) -> list[str]:
+    """The `key` places a file of the user's lists (not only a built-in profile): see anywhere.py."""
+    return [place for layer in layers if not layer.is_builtin for place in layer.values.get("filesystem", {}).get(key, ())]
 
 
 def _refuse_writable_inside_hidden(layers: list[Layer], allow_write: tuple[str, ...], deny_read: tuple[str, ...]) -> None:

@@ -161,3 +161,34 @@ def test_a_custom_audit_log_s_rotated_generations_are_hidden_too(work: Workplace
     assert "WROTE" not in done.stdout, done.stdout
     assert (project / "logs" / "other").read_text() == "ok\n"  # the control: the folder is writable
     assert all("forged" not in (project / "logs" / f"audit.jsonl.{g}").read_text() for g in (1, 2))
+
+
+def test_a_project_glob_reaches_every_place_the_users_policy_opens(work: Workplace) -> None:
+    """`deny_read = ["**/secret.txt"]` matched only under the project, so the same name in a
+    writable or shown folder elsewhere stayed readable; now each `**/` rule is copied to those
+    places (and `check` lists the copies). Package caches only a built-in profile opens are not walked."""
+    shared, notes, npm = work.home / "shared", work.home / "notes", work.home / ".npm"
+    for place in (shared / "deep" / "er", notes, npm, work.project):
+        place.mkdir(parents=True)
+    for place in (shared / "deep" / "er", notes, npm, work.project):
+        (place / "secret.txt").write_text("SECRET-CANARY\n")
+        (place / "plain.txt").write_text("plain\n")
+    (shared / "keep.cfg").write_text("kept\n")
+    (work.project / ".stockade.toml").write_text(
+        'extends = ["npm"]\n[filesystem]\nallow_write = [".", "~/shared"]\nallow_read = ["~/notes"]\n'
+        'deny_read = ["**/secret.txt"]\ndeny_write = ["**/keep.cfg"]\n'
+    )
+    subprocess.run([*STOCKADE, "trust"], cwd=work.project, env=work.env, check=True, capture_output=True)
+    shown = subprocess.run([*STOCKADE, "check"], cwd=work.project, env=work.env, check=True, capture_output=True, text=True)
+    assert f'"{work.home}/shared/**/secret.txt"' in shown.stdout and f'"{work.home}/notes/**/secret.txt"' in shown.stdout, shown.stdout
+    assert f'"{work.home}/shared/**/keep.cfg"' in shown.stdout and f"{work.home}/notes/**/keep.cfg" not in shown.stdout
+    assert "/.npm/**/" not in shown.stdout
+    script = ("for f in secret.txt ~/shared/deep/er/secret.txt ~/notes/secret.txt; do cat $f 2>/dev/null && echo READ $f; done; "
+              "cat plain.txt ~/shared/deep/er/plain.txt ~/notes/plain.txt ~/.npm/plain.txt; "
+              "(echo x > ~/shared/keep.cfg) 2>/dev/null && echo WROTE; echo y > ~/shared/other.cfg; echo DONE")  # fmt: skip
+    done = work.shell(script, sandboxed=True)
+    assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
+    assert "READ" not in done.stdout and "WROTE" not in done.stdout and "SECRET-CANARY" not in done.stdout, done.stdout
+    assert done.stdout.count("plain\n") == 4, done.stdout  # the control: neighbours stay readable
+    assert (shared / "keep.cfg").read_text() == "kept\n"
+    assert (shared / "other.cfg").read_text() == "y\n"  # the control: the place stays writable
