@@ -1,4 +1,4 @@
-"""What a policy leaves open that its author may not have meant: said by `check` and `explain`.
+"""What a policy leaves open, or fails to open, that its author may not have meant: said by `check` and `explain`.
 
 A file with `extends = []` starts from nothing, on purpose; what that means is
 easy to miss (no secret hidden, nothing writable, the project included).
@@ -22,9 +22,27 @@ def open_ends(policy: Policy, home: str) -> list[str]:
         notes.append("deny_read is empty: the project's .env files and every secret outside your home are readable inside")
     if fs.home == "host" and not any(is_within(path.split("*", 1)[0].rstrip("/") or "/", home) for path in fs.deny_read):
         notes.append(f'home = "host" with nothing under {home} in deny_read: ~/.ssh, ~/.aws and every other secret there are readable inside')
+    notes += _loopback(policy)
     if not notes:
         return []
     return notes + ['to build on your own policy instead, remove `extends = []` (or write extends = ["default"])'] if _from_nothing(policy) else notes
+
+
+def _loopback(policy: Policy) -> list[str]:
+    """An allowed loopback endpoint is the host's, reached through the proxy; but tools send
+    loopback names straight to the sandbox's own loopback (NO_PROXY), where nothing listens."""
+    from stockade.profiles.domains import parse_rule
+
+    said = []
+    for text in policy.network.allow:
+        rule = parse_rule(text)
+        if rule.host == "localhost" or (rule.network is not None and rule.network.is_loopback):
+            said.append(
+                f'allow "{text}": the host\'s loopback is reachable only by a client told to use the proxy '
+                "(curl --proxy \"$HTTP_PROXY\" --noproxy \"\"); NO_PROXY sends 127.0.0.1 and localhost to the "
+                "sandbox's own loopback, and plain TCP clients (databases) cannot reach it"
+            )
+    return said
 
 
 def _from_nothing(policy: Policy) -> bool:

@@ -100,3 +100,15 @@ def test_starting_from_nothing_is_spelled_out(project: Path, locations: Location
     write(project / ".stockade.toml", HAND_WRITTEN)  # the control: built on the default, nothing to say
     trust(policy_file, locations)
     assert open_ends(resolve(project, locations).policy, str(locations.home)) == []
+
+
+@pytest.mark.parametrize("rule", ["127.0.0.1:5432", "localhost:8080", "[::1]:6379", "127.0.0.0/8"])
+def test_an_allowed_loopback_endpoint_says_how_it_can_be_reached(project: Path, locations: Locations, rule: str) -> None:
+    """The sandbox's NO_PROXY sends loopback names to its own loopback: the rule alone reaches nothing."""
+    policy_file = write(project / ".stockade.toml", f'[network]\nallow = ["{rule}", "pypi.org"]\n')
+    trust(policy_file, locations)
+    notes = open_ends(resolve(project, locations).policy, str(locations.home))
+    assert len(notes) == 1 and "NO_PROXY" in notes[0] and '--noproxy ""' in notes[0], notes
+    write(project / ".stockade.toml", '[network]\nallow = ["127.0.0.1.nip.io", "pypi.org"]\n')  # the control: a name
+    trust(policy_file, locations)
+    assert open_ends(resolve(project, locations).policy, str(locations.home)) == []
