@@ -114,7 +114,9 @@ class BwrapBackend:
             raise SandboxSetupError("bubblewrap (bwrap) is not installed: sudo apt-get install bubblewrap; then run `stockade doctor`")
         request.locations.ensure()
         _ensure_audit_log(request.policy)
-        unmade = make_write_places(request.policy.filesystem.allow_write, str(request.locations.home), str(request.policy.project_dir))
+        unmade = make_write_places(
+            request.policy.filesystem.allow_write, str(request.locations.home), str(request.policy.project_dir), request.dry_run
+        )
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
         view = plan_view(
             request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy),

@@ -11,6 +11,7 @@ a symlink there could have been planted by an earlier sandboxed run
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -338,11 +339,12 @@ def _linked_git_dir_locks(repositories: list[gitdirs.GitLayout], linked: list[st
     return locks
 
 
-def make_write_places(allow_write: tuple[str, ...], home: str, project: str) -> dict[str, str]:
+def make_write_places(allow_write: tuple[str, ...], home: str, project: str, dry_run: bool = False) -> dict[str, str]:
     """Create each absent allow_write folder under the user's home (0700, the user's own),
     so a policy's caches work in a fresh home (a new user, a new CI runner); returns
     {folder: the line saying why it could not be made}. A path with a symlink on its way
-    that a sandbox could have planted is left alone: planning refuses it with its own message."""
+    that a sandbox could have planted is left alone: planning refuses it with its own message.
+    With `dry_run` nothing is made, and each line says a run would make it."""
     unmade: dict[str, str] = {}
     for entry in allow_write:
         if os.path.lexists(entry) or not below_home(entry, home):
@@ -351,13 +353,32 @@ def make_write_places(allow_write: tuple[str, ...], home: str, project: str) -> 
             _resolve_root(entry, allow_write, project)
         except SandboxSetupError:
             continue
+        why = _why_unmakeable(entry) if dry_run else None
+        if dry_run and why is None:
+            unmade[entry] = f"allow_write {entry} does not exist: a run makes it (0700); this plan leaves it out"
+            continue
         try:
-            os.makedirs(entry, mode=0o700)
+            if why is None:
+                os.makedirs(entry, mode=0o700)
         except FileExistsError:
             pass
         except OSError as error:
-            unmade[entry] = f"allow_write {entry} does not exist and could not be created ({error.strerror}): skipped"
+            why = error.strerror
+        if why is not None:
+            unmade[entry] = f"allow_write {entry} does not exist and could not be created ({why}): skipped"
     return unmade
+
+
+def _why_unmakeable(folder: str) -> str | None:
+    """What os.makedirs would fail with, judged without making anything (--dry-run)."""
+    parent = folder
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return os.strerror(errno.ENOTDIR)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return os.strerror(errno.EACCES)
+    return None
 
 
 def _writable_roots(

@@ -87,6 +87,7 @@ def _plan_and_run(args: RunArgs, recorder: PlanRecorder | None) -> int:
         quiet=args.quiet,
         verbose=args.verbose,
         session_id=os.urandom(6).hex(),
+        dry_run=args.dry_run,
     )
     limit = args.max_output
     if limit is not None:

@@ -26,6 +26,7 @@ class RunRequest:
     quiet: bool = False  # no end-of-run summary on stderr
     verbose: bool = False  # the summary also says what the plan skipped
     session_id: str = ""  # names this run in the audit log; made by the caller
+    dry_run: bool = False  # only the plan is wanted: change nothing on the host
     troubles: list[str] = field(default_factory=list)  # filled by the backend: why the run's audit record is incomplete
 
 

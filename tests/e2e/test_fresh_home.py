@@ -39,3 +39,12 @@ def test_nothing_is_made_outside_home(vbox: Box) -> None:
     run = vbox.run("true", policy=policy)
     assert run.returncode == 0, run
     assert not target.exists()
+
+
+def test_a_dry_run_makes_nothing_and_says_what_a_run_would(vbox: Box) -> None:
+    npm_cache = vbox.home / ".npm"
+    plan = vbox.run("true", options=["--profile", "npm", "--dry-run"])
+    assert plan.returncode == 0 and not npm_cache.exists(), plan
+    assert f"allow_write {npm_cache} does not exist: a run makes it" in plan.stdout, plan.stdout
+    ran = vbox.run("true", options=["--profile", "npm"])  # the control: the run itself makes it
+    assert ran.returncode == 0 and npm_cache.is_dir(), ran
