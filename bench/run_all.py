@@ -24,8 +24,20 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    MB_S, MS, MS_FINE, SECONDS, Contender, Section, first_line, machine, package_version, render, rounds,
-    run_checked, script_python, timed_rounds,
+    MB_S,
+    MS,
+    MS_FINE,
+    SECONDS,
+    Contender,
+    Section,
+    first_line,
+    machine,
+    package_version,
+    render,
+    rounds,
+    run_checked,
+    script_python,
+    timed_rounds,
 )  # fmt: skip
 from fixtures import FILES, KEEPALIVE, NAME, Origins  # noqa: E402
 from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare, bare_bwrap, find_srt  # noqa: E402
@@ -130,7 +142,17 @@ def loop(bench: Bench) -> list[Section]:
     note = (f"A shell loop running {count} separate sandboxed `true`, one after another (what an agent does all day), "
             f"timed as a whole; median of {count_of(runs, 'round')}, and the median per command. srt runs with its "
             "network off only: it starts the same proxies either way (see the startup table).")  # fmt: skip
-    return [Section(f"{count} short sandboxed commands in a loop", note, SECONDS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF), (WARM, SRT_OFF)], per=count)]
+    return [
+        Section(
+            f"{count} short sandboxed commands in a loop",
+            note,
+            SECONDS,
+            timed_rounds(contenders, runs, warmup=0),
+            BWRAP,
+            [(OFF, SRT_OFF), (WARM, SRT_OFF)],
+            per=count,
+        )
+    ]
 
 
 def files(bench: Bench) -> list[Section]:
@@ -145,7 +167,9 @@ def files(bench: Bench) -> list[Section]:
     contenders = bench.contenders("files", [BARE, BWRAP, OFF, SRT_OFF], lambda tool, project: [HOST_PYTHON, str(script), str(count)], clear)
     note = (f"One sandboxed `python3` that writes {count:,} files of 200 bytes into the project, then reads them all "
             f"back; median of {count_of(runs, 'round')}, each in a fresh folder (the last one's removed and synced to disk, untimed).")  # fmt: skip
-    return [Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF)])]
+    return [
+        Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF)])
+    ]
 
 
 def import_json(bench: Bench) -> list[Section]:
@@ -162,14 +186,18 @@ def download(bench: Bench) -> list[Section]:
     sections = []
     for scheme in ("http", "https"):
         port = bench.origins.port(scheme)
-        curl = lambda tool, project: ["curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{speed_download}\n",  # noqa: E731
-                                      "--cacert", str(bench.origins.cert), f"{scheme}://{tool.host}:{port}/big"]  # fmt: skip
+        curl = lambda tool, project, scheme=scheme, port=port: [  # noqa: E731
+            "curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{speed_download}\n",
+            "--cacert", str(bench.origins.cert), f"{scheme}://{tool.host}:{port}/big",
+        ]  # fmt: skip
         contenders = bench.contenders(f"download {scheme}", [BARE, WARM, SRT_NET], curl)
         speeds = rounds(contenders, plan.download_runs, lambda c: [float(run_checked(c.argv, cwd=c.cwd, env=c.env).split()[-1]) / 1e6], warmup=0)
         how = "plain HTTP: the proxy handles the body" if scheme == "http" else "HTTPS: a CONNECT tunnel"
         note = (f"`curl -o /dev/null` of {plan.size_mb} MB from a loopback origin, {how}; MB/s as curl reports it (the "
                 f"sandbox's startup is not in it), median of {count_of(plan.download_runs, 'interleaved round')}.")  # fmt: skip
-        sections.append(Section(f"{plan.size_mb} MB loopback download, {scheme.upper()} (MB/s, higher is better)", note, MB_S, speeds, BARE, [(WARM, SRT_NET)]))
+        sections.append(
+            Section(f"{plan.size_mb} MB loopback download, {scheme.upper()} (MB/s, higher is better)", note, MB_S, speeds, BARE, [(WARM, SRT_NET)])
+        )
     return sections
 
 
@@ -180,13 +208,15 @@ def keepalive(bench: Bench) -> list[Section]:
     sections = []
     for scheme in ("http", "https"):
         port = str(bench.origins.port(scheme))
-        request = lambda tool, project: [HOST_PYTHON, str(script), scheme, tool.host, port, str(plan.request_count),  # noqa: E731
+        request = lambda tool, project, scheme=scheme, port=port: [HOST_PYTHON, str(script), scheme, tool.host, port, str(plan.request_count),  # noqa: E731
                                          str(bench.origins.cert), "proxy" if tool.proxied else "direct"]  # fmt: skip
         contenders = bench.contenders(f"keepalive {scheme}", [BARE, WARM, SRT_NET], request)
         latencies = rounds(contenders, plan.request_runs, lambda c: list(json.loads(run_checked(c.argv, cwd=c.cwd, env=c.env))))
         note = (f"{plan.request_count} small GETs on one kept-alive connection ({scheme.upper()}), direct or through the "
                 f"sandbox's proxy; the figure is per request, over all requests of {count_of(plan.request_runs, 'round')}.")  # fmt: skip
-        sections.append(Section(f"{plan.request_count} keep-alive requests, {scheme.upper()} (per request)", note, MS_FINE, latencies, BARE, [(WARM, SRT_NET)]))
+        sections.append(
+            Section(f"{plan.request_count} keep-alive requests, {scheme.upper()} (per request)", note, MS_FINE, latencies, BARE, [(WARM, SRT_NET)])
+        )
     return sections
 
 
@@ -329,7 +359,7 @@ def main() -> None:
             raise SystemExit(f"bench/run_all.py needs {tool}")
 
     plan = make_plan(args.runs, args.quick)
-    started, clock, start_load = datetime.datetime.now(datetime.timezone.utc), time.monotonic(), os.getloadavg()[0]
+    started, clock, start_load = datetime.datetime.now(datetime.UTC), time.monotonic(), os.getloadavg()[0]
     srt_binary, srt_notes = find_srt(args.with_srt, args.srt_version)
     world = World.create()
     origins = Origins.start(world.root, plan.size_mb)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
@@ -15,8 +15,8 @@ from stockade.bwrap.mounts import View, make_write_places, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.envfilter import sandbox_env, withheld
-from stockade.profiles.locations import Locations
 from stockade.profiles.errors import SandboxSetupError
+from stockade.profiles.locations import Locations
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say
@@ -158,18 +158,32 @@ class BwrapBackend:
         ]
         lines += [f"  {shlex.join(list(piece.to_args()))}" for piece in plan.pieces]
         lines += [f"  --ro-bind /dev/null {shlex.quote(path)}  # a host socket, if still there at the start" for path in plan.view.socket_masks]
-        listed = f"; host sockets reachable: {', '.join(plan.policy.network.unix_sockets)}" if plan.policy.network.unix_sockets else " (host sockets hidden)"
+        listed = (
+            f"; host sockets reachable: {', '.join(plan.policy.network.unix_sockets)}"
+            if plan.policy.network.unix_sockets
+            else " (host sockets hidden)"
+        )
         kinds = "AF_UNIX stream and datagram sockets" if plan.allow_unix else "AF_UNIX stream sockets only"
         lines.append(f"# seccomp: {kinds}{listed}; see `stockade explain`")
         if plan.network:
-            lines.append(f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, a listener handed to the proxy daemon")
+            lines.append(
+                f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, "
+                "a listener handed to the proxy daemon"
+            )
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")
-        lines.append(f"# environment: bwrap starts with none; --clearenv and {len(plan.env)} --setenv in the memfd; withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}")
+        lines.append(
+            f"# environment: bwrap starts with none; --clearenv and {len(plan.env)} --setenv in the memfd; "
+            f"withheld: {', '.join(withheld(plan.host_env, plan.policy.env)) or 'none'}"
+        )
         limits = plan_limits(plan.policy.limits.file_size, plan.policy.limits.pids, plan.policy.limits.memory, plan.session)
-        lines.append(f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}")
+        lines.append(
+            f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}"
+        )
         if plan.view.shared_files:
-            lines.append(f"# hard links: {len(plan.view.shared_files)} files of the project share their data with other places; a run copies them first")
+            lines.append(
+                f"# hard links: {len(plan.view.shared_files)} files of the project share their data with other places; a run copies them first"
+            )
         pins = list(dict.fromkeys(path for path, mark in plan.view.unguarded if mark.startswith(LINK_PIN)))
         absent = sum(1 for _path, mark in plan.view.unguarded if not mark.startswith(LINK_PIN))
         if absent:
@@ -203,7 +217,11 @@ def _make_own(paths: list[str], quiet: bool) -> None:
     copied, failed = make_own(paths)
     lines = failed[:3] + ([f"... and {len(failed) - 3} more such files"] if len(failed) > 3 else [])
     if copied and not quiet:
-        lines.insert(0, f"made {copied} files of the project its own: they were hard links shared with other places (a uv or pnpm store), which a write inside would have changed too")
+        lines.insert(
+            0,
+            f"made {copied} files of the project its own: they were hard links shared with other places (a uv or pnpm store), "
+            "which a write inside would have changed too",
+        )
     for line in lines:
         say(f"stockade: {line}")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 import time
 
 from stockade.bwrap import args as bw
@@ -345,7 +344,10 @@ def _summary(
     if timed_out and launch.wall_time:
         from stockade.profiles.units import format_duration
 
-        lines.append(f"wall_time {format_duration(launch.wall_time)} reached after {elapsed:.1f}s: the whole sandbox was killed (raise wall_time under [limits] in {origin})")
+        lines.append(
+            f"wall_time {format_duration(launch.wall_time)} reached after {elapsed:.1f}s: the whole sandbox was killed "
+            f"(raise wall_time under [limits] in {origin})"
+        )
     if "pids" in hits:
         lines.append(f"pids limit {launch.pids} reached: new processes were refused (raise pids under [limits] in {origin})")
     if "memory" in hits:

@@ -42,7 +42,9 @@ def make_own(paths: list[str]) -> tuple[int, list[str]]:
             if _make_own(path):
                 copied += 1
         except OSError as error:
-            failed.append(f"{path} is a hard link shared with other places and could not be copied ({error.strerror}): a write inside would change them too")
+            failed.append(
+                f"{path} is a hard link shared with other places and could not be copied ({error.strerror}): a write inside would change them too"
+            )
     return copied, failed
 
 

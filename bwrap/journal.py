@@ -148,4 +148,4 @@ def _parse(data: bytes) -> tuple[list[str], list[tuple[str, str]]] | None:
     if count < 0 or (len(words) - 1 - count) % 2:
         return None
     rest = words[1 + count :]
-    return words[1 : 1 + count], list(zip(rest[::2], rest[1::2]))
+    return words[1 : 1 + count], list(zip(rest[::2], rest[1::2], strict=False))

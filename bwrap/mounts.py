@@ -14,17 +14,16 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from stockade.bwrap import globs
-from stockade.bwrap.sweep import LINK_PIN
-from stockade.bwrap import changes, folders, hardlinks, host_sockets, private_home
+from stockade.bwrap import changes, folders, globs, hardlinks, host_sockets, private_home
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
-from stockade.profiles.errors import SandboxSetupError
+from stockade.bwrap.sweep import LINK_PIN
 from stockade.profiles import gitdirs
+from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.floor import floor_for
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
@@ -197,7 +196,9 @@ def plan_view(
     linked = _linked_git_dirs(repositories, fs.allow_write)
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {})
     anchors += [project, os.path.realpath(cwd)]
-    floor = floor_for(tuple(r for r in roots if r not in linked), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors))
+    floor = floor_for(
+        tuple(r for r in roots if r not in linked), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors)
+    )
     for path in floor.read_only:
         if not _behind_linked_git(path):
             _protect(view, path, roots, watch_absent=True)
@@ -220,7 +221,10 @@ def plan_view(
     sockets = [path for path in view.sockets if not any(is_within(os.path.realpath(path), place) for place in listed)]
     private = [*floor.hidden, *_audit_files(policy.audit.log)]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
-    view.notes += [f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)" for folder in locked]
+    view.notes += [
+        f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)"
+        for folder in locked
+    ]
     hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private), *locked]
     for path in sorted(dict.fromkeys(hidden), key=len):  # outer masks first; anything inside one is hidden already
         _mask(view, path, roots)

@@ -54,9 +54,9 @@ def _read_all(fd: int) -> bytes:
 
 def _no_routes(text: str) -> int:
     lines = text.splitlines()
-    for header, values in zip(lines, lines[1:]):  # snmp: a header line, then its values
+    for header, values in zip(lines, lines[1:], strict=False):  # snmp: a header line, then its values
         if header.startswith("Ip: ") and values.startswith("Ip: "):
-            fields = dict(zip(header.split(), values.split()))
+            fields = dict(zip(header.split(), values.split(), strict=False))
             return _number(fields.get("OutNoRoutes", "0"))
     for line in lines:  # snmp6: one "name value" per line
         name, _, value = line.partition(" ")

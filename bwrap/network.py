@@ -37,7 +37,10 @@ def proxy_environment() -> dict[str, str]:
         NODE_USE_ENV_PROXY="1",  # Node's built-in fetch (undici) honours *_PROXY only with this
         GIT_PROXY_COMMAND="",  # no ProxyCommand-style bypass from the host's git config
     )
-    java = f"-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={PROXY_PORT} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={PROXY_PORT} -Dhttp.nonProxyHosts=localhost|127.0.0.1"
+    java = (
+        f"-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={PROXY_PORT} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={PROXY_PORT} "
+        "-Dhttp.nonProxyHosts=localhost|127.0.0.1"
+    )
     env["JAVA_TOOL_OPTIONS"] = java
     return env
 

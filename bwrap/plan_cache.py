@@ -245,7 +245,10 @@ def store(
     entry = {
         "key": key,
         # stockade's own files are stamped now: planning itself creates a missing audit log
-        "files": [(path, path in own_files, file_stamp(path, True) if path in own_files else file_stamp(path, False, first.get(path, False))) for path in sorted(paths)],
+        "files": [
+            (path, path in own_files, file_stamp(path, True) if path in own_files else file_stamp(path, False, first.get(path, False)))
+            for path in sorted(paths)
+        ],
         "listed": listed,
         "walk": walk,
         "launch": launch.to_data(),

@@ -67,7 +67,12 @@ def check_bwrap() -> Check:
     if mode & 0o4000:
         return Check("bubblewrap", False, f"{path} {text} is setuid", "stockade needs non-setuid bwrap with user namespaces; remove the setuid bit")
     if version is not None and version < MIN_BWRAP:
-        return Check("bubblewrap", False, f"{path} {text} is too old", f"stockade needs bwrap {'.'.join(map(str, MIN_BWRAP))} or newer (--json-status-fd): upgrade bubblewrap")
+        return Check(
+            "bubblewrap",
+            False,
+            f"{path} {text} is too old",
+            f"stockade needs bwrap {'.'.join(map(str, MIN_BWRAP))} or newer (--json-status-fd): upgrade bubblewrap",
+        )
     return Check("bubblewrap", True, f"{path} {text}")
 
 

@@ -48,8 +48,8 @@ def grouped_moves(quarantined: list[tuple[str, str]]) -> list[str]:
     examples = ", ".join(original for original, _moved in quarantined[:EXAMPLES])
     suffix = quarantined[0][1][len(quarantined[0][0]) :]
     return [
-        f"{len(quarantined)} files at protected paths (that could run code outside the sandbox, or deny_write names) were created or changed inside it "
-        f"({examples}, ...); each was renamed to NAME{suffix} in its own folder"
+        f"{len(quarantined)} files at protected paths (that could run code outside the sandbox, or deny_write names) "
+        f"were created or changed inside it ({examples}, ...); each was renamed to NAME{suffix} in its own folder"
     ]
 
 

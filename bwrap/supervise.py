@@ -12,9 +12,8 @@ than the whole sandbox takes to start.
 
 from __future__ import annotations
 
-import os
-
 import _signal
+import os
 
 from stockade.bwrap.netcount import attempts, open_counters
 from stockade.profiles.errors import ExitCode, SandboxSetupError

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+
 from stockade.bwrap.changes import _open_parent, quarantine
 
 # An entry (link, LINK_PIN + target) pins a symlink on the way to a protected path: after the

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -28,8 +28,8 @@ from stockade.profiles.trust import TrustStore, chain_digest
 
 def allow(
     host: Annotated[str, typer.Argument(help="Host to allow: pypi.org, *.example.com, host:port or an IP.")],
-    policy: Annotated[Optional[Path], typer.Option("--policy", "-p", help="Policy file to change (default: this project's .stockade.toml).")] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help="When the file is new: the built-in it extends.")] = None,
+    policy: Annotated[Path | None, typer.Option("--policy", "-p", help="Policy file to change (default: this project's .stockade.toml).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="When the file is new: the built-in it extends.")] = None,
 ) -> None:
     try:
         rule = str(parse_rule(host))

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from stockade.cli import allow, audit_cmd, check, doctor, explain, init, install, trust
 from stockade.cli.console import error_line
-from stockade.cli.version import VERSION
 from stockade.cli.run_options import RUN_OPTIONS
+from stockade.cli.version import VERSION
 from stockade.profiles.errors import ExitCode, StockadeError
-
 
 app = typer.Typer(
     name="stockade",
@@ -35,7 +34,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
@@ -48,15 +47,15 @@ def _root(
 )
 def run(
     ctx: typer.Context,
-    policy: Annotated[Optional[Path], typer.Option("--policy", "-p", help=RUN_OPTIONS[0].help, metavar="FILE")] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help=RUN_OPTIONS[1].help, metavar="NAME")] = None,
-    shell: Annotated[Optional[str], typer.Option("-c", help=RUN_OPTIONS[2].help, metavar="STRING")] = None,
+    policy: Annotated[Path | None, typer.Option("--policy", "-p", help=RUN_OPTIONS[0].help, metavar="FILE")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help=RUN_OPTIONS[1].help, metavar="NAME")] = None,
+    shell: Annotated[str | None, typer.Option("-c", help=RUN_OPTIONS[2].help, metavar="STRING")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help=RUN_OPTIONS[3].help)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=RUN_OPTIONS[4].help)] = False,
-    platform: Annotated[Optional[str], typer.Option("--platform", help=RUN_OPTIONS[5].help, metavar="NAME")] = None,
-    max_output: Annotated[Optional[str], typer.Option("--max-output", help=RUN_OPTIONS[6].help, metavar="BYTES")] = None,
+    platform: Annotated[str | None, typer.Option("--platform", help=RUN_OPTIONS[5].help, metavar="NAME")] = None,
+    max_output: Annotated[str | None, typer.Option("--max-output", help=RUN_OPTIONS[6].help, metavar="BYTES")] = None,
     ci: Annotated[bool, typer.Option("--ci", help=RUN_OPTIONS[7].help)] = False,
-    report: Annotated[Optional[Path], typer.Option("--report", help=RUN_OPTIONS[8].help, metavar="FILE")] = None,
+    report: Annotated[Path | None, typer.Option("--report", help=RUN_OPTIONS[8].help, metavar="FILE")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help=RUN_OPTIONS[9].help)] = False,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
@@ -81,7 +80,9 @@ app.command(name="doctor", help="Check that this machine can sandbox, and say ho
 app.command(name="allow", help="Add a host to [network] allow of this project's policy (comments kept), as every denial's hint says.")(allow.allow)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
-app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(install.install)
+app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(
+    install.install
+)
 
 
 @app.command(

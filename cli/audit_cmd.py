@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -28,13 +28,13 @@ def _log_path(log: Path | None) -> Path:
 
 
 def audit(
-    session: Annotated[Optional[str], typer.Option("--session", help="Only this session id.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session id.")] = None,
     denied: Annotated[bool, typer.Option("--denied", help="Only denials.")] = False,
-    host: Annotated[Optional[str], typer.Option("--host", help="Only this host (or *.suffix).")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only newer records: 10m, 2h, 1d or an ISO time.")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Only this host (or *.suffix).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only newer records: 10m, 2h, 1d or an ISO time.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON record per line.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records.")] = False,
-    log: Annotated[Optional[Path], typer.Option("--log", help="Audit log file (default: the policy's).")] = None,
+    log: Annotated[Path | None, typer.Option("--log", help="Audit log file (default: the policy's).")] = None,
 ) -> None:
     from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
 

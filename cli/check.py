@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,15 +13,15 @@ from stockade.cli.selection import select
 from stockade.profiles.errors import UsageError
 from stockade.profiles.locations import locate
 from stockade.profiles.openings import open_ends
-from stockade.profiles.text import escaped_literal, say
 from stockade.profiles.serialize import policy_to_dict, policy_to_toml
+from stockade.profiles.text import escaped_literal, say
 
 
 def check(
-    file: Annotated[Optional[Path], typer.Argument(help="Policy file (default: what `stockade run` would use here).")] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help="Check a built-in profile instead.")] = None,
+    file: Annotated[Path | None, typer.Argument(help="Policy file (default: what `stockade run` would use here).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Check a built-in profile instead.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    policy: Annotated[Optional[Path], typer.Option("--policy", "-p", help="Policy file, as `stockade run --policy` takes it.")] = None,
+    policy: Annotated[Path | None, typer.Option("--policy", "-p", help="Policy file, as `stockade run --policy` takes it.")] = None,
 ) -> None:
     if file is not None and policy is not None and file != policy:
         raise UsageError("give the policy file once: as an argument or with --policy")

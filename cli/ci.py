@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shlex
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping

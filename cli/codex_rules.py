@@ -37,7 +37,7 @@ class PrefixRule:
     path: str
 
     def covers(self, words: list[str]) -> bool:
-        return len(words) >= len(self.pattern) and all(word in choices for word, choices in zip(words, self.pattern))
+        return len(words) >= len(self.pattern) and all(word in choices for word, choices in zip(words, self.pattern, strict=False))
 
     def text(self) -> str:
         return " ".join("|".join(sorted(choices)) for choices in self.pattern)

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -17,8 +17,8 @@ from stockade.cli.selection import select
 from stockade.profiles.envfilter import withheld
 from stockade.profiles.floor import floor_for, floor_summary
 from stockade.profiles.locations import locate
-from stockade.profiles.openings import open_ends
 from stockade.profiles.model import NetworkMode, Policy
+from stockade.profiles.openings import open_ends
 from stockade.profiles.paths import below_home
 from stockade.profiles.serialize import policy_to_dict
 from stockade.profiles.text import escaped_literal
@@ -108,8 +108,8 @@ def _limits_words(policy: Policy) -> str:
 
 
 def explain(
-    policy: Annotated[Optional[Path], typer.Option("--policy", "-p", help="Explain this policy file.")] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help="Explain a built-in profile.")] = None,
+    policy: Annotated[Path | None, typer.Option("--policy", "-p", help="Explain this policy file.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Explain a built-in profile.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     resolution = select(policy, profile)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,7 +13,12 @@ from stockade.profiles.errors import UsageError
 
 KINDS: dict[str, tuple[tuple[str, ...], str, list[str], list[str]]] = {
     # kind: (marker files, extends, extra writable caches, allowed hosts)
-    "python": (("pyproject.toml", "setup.py", "requirements.txt", "setup.cfg"), "pypi", ["~/.cache/pip", "~/.cache/uv"], ["pypi.org:443", "files.pythonhosted.org:443"]),
+    "python": (
+        ("pyproject.toml", "setup.py", "requirements.txt", "setup.cfg"),
+        "pypi",
+        ["~/.cache/pip", "~/.cache/uv"],
+        ["pypi.org:443", "files.pythonhosted.org:443"],
+    ),
     "node": (("package.json",), "npm", ["~/.npm", "~/.cache/yarn"], ["registry.npmjs.org:443"]),
     "rust": (("Cargo.toml",), "default", ["~/.cargo/registry", "~/.cargo/git"], ["crates.io:443", "static.crates.io:443", "index.crates.io:443"]),
     "go": (("go.mod",), "default", ["~/go/pkg/mod", "~/.cache/go-build"], ["proxy.golang.org:443", "sum.golang.org:443"]),
@@ -61,7 +66,7 @@ allow = {_list(hosts)}
 
 
 def init(
-    kind: Annotated[Optional[str], typer.Option("--kind", help="python, node, rust, go or generic (default: detected).")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="python, node, rust, go or generic (default: detected).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing .stockade.toml.")] = False,
 ) -> None:
     folder = Path(os.getcwd())

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -51,10 +51,16 @@ class AgentSettings:
 
 
 AGENT_SETTINGS: dict[str, AgentSettings] = {
-    "claude": AgentSettings("claude", "PreToolUse", "Bash", ".claude/settings.json", ".claude/settings.json", ".claude/settings.local.json", (("timeout", 30),)),
+    "claude": AgentSettings(
+        "claude", "PreToolUse", "Bash", ".claude/settings.json", ".claude/settings.json", ".claude/settings.local.json", (("timeout", 30),)
+    ),
     "codex": AgentSettings("codex", "PreToolUse", "Bash", ".codex/hooks.json", ".codex/hooks.json"),
     "gemini": AgentSettings(
-        "gemini", "BeforeTool", "run_shell_command", ".gemini/settings.json", ".gemini/settings.json",
+        "gemini",
+        "BeforeTool",
+        "run_shell_command",
+        ".gemini/settings.json",
+        ".gemini/settings.json",
         extra=(("name", "stockade"), ("timeout", 30000), ("description", "Run every shell command inside stockade")),
     ),  # fmt: skip
     "cursor": AgentSettings("cursor", "beforeShellExecution", None, ".cursor/hooks.json", ".cursor/hooks.json"),
@@ -319,7 +325,8 @@ def install(
     local: Annotated[bool, typer.Option("--local", help="Claude Code only: .claude/settings.local.json (not committed).")] = False,
     remove: Annotated[bool, typer.Option("--remove", help="Take stockade's hook out instead.")] = False,
     max_output: Annotated[
-        Optional[str], typer.Option("--max-output", help="Output a hooked command may print before it is cut (default 1M; 'none' for no limit).", metavar="BYTES")
+        str | None,
+        typer.Option("--max-output", help="Output a hooked command may print before it is cut (default 1M; 'none' for no limit).", metavar="BYTES"),
     ] = None,
 ) -> None:
     if sum((user, project, local)) > 1:

@@ -89,7 +89,7 @@ class OutputLimit:
         )
 
     def _pump(self) -> None:
-        targets = dict(zip(self._readers, self._saved))
+        targets = dict(zip(self._readers, self._saved, strict=True))
         while targets:
             try:
                 ready, _, _ = select.select(list(targets), [], [])

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stockade.cli.run_options import RunArgs, host_platform, limited, max_output_bytes, parse_run_args
 from stockade.profiles.backend import RunRequest
-from stockade.profiles.errors import UsageError
 from stockade.profiles.locations import locate
 from stockade.profiles.resolve import Resolution, resolve
 from stockade.profiles.text import say

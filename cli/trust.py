@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,7 +26,7 @@ def _target(file: Path | None) -> Path:
 
 
 def trust(
-    file: Annotated[Optional[Path], typer.Argument(help=f"Policy file (default: the nearest {PROJECT_FILE}).")] = None,
+    file: Annotated[Path | None, typer.Argument(help=f"Policy file (default: the nearest {PROJECT_FILE}).")] = None,
     revoke: Annotated[bool, typer.Option("--revoke", help="Forget the trust recorded for FILE.")] = False,
 ) -> None:
     locations = locate()

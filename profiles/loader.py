@@ -181,7 +181,9 @@ class _Checker:
                 result[key] = self.value(table, key, value)
             except (TypeError, ValueError, AttributeError, RecursionError) as exc:  # a shape no check foresaw
                 name = f"{table}.{key}" if table else key
-                raise self.fail(f"'{name}' must be a {TABLES[table][key].value}, not {_type_name(value)} ({type(exc).__name__})", table, key) from None
+                raise self.fail(
+                    f"'{name}' must be a {TABLES[table][key].value}, not {_type_name(value)} ({type(exc).__name__})", table, key
+                ) from None
         return result
 
     def value(self, table: str, key: str, value: Any) -> Any:

@@ -73,7 +73,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
         project_dir=project_dir,
         origin=origin,
         sources=tuple(layer.source for layer in layers),
-        protected_files=tuple(dict.fromkeys(l.source for l in layers if not l.is_builtin)),
+        protected_files=tuple(dict.fromkeys(layer.source for layer in layers if not layer.is_builtin)),
     )
 
 
@@ -94,7 +94,7 @@ def _refuse_writable_inside_hidden(layers: list[Layer], allow_write: tuple[str, 
         inside = next((d for d in hidden if is_within(place, d)), None)
         if inside is None:
             continue
-        layer = next((l for l in reversed(layers) if place in l.values.get("filesystem", {}).get("allow_write", ())), None)
+        layer = next((one for one in reversed(layers) if place in one.values.get("filesystem", {}).get("allow_write", ())), None)
         where = None if layer is None or layer.is_builtin else layer.source
         line = _key_line(layer, "filesystem", "allow_write") if where else None
         raise PolicyError(

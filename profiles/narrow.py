@@ -54,7 +54,7 @@ def _intersect_roots(base: tuple[str, ...], project: tuple[str, ...], notes: lis
     real_base = [os.path.realpath(b) for b in base]
     kept: list[str] = []
     for path in project:
-        inside = [b for b, real in zip(base, real_base) if is_within(path, b) and is_within(os.path.realpath(path), real)]
+        inside = [b for b, real in zip(base, real_base, strict=True) if is_within(path, b) and is_within(os.path.realpath(path), real)]
         if inside:
             kept.append(path)
         else:

@@ -68,7 +68,7 @@ class _Expander:
                 raise PolicyError(f"extends cycle: {cycle}; remove one of these extends", file=where, line=_line_of_extends(layer))
             layers += self._expand(child, stack)
         layers.append(layer)
-        return list({l.source: l for l in layers}.values())  # a diamond loads each file once
+        return list({layer.source: layer for layer in layers}.values())  # a diamond loads each file once
 
     def _load_entry(self, entry: str, parent: Layer) -> Layer:
         if "/" in entry or entry.endswith(".toml") or entry.startswith("~"):

@@ -29,7 +29,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote_plus
@@ -81,7 +81,7 @@ class AuditError(StockadeError):
 
 def now_iso(timestamp: float | None = None) -> str:
     """UTC time with milliseconds, e.g. 2025-01-31T12:00:00.123Z."""
-    moment = datetime.fromtimestamp(time.time() if timestamp is None else timestamp, timezone.utc)
+    moment = datetime.fromtimestamp(time.time() if timestamp is None else timestamp, UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -282,7 +282,7 @@ class AuditFilter:
             except ValueError:
                 return False
             if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=timezone.utc)
+                stamp = stamp.replace(tzinfo=UTC)
             if stamp < self.since:
                 return False
         return True
@@ -367,7 +367,7 @@ def follow_records(
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """`30s`, `10m`, `2h`, `1d`, `1w` ago, or an ISO date/time (UTC unless it says otherwise)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     value = text.strip()
     match = _DURATION.fullmatch(value)
     if match:
@@ -376,7 +376,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
         moment = datetime.fromisoformat(value)
     except ValueError as exc:
         raise AuditError(f"--since {text!r}: use a duration like 10m, 2h, 1d or a date like 2025-01-31T12:00") from exc
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def dropped_by_rotation(path: str | os.PathLike[str]) -> list[dict[str, object]]:

@@ -25,7 +25,6 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +49,6 @@ __all__ = [
     "open_session",
     "open_session_with",
     "session_rules",
-    "proxy_authorization",
     "register_session",
 ]
 
@@ -199,7 +197,9 @@ def finish_session(locations: Locations, session_id: str) -> SessionEnd:
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
     audit_error = reply.get("audit_error")
-    return SessionEnd(list(reply.get("denials", [])), audit_error if isinstance(audit_error, str) else None, refused=_refused_line(reply.get("refused")))
+    return SessionEnd(
+        list(reply.get("denials", [])), audit_error if isinstance(audit_error, str) else None, refused=_refused_line(reply.get("refused"))
+    )
 
 
 def _refused_line(refused: object) -> str:

@@ -34,8 +34,8 @@ from mitmproxy.options import Options
 from stockade.proxy import headlimit
 from stockade.proxy.accepting import accept, raise_descriptor_limit
 from stockade.proxy.audit import AuditError, AuditRecord
-from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
 from stockade.proxy.budget import Budget
+from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
 from stockade.proxy.door import Door, readable
 from stockade.proxy.stockadefilter import StockadeFilter
 
@@ -446,9 +446,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-resolver", default="", help="tests only: JSON file answering every name lookup")
     parser.add_argument("--ready-fd", type=int, default=None, help="write the port and a newline here once ready")
     parser.add_argument("--debug", action="store_true", help="log every decision step")
-    parser.add_argument("--no-splice", action="store_true", help="keep checked TLS tunnels and plain-HTTP bodies on mitmproxy's path (for comparison)")
+    parser.add_argument(
+        "--no-splice", action="store_true", help="keep checked TLS tunnels and plain-HTTP bodies on mitmproxy's path (for comparison)"
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     logging.getLogger("mitmproxy").setLevel(logging.WARNING)
     os.umask(0o077)
     os.chdir("/")  # hold no directory of the run that started us

@@ -119,7 +119,7 @@ class Door:
             handed = True
             self._unspoken.discard(conn)
             await self._hand_over(reader, writer)
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             pass
         finally:
             self.live -= 1

@@ -46,10 +46,10 @@ from mitmproxy.proxy.layers import HttpLayer, TCPLayer
 
 from stockade.profiles.hints import allow_command
 from stockade.profiles.text import shown
+from stockade.proxy import bodysplice, splicer
 from stockade.proxy.audit import AuditRecord, now_iso, redact_path
 from stockade.proxy.control import PROXY_USER
 from stockade.proxy.decide import Decision, canonical_target, check_resolved, decide
-from stockade.proxy import bodysplice, splicer
 from stockade.proxy.meter import Meter
 from stockade.proxy.resolver import Resolved, Resolver, file_resolver, own_addresses, system_resolver
 from stockade.proxy.sessions import Registry, Session

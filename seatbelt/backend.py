@@ -11,7 +11,6 @@ import secrets
 import shlex
 import shutil
 import stat
-import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path

@@ -21,7 +21,7 @@ def make_certificate(directory: Path, names: Iterable[str]) -> tuple[Path, Path]
 
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stockade test origin")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     alt = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
     cert = (
         x509.CertificateBuilder()

@@ -58,7 +58,7 @@ def _text_of(content: Any) -> str:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "ModelServer"
+    server: ModelServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
@@ -163,15 +163,38 @@ class _Handler(BaseHTTPRequestHandler):
         if outputs and script.asked:
             for item in outputs:
                 script.record(_text_of(item.get("output")))
-            item_out: dict[str, Any] = {"type": "message", "role": "assistant", "id": "msg_1", "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}]}
+            item_out: dict[str, Any] = {
+                "type": "message",
+                "role": "assistant",
+                "id": "msg_1",
+                "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}],
+            }
         elif shell and script.asked == 0:
             script.asked += 1
-            arguments = {"command": ["bash", "-lc", script.command]} if shell in ("shell", "local_shell") else {"cmd": script.command} if shell == "exec_command" else {"command": script.command}
+            arguments = (
+                {"command": ["bash", "-lc", script.command]}
+                if shell in ("shell", "local_shell")
+                else {"cmd": script.command}
+                if shell == "exec_command"
+                else {"command": script.command}
+            )
             item_out = {"type": "function_call", "id": "fc_1", "call_id": "call_stockade_1", "name": shell, "arguments": json.dumps(arguments)}
         else:
             item_out = {"type": "message", "role": "assistant", "id": "msg_0", "content": [{"type": "output_text", "text": "ok", "annotations": []}]}
-        response = {"id": "resp_stockade", "object": "response", "status": "completed", "model": body.get("model", "test"), "output": [item_out],
-                    "usage": {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11, "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
+        response = {
+            "id": "resp_stockade",
+            "object": "response",
+            "status": "completed",
+            "model": body.get("model", "test"),
+            "output": [item_out],
+            "usage": {
+                "input_tokens": 10,
+                "output_tokens": 1,
+                "total_tokens": 11,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
         self._send(200, _sse([
             ("response.created", {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}),
             ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item_out}),
@@ -184,7 +207,13 @@ class _Handler(BaseHTTPRequestHandler):
         contents = body.get("contents") or []
         last = contents[-1] if contents else {}
         responses = [part["functionResponse"] for part in last.get("parts") or [] if isinstance(part, dict) and "functionResponse" in part]
-        declared = {d.get("name") for tool in body.get("tools") or [] if isinstance(tool, dict) for d in tool.get("functionDeclarations") or [] if isinstance(d, dict)}
+        declared = {
+            d.get("name")
+            for tool in body.get("tools") or []
+            if isinstance(tool, dict)
+            for d in tool.get("functionDeclarations") or []
+            if isinstance(d, dict)
+        }
         if responses and script.asked:
             for response in responses:
                 script.record(_text_of(response.get("response")))
@@ -218,7 +247,7 @@ class ModelServer(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         self.thread.start()
         return self
 

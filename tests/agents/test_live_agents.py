@@ -92,7 +92,9 @@ class Desk:
         (self.home / ".gitconfig").write_text("[user]\n\tname = Live Test\n\temail = live@example.test\n")
         subprocess.run(["git", "init", "-q", str(self.project)], check=True, env=self.env())
         if self.agent == "gemini":  # an API key (no login flow) and no folder-trust prompt
-            self.merge_settings(".gemini/settings.json", {"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}}})
+            self.merge_settings(
+                ".gemini/settings.json", {"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}}}
+            )
 
     def env(self, **extra: str) -> dict[str, str]:
         path = f"{self.program.parent}:{STOCKADE.parent}:/usr/local/bin:/usr/bin:/bin"
@@ -131,12 +133,26 @@ class Desk:
         if self.agent == "codex":
             sandbox = ["--dangerously-bypass-approvals-and-sandbox"] if codex_sandbox == "danger-full-access" else ["--sandbox", codex_sandbox]
             provider = 'model_providers.fake={name="fake",base_url="{url}/v1",wire_api="responses",env_key="FAKE_API_KEY"}'
-            return [program, "exec", "--skip-git-repo-check", *sandbox, "-c", 'model="test-model"', "-c", 'model_provider="fake"', "-c", provider, PROMPT]
+            return [
+                program,
+                "exec",
+                "--skip-git-repo-check",
+                *sandbox,
+                "-c",
+                'model="test-model"',
+                "-c",
+                'model_provider="fake"',
+                "-c",
+                provider,
+                PROMPT,
+            ]
         return [program, "-p", PROMPT, "--yolo", "-m", "gemini-2.5-pro", "--output-format", "json"]
 
     def _agent_env(self) -> dict[str, str]:
         if self.agent == "claude":
-            return self.env(ANTHROPIC_BASE_URL="{url}", ANTHROPIC_API_KEY="sk-live-test", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1")
+            return self.env(
+                ANTHROPIC_BASE_URL="{url}", ANTHROPIC_API_KEY="sk-live-test", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1"
+            )
         if self.agent == "codex":
             return self.env(FAKE_API_KEY="sk-live-test")
         return self.env(GEMINI_API_KEY="live-test", GOOGLE_GEMINI_BASE_URL="{url}", GEMINI_CLI_NO_RELAUNCH="true")

@@ -71,7 +71,9 @@ def test_a_socket_gone_during_set_up_starts_the_run_again_without_it(tmp_path: P
         item.close()
 
 
-def test_a_networked_run_gets_a_new_proxy_session_for_the_second_start(tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_networked_run_gets_a_new_proxy_session_for_the_second_start(
+    tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     gone = tmp_path / "gone.sock"
     server = _socket(gone)
     steps: list[str] = []
@@ -93,7 +95,9 @@ def test_a_networked_run_gets_a_new_proxy_session_for_the_second_start(tmp_path:
     server.close()
 
 
-def test_a_set_up_failure_with_every_socket_still_there_is_not_hidden(tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_set_up_failure_with_every_socket_still_there_is_not_hidden(
+    tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     stays = tmp_path / "stays.sock"
     server = _socket(stays)
 

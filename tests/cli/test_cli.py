@@ -82,7 +82,9 @@ def test_explain_json(project: Path, capsys: pytest.CaptureFixture[str]) -> None
         assert any(line.startswith("io_uring_setup") for line in data["syscalls_refused"])
 
 
-@pytest.mark.parametrize(("marker", "kind"), [("pyproject.toml", "python"), ("package.json", "node"), ("Cargo.toml", "rust"), ("go.mod", "go"), (None, "generic")])
+@pytest.mark.parametrize(
+    ("marker", "kind"), [("pyproject.toml", "python"), ("package.json", "node"), ("Cargo.toml", "rust"), ("go.mod", "go"), (None, "generic")]
+)
 def test_init_detects_kind_and_writes_a_valid_policy(project: Path, capsys: pytest.CaptureFixture[str], marker: str | None, kind: str) -> None:
     if marker:
         (project / marker).write_text("")
@@ -155,7 +157,13 @@ def test_shell_string(project: Path, capsys: pytest.CaptureFixture[str]) -> None
         pytest.param(["--", "ls", "-la"], ["ls", "-la"], "dry_run", False, id="dashdash"),
         pytest.param(["ls", "--help"], ["ls", "--help"], "dry_run", False, id="options-after-command-belong-to-it"),
         pytest.param(["--profile=pypi", "pip"], ["pip"], "profile", "pypi", id="equals-form"),
-        pytest.param(["-p", "x.toml", "--dry-run", "--", "--dev-bind", "/", "/"], ["--dev-bind", "/", "/"], "policy", "x.toml", id="option-injection-is-the-command"),
+        pytest.param(
+            ["-p", "x.toml", "--dry-run", "--", "--dev-bind", "/", "/"],
+            ["--dev-bind", "/", "/"],
+            "policy",
+            "x.toml",
+            id="option-injection-is-the-command",
+        ),
         pytest.param(["-q", "-c", "echo hi"], ["/bin/sh", "-c", "echo hi"], "quiet", True, id="shell-string"),
     ],
 )
@@ -204,8 +212,24 @@ def test_audit_prints_records_literally(project: Path, capsys: pytest.CaptureFix
     monkeypatch.setenv("COLUMNS", "300")
     log = project / "audit.jsonl"
     records = [
-        {"time": "2026-01-01T00:00:00+00:00", "session": "s1", "decision": "allow", "host": "allowed.test", "port": 443, "scheme": "https", "rule": "allowed.test"},
-        {"time": "2026-01-01T00:00:01+00:00", "session": "s1", "decision": "deny", "host": "[red]x\x1b]52;c;aGk=\x07.test", "port": 80, "scheme": "http", "rule": "no allow rule matches"},
+        {
+            "time": "2026-01-01T00:00:00+00:00",
+            "session": "s1",
+            "decision": "allow",
+            "host": "allowed.test",
+            "port": 443,
+            "scheme": "https",
+            "rule": "allowed.test",
+        },
+        {
+            "time": "2026-01-01T00:00:01+00:00",
+            "session": "s1",
+            "decision": "deny",
+            "host": "[red]x\x1b]52;c;aGk=\x07.test",
+            "port": 80,
+            "scheme": "http",
+            "rule": "no allow rule matches",
+        },
         {"time": "2026-01-01T00:00:02+00:00", "session": "s2", "decision": "deny", "host": "other.test", "port": 443},
     ]
     log.write_text("".join(json.dumps(r) + "\n" for r in records))

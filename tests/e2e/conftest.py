@@ -16,6 +16,7 @@ from netfixtures import NetWorld
 from sandboxed import require_sandbox
 from visible import force_rmtree, visible_root
 
+
 @pytest.fixture(scope="session", autouse=True)
 def _require_sandbox() -> None:
     require_sandbox()

@@ -156,7 +156,7 @@ class Listener:
         while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -204,7 +204,7 @@ class UdpCanary:
         while not self._stop.is_set():
             try:
                 data, _ = self.sock.recvfrom(65536)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -331,7 +331,9 @@ class NetWorld:
         self.others: list[Box] = []  # boxes with HOMEs (and so daemons) of their own
         control = runtime_dir(self.box) / "proxy.sock"
         if len(str(control).encode()) > SUN_PATH_MAX:
-            raise RuntimeError(f"the daemon's control socket path {control} is longer than AF_UNIX allows; set STOCKADE_E2E_VISIBLE_ROOT to a short folder")
+            raise RuntimeError(
+                f"the daemon's control socket path {control} is longer than AF_UNIX allows; set STOCKADE_E2E_VISIBLE_ROOT to a short folder"
+            )
         self.blob = random.Random(7).randbytes(BIG)
         self.blob_sha = hashlib.sha256(self.blob).hexdigest()
         self.cert, self.key = make_certificate(self.root, NAMES)
@@ -400,7 +402,10 @@ class NetWorld:
         }  # fmt: skip
         text = "".join(f"{k}={q(str(v))}\n" for k, v in values.items())
         # t NAME CMD...: runs CMD quietly and prints "T NAME <exit code> <milliseconds>"
-        return text + 't() { _n=$1; shift; _s=$(date +%s%N); "$@" >/dev/null 2>&1; _r=$?; _e=$(date +%s%N); echo "T $_n $_r $(( (_e - _s) / 1000000 ))"; }\n'
+        return (
+            text
+            + 't() { _n=$1; shift; _s=$(date +%s%N); "$@" >/dev/null 2>&1; _r=$?; _e=$(date +%s%N); echo "T $_n $_r $(( (_e - _s) / 1000000 ))"; }\n'
+        )
 
     def run(self, script: str, *, tag: str, policy: str | None = None, box: Box | None = None,
             env: dict[str, str] | None = None, timeout: float = 120, **kwargs: Any) -> subprocess.CompletedProcess[str]:

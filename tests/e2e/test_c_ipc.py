@@ -16,7 +16,18 @@ from pathlib import Path
 import pytest
 from boxes import Box
 from escapes import (
-    BAD, IS_ROOT, NR, PY, Listener, named, parse_probe, policy_text, probe, q, syscall_probe_code, unix_listener,
+    BAD,
+    IS_ROOT,
+    NR,
+    PY,
+    Listener,
+    named,
+    parse_probe,
+    policy_text,
+    probe,
+    q,
+    syscall_probe_code,
+    unix_listener,
 )
 
 AF_UNIX, AF_INET, AF_VSOCK = 1, 2, 40
@@ -139,7 +150,7 @@ def test_case_35_allowed_socket_path_works_hidden_run_paths_do_not(vbox: Box, ru
             assert ok.connections == 1
             assert seen[abstract].startswith("connect errno"), seen  # the network namespace isolates abstract names
             assert hidden_abstract.connections == 0
-            for path, listener in zip(extra, others):
+            for path, listener in zip(extra, others, strict=True):
                 assert seen[str(path)] == "connect errno 2", seen  # /run is a private tmpfs
                 assert listener.connections == 0
         finally:

@@ -26,8 +26,20 @@ from pathlib import Path
 import pytest
 from boxes import Box
 from escapes import (
-    BAD, IS_ROOT, MACHINE, NR, PY, named, pids_with, probe, process_state, q, start_canary, stop,
-    syscall_probe_code, wait_gone,
+    BAD,
+    IS_ROOT,
+    MACHINE,
+    NR,
+    PY,
+    named,
+    pids_with,
+    probe,
+    process_state,
+    q,
+    start_canary,
+    stop,
+    syscall_probe_code,
+    wait_gone,
 )
 
 NEG = 2**64 - 1  # fd -1

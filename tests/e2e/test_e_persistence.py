@@ -79,16 +79,37 @@ HOLE_FRESH = ("RESIDUAL: a repository or submodule git dir created during the ru
               "hook), but the write itself succeeds")
 
 NESTED = [
-    pytest.param("vendor/lib", "printf {hook} > vendor/lib/.git/hooks/pre-commit && chmod +x vendor/lib/.git/hooks/pre-commit",
-                 None, id="existing-nested-repo-hook"),
-    pytest.param("vendor/lib", "mkdir -p evil && printf {hook} > evil/pre-commit && chmod +x evil/pre-commit && "
-                 "git -C vendor/lib config core.hooksPath {project}/evil", None, id="existing-nested-repo-config"),
-    pytest.param("sub", "mkdir -p .git/modules/lib/hooks && printf {hook} > .git/modules/lib/hooks/pre-commit && "
-                 "chmod +x .git/modules/lib/hooks/pre-commit", None, id="existing-submodule-git-dir"),
-    pytest.param("fresh", "git init -q fresh && printf {hook} > fresh/.git/hooks/pre-commit && chmod +x fresh/.git/hooks/pre-commit",
-                 HOLE_FRESH, id="freshly-initialised-repo"),
-    pytest.param("new-sub", "mkdir -p .git/modules && git init -q --separate-git-dir=.git/modules/new new-sub && printf {hook} > .git/modules/new/hooks/pre-commit"
-                 " && chmod +x .git/modules/new/hooks/pre-commit", HOLE_FRESH, id="submodule-git-dir-made-inside"),
+    pytest.param(
+        "vendor/lib",
+        "printf {hook} > vendor/lib/.git/hooks/pre-commit && chmod +x vendor/lib/.git/hooks/pre-commit",
+        None,
+        id="existing-nested-repo-hook",
+    ),
+    pytest.param(
+        "vendor/lib",
+        "mkdir -p evil && printf {hook} > evil/pre-commit && chmod +x evil/pre-commit && git -C vendor/lib config core.hooksPath {project}/evil",
+        None,
+        id="existing-nested-repo-config",
+    ),
+    pytest.param(
+        "sub",
+        "mkdir -p .git/modules/lib/hooks && printf {hook} > .git/modules/lib/hooks/pre-commit && chmod +x .git/modules/lib/hooks/pre-commit",
+        None,
+        id="existing-submodule-git-dir",
+    ),
+    pytest.param(
+        "fresh",
+        "git init -q fresh && printf {hook} > fresh/.git/hooks/pre-commit && chmod +x fresh/.git/hooks/pre-commit",
+        HOLE_FRESH,
+        id="freshly-initialised-repo",
+    ),
+    pytest.param(
+        "new-sub",
+        "mkdir -p .git/modules && git init -q --separate-git-dir=.git/modules/new new-sub && printf {hook} > .git/modules/new/hooks/pre-commit"
+        " && chmod +x .git/modules/new/hooks/pre-commit",
+        HOLE_FRESH,
+        id="submodule-git-dir-made-inside",
+    ),
 ]
 
 

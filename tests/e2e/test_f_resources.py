@@ -25,7 +25,7 @@ def limits_policy(**limits: str | int) -> str:
 def uses_cgroup(box: Box, policy: str, what: str) -> bool:
     """Whether this machine enforces `what` (pids or memory) through a cgroup, per the dry-run plan."""
     plan = box.run("true", policy=policy, options=["--dry-run"]).stdout
-    line = next((l for l in plan.splitlines() if l.startswith("# limits:")), "")
+    line = next((text for text in plan.splitlines() if text.startswith("# limits:")), "")
     return any(what in part and "cgroup" in part for part in line.split(";"))
 
 

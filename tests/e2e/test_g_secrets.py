@@ -199,7 +199,7 @@ def test_case_81_ci_job_tokens(vbox: Box) -> None:
     assert "CANARY" not in absent.stdout and "ran" in absent.stdout, absent
     passed = vbox.run(script, env=CI_TOKENS, policy=policy_text(extra='[env]\npass = ["GITHUB_TOKEN"]\n'))
     assert "GITHUB_TOKEN=CANARY-GH" in passed.stdout, passed  # control: passing by name works
-    assert sorted(l.split("=")[0] for l in passed.stdout.splitlines() if "CANARY" in l) == ["GITHUB_TOKEN"], passed
+    assert sorted(line.split("=")[0] for line in passed.stdout.splitlines() if "CANARY" in line) == ["GITHUB_TOKEN"], passed
 
 
 # --- case 82 ----------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from boxes import Box
 from escapes import policy_text, q
 
@@ -29,7 +28,9 @@ PROBE = (
 )
 
 
-def run(box: Box, script: str, *, policy: Path | None = None, env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def run(
+    box: Box, script: str, *, policy: Path | None = None, env: dict[str, str] | None = None, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """`stockade run` in-process of a small probe that says whether this run planned."""
     words = [sys.executable, "-c", PROBE, "run", *options]
     if policy is not None:

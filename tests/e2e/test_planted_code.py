@@ -64,7 +64,9 @@ def test_a_config_planted_first_and_a_git_dir_made_later_is_caught(vbox: Box) ->
     payload = _plant_payload(vbox)
     (vbox.project / "src").mkdir()
     mark = vbox.root / "mark"
-    first = vbox.run(f"printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = {payload}\\n\\tworktree = ..\\n' > src/config")
+    first = vbox.run(
+        f"printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = {payload}\\n\\tworktree = ..\\n' > src/config"
+    )
     assert first.returncode == 0 and (vbox.project / "src" / "config").exists()  # an ordinary file named config
     vbox.run("git init -q --bare /tmp/b && cp -r /tmp/b/HEAD /tmp/b/objects /tmp/b/refs src/")
     _host_git(vbox, vbox.project / "src", mark)

@@ -99,7 +99,7 @@ def test_allow_read_shows_a_place_and_deny_read_still_wins_inside_it(vbox: Box) 
     shown.mkdir(parents=True)
     (shown / "settings").write_text("READABLE\n")
     (shown / "token").write_text("CANARY-TOKEN\n")
-    policy = f'extends = ["default"]\n[filesystem]\nallow_read = ["~/.config/tool"]\ndeny_read = ["~/.config/tool/token"]\n'
+    policy = 'extends = ["default"]\n[filesystem]\nallow_read = ["~/.config/tool"]\ndeny_read = ["~/.config/tool/token"]\n'
     result = vbox.run("cat ~/.config/tool/settings; cat ~/.config/tool/token; touch ~/.config/tool/new", policy=policy)
     assert "READABLE" in result.stdout and "CANARY" not in result.stdout, result
     assert not (shown / "new").exists()

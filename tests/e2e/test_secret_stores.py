@@ -81,6 +81,6 @@ def test_no_credential_store_is_readable_and_identity_and_project_are(vbox: Box,
 def test_control_the_real_home_shows_what_no_list_names(vbox: Box) -> None:
     _plant(vbox)
     (vbox.project / "readme").write_text("PROJECT-README\n")
-    seen = _reads(vbox, f'extends = ["agent"]\n[filesystem]\nhome = "host"\n', None)
+    seen = _reads(vbox, 'extends = ["agent"]\n[filesystem]\nhome = "host"\n', None)
     readable = {STORES[int(line.split("-")[1])] for line in seen.splitlines() if line.startswith("CANARY-")}
     assert {"work/other-app/.env", ".wakatime.cfg", ".dbshell", ".cursor/mcp.json"} <= readable, readable  # no list names them

@@ -59,7 +59,9 @@ class World:
     outside: Path
     env: dict[str, str] = field(default_factory=dict)
 
-    def run(self, argv: list[str], *, stdin: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, argv: list[str], *, stdin: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             argv, input=stdin, cwd=cwd or self.project, env={**self.env, **(env or {})},
             capture_output=True, text=True, timeout=timeout,

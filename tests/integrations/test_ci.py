@@ -55,7 +55,14 @@ def _request(root: Path, *, network: bool = True, env: dict[str, str] | None = N
         audit=AuditRules(log=str(root / "audit.jsonl")),
         origin=str(root / ".stockade.toml"),
     )
-    return RunRequest(policy=policy, command=("/bin/sh", "-c", "pip install -r requirements.txt"), cwd=root, host_env=env or {}, locations=_locations(root), session_id=session)
+    return RunRequest(
+        policy=policy,
+        command=("/bin/sh", "-c", "pip install -r requirements.txt"),
+        cwd=root,
+        host_env=env or {},
+        locations=_locations(root),
+        session_id=session,
+    )
 
 
 def _write_audit(root: Path) -> None:
@@ -107,7 +114,10 @@ def test_run_ci_writes_the_summary_and_the_report(tmp_path: Path, capsys: pytest
     assert f"| policy | <code>{tmp_path}/.stockade.toml</code> |" in text
     assert "| <code>pypi.org</code> | 443 | 2 | 2 | 0 | 150 | 5,000 |" in text
     assert "#### Denied (3)" in text
-    assert f"| <code>evil.test</code> | 443 | 2 | no allow rule matches | <code>stockade allow evil.test --policy {tmp_path / '.stockade.toml'}</code> |" in text
+    assert (
+        f"| <code>evil.test</code> | 443 | 2 | no allow rule matches | <code>stockade allow evil.test --policy {tmp_path / '.stockade.toml'}</code> |"
+        in text
+    )
     assert "| <code>uploads.github.com</code> | 443 | 1 | deny &quot;uploads.github.com&quot; | no policy change allows this |" in text
     err = capsys.readouterr().err
     assert "stockade: ci: exit 3 after" in err and "3 hosts contacted, 3 requests denied" in err and "summary appended to $GITHUB_STEP_SUMMARY" in err
@@ -240,7 +250,9 @@ def test_github_style_run_publishes_the_summary_with_the_denials(sandbox: None, 
     temp = runner / "_temp"
     commands = temp / "_runner_file_commands"
     commands.mkdir(parents=True)
-    channels = {name: commands / f"{name.lower()}_0f3c" for name in ("GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")}
+    channels = {
+        name: commands / f"{name.lower()}_0f3c" for name in ("GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+    }
     for path in channels.values():
         path.touch()
     (temp / "next-step.sh").write_text("echo later step\n")
@@ -290,6 +302,9 @@ def test_github_style_run_publishes_the_summary_with_the_denials(sandbox: None, 
     assert data["exit_status"] == 4 and data["network"] == "allowlist" and data["policy"] == str(policy)
     allowed = next(h for h in data["hosts"] if h["host"] == "allowed.test")
     assert allowed["port"] == origin and allowed["allowed"] == 1 and allowed["bytes_down"] >= 960 and allowed["bytes_up"] > 0
-    assert {(d["host"], d["port"], d["hint"]) for d in data["denials"]} == {("denied.test", 443, 'allow = ["denied.test"]'), ("denied.test", 80, 'allow = ["denied.test"]')}
+    assert {(d["host"], d["port"], d["hint"]) for d in data["denials"]} == {
+        ("denied.test", 443, 'allow = ["denied.test"]'),
+        ("denied.test", 80, 'allow = ["denied.test"]'),
+    }
     assert "stockade: ci: exit 4 after" in result.stderr and "2 requests denied" in result.stderr
     assert "network: denied denied.test:443" in result.stderr  # the plain run's own summary still speaks

@@ -142,7 +142,9 @@ def test_gemini_user_tier_outranks_project_tier(tmp_path: Path) -> None:
     env = _gemini(tmp_path, '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "make"\ndecision = "allow"\npriority = 1\n')
     project = tmp_path / "project"
     (project / ".gemini" / "policies").mkdir(parents=True)
-    (project / ".gemini" / "policies" / "p.toml").write_text('[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "make"\ndecision = "deny"\npriority = 999\n')
+    (project / ".gemini" / "policies" / "p.toml").write_text(
+        '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "make"\ndecision = "deny"\npriority = 999\n'
+    )
     assert gemini_rules.verdict("make all", {"command": "make all"}, str(project), env).decision == ""
 
 

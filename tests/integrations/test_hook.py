@@ -287,7 +287,10 @@ def test_done_when_a_recorded_payload_runs_inside_with_the_same_output(sandbox: 
     assert "it's\na \"quoted\" word\nNESTED" in hooked.stdout and "$HOME stays literal `here`" in hooked.stdout
 
     escape = world.outside / "escape.txt"
-    probe = {"tool_name": "Bash", "tool_input": {"command": f"echo inside=$STOCKADE_SANDBOX; echo x > {escape} && echo wrote-outside; echo ok > made-in-project.txt"}}
+    probe = {
+        "tool_name": "Bash",
+        "tool_input": {"command": f"echo inside=$STOCKADE_SANDBOX; echo x > {escape} && echo wrote-outside; echo ok > made-in-project.txt"},
+    }
     answered = world.stockade("hook", "claude", stdin=json.dumps(probe))
     hooked = _bash(world, json.loads(answered.stdout)["hookSpecificOutput"]["updatedInput"]["command"], world.project)
     assert "inside=1" in hooked.stdout and "wrote-outside" not in hooked.stdout

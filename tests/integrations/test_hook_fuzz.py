@@ -36,7 +36,12 @@ anything = st.recursive(
 def payloads(draw: st.DrawFn, agent: str) -> Any:
     tools = sorted(SHELL_TOOLS.get(agent, {"Bash"})) + ["Read", "write_file", "apply_patch"]
     command = draw(texts | anything)
-    tool_input = draw(st.fixed_dictionaries({"command": st.just(command)}, optional={"kind": st.sampled_from(["script", "argv", "powershell", 3]), "timeout": anything}) | anything)
+    tool_input = draw(
+        st.fixed_dictionaries(
+            {"command": st.just(command)}, optional={"kind": st.sampled_from(["script", "argv", "powershell", 3]), "timeout": anything}
+        )
+        | anything
+    )
     body: dict[str, Any] = {}
     if draw(st.booleans()):
         body["hook_event_name"] = draw(st.sampled_from(EVENTS) | anything)
@@ -87,7 +92,9 @@ FUZZ = settings(max_examples=800, deadline=None, suppress_health_check=[HealthCh
 
 
 @pytest.mark.parametrize("agent", hook.AGENTS)
-def test_any_payload_exits_0_or_2_and_shell_calls_are_sandboxed(agent: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_any_payload_exits_0_or_2_and_shell_calls_are_sandboxed(
+    agent: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     stockade = hook.stockade_executable()
 
     @FUZZ

@@ -16,7 +16,9 @@ STOCKADE = "/opt/stockade/bin/stockade"
 GUARD = {agent: install._fail_closed_guard(agent) for agent in install.GUARDED_AGENTS}
 
 
-def _install(agent: str, home: Path, project: Path, *, scope: str = "user", remove: bool = False, max_output: int | None = 1 << 20) -> install.Outcome:
+def _install(
+    agent: str, home: Path, project: Path, *, scope: str = "user", remove: bool = False, max_output: int | None = 1 << 20
+) -> install.Outcome:
     return install.install_hook(agent, scope, home=home, project=project, remove=remove, max_output=max_output, stockade=STOCKADE)
 
 
@@ -55,7 +57,9 @@ def test_install_is_idempotent_and_remove_leaves_nothing(places: tuple[Path, Pat
     second = _install(agent, home, project)
     assert (second.action, second.changed) == ("unchanged", False) and path.read_bytes() == written
     removed = _install(agent, home, project, remove=True)
-    assert removed.action == "removed" and json.loads(path.read_text()) == ({"hooksConfig": {"enabled": True}} if agent == "gemini" else {"version": 1} if agent == "cursor" else {})
+    assert removed.action == "removed" and json.loads(path.read_text()) == (
+        {"hooksConfig": {"enabled": True}} if agent == "gemini" else {"version": 1} if agent == "cursor" else {}
+    )
     again = _install(agent, home, project, remove=True)
     assert (again.action, again.changed) == ("absent", False)
 
@@ -95,7 +99,15 @@ def test_reinstall_updates_in_place_and_drops_duplicates(places: tuple[Path, Pat
     outcome = _install("claude", home, project)
     assert outcome.action == "updated"
     groups = json.loads(path.read_text())["hooks"]["PreToolUse"]
-    assert groups == [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STOCKADE} hook claude {GUARD['claude']}", "timeout": 30}, {"type": "command", "command": "~/bin/audit"}]}]
+    assert groups == [
+        {
+            "matcher": "Bash",
+            "hooks": [
+                {"type": "command", "command": f"{STOCKADE} hook claude {GUARD['claude']}", "timeout": 30},
+                {"type": "command", "command": "~/bin/audit"},
+            ],
+        }
+    ]
     assert any("~/bin/audit" in note and "the only one" in note for note in outcome.notes)
 
 

@@ -28,7 +28,9 @@ def test_parsed_from_the_option_table() -> None:
 
 def test_limit_cuts_both_streams_together_and_keeps_the_exit_status(capfd: pytest.CaptureFixture[str]) -> None:
     with OutputLimit(10) as limit:
-        code = _child("import sys; sys.stdout.write('a' * 6); sys.stdout.flush(); sys.stderr.write('b' * 6); sys.stderr.flush(); sys.stdout.write('c' * 50000); sys.exit(7)")
+        code = _child(
+            "import sys; sys.stdout.write('a' * 6); sys.stdout.flush(); sys.stderr.write('b' * 6); sys.stderr.flush(); sys.stdout.write('c' * 50000); sys.exit(7)"
+        )
         print("stockade: held until the output is drained", file=sys.stderr)
     out, err = capfd.readouterr()
     assert code == 7

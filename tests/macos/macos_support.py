@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy

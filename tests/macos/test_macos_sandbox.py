@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from macos_support import CONNECT, CONNECT_UNIX, PLATFORM, Listener, World
+
 from stockade.profiles.loader import builtin_names
 
 pytestmark = PLATFORM

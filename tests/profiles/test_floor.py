@@ -10,7 +10,9 @@ from stockade.profiles.locations import Locations
 
 def locs(home: str) -> Locations:
     h = Path(home)
-    return Locations(home=h, config=h / ".config/stockade", state=h / ".local/state/stockade", cache=h / ".cache/stockade", runtime=h / ".local/state/stockade/run")
+    return Locations(
+        home=h, config=h / ".config/stockade", state=h / ".local/state/stockade", cache=h / ".cache/stockade", runtime=h / ".local/state/stockade/run"
+    )
 
 
 def test_project_root_gets_runs_later_files() -> None:
@@ -24,7 +26,16 @@ def test_project_root_gets_runs_later_files() -> None:
 
 def test_writable_home_protects_rc_files_and_stockade_config() -> None:
     floor = floor_for(("/h",), locs("/h"))
-    for path in ("/h/.bashrc", "/h/.zshenv", "/h/.profile", "/h/.config/fish", "/h/.ssh", "/h/.config/stockade", "/h/.local/bin", "/h/.config/autostart"):
+    for path in (
+        "/h/.bashrc",
+        "/h/.zshenv",
+        "/h/.profile",
+        "/h/.config/fish",
+        "/h/.ssh",
+        "/h/.config/stockade",
+        "/h/.local/bin",
+        "/h/.config/autostart",
+    ):
         assert path in floor.read_only
 
 

@@ -61,7 +61,12 @@ def test_paths_resolve_against_the_file_and_home(tmp_path: Path) -> None:
 
 
 def test_domains_are_canonical() -> None:
-    layer = parse_layer('[network]\nallow = ["PyPI.org.", "*.Example.COM:443", "bücher.test", "[2001:DB8::1]:8443", "10.1.2.3/16"]\n', "p", base=Path("/"), home=Path("/h"))
+    layer = parse_layer(
+        '[network]\nallow = ["PyPI.org.", "*.Example.COM:443", "bücher.test", "[2001:DB8::1]:8443", "10.1.2.3/16"]\n',
+        "p",
+        base=Path("/"),
+        home=Path("/h"),
+    )
     assert layer.values["network"]["allow"] == ("pypi.org", "*.example.com:443", "xn--bcher-kva.test", "[2001:db8::1]:8443", "10.1.0.0/16")
 
 

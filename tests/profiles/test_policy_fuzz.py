@@ -122,7 +122,12 @@ def test_every_text_level_error_names_its_line(tmp_path: Path) -> None:
 def test_only_short_regular_files_are_read(tmp_path: Path) -> None:
     big = tmp_path / "big.toml"
     big.write_bytes(b"#" * (2 << 20))
-    for path, words in ((big, "larger than"), (Path("/dev/zero"), "under /dev"), (Path("/proc/self/status"), "under /proc"), (tmp_path, "not a regular file")):
+    for path, words in (
+        (big, "larger than"),
+        (Path("/dev/zero"), "under /dev"),
+        (Path("/proc/self/status"), "under /proc"),
+        (tmp_path, "not a regular file"),
+    ):
         try:
             load_file(path, home=tmp_path)
         except PolicyError as error:

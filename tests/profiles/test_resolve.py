@@ -30,7 +30,9 @@ def test_no_policy_means_builtin_default(project: Path, locations: Locations) ->
 
 def test_extends_merges_lists_and_later_scalars_win(project: Path, locations: Locations) -> None:
     write(project / "base.toml", '[network]\nmode = "open"\nallow = ["a.test"]\n[limits]\npids = 10\n')
-    policy_file = write(project / "p.toml", 'extends = ["./base.toml", "default"]\n[network]\nmode = "allowlist"\nallow = ["b.test", "a.test"]\n[limits]\npids = 20\n')
+    policy_file = write(
+        project / "p.toml", 'extends = ["./base.toml", "default"]\n[network]\nmode = "allowlist"\nallow = ["b.test", "a.test"]\n[limits]\npids = 20\n'
+    )
     policy = resolve(project, locations, policy_file=policy_file).policy
     assert policy.network.allow == ("a.test", "b.test")
     assert policy.network.mode is NetworkMode.ALLOWLIST

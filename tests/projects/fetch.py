@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from catalog import PROJECTS, Project  # noqa: E402
 
+
 def _cache() -> Path:
     """Beside this file, unless the checkout is under /tmp or /var/tmp (the unprivileged test
     run's copy), which every sandbox has private: then in the user's home."""

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,9 @@ def record(**overrides: object) -> AuditRecord:
         pytest.param("/?api-key=abc", f"/?api-key={REDACTED}", id="dash spelling"),
         pytest.param("/?api%5Fkey=abc", f"/?api%5Fkey={REDACTED}", id="percent-encoded key"),
         pytest.param("/?sig=1&signature=2", f"/?sig={REDACTED}&signature={REDACTED}", id="signatures"),
-        pytest.param("/?password=p&secret=s&auth=a&code=c", f"/?password={REDACTED}&secret={REDACTED}&auth={REDACTED}&code={REDACTED}", id="all others"),
+        pytest.param(
+            "/?password=p&secret=s&auth=a&code=c", f"/?password={REDACTED}&secret={REDACTED}&auth={REDACTED}&code={REDACTED}", id="all others"
+        ),
         pytest.param("/?client_secret=s&refresh_token=t", f"/?client_secret={REDACTED}&refresh_token={REDACTED}", id="suffixes"),
         pytest.param("/?X-Amz-Signature=s", f"/?X-Amz-Signature={REDACTED}", id="aws signature"),
         pytest.param("/?token", "/?token", id="key without value"),
@@ -187,7 +189,7 @@ def test_filters(tmp_path: Path) -> None:
     assert hosts(host="Allowed.Test.") == ["allowed.test"]
     assert hosts(host="*.wild.test") == ["x.wild.test"]
     assert hosts(host="bücher.test") == ["xn--bcher-kva.test"]
-    assert hosts(since=datetime.now(timezone.utc) - timedelta(hours=1)) == ["denied.test", "x.wild.test", "xn--bcher-kva.test"]
+    assert hosts(since=datetime.now(UTC) - timedelta(hours=1)) == ["denied.test", "x.wild.test", "xn--bcher-kva.test"]
     assert hosts(session="b", denied_only=True) == ["xn--bcher-kva.test"]
 
 
@@ -249,12 +251,12 @@ def test_follow_waits_for_whole_lines(tmp_path: Path) -> None:
     ],
 )
 def test_parse_since_durations(text: str, expected: timedelta) -> None:
-    now = datetime(2025, 1, 31, 12, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 31, 12, tzinfo=UTC)
     assert parse_since(text, now) == now - expected
 
 
 def test_parse_since_dates() -> None:
-    assert parse_since("2025-01-31T12:00") == datetime(2025, 1, 31, 12, tzinfo=timezone.utc)
+    assert parse_since("2025-01-31T12:00") == datetime(2025, 1, 31, 12, tzinfo=UTC)
     assert parse_since("2025-01-31T12:00+01:00").utcoffset() == timedelta(hours=1)
     with pytest.raises(AuditError, match="duration"):
         parse_since("yesterday")
@@ -307,7 +309,9 @@ def test_long_fields_are_cut_and_the_record_says_which() -> None:
 
 
 def _record(i: int, **extra: object) -> AuditRecord:
-    return AuditRecord(session="s", command=["x"], scheme="http", host=f"h{i}.test", port=80, decision="allow", rule="r", path="/" + "p" * 200, **extra)  # type: ignore[arg-type]
+    return AuditRecord(
+        session="s", command=["x"], scheme="http", host=f"h{i}.test", port=80, decision="allow", rule="r", path="/" + "p" * 200, **extra
+    )  # type: ignore[arg-type]
 
 
 def test_a_log_past_its_size_is_rotated_and_the_loss_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -396,7 +400,9 @@ def test_stockade_audit_says_what_rotation_deleted(tmp_path: Path, monkeypatch: 
     path = tmp_path / "audit.jsonl"
     writer = AuditWriter(path)
     for i in range(200):
-        writer.write(AuditRecord(session="s", command=["x"], scheme="http", host=f"h{i}.test", port=80, decision="allow", rule="r", path="/" + "p" * 200))
+        writer.write(
+            AuditRecord(session="s", command=["x"], scheme="http", host=f"h{i}.test", port=80, decision="allow", rule="r", path="/" + "p" * 200)
+        )
     assert main(["audit", "--log", str(path), "--json"]) == 0
     assert main(["audit", "--log", str(path)]) == 0
     err = capsys.readouterr().err

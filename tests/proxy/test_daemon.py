@@ -21,9 +21,9 @@ import subprocess
 import sys
 import threading
 import time
-from http.client import HTTPConnection, IncompleteRead
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.client import HTTPConnection, IncompleteRead
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -209,7 +209,9 @@ def session(world: SimpleNamespace, tmp_path: Path) -> Iterator[Callable[..., Si
     """Register sessions for one test; ends them afterwards."""
     opened: list[str] = []
 
-    def open_session(allow: tuple[str, ...] = ("allowed.test", "*.wild.test"), deny: tuple[str, ...] = ("blocked.wild.test",), mode: str = "allowlist") -> SimpleNamespace:
+    def open_session(
+        allow: tuple[str, ...] = ("allowed.test", "*.wild.test"), deny: tuple[str, ...] = ("blocked.wild.test",), mode: str = "allowlist"
+    ) -> SimpleNamespace:
         spec = SessionSpec(
             session_id=f"{tmp_path.name}-{len(opened)}",
             command=["curl", "-x", "..."],
@@ -290,7 +292,7 @@ def test_allowed_http(world: SimpleNamespace, session: Callable[..., SimpleNames
     s = session()
     port = world.origins["http"].port
     code, body, _ = curl(f"http://allowed.test:{port}/hello?token=s3cret&x=1", proxy=s.proxy)
-    assert code == "200" and body == f"hello from allowed-http /hello?token=s3cret&x=1\n".encode()
+    assert code == "200" and body == b"hello from allowed-http /hello?token=s3cret&x=1\n"
     assert world.origins["http"].requests[-1][2] == f"allowed.test:{port}"
     assert wait_for(lambda: len(records(s.audit)) == 1)
     (record,) = records(s.audit)
@@ -465,7 +467,9 @@ def test_door_answers_what_is_not_http_at_once(world: SimpleNamespace, session: 
         reply = raw_door(port, first)
         assert reply.startswith(b"HTTP/1.1 400") and b"only HTTP proxy requests" in reply, reply
         assert time.monotonic() - started < 2
-    assert raw_door(port, f"GET http://allowed.test:{world.origins['http'].port}/ HTTP/1.1\r\nConnection: close\r\n\r\n".encode()).startswith(b"HTTP/1.1 200")
+    assert raw_door(port, f"GET http://allowed.test:{world.origins['http'].port}/ HTTP/1.1\r\nConnection: close\r\n\r\n".encode()).startswith(
+        b"HTTP/1.1 200"
+    )
 
 
 def test_kept_alive_requests_are_each_judged(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
@@ -677,7 +681,9 @@ def bodies(world: SimpleNamespace) -> int:
     return int(ping(world)["bodies"])
 
 
-def test_plain_http_bodies_are_spliced_byte_identical_and_the_connection_is_judged_after(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+def test_plain_http_bodies_are_spliced_byte_identical_and_the_connection_is_judged_after(
+    world: SimpleNamespace, session: Callable[..., SimpleNamespace]
+) -> None:
     s = session()
     _, port = door(s)
     http_port, denied = world.origins["http"].port, world.origins["denied"]
@@ -701,7 +707,12 @@ def test_plain_http_bodies_are_spliced_byte_identical_and_the_connection_is_judg
     assert denied.requests == [] and wait_for(lambda: bodies(world) == before + 2)
     assert wait_for(lambda: len(records(s.audit)) == 4)
     found = records(s.audit)
-    assert [(r["path"], r["decision"]) for r in found] == [("/blob", "allow"), ("/after-splice", "deny"), ("/after-splice", "allow"), ("/blob", "allow")]
+    assert [(r["path"], r["decision"]) for r in found] == [
+        ("/blob", "allow"),
+        ("/after-splice", "deny"),
+        ("/after-splice", "allow"),
+        ("/blob", "allow"),
+    ]
     assert found[0]["bytes_down"] >= BIG and found[3]["bytes_down"] >= BIG and found[0]["error"] is None
 
 
@@ -886,7 +897,9 @@ def test_session_ends_when_its_process_dies(world: SimpleNamespace, tmp_path: Pa
         "print(t.token, flush=True)\n"
         "sys.stdin.read()\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script, str(world.locations.home), str(tmp_path / "a.jsonl")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(world.locations.home), str(tmp_path / "a.jsonl")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdin is not None
     token = proc.stdout.readline().strip()
     url = f"http://allowed.test:{world.origins['http'].port}/"

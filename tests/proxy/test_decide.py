@@ -235,11 +235,17 @@ def test_address_kind(address: str, kind: str | None) -> None:
         pytest.param("rebind.wild.test", ["127.0.0.1"], False, "rebind.wild.test resolves to 127.0.0.1 (loopback)", id="rebind to loopback"),
         pytest.param("meta.wild.test", ["169.254.169.254"], False, "meta.wild.test resolves to 169.254.169.254 (cloud metadata)", id="metadata"),
         pytest.param("priv.wild.test", ["10.0.0.5"], False, "priv.wild.test resolves to 10.0.0.5 (private)", id="private"),
-        pytest.param("mixed.wild.test", ["93.184.216.34", "127.0.0.1"], False, "mixed.wild.test resolves to 127.0.0.1 (loopback)", id="any bad address refuses"),
+        pytest.param(
+            "mixed.wild.test", ["93.184.216.34", "127.0.0.1"], False, "mixed.wild.test resolves to 127.0.0.1 (loopback)", id="any bad address refuses"
+        ),
         pytest.param("v6.wild.test", ["::ffff:127.0.0.1"], False, "v6.wild.test resolves to 127.0.0.1 (loopback)", id="mapped loopback"),
         pytest.param("lan.wild.test", ["10.1.4.4"], True, "resolved addresses are public or listed", id="listed cidr"),
-        pytest.param("lan.wild.test", ["10.1.2.4"], False, 'deny "10.1.2.0/24" (lan.wild.test resolves to 10.1.2.4)', id="deny cidr applies after resolution"),
-        pytest.param("own.wild.test", ["93.184.216.99"], False, "own.wild.test resolves to 93.184.216.99 (this host's own address)", id="own address"),
+        pytest.param(
+            "lan.wild.test", ["10.1.2.4"], False, 'deny "10.1.2.0/24" (lan.wild.test resolves to 10.1.2.4)', id="deny cidr applies after resolution"
+        ),
+        pytest.param(
+            "own.wild.test", ["93.184.216.99"], False, "own.wild.test resolves to 93.184.216.99 (this host's own address)", id="own address"
+        ),
         pytest.param("empty.wild.test", [], False, "empty.wild.test did not resolve", id="no address"),
         pytest.param("127.0.0.1", ["127.0.0.1"], False, "127.0.0.1 is loopback", id="literal in open mode"),
     ],

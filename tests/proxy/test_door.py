@@ -23,7 +23,7 @@ async def closed_by_peer(sock: socket.socket) -> bool:
         return await asyncio.wait_for(loop.sock_recv(sock, 1), 1) == b""
     except ConnectionResetError:
         return True
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
 
 

@@ -76,8 +76,22 @@ def test_denial_summary_counts_per_destination(make_spec: Callable[..., SessionS
     session.note_denial("denied.test", 443, decision)
     session.note_denial("denied.test", 80, decision)
     assert session.denial_summary() == [
-        {"host": "denied.test", "port": 443, "rule": "no allow rule matches", "hint": 'allow = ["denied.test"]', "count": 2, "origin": "/p/.stockade.toml"},
-        {"host": "denied.test", "port": 80, "rule": "no allow rule matches", "hint": 'allow = ["denied.test"]', "count": 1, "origin": "/p/.stockade.toml"},
+        {
+            "host": "denied.test",
+            "port": 443,
+            "rule": "no allow rule matches",
+            "hint": 'allow = ["denied.test"]',
+            "count": 2,
+            "origin": "/p/.stockade.toml",
+        },
+        {
+            "host": "denied.test",
+            "port": 80,
+            "rule": "no allow rule matches",
+            "hint": 'allow = ["denied.test"]',
+            "count": 1,
+            "origin": "/p/.stockade.toml",
+        },
     ]
 
 

@@ -213,7 +213,9 @@ async def test_credential_binds_the_connection_and_is_stripped(addon: StockadeFi
         assert second.response is None
 
 
-async def test_two_credentials_are_refused(addon: StockadeFilter, make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]) -> None:
+async def test_two_credentials_are_refused(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
     token = register(addon, make_spec())
     with taddons.context(addon):
         f = connect_flow("allowed.test", token=token)
@@ -347,7 +349,13 @@ async def test_denial_text_names_rule_and_origin(addon: StockadeFilter, make_spe
 @pytest.mark.parametrize(
     "host, port, rule, expected",
     [
-        pytest.param("x.test", 443, Decision(False, "no allow rule matches", 'allow = ["x.test"]'), "run: stockade allow x.test --policy /p/.stockade.toml", id="hint"),
+        pytest.param(
+            "x.test",
+            443,
+            Decision(False, "no allow rule matches", 'allow = ["x.test"]'),
+            "run: stockade allow x.test --policy /p/.stockade.toml",
+            id="hint",
+        ),
         pytest.param("b.test", 443, Decision(False, 'deny "b.test"'), "listed under deny", id="deny rule"),
         pytest.param("2001:db8::1", 443, Decision(False, "IP literal not listed", 'allow = ["2001:db8::1"]'), "[2001:db8::1]:443", id="v6"),
         pytest.param("bad", 443, Decision(False, "invalid host name"), "no policy change", id="nothing to add"),
@@ -446,7 +454,9 @@ async def test_http_flow_is_audited_once_with_bytes(
     assert "s3cret" not in json.dumps(record)
 
 
-async def test_http_error_is_audited(addon: StockadeFilter, make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]) -> None:
+async def test_http_error_is_audited(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
     addon.resolver = FakeResolver()
     token = register(addon, make_spec())
     with taddons.context(addon):
@@ -668,7 +678,9 @@ def boom(*args: object, **kwargs: object) -> None:
     raise RuntimeError("boom")
 
 
-async def test_exception_in_http_connect_denies(addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_exception_in_http_connect_denies(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch
+) -> None:
     token = register(addon, make_spec())
     monkeypatch.setattr(sf, "decide", boom)
     with taddons.context(addon):
@@ -678,7 +690,9 @@ async def test_exception_in_http_connect_denies(addon: StockadeFilter, make_spec
     assert f.client_conn not in addon.tunnels
 
 
-async def test_exception_in_requestheaders_denies(addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch, audit_lines: Callable[[], list[dict[str, object]]]) -> None:
+async def test_exception_in_requestheaders_denies(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch, audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
     addon.resolver = boom  # type: ignore[assignment]
     token = register(addon, make_spec())
     with taddons.context(addon):
@@ -689,7 +703,9 @@ async def test_exception_in_requestheaders_denies(addon: StockadeFilter, make_sp
     assert record["decision"] == "deny" and record["rule"] == sf.INTERNAL_ERROR
 
 
-async def test_exception_in_server_connect_refuses(addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_exception_in_server_connect_refuses(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch
+) -> None:
     addon.resolver = FakeResolver()
     token = register(addon, make_spec())
     with taddons.context(addon):
@@ -701,7 +717,9 @@ async def test_exception_in_server_connect_refuses(addon: StockadeFilter, make_s
     assert data.server.error and "internal error" in data.server.error
 
 
-async def test_exception_in_tls_clienthello_cuts(addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_exception_in_tls_clienthello_cuts(
+    addon: StockadeFilter, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch
+) -> None:
     addon.resolver = FakeResolver()
     token = register(addon, make_spec())
     with taddons.context(addon):

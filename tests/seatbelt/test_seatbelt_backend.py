@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import seatbelt_support as sup
+
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.errors import CommandNotFoundError, SandboxSetupError, UsageError
 from stockade.profiles.model import Limits, Policy
@@ -181,7 +182,9 @@ def test_symlinks_inside_denied_folders_are_denied_at_their_target(tmp_path: Pat
 def runner(tmp_path: Path, fake_sandbox_exec: Path):
     """Build and run a plan through the fake sandbox-exec; returns the exit code."""
 
-    def run(command: tuple[str, ...], *, policy: Policy | None = None, proxy_port: int | None = None, log: str = "/nonexistent/log", quiet: bool = True) -> int:
+    def run(
+        command: tuple[str, ...], *, policy: Policy | None = None, proxy_port: int | None = None, log: str = "/nonexistent/log", quiet: bool = True
+    ) -> int:
         backend = SeatbeltBackend(
             proxy_port=proxy_port, session_id="testrun", temp_base=tmp_path, sandbox_exec=str(fake_sandbox_exec), log_command=log
         )
@@ -252,7 +255,7 @@ def test_background_leftovers_die_with_the_command(runner, tmp_path: Path) -> No
 
 
 def test_violation_summary_after_the_run(runner, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    record = '{"eventMessage": "Sandbox: cat(42) deny(1) file-read-data %s/.ssh/id_test\\nstockade-testrun"}' % tmp_path
+    record = f'{{"eventMessage": "Sandbox: cat(42) deny(1) file-read-data {tmp_path}/.ssh/id_test\\nstockade-testrun"}}'
     fake_log = tmp_path / "fake-log"
     fake_log.write_text(
         "#!/bin/sh\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import seatbelt_support as sup
+
 from stockade.profiles.backend import RunRequest
 from stockade.profiles.errors import UsageError
 from stockade.seatbelt import sbpl

@@ -10,6 +10,7 @@ import re
 
 import pytest
 import seatbelt_support as sup
+
 from stockade.profiles.floor import floor_for
 from stockade.profiles.loader import builtin_names
 from stockade.profiles.model import NetworkMode

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import seatbelt_support as sup
+
 from stockade.seatbelt.violations import (
     Violation,
     display_path,
