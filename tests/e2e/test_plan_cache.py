@@ -263,8 +263,7 @@ def test_a_plan_stored_by_another_install_of_stockade_is_not_used(vbox: Box) -> 
 
     source = Path(ours.__file__).resolve().parent.parent
     other = vbox.root / "other-install" / "stockade"
-    for part in ("cli", "profiles", "bwrap", "proxy", "seatbelt"):
-        shutil.copytree(source / part, other / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source, other, ignore=shutil.ignore_patterns("__pycache__"))
     mounts = other / "bwrap" / "mounts.py"
     weak = '    masked when the run starts, if still there (execute.py)."""\n'
     assert weak in mounts.read_text()

@@ -1,0 +1,1 @@
+"""stockade: run any command inside the operating system's own sandbox, from a per-project TOML policy."""
