@@ -26,16 +26,6 @@ def is_folder_entry(path: str) -> bool:
     return any(path == name or path.endswith("/" + name) for name in FOLDER_NAMES)
 
 
-# Project files that run code later but are ordinary work, so they stay
-# writable: the end-of-run summary names each one created or changed
-# (globs relative to the project; a bare name matches at any depth).
-REPORTED_WHEN_CHANGED: tuple[str, ...] = (
-    "Makefile", "makefile", "GNUmakefile", "*.mk", "Justfile", "justfile", "Taskfile.yml",
-    "conftest.py", "setup.py", "noxfile.py", "tox.ini", "package.json", "*.sh", "*.pth",
-    ".pre-commit-config.yaml", ".husky/*", ".github/workflows/*", ".gitlab-ci.yml", ".gitattributes",
-)
-
-
 def reported_patterns(project: str) -> tuple[str, ...]:
     """Absolute globs for REPORTED_WHEN_CHANGED inside one project: a folder entry's files at the
     project's top, a path with a folder at the top, a bare name at any depth."""

@@ -27,3 +27,14 @@ def test_a_run_that_locks_the_project_cannot_keep_what_it_planted(vbox: Box) -> 
     assert "renamed to" in result.stderr or "files that could run code" in result.stderr, result
     control = vbox.run("chmod u+w . && echo ok > kept.txt && cat kept.txt")
     assert control.stdout == "ok\n", control
+
+
+def test_agent_instruction_files_made_inside_are_named_after_the_run(vbox: Box) -> None:
+    """runs_later.py lists CLAUDE.md, AGENTS.md, Rakefile and lefthook.yml as reported; a second,
+    older list in floor.py shadowed the table, so they were never named."""
+    result = vbox.run("mkdir -p sub && echo x > sub/CLAUDE.md && echo y > AGENTS.md && echo z > Rakefile && echo ok > notes.txt")
+    assert result.returncode == 0, result
+    for name in ("sub/CLAUDE.md", "AGENTS.md", "Rakefile"):
+        assert name in result.stderr, result.stderr
+    assert "notes.txt" not in result.stderr  # the control: ordinary files are not named
+    assert (vbox.project / "sub" / "CLAUDE.md").read_text() == "x\n"  # reported, not moved aside
