@@ -93,9 +93,9 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
 
         if matcher is None:
             matcher = globs.Patterns((*reported, *swept))
-        listed = globs.list_folder(folder, matcher, found, None)
-        if listed is not None:
-            stack += [(sub, os.path.basename(sub) not in had) for sub in listed[1]]
+        walked = globs.list_folder(folder, matcher, found, None)
+        if walked is not None:
+            stack += [(sub, os.path.basename(sub) not in had) for sub in walked[1]]
         elif (new or known is not None) and _locked(info):
             locked.append(folder)  # readable when planned, or made by the run: locked inside it
     after = from_matches(reported, swept, found, None)

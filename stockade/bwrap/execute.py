@@ -212,7 +212,7 @@ def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None) -> tup
         seccomp_fd = _seccomp_fd(launch)
         info_read, info_write = os.pipe()
         os.set_inheritable(info_write, True)
-        tail = [*(bw.ReadOnlyBindFrom("/dev/null", path) for path in masks)]  # last: nothing mounts over a file
+        tail: list[bw.Piece] = [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
         args_fd = _args_fd(launch.args + bw.encode(tail))
         try:

@@ -15,11 +15,15 @@ from __future__ import annotations
 import fcntl
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 FOLDER = "sweeps"
 SUFFIX = ".sweep"
 
 
-def state_folder(env: dict[str, str] | os._Environ[str]) -> str:
+def state_folder(env: Mapping[str, str]) -> str:
     """profiles.locations.locate(env).state without importing it."""
     home = env.get("HOME") or os.path.expanduser("~")
     base = env.get("XDG_STATE_HOME", "")

@@ -65,7 +65,7 @@ def enter_private_network(channel_fd: int, uid: int, gid: int) -> None:
 
 def receive_listener(channel: socket.socket) -> socket.socket:
     """The parent's side: the listening socket that lives in the sandbox's namespace."""
-    fds = []
+    fds: list[int] = []
     message, ancillary, _flags, _addr = channel.recvmsg(1, socket.CMSG_SPACE(struct.calcsize("i")))
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:

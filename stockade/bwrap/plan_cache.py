@@ -47,7 +47,7 @@ from stockade.bwrap.folders import sha256
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from stockade.bwrap.globs import Tree
     from stockade.cli.run_options import RunArgs
@@ -67,7 +67,7 @@ def enabled(args: RunArgs) -> bool:
     )
 
 
-def cache_folder(env: dict[str, str] | os._Environ[str]) -> str:
+def cache_folder(env: Mapping[str, str]) -> str:
     """profiles.locations.locate(env).cache / "plans" without importing it (a test keeps them equal)."""
     home = env.get("HOME") or os.path.expanduser("~")
     base = env.get("XDG_CACHE_HOME", "")
@@ -117,7 +117,7 @@ def file_stamp(path: str, identity: bool = False, info: os.stat_result | int | N
     if info is False:
         info = _lstat(path)
     if not isinstance(info, os.stat_result):
-        return info  # type: ignore[return-value]
+        return info
     if identity or stat.S_ISDIR(info.st_mode):
         return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid)
     return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -128,7 +128,7 @@ def listing_stamp(path: str, info: os.stat_result | int | None | bool = False) -
     if info is False:
         info = _lstat(path)
     if not isinstance(info, os.stat_result):
-        return info  # type: ignore[return-value]
+        return info
     return (info.st_mode, info.st_ino, info.st_dev, info.st_uid, info.st_gid, info.st_mtime_ns, info.st_ctime_ns)
 
 

@@ -24,6 +24,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 MANAGED = ("/etc/claude-code/managed-settings.json", "/Library/Application Support/ClaudeCode/managed-settings.json")
 PROJECT_FILES = (".claude/settings.json", ".claude/settings.local.json")
 WRAPPERS = frozenset({"timeout", "nice", "nohup", "time", "stdbuf", "ionice", "env", "command", "builtin", "exec"})
@@ -40,7 +44,7 @@ class Verdict:
     reason: str = ""
 
 
-def verdict(command: str, cwd: str, env: dict[str, str] | os._Environ[str]) -> Verdict:
+def verdict(command: str, cwd: str, env: Mapping[str, str]) -> Verdict:
     """The first of deny, then ask, that a rule in any of Claude Code's settings files gives."""
     rules: dict[str, list[tuple[str, str]]] = {"deny": [], "ask": []}
     unreadable: list[str] = []
@@ -62,7 +66,7 @@ def verdict(command: str, cwd: str, env: dict[str, str] | os._Environ[str]) -> V
     return Verdict("")
 
 
-def settings_files(cwd: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+def settings_files(cwd: str, env: Mapping[str, str]) -> list[str]:
     """Every settings file that could hold rules for this call, existing ones only: managed
     (and its drop-in folder), the user's, and the project's in the working directory and each
     folder above it (Claude Code uses the folder it started in, which is one of those)."""

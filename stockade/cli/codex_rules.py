@@ -25,6 +25,10 @@ from dataclasses import dataclass
 
 from stockade.cli.agent_rules import Verdict, command_parts
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 MAX_RULES_FILE = 1 << 20  # bytes read of one .rules file
 STRICTNESS = {"forbidden": 2, "prompt": 1, "allow": 0}
 
@@ -47,7 +51,7 @@ class RulesError(Exception):
     """A rules file Codex would read and stockade cannot."""
 
 
-def verdict(command: str, cwd: str, env: dict[str, str] | os._Environ[str]) -> Verdict:
+def verdict(command: str, cwd: str, env: Mapping[str, str]) -> Verdict:
     """deny when a forbidden or prompt rule covers any simple command in `command`."""
     rules: list[PrefixRule] = []
     for path in rules_files(cwd, env):
@@ -72,7 +76,7 @@ def verdict(command: str, cwd: str, env: dict[str, str] | os._Environ[str]) -> V
     return Verdict("deny", f"your Codex rule forbids `{worst.text()}`{why} ({worst.path})")
 
 
-def rules_files(cwd: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+def rules_files(cwd: str, env: Mapping[str, str]) -> list[str]:
     home = env.get("CODEX_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".codex")
     folders = [os.path.join(home, "rules")]
     folder = os.path.abspath(cwd) if cwd else ""

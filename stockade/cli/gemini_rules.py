@@ -30,6 +30,10 @@ from typing import Any
 
 from stockade.cli.agent_rules import Verdict, command_parts
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 SYSTEM_POLICIES = "/etc/gemini-cli/policies"
 TIERS = {"system": 5, "user": 4, "project": 3}
 MAX_POLICY_FILE = 1 << 20
@@ -61,7 +65,7 @@ class PolicyError(Exception):
     """A policy file Gemini would read and stockade cannot."""
 
 
-def verdict(command: str, tool_input: dict[str, Any], cwd: str, env: dict[str, str] | os._Environ[str]) -> Verdict:
+def verdict(command: str, tool_input: dict[str, Any], cwd: str, env: Mapping[str, str]) -> Verdict:
     """"deny" or "ask" when the user's Gemini policy says so for any simple command in `command`."""
     rules: list[PolicyRule] = []
     for path, tier in policy_files(cwd, env):
@@ -96,7 +100,7 @@ def _decide(rules: list[PolicyRule], arguments: str) -> PolicyRule | None:
     return best
 
 
-def policy_files(cwd: str, env: dict[str, str] | os._Environ[str]) -> list[tuple[str, int]]:
+def policy_files(cwd: str, env: Mapping[str, str]) -> list[tuple[str, int]]:
     home = env.get("HOME") or os.path.expanduser("~")
     places = [(SYSTEM_POLICIES, TIERS["system"]), (os.path.join(home, ".gemini", "policies"), TIERS["user"])]
     folder = os.path.abspath(cwd) if cwd else ""

@@ -141,7 +141,7 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
     if agent == "claude":
         if tool != "Bash":
             return None
-        command = _command(tool_input)
+        tool_input, command = _shell_input(tool_input)
         rules = _agent_rules(agent, wrapper.unwrap(command) or command, tool_input, payload.get("cwd"))
         if rules.decision == "deny":
             return _pre_tool_use(None, wrapper, "deny", rules.reason)
@@ -150,7 +150,7 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
     if agent == "codex":
         if tool not in CODEX_SHELL_TOOLS:
             return None
-        command = _command(tool_input)
+        tool_input, command = _shell_input(tool_input)
         kind = tool_input.get("kind")
         if kind not in (None, "script", "argv"):
             raise HookError(f"stockade sandboxes POSIX shell commands; this one is {kind!r}")
@@ -161,12 +161,12 @@ def answer(agent: str, payload: Any, wrapper: Wrapper) -> dict[str, Any] | None:
     if agent == "gemini":
         if tool != "run_shell_command":
             return {}
-        command = _command(tool_input)
+        tool_input, command = _shell_input(tool_input)
         rules = _agent_rules(agent, wrapper.unwrap(command) or command, tool_input, payload.get("cwd"))
         if rules.decision == "deny":
             return {"decision": "deny", "reason": f"stockade: {rules.reason}"}
         # Gemini CLI merges this into the model's arguments: dir_path, is_background... stay.
-        answer = {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": {"command": wrapper.sandboxed(command)}}}
+        answer: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": {"command": wrapper.sandboxed(command)}}}
         if rules.decision == "ask":  # Gemini then asks the user, showing the sandboxed command
             answer.update({"decision": "ask", "systemMessage": f"stockade: {rules.reason}"})
         return answer
@@ -208,7 +208,7 @@ def _cursor(payload: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
         raise HookError("the hook input's hook_event_name is not a string")
     if event != "beforeShellExecution":
         return {}
-    command = _command(payload)
+    _payload, command = _shell_input(payload)
     if wrapper.unwrap(command) is not None:
         return {"permission": "allow"}
     wrapped = wrapper.wrap(command)
@@ -222,13 +222,14 @@ def _cursor(payload: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:
     }
 
 
-def _command(tool_input: Any) -> str:
+def _shell_input(tool_input: Any) -> tuple[dict[str, Any], str]:
+    """The tool's input object and its command string, or HookError saying which is missing."""
     if not isinstance(tool_input, dict):
         raise HookError("the hook input has no tool_input object")
     command = tool_input.get("command")
     if not isinstance(command, str) or not command.strip():
         raise HookError("the hook input has no command string")
-    return command
+    return tool_input, command
 
 
 # -- entry point -----------------------------------------------------------------------------------

@@ -203,7 +203,8 @@ def _shell_hook_commands(settings: dict[str, Any], agent: str) -> list[str]:
             matcher = group.get("matcher")
             if not _matches(matcher, spec.matcher):
                 continue
-            entries = group.get("hooks") if isinstance(group.get("hooks"), list) else []
+            hooks = group.get("hooks")
+            entries = hooks if isinstance(hooks, list) else []
         found += [str(e.get("command")) for e in entries if isinstance(e, dict) and isinstance(e.get("command"), str)]
     return found
 

@@ -19,6 +19,10 @@ import sys
 import threading
 from types import TracebackType
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
+
 CHUNK = 1 << 16
 DRAIN_WAIT = 5.0  # seconds to wait for the last output after the sandbox is gone
 
@@ -35,7 +39,7 @@ class OutputLimit:
         self._saved: tuple[int, int] = (-1, -1)
         self._readers: list[int] = []
         self._held = io.StringIO()
-        self._stderr: object = None
+        self._stderr: TextIO = sys.stderr
         self._thread: threading.Thread | None = None
         self._null = -1
 
@@ -68,7 +72,7 @@ class OutputLimit:
         os.dup2(err, 2)
         if self._thread is not None:
             self._thread.join(DRAIN_WAIT)
-        sys.stderr = self._stderr  # type: ignore[assignment]
+        sys.stderr = self._stderr
         if self.discarded:
             print(self.note(), file=sys.stderr)
         held = self._held.getvalue()

@@ -69,16 +69,16 @@ def _header(line: str, number: int) -> tuple[str, str]:
     name = line[1:quote].strip(" \t")
     if not _is_name(name, dots=False):
         raise ConfigSyntaxError(f"line {number}: a bad section name")
-    sub: list[str] = []
+    subsection: list[str] = []
     position = quote + 1
     while position < len(line) and line[position] != '"':
         if line[position] == "\\" and position + 1 < len(line):
             position += 1
-        sub.append(line[position])
+        subsection.append(line[position])
         position += 1
     if line[position + 1 : position + 2] != "]":
         raise ConfigSyntaxError(f"line {number}: a bad subsection")
-    return f"{name.lower()}.{''.join(sub)}", line[position + 2 :]
+    return f"{name.lower()}.{''.join(subsection)}", line[position + 2 :]
 
 
 def _is_name(name: str, *, dots: bool) -> bool:

@@ -18,6 +18,10 @@ import stat
 
 from stockade.profiles import gitconfig
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 MAX_MODULES = 256  # submodule git dirs looked at in one repository
 
 
@@ -114,7 +118,7 @@ def locate(work_tree: str) -> GitLayout | None:
     return GitLayout(work_tree, dot_git, git_dir, common_dir_of(git_dir))
 
 
-def from_environment(env: dict[str, str] | os._Environ[str], cwd: str) -> GitLayout | None:
+def from_environment(env: Mapping[str, str], cwd: str) -> GitLayout | None:
     """The repository GIT_DIR names (git's own variable), if any."""
     named = env.get("GIT_DIR", "")
     if not named:
@@ -128,7 +132,7 @@ def from_environment(env: dict[str, str] | os._Environ[str], cwd: str) -> GitLay
     return GitLayout(os.path.realpath(os.path.join(cwd, work)) if work else None, None, git_dir, common_dir)
 
 
-def user_configs(home: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+def user_configs(home: str, env: Mapping[str, str]) -> list[str]:
     """The config files git reads before a repository's own: system, then global."""
     xdg = env.get("XDG_CONFIG_HOME", "")
     files = [env.get("GIT_CONFIG_SYSTEM", "") or "/etc/gitconfig"]
@@ -143,7 +147,7 @@ class UserGit:
 
     __slots__ = ("hook_values", "included")
 
-    def __init__(self, home: str, env: dict[str, str] | os._Environ[str]) -> None:
+    def __init__(self, home: str, env: Mapping[str, str]) -> None:
         self.hook_values: list[str] = []  # core.hooksPath as written
         self.included: list[str] = []  # files a config includes: config that can run code
         for config in user_configs(home, env):
@@ -153,14 +157,14 @@ class UserGit:
         self.hook_values = [value for value in self.hook_values + environment_hooks_paths(env) if value]
 
 
-def user_hooks_paths(home: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+def user_hooks_paths(home: str, env: Mapping[str, str]) -> list[str]:
     """core.hooksPath values the user's and the system's config give, as written: an absolute
     one names one folder for every repository, a relative one a folder in each repository's
     work tree, including repositories that do not exist yet."""
     return UserGit(home, env).hook_values
 
 
-def environment_hooks_paths(env: dict[str, str] | os._Environ[str]) -> list[str]:
+def environment_hooks_paths(env: Mapping[str, str]) -> list[str]:
     """core.hooksPath given as config in the environment (GIT_CONFIG_COUNT/KEY_n/VALUE_n, git 2.31+)."""
     count = env.get("GIT_CONFIG_COUNT", "")
     found = []
@@ -229,7 +233,7 @@ def runs_later(layout: GitLayout, home: str, user: UserGit) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def protected_paths(layouts: list[GitLayout], home: str, env: dict[str, str] | os._Environ[str]) -> list[str]:
+def protected_paths(layouts: list[GitLayout], home: str, env: Mapping[str, str]) -> list[str]:
     """What makes git run code for these repositories (runs_later), each `.git` pointer file
     itself (ESCAPES 58), and every absolute core.hooksPath of the user's: hooks for every
     repository, one yet to exist included."""
@@ -247,7 +251,7 @@ def protected_paths(layouts: list[GitLayout], home: str, env: dict[str, str] | o
 
 
 def protected_for(
-    work_trees: tuple[str, ...], writable: tuple[str, ...], home: str, env: dict[str, str] | os._Environ[str], cwd: str
+    work_trees: tuple[str, ...], writable: tuple[str, ...], home: str, env: Mapping[str, str], cwd: str
 ) -> list[str]:
     """protected_paths of the repositories at `work_trees` and of GIT_DIR, kept to what lies
     inside a writable place (the rest is read-only anyway)."""

@@ -95,8 +95,9 @@ def _refuse_writable_inside_hidden(layers: list[Layer], allow_write: tuple[str, 
         if inside is None:
             continue
         layer = next((one for one in reversed(layers) if place in one.values.get("filesystem", {}).get("allow_write", ())), None)
-        where = None if layer is None or layer.is_builtin else layer.source
-        line = _key_line(layer, "filesystem", "allow_write") if where else None
+        mine = layer is not None and not layer.is_builtin
+        where = layer.source if layer is not None and mine else None
+        line = _key_line(layer, "filesystem", "allow_write") if layer is not None and mine else None
         raise PolicyError(
             f"allow_write {place} is inside deny_read {inside}: a hidden folder cannot hold a writable one; "
             "remove one of the two, or hide only the parts of it you mean",

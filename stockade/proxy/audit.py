@@ -389,8 +389,9 @@ def dropped_by_rotation(path: str | os.PathLike[str]) -> list[dict[str, object]]
                 note = _parse(handle.readline())
         except OSError:
             continue
-        if note is not None and note.get("event") == "rotated" and isinstance(note.get("dropped"), dict):
-            dropped.append(note["dropped"])
+        what = note.get("dropped") if note is not None and note.get("event") == "rotated" else None
+        if isinstance(what, dict):
+            dropped.append(what)
     return dropped
 
 

@@ -23,6 +23,7 @@ same effect.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -169,7 +170,7 @@ class BodySplice:
         source = os.dup(server_io.writer.get_extra_info("socket").fileno())
         sink = os.dup(client_io.writer.get_extra_info("socket").fileno())
         # Closed only once the thread is done with them: never a number that could be reused under it.
-        done.add_done_callback(lambda _done: (os.close(source), os.close(sink)))
+        done.add_done_callback(functools.partial(_close_both, source, sink))
         record = self.tracked.record
 
         def count(moved: int) -> None:
@@ -199,7 +200,9 @@ class BodySplice:
     async def _hand_back(self, remaining: int, error: OSError | None) -> None:
         """Tell mitmproxy's reader what arrived; at the body's end it finishes the flow itself."""
         assert self._reader is not None
-        self._reader.body_reader._remaining -= self.moved
+        body = self._reader.body_reader
+        if isinstance(body, ContentLengthReader):  # always: only such bodies are spliced (offer)
+            body._remaining -= self.moved
         if error is not None:
             self.tracked.record.error = f"while splicing the body: {error}"
             self._cut(*(self.handler.transports.get(c) for c in (self.flow.client_conn, self.flow.server_conn)))
@@ -220,3 +223,8 @@ def _stop(*fds: int) -> None:
     """Shut sockets the pump thread holds: its splice or poll returns, and it ends."""
     for fd in fds:
         shutdown(fd, socket.SHUT_RDWR)
+
+
+def _close_both(source: int, sink: int, _done: object) -> None:
+    os.close(source)
+    os.close(sink)

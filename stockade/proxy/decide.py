@@ -97,10 +97,10 @@ class SessionRules:
 def canonical_address(address: IPAddress) -> IPAddress:
     """One spelling per address: IPv4-mapped IPv6 becomes IPv4, scope ids are dropped."""
     if address.version == 6:
-        mapped = address.ipv4_mapped  # type: ignore[union-attr]
+        mapped = address.ipv4_mapped
         if mapped is not None:
             return mapped
-        if address.scope_id:  # type: ignore[union-attr]
+        if address.scope_id:
             return ipaddress.IPv6Address(str(address).split("%", 1)[0])
     return address
 

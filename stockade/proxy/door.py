@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import time
@@ -106,7 +107,10 @@ class Door:
             # The task may run up to its first wait before create_task returns (eager task factories):
             # it keeps `_unspoken` itself, and only the strong reference is added here.
             self._tasks[conn] = task = loop.create_task(self._serve(conn))
-            task.add_done_callback(lambda _task, conn=conn: self._tasks.pop(conn, None))
+            task.add_done_callback(functools.partial(self._forget, conn))
+
+    def _forget(self, conn: socket.socket, _task: asyncio.Task[None]) -> None:
+        self._tasks.pop(conn, None)
 
     async def _serve(self, conn: socket.socket) -> None:
         handed = False
@@ -181,11 +185,16 @@ async def _speaks_http(conn: socket.socket) -> bool:
     return False
 
 
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
 async def readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
     """Wait until a non-blocking socket has something to read (or its peer closed)."""
     ready = loop.create_future()
     fd = sock.fileno()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    loop.add_reader(fd, _settle, ready)
     try:
         await ready
     finally:

@@ -325,11 +325,11 @@ class StockadeFilter:
                     flow.kill()
                 return
             host = flow.server_conn.address[0] if flow.server_conn.address else "?"
-            tracked = self.tunnels.get(flow.client_conn)
-            if tracked is not None:
-                tracked.record.scheme = "tcp"
-                host = tracked.record.host
-            self._kill_tcp(flow, tracked, Decision(False, RAW_TCP, "", host))
+            tunnel = self.tunnels.get(flow.client_conn)
+            if tunnel is not None:
+                tunnel.record.scheme = "tcp"
+                host = tunnel.record.host
+            self._kill_tcp(flow, tunnel, Decision(False, RAW_TCP, "", host))
         except Exception:
             logger.exception("tcp_start failed; killing the flow")
             self._kill_tcp(flow, None, Decision(False, INTERNAL_ERROR))
@@ -679,7 +679,8 @@ def _head_size(message: http.Message) -> int:
     size = sum(len(k) + len(v) + 4 for k, v in message.headers.fields) + 2
     if isinstance(message, http.Request):
         return size + len(message.method) + len(message.path) + 11
-    return size + len(message.reason or "") + 15
+    reason = message.reason if isinstance(message, http.Response) else ""
+    return size + len(reason or "") + 15
 
 
 def _handler(client: connection.Client) -> Any:
