@@ -92,7 +92,7 @@ def bare_bwrap(project: Path, command: Sequence[str]) -> list[str]:
 
 def default_deny_read() -> list[str]:
     """stockade's `default` read denials, for srt's equivalent policy (read from the repository, so they stay in step)."""
-    with open(REPO / "stockade" / "profiles" / "builtin" / "default.toml", "rb") as handle:
+    with open(REPO / "src" / "stockade" / "profiles" / "builtin" / "default.toml", "rb") as handle:
         return list(tomllib.load(handle)["filesystem"]["deny_read"])
 
 

@@ -18,7 +18,7 @@ if [ "$PHASE" != run ]; then
     /usr/bin/python3 -m venv "$WORK/venv"
     "$WORK/venv/bin/python" -m pip install -q --upgrade pip >/dev/null
     "$WORK/venv/bin/python" -m pip install -q "$WORK[test]"
-    rm -rf "$WORK/build" "$WORK"/*.egg-info
+    rm -rf "$WORK/build" "$WORK"/*.egg-info "$WORK"/src/*.egg-info
     chown -R "$TEST_USER:" "$WORK"
     chmod 755 "$WORK"
 fi
