@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.profiles.locations import Locations, locate
+from stockade.core.locations import Locations, locate
 
 _STARTED = pytest.StashKey[tuple[float, str, tuple[str, ...]]]()
 

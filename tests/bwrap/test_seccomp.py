@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from stockade.bwrap import seccomp, seccomp_cache
-from stockade.profiles.errors import SandboxSetupError
+from stockade.core.errors import SandboxSetupError
 
 PROBES = Path(__file__).parent / "probes"
 PYTHON = "/usr/bin/python3"  # Debian's: readable by every user, unlike a venv under /root

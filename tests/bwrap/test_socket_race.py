@@ -18,7 +18,7 @@ from stockade.bwrap import execute
 from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import plan_limits
 from stockade.bwrap.supervise import Outcome
-from stockade.profiles.errors import SandboxSetupError
+from stockade.core.errors import SandboxSetupError
 
 
 def _launch(masks: list[str], writable: list[str]) -> Launch:

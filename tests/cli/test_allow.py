@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from stockade.cli.main import main
+from stockade.core.locations import Locations
 from stockade.profiles.hints import allow_command
-from stockade.profiles.locations import Locations
 from stockade.profiles.resolve import project_chain, resolve
 from stockade.profiles.trust import TrustStore, chain_digest
 

@@ -13,7 +13,7 @@ from stockade.cli import app as app_module
 from stockade.cli.main import main
 from stockade.cli.run_command import parse_run_args
 from stockade.cli.run_options import RUN_OPTIONS
-from stockade.profiles.errors import ExitCode, UsageError
+from stockade.core.errors import ExitCode, UsageError
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -268,7 +268,7 @@ def test_typer_app_through_clirunner(project: Path, args: list[str], code: int, 
         result = CliRunner().invoke(app, args, catch_exceptions=False)
         assert result.exit_code == 0 and expected in result.output, result.output
     else:
-        from stockade.profiles.errors import StockadeError
+        from stockade.core.errors import StockadeError
 
         with pytest.raises(StockadeError, match=expected):
             CliRunner().invoke(app, args, catch_exceptions=False)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env
-from stockade.profiles.locations import Locations
 from stockade.profiles.model import EnvRules
 from stockade.profiles.resolve import resolve
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.profiles.errors import PolicyError
+from stockade.core.errors import PolicyError
 from stockade.profiles.text import shown
 
 HOSTILE = "".join(chr(c) for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]) + "\x1b[2J\x1b]0;pwned\x07\u202e\u200b\ud800"
@@ -37,8 +37,8 @@ def test_an_error_line_is_shown_escaped(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_the_ci_line_is_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from stockade.cli import ci
-    from stockade.profiles.backend import RunRequest
-    from stockade.profiles.locations import Locations
+    from stockade.core.backend import RunRequest
+    from stockade.core.locations import Locations
     from stockade.profiles.model import Policy
 
     request = RunRequest(policy=Policy(origin=str(tmp_path / ".stockade.toml")), command=("true",), cwd=tmp_path, host_env={},

@@ -141,14 +141,6 @@ def test_a_plan_file_that_is_not_private_is_ignored(vbox: Box) -> None:
     assert "RAN" in broken.stdout and planned(broken), broken
 
 
-def test_the_cache_folder_rule_matches_locations() -> None:
-    from stockade.bwrap.plan_cache import cache_folder
-    from stockade.profiles.locations import locate
-
-    for env in ({"HOME": "/h"}, {"HOME": "/h", "XDG_CACHE_HOME": "/c"}, {"HOME": "/h", "XDG_CACHE_HOME": "relative"}):
-        assert cache_folder(env) == os.path.join(locate(env).cache, "plans"), json.dumps(env)
-
-
 # While a run plans, something outside it (the user, an agent's own file tools, a sandbox running
 # alongside) writes into a folder the walk has already listed. The plan does not know the file;
 # the stored plan must not outlive that: the next run plans again and protects it.

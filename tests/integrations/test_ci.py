@@ -15,10 +15,10 @@ from integration_support import World
 from stockade.bwrap.backend import ci_channels
 from stockade.bwrap.mounts import plan_view
 from stockade.cli import ci
-from stockade.profiles.backend import RunRequest
+from stockade.core.backend import RunRequest
+from stockade.core.errors import SandboxSetupError, StockadeError
+from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env
-from stockade.profiles.errors import SandboxSetupError, StockadeError
-from stockade.profiles.locations import Locations
 from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, NetworkMode, NetworkRules, Policy
 
 RUNNER_SECRETS = {

@@ -11,7 +11,7 @@ import pytest
 
 from stockade.cli import install
 from stockade.cli.main import main
-from stockade.profiles.locations import locate
+from stockade.core.locations import locate
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.resolve import resolve
 

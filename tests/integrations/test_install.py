@@ -10,7 +10,7 @@ import pytest
 
 from stockade.cli import install
 from stockade.cli.main import main
-from stockade.profiles.errors import UsageError
+from stockade.core.errors import UsageError
 
 STOCKADE = "/opt/stockade/bin/stockade"
 GUARD = {agent: install._fail_closed_guard(agent) for agent in install.GUARDED_AGENTS}

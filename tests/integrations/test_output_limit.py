@@ -11,7 +11,7 @@ from integration_support import World
 
 from stockade.cli.output_limit import OutputLimit
 from stockade.cli.run_options import max_output_bytes, parse_run_args
-from stockade.profiles.errors import UsageError
+from stockade.core.errors import UsageError
 
 
 def _child(code: str) -> int:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.profiles.backend import RunRequest
-from stockade.profiles.locations import Locations
+from stockade.core.backend import RunRequest
+from stockade.core.locations import Locations
 from stockade.profiles.model import Policy
 from stockade.profiles.resolve import resolve
 from stockade.seatbelt.backend import SANDBOX_EXEC, SeatbeltBackend

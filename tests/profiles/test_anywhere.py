@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from stockade.core.locations import Locations
 from stockade.profiles.anywhere import spread
-from stockade.profiles.locations import Locations
 from stockade.profiles.resolve import resolve
 
 P = "/w/p"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stockade.core.locations import Locations
 from stockade.profiles.floor import floor_for, is_folder_entry
-from stockade.profiles.locations import Locations
 
 
 def locs(home: str) -> Locations:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from stockade.core.errors import PolicyError
+from stockade.core.locations import Locations
 from stockade.profiles.domains import canonical_name, parse_rule
-from stockade.profiles.errors import PolicyError
-from stockade.profiles.locations import Locations
 from stockade.profiles.resolve import resolve
 
 REFUSED = [

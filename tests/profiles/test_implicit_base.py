@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from stockade.cli.run_command import untrusted_note
-from stockade.profiles.locations import Locations
+from stockade.core.locations import Locations
 from stockade.profiles.openings import open_ends
 from stockade.profiles.resolve import project_chain, resolve
 from stockade.profiles.trust import TrustStore, chain_digest

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.profiles.errors import PolicyError
+from stockade.core.errors import PolicyError
 from stockade.profiles.loader import builtin_names, load_file, parse_layer
 from stockade.profiles.model import NetworkMode
 

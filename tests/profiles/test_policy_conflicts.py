@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.profiles.errors import PolicyError
-from stockade.profiles.locations import Locations
+from stockade.core.errors import PolicyError
+from stockade.core.locations import Locations
 from stockade.profiles.resolve import resolve
 
 # (policy text, the line the error names, or None when the policy is fine)

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stockade.profiles.errors import PolicyError
+from stockade.core.errors import PolicyError
 from stockade.profiles.loader import builtin_names, builtin_text, load_file
 from stockade.profiles.schema import TABLES
 

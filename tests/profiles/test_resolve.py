@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.profiles.errors import PolicyError
-from stockade.profiles.locations import Locations
+from stockade.core.errors import PolicyError
+from stockade.core.locations import Locations
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.resolve import project_chain, resolve
 from stockade.profiles.trust import TrustStore, chain_digest

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from netkit import stop_daemon as stop_runtime_daemon
 
-from stockade.profiles.locations import Locations
+from stockade.core.locations import Locations
 from stockade.proxy.control import SessionSpec
 
 ALLOW = ("allowed.test", "*.wild.test")

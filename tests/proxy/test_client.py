@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles.locations import Locations
+from stockade.core.errors import SandboxSetupError
+from stockade.core.locations import Locations
 from stockade.proxy import client
 from stockade.proxy.control import SessionSpec
 

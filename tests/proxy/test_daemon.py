@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from netkit import make_certificate
 
-from stockade.profiles.locations import Locations
+from stockade.core.locations import Locations
 from stockade.proxy import client
 from stockade.proxy.control import SessionSpec
 
@@ -888,7 +888,7 @@ def test_session_ends_when_its_process_dies(world: SimpleNamespace, tmp_path: Pa
     script = (
         "import sys, json\n"
         "from pathlib import Path\n"
-        "from stockade.profiles.locations import Locations\n"
+        "from stockade.core.locations import Locations\n"
         "from stockade.proxy import client\n"
         "root = Path(sys.argv[1])\n"
         "loc = Locations(home=root, config=root/'config', state=root/'state', cache=root/'cache', runtime=root/'run')\n"
@@ -996,7 +996,7 @@ def test_concurrent_starts_make_one_daemon(fresh_locations: Callable[[str], Loca
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from stockade.profiles.locations import Locations\n"
+        "from stockade.core.locations import Locations\n"
         "from stockade.proxy import client\n"
         "root = Path(sys.argv[1])\n"
         "loc = Locations(home=root, config=root/'config', state=root/'state', cache=root/'cache', runtime=root/'run')\n"

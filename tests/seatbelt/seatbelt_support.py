@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from stockade.core.locations import Locations
 from stockade.profiles.floor import Floor, floor_for
 from stockade.profiles.loader import builtin_names
-from stockade.profiles.locations import Locations
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.resolve import resolve
 from stockade.seatbelt.profile import LexicalPaths, Profile, ProfileSpec, render

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import seatbelt_support as sup
 
-from stockade.profiles.backend import RunRequest
-from stockade.profiles.errors import CommandNotFoundError, SandboxSetupError, UsageError
+from stockade.core.backend import RunRequest
+from stockade.core.errors import CommandNotFoundError, SandboxSetupError, UsageError
 from stockade.profiles.model import Limits, Policy
 from stockade.seatbelt.backend import SANDBOX_EXEC, HostPaths, SeatbeltBackend, proxy_env
 from stockade.seatbelt.supervise import exit_code_of, supervise

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import seatbelt_support as sup
 
-from stockade.profiles.backend import RunRequest
-from stockade.profiles.errors import UsageError
+from stockade.core.backend import RunRequest
+from stockade.core.errors import UsageError
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.backend import SeatbeltBackend
 

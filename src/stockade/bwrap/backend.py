@@ -13,10 +13,10 @@ from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import new_session_id, plan_limits
 from stockade.bwrap.mounts import View, make_write_places, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
-from stockade.profiles.backend import RunRequest
+from stockade.core.backend import RunRequest
+from stockade.core.errors import SandboxSetupError
+from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env, withheld
-from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles.locations import Locations
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say

@@ -17,7 +17,7 @@ from stockade.bwrap import args as bw
 from stockade.bwrap import changes
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
 from stockade.bwrap.supervise import Outcome, supervise
-from stockade.profiles.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
+from stockade.core.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
 from stockade.profiles.text import say
 
 TYPE_CHECKING = False

@@ -17,17 +17,10 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    pass
 
 FOLDER = "sweeps"
 SUFFIX = ".sweep"
-
-
-def state_folder(env: Mapping[str, str]) -> str:
-    """profiles.locations.locate(env).state without importing it."""
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_STATE_HOME", "")
-    return os.path.join(base if os.path.isabs(base) else os.path.join(home, ".local", "state"), "stockade")
 
 
 class Journal:

@@ -15,17 +15,17 @@ import errno
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stockade.bwrap import changes, folders, globs, hardlinks, host_sockets, private_home
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.bwrap.sweep import LINK_PIN
+from stockade.core.errors import SandboxSetupError
+from stockade.core.locations import Locations
 from stockade.profiles import gitdirs
-from stockade.profiles.errors import SandboxSetupError
 from stockade.profiles.floor import floor_for
-from stockade.profiles.locations import Locations
 from stockade.profiles.model import Policy
 from stockade.profiles.paths import below_home, glob_base, is_glob, is_within
 
@@ -197,7 +197,7 @@ def plan_view(
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {})
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(
-        tuple(r for r in roots if r not in linked), replace(locations, home=type(locations.home)(real_home)), policy.protected_files, tuple(anchors)
+        tuple(r for r in roots if r not in linked), locations.with_home(type(locations.home)(real_home)), policy.protected_files, tuple(anchors)
     )
     for path in floor.read_only:
         if not _behind_linked_git(path):

@@ -18,7 +18,7 @@ from stockade.bwrap.netns import PROXY_PORT, receive_listener
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stockade.profiles.locations import Locations
+    from stockade.core.locations import Locations
 
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 NO_PROXY = "localhost,127.0.0.1,::1"

@@ -44,6 +44,7 @@ import sys
 from stockade.bwrap import folders, host_sockets
 from stockade.bwrap.execute import Launch
 from stockade.bwrap.folders import sha256
+from stockade.core.locations import cache_folder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,11 +68,8 @@ def enabled(args: RunArgs) -> bool:
     )
 
 
-def cache_folder(env: Mapping[str, str]) -> str:
-    """profiles.locations.locate(env).cache / "plans" without importing it (a test keeps them equal)."""
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_CACHE_HOME", "")
-    return os.path.join(base if os.path.isabs(base) else os.path.join(home, ".cache"), "stockade", "plans")
+def plans_folder(env: Mapping[str, str]) -> str:
+    return os.path.join(cache_folder(env), "plans")
 
 
 def run_key(args: RunArgs) -> bytes:
@@ -256,12 +254,12 @@ def store(
         "sockets": sockets[1],
         "socket_scope": sockets[0],
     }
-    return _write(cache_folder(os.environ), key, marshal.dumps(entry))
+    return _write(plans_folder(os.environ), key, marshal.dumps(entry))
 
 
 def load(key: bytes) -> tuple[Launch, str | None] | None:
     """The stored plan for this key if every stamp still matches; None otherwise."""
-    entry = _read(cache_folder(os.environ), key)
+    entry = _read(plans_folder(os.environ), key)
     if not isinstance(entry, dict) or entry.get("key") != key:
         return None
     try:

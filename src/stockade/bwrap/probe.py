@@ -111,7 +111,7 @@ def check_userns() -> Check:
 
 def check_libseccomp() -> Check:
     from stockade.bwrap.seccomp_cache import libseccomp_version
-    from stockade.profiles.errors import SandboxSetupError
+    from stockade.core.errors import SandboxSetupError
 
     try:
         version = libseccomp_version()
@@ -151,7 +151,7 @@ def check_limits() -> Check:
 
 
 def check_proxy_daemon() -> Check:
-    from stockade.profiles.locations import locate
+    from stockade.core.locations import locate
     from stockade.proxy.client import daemon_status
 
     status = daemon_status(locate())

@@ -17,7 +17,7 @@ import stat
 import struct
 
 from stockade.bwrap.folders import sha256  # CPython's own: hashlib would load OpenSSL first
-from stockade.profiles.errors import SandboxSetupError
+from stockade.core.errors import SandboxSetupError
 
 # Bump whenever seccomp.py changes what the filter does: cached BPF from an
 # older rule set must never be loaded. tests/bwrap/test_seccomp.py records

@@ -16,7 +16,7 @@ import _signal
 import os
 
 from stockade.bwrap.netcount import attempts, open_counters
-from stockade.profiles.errors import ExitCode, SandboxSetupError
+from stockade.core.errors import ExitCode, SandboxSetupError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from typing import Annotated, Any
 
 import typer
 
+from stockade.core.errors import PolicyError, UsageError
+from stockade.core.locations import locate
 from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
 from stockade.profiles.domains import parse_rule
-from stockade.profiles.errors import PolicyError, UsageError
-from stockade.profiles.locations import locate
 from stockade.profiles.resolve import project_chain, resolve
 from stockade.profiles.trust import TrustStore, chain_digest
 

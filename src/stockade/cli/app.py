@@ -11,7 +11,7 @@ from stockade.cli import allow, audit_cmd, check, doctor, explain, init, install
 from stockade.cli.console import error_line
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.cli.version import VERSION
-from stockade.profiles.errors import ExitCode, StockadeError
+from stockade.core.errors import ExitCode, StockadeError
 
 app = typer.Typer(
     name="stockade",

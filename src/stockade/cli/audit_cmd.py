@@ -11,7 +11,7 @@ from rich.table import Table
 
 from stockade.cli.console import stdout
 from stockade.cli.selection import select
-from stockade.profiles.locations import locate
+from stockade.core.locations import locate
 from stockade.profiles.text import say, shown
 
 

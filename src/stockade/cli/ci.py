@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from stockade.profiles.backend import RunRequest
-from stockade.profiles.errors import ExitCode, StockadeError
+from stockade.core.backend import RunRequest
+from stockade.core.errors import ExitCode, StockadeError
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.text import say
 

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from stockade.cli.console import stdout
-from stockade.profiles.errors import ExitCode
+from stockade.core.errors import ExitCode
 
 
 def _checks() -> list:
@@ -27,7 +27,7 @@ def _checks() -> list:
 
 def _agent_hooks() -> list:
     from stockade.cli.hook_checks import hook_checks
-    from stockade.profiles.locations import locate
+    from stockade.core.locations import locate
 
     return hook_checks(Path(locate().home), Path.cwd())
 

@@ -14,9 +14,9 @@ from rich.table import Table
 from stockade.cli.console import stdout
 from stockade.cli.run_command import untrusted_note
 from stockade.cli.selection import select
+from stockade.core.locations import locate
 from stockade.profiles.envfilter import withheld
 from stockade.profiles.floor import floor_for, floor_summary
-from stockade.profiles.locations import locate
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.openings import open_ends
 from stockade.profiles.paths import below_home

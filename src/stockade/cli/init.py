@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
+from stockade.core.errors import UsageError
 from stockade.profiles.discovery import PROJECT_FILE
-from stockade.profiles.errors import UsageError
 
 KINDS: dict[str, tuple[tuple[str, ...], str, list[str], list[str]]] = {
     # kind: (marker files, extends, extra writable caches, allowed hosts)

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from stockade.cli.hook import DEFAULT_MAX_OUTPUT, quote, stockade_executable
-from stockade.profiles.errors import UsageError
+from stockade.core.errors import UsageError
 
 CODEX_MINIMUM = (0, 131, 0)  # first Codex that applies `updatedInput` (older ones run the original command)
 

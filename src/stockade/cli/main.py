@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from stockade.profiles.errors import ExitCode, StockadeError
+from stockade.core.errors import ExitCode, StockadeError
 from stockade.profiles.text import say
 
 HELP_FLAGS = frozenset({"-h", "--help"})
@@ -69,7 +69,8 @@ def _run(argv: list[str]) -> int:
             if inside_stockade():
                 args = parse_run_args(argv)
                 return run_as_is(args.command, args.quiet, args.dry_run)
-        from stockade.bwrap.journal import finish_abandoned, state_folder
+        from stockade.bwrap.journal import finish_abandoned
+        from stockade.core.locations import state_folder
 
         _say_moved(finish_abandoned(state_folder(os.environ), "abandoned"))
         from stockade.bwrap import plan_cache
@@ -86,7 +87,7 @@ def _run(argv: list[str]) -> int:
             bridge = None
             if launch.session_rules is not None:
                 from stockade.bwrap.network import Bridge
-                from stockade.profiles.locations import locate
+                from stockade.core.locations import locate
 
                 bridge = Bridge(session, launch.session_rules, locate(), tuple(launch.command), launch.cwd)
             return limited(args.max_output, lambda: execute(launch, session, bridge))

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stockade.cli.run_options import RunArgs, host_platform, limited, max_output_bytes, parse_run_args
-from stockade.profiles.backend import RunRequest
-from stockade.profiles.locations import locate
+from stockade.core.backend import RunRequest
+from stockade.core.locations import locate
 from stockade.profiles.resolve import Resolution, resolve
 from stockade.profiles.text import say
 
 if TYPE_CHECKING:
     from stockade.bwrap.plan_cache import Recorder as PlanRecorder
-    from stockade.profiles.backend import Backend
+    from stockade.core.backend import Backend
 
 
 def backend_for(platform: str) -> Backend:

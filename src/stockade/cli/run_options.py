@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from stockade.profiles.errors import UsageError
+from stockade.core.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

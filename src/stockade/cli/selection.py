@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stockade.profiles.locations import locate
+from stockade.core.locations import locate
 from stockade.profiles.resolve import Resolution, resolve
 
 

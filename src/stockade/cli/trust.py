@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
+from stockade.core.errors import UsageError
+from stockade.core.locations import locate
 from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
-from stockade.profiles.errors import UsageError
-from stockade.profiles.locations import locate
 from stockade.profiles.resolve import project_chain
 from stockade.profiles.trust import TrustStore, chain_digest
 

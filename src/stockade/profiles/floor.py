@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stockade.core.locations import Locations
 from stockade.profiles import runs_later
-from stockade.profiles.locations import Locations
 from stockade.profiles.paths import is_within
 
 # The table of files that run code later, with each entry's source, is runs_later.py.

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stockade.core.errors import PolicyError
 from stockade.profiles import units
-from stockade.profiles.errors import PolicyError
 from stockade.profiles.model import HOME_MODES, NetworkMode
 from stockade.profiles.paths import normalise_path
 from stockade.profiles.schema import LIST_KINDS, TABLES, Kind

@@ -86,7 +86,7 @@ def _refuse_writable_inside_hidden(layers: list[Layer], allow_write: tuple[str, 
     """A folder the sandbox may not see cannot hold one it may write (bwrap would fail to make it):
     a policy error naming the allow_write entry, never a setup failure. A deny_read place inside
     a writable one is the usual carve-out and fine."""
-    from stockade.profiles.errors import PolicyError
+    from stockade.core.errors import PolicyError
     from stockade.profiles.paths import is_glob, is_within
 
     hidden = [d for d in deny_read if not is_glob(d)]

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stockade.core.errors import PolicyError
+from stockade.core.locations import Locations
 from stockade.profiles.discovery import find_project_policy
-from stockade.profiles.errors import PolicyError
 from stockade.profiles.loader import BUILTIN_PREFIX, Layer, load_builtin, load_file
-from stockade.profiles.locations import Locations
 from stockade.profiles.merge import compose
 from stockade.profiles.model import Policy
 

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from stockade.profiles.errors import StockadeError
+from stockade.core.errors import StockadeError
 from stockade.profiles.loader import Layer
 
 

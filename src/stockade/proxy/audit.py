@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote_plus
 
+from stockade.core.errors import StockadeError
 from stockade.profiles.domains import canonical_name
-from stockade.profiles.errors import StockadeError
 
 REDACTED = "REDACTED"
 # Query keys whose values are credentials more often than not (compared

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stockade.profiles.errors import SandboxSetupError
-from stockade.profiles.locations import Locations
+from stockade.core.errors import SandboxSetupError
+from stockade.core.locations import Locations
 from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
 
 if TYPE_CHECKING:

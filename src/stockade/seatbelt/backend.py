@@ -15,15 +15,15 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from stockade.profiles import gitdirs
-from stockade.profiles.backend import RunRequest
-from stockade.profiles.envfilter import sandbox_env, withheld
-from stockade.profiles.errors import (
+from stockade.core.backend import RunRequest
+from stockade.core.errors import (
     CannotExecuteError,
     CommandNotFoundError,
     SandboxSetupError,
     UsageError,
 )
+from stockade.profiles import gitdirs
+from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.floor import floor_for
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from stockade.profiles.backend import RunRequest
+from stockade.core.backend import RunRequest
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.text import say
 from stockade.seatbelt.backend import SeatbeltBackend

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from stockade.profiles.locations import Locations
+from stockade.core.locations import Locations
 from stockade.profiles.model import Policy
 
 

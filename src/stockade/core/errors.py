@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 class ExitCode:
-    """stockade's own exit codes (DESIGN.md); a command's own code passes through.
+    """stockade's own exit codes (the README's first section); a command's own code passes through.
 
     Plain ints, not an IntEnum: this module is on every run's path and enum
     costs a few milliseconds to import.
