@@ -90,8 +90,10 @@ def test_keys_are_the_same_in_every_process(tmp_path: Path) -> None:
 
     code = (
         "from stockade.bwrap import plan_cache\n"
+        "from stockade.cli.run_command import invocation_of\n"
         "from stockade.cli.run_options import parse_run_args\n"
-        "import sys; sys.stdout.buffer.write(plan_cache.run_key(parse_run_args(['--profile', 'offline', '--', 'true'])))\n"
+        "args = parse_run_args(['--profile', 'offline', '--', 'true'])\n"
+        "import sys; sys.stdout.buffer.write(plan_cache.run_key(invocation_of(args)))\n"
     )
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)}
     keys = {subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, check=True).stdout for _ in range(3)}

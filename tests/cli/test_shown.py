@@ -37,12 +37,9 @@ def test_an_error_line_is_shown_escaped(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_the_ci_line_is_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from stockade.cli import ci
-    from stockade.core.backend import RunRequest
-    from stockade.core.locations import Locations
-    from stockade.profiles.model import Policy
+    from stockade.core.invocation import Invocation
 
-    request = RunRequest(policy=Policy(origin=str(tmp_path / ".stockade.toml")), command=("true",), cwd=tmp_path, host_env={},
-                         locations=Locations(config=tmp_path, state=tmp_path, cache=tmp_path, runtime=tmp_path, home=tmp_path))  # fmt: skip
+    request = Invocation(["true"], str(tmp_path), {})  # failed before its policy was read
 
     def failing() -> int:
         raise PolicyError(f"bad {HOSTILE}")

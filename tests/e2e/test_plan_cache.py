@@ -17,7 +17,7 @@ import pytest
 from boxes import Box
 from escapes import policy_text, q
 
-PLANNED = "stockade.cli.run_command"  # imported only when a run plans
+PLANNED = "stockade.bwrap.backend"  # the planner: imported only when a run plans
 
 PROBE = (
     "import sys\n"

@@ -15,7 +15,7 @@ from integration_support import World
 from stockade.bwrap.backend import ci_channels
 from stockade.bwrap.mounts import plan_view
 from stockade.cli import ci
-from stockade.core.backend import RunRequest
+from stockade.core.invocation import Invocation
 from stockade.core.errors import SandboxSetupError, StockadeError
 from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env
@@ -49,20 +49,16 @@ def _locations(root: Path) -> Locations:
     return Locations(home=root, config=root / "config", state=root / "state", cache=root / "cache", runtime=root / "run")
 
 
-def _request(root: Path, *, network: bool = True, env: dict[str, str] | None = None, session: str = "s1") -> RunRequest:
-    policy = Policy(
+def _request(root: Path, *, network: bool = True, env: dict[str, str] | None = None, session: str = "s1") -> Invocation:
+    """An invocation as the backend leaves it: its policy and locations read."""
+    invocation = Invocation(["/bin/sh", "-c", "pip install -r requirements.txt"], str(root), env or {}, session_id=session)
+    invocation.policy = Policy(
         network=NetworkRules(mode=NetworkMode.ALLOWLIST if network else NetworkMode.NONE, allow=("pypi.org",)),
         audit=AuditRules(log=str(root / "audit.jsonl")),
         origin=str(root / ".stockade.toml"),
     )
-    return RunRequest(
-        policy=policy,
-        command=("/bin/sh", "-c", "pip install -r requirements.txt"),
-        cwd=root,
-        host_env=env or {},
-        locations=_locations(root),
-        session_id=session,
-    )
+    invocation.locations = _locations(root)
+    return invocation
 
 
 def _write_audit(root: Path) -> None:

@@ -1,6 +1,6 @@
 """A small world for real Seatbelt runs: a home with canaries, a project, a folder outside.
 
-Commands run through `SeatbeltBackend.run`, i.e. the real `/usr/bin/sandbox-exec`
+Commands run through `SeatbeltPlanner.run`, i.e. the real `/usr/bin/sandbox-exec`
 with the generated profile; output is captured at the file-descriptor level.
 """
 
@@ -20,7 +20,7 @@ from stockade.core.backend import RunRequest
 from stockade.core.locations import Locations
 from stockade.profiles.model import Policy
 from stockade.profiles.resolve import resolve
-from stockade.seatbelt.backend import SANDBOX_EXEC, SeatbeltBackend
+from stockade.seatbelt.backend import SANDBOX_EXEC, SeatbeltPlanner
 
 ON_MAC = sys.platform == "darwin" and os.access(SANDBOX_EXEC, os.X_OK)
 MUST_RUN = os.environ.get("STOCKADE_MACOS_MUST_RUN") == "1"  # CI: fail instead of skipping
@@ -92,7 +92,7 @@ class World:
         policy = policy or self.policy()
         if policy.network.mode.value != "none" and proxy_port is None:
             proxy_port = UNUSED_PORT
-        backend = SeatbeltBackend(proxy_port=proxy_port)
+        backend = SeatbeltPlanner(proxy_port=proxy_port)
         request = RunRequest(
             policy=policy,
             command=command,

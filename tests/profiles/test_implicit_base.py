@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from stockade.cli.run_command import untrusted_note
 from stockade.core.locations import Locations
 from stockade.profiles.openings import open_ends
-from stockade.profiles.resolve import project_chain, resolve
+from stockade.profiles.resolve import project_chain, resolve, untrusted_note
 from stockade.profiles.trust import TrustStore, chain_digest
 
 HAND_WRITTEN = '[network]\nallow = ["pypi.org", "files.pythonhosted.org"]\n'

@@ -1,4 +1,4 @@
-"""SeatbeltBackend: the plan (argv, env, notes), explain, and run's supervision.
+"""SeatbeltPlanner: the plan (argv, env, notes), explain, and run's supervision.
 
 `run` is exercised with a fake `sandbox-exec` that checks the option shape
 and then executes the command unsandboxed: this tests everything around the
@@ -24,7 +24,7 @@ import seatbelt_support as sup
 from stockade.core.backend import RunRequest
 from stockade.core.errors import CommandNotFoundError, SandboxSetupError, UsageError
 from stockade.profiles.model import Limits, Policy
-from stockade.seatbelt.backend import SANDBOX_EXEC, HostPaths, SeatbeltBackend, proxy_env
+from stockade.seatbelt.backend import SANDBOX_EXEC, HostPaths, SeatbeltPlanner, proxy_env
 from stockade.seatbelt.supervise import exit_code_of, supervise
 
 HOST_ENV = {
@@ -56,7 +56,7 @@ def _request(policy: Policy, command: tuple[str, ...] = ("make", "test"), *, cwd
 
 
 def test_argv_shape(tmp_path: Path) -> None:
-    plan = SeatbeltBackend(session_id="abc", temp_base=tmp_path).build(_request(_policy()))
+    plan = SeatbeltPlanner(session_id="abc", temp_base=tmp_path).build(_request(_policy()))
     argv = plan.argv
     assert argv[0] == SANDBOX_EXEC == "/usr/bin/sandbox-exec"
     assert argv[1:3] == ("-p", plan.profile.text)
@@ -71,7 +71,7 @@ def test_argv_shape(tmp_path: Path) -> None:
 
 
 def test_environment_offline(tmp_path: Path) -> None:
-    plan = SeatbeltBackend(temp_base=tmp_path).build(_request(_policy()))
+    plan = SeatbeltPlanner(temp_base=tmp_path).build(_request(_policy()))
     env = plan.environment
     assert "AWS_SECRET_ACCESS_KEY" not in env and "GITHUB_TOKEN" not in env and "SSH_AUTH_SOCK" not in env
     assert not {"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy"} & set(env)
@@ -82,7 +82,7 @@ def test_environment_offline(tmp_path: Path) -> None:
 
 
 def test_environment_with_proxy(tmp_path: Path) -> None:
-    plan = SeatbeltBackend(proxy_port=41234, temp_base=tmp_path).build(_request(_policy("npm")))
+    plan = SeatbeltPlanner(proxy_port=41234, temp_base=tmp_path).build(_request(_policy("npm")))
     env = plan.environment
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         assert env[name] == "http://127.0.0.1:41234"
@@ -92,7 +92,7 @@ def test_environment_with_proxy(tmp_path: Path) -> None:
 
 
 def test_dry_run_placeholder_port(tmp_path: Path) -> None:
-    backend = SeatbeltBackend(temp_base=tmp_path)
+    backend = SeatbeltPlanner(temp_base=tmp_path)
     plan = backend.build(_request(_policy("github")))
     assert plan.proxy_port == 0
     assert '(remote tcp "localhost:0")' in plan.profile.text
@@ -105,7 +105,7 @@ def test_limits_and_ignored_sockets_are_noted(tmp_path: Path) -> None:
     policy = _policy()
     policy = replace(policy, limits=Limits(memory=1 << 30, pids=64, wall_time=5.0, file_size=1 << 20))
     policy = replace(policy, network=replace(policy.network, unix_sockets=("/var/run/docker.sock",)))
-    plan = SeatbeltBackend(temp_base=tmp_path).build(_request(policy))
+    plan = SeatbeltPlanner(temp_base=tmp_path).build(_request(policy))
     assert plan.wall_time == 5.0 and plan.file_size == 1 << 20
     notes = " ".join(plan.notes)
     assert "limits.memory" in notes and "limits.pids" in notes
@@ -114,18 +114,18 @@ def test_limits_and_ignored_sockets_are_noted(tmp_path: Path) -> None:
 
 
 def test_build_refuses_bad_requests(tmp_path: Path) -> None:
-    backend = SeatbeltBackend(temp_base=tmp_path)
+    backend = SeatbeltPlanner(temp_base=tmp_path)
     with pytest.raises(UsageError):
         backend.build(_request(_policy(), ()))
     with pytest.raises(UsageError):
         backend.build(_request(_policy(), ("a\0b",)))
     with pytest.raises(ValueError):
-        SeatbeltBackend(proxy_port=70000)
+        SeatbeltPlanner(proxy_port=70000)
 
 
 def test_explain_shows_everything_safely(tmp_path: Path) -> None:
     project = sup.HOME / "evil\x1b[2Jname"
-    backend = SeatbeltBackend(session_id="x1", temp_base=tmp_path)
+    backend = SeatbeltPlanner(session_id="x1", temp_base=tmp_path)
     plan = backend.build(_request(_policy(project=project), ("echo", "hi\x07")))
     text = backend.explain(plan)
     assert "(version 1)" in text and "--- parameters (sandbox-exec -D) ---" in text
@@ -164,7 +164,7 @@ def test_symlinks_inside_denied_folders_are_denied_at_their_target(tmp_path: Pat
     (home / ".ssh" / "dangling").symlink_to(home / "later" / "key")
     policy = sup.resolve(tmp_path / "proj", sup.locations(home), profile="default").policy
     request = RunRequest(policy=policy, command=("true",), cwd=tmp_path, host_env={}, locations=sup.locations(home))
-    plan = SeatbeltBackend(temp_base=tmp_path).build(request)
+    plan = SeatbeltPlanner(temp_base=tmp_path).build(request)
     ssh = next(e for e in plan.profile.index.deny_read if e.text == str(home / ".ssh"))
     real = os.path.realpath
     assert real(home / "dotfiles" / "id_alias") in ssh.spellings
@@ -185,7 +185,7 @@ def runner(tmp_path: Path, fake_sandbox_exec: Path):
     def run(
         command: tuple[str, ...], *, policy: Policy | None = None, proxy_port: int | None = None, log: str = "/nonexistent/log", quiet: bool = True
     ) -> int:
-        backend = SeatbeltBackend(
+        backend = SeatbeltPlanner(
             proxy_port=proxy_port, session_id="testrun", temp_base=tmp_path, sandbox_exec=str(fake_sandbox_exec), log_command=log
         )
         request = RunRequest(
@@ -202,14 +202,14 @@ def runner(tmp_path: Path, fake_sandbox_exec: Path):
 
 
 def test_run_needs_sandbox_exec(tmp_path: Path) -> None:
-    backend = SeatbeltBackend(temp_base=tmp_path, sandbox_exec=str(tmp_path / "missing"))
+    backend = SeatbeltPlanner(temp_base=tmp_path, sandbox_exec=str(tmp_path / "missing"))
     plan = backend.build(_request(_policy()))
     with pytest.raises(SandboxSetupError, match="macOS only"):
         backend.run(plan)
 
 
 def test_run_refuses_a_proxied_plan_without_a_port(tmp_path: Path, fake_sandbox_exec: Path) -> None:
-    backend = SeatbeltBackend(temp_base=tmp_path, sandbox_exec=str(fake_sandbox_exec))
+    backend = SeatbeltPlanner(temp_base=tmp_path, sandbox_exec=str(fake_sandbox_exec))
     plan = backend.build(_request(_policy("npm"), ("true",)))
     with pytest.raises(SandboxSetupError, match="proxy"):
         backend.run(plan)

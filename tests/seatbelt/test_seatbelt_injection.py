@@ -17,7 +17,7 @@ import seatbelt_support as sup
 from stockade.core.backend import RunRequest
 from stockade.core.errors import UsageError
 from stockade.seatbelt import sbpl
-from stockade.seatbelt.backend import SeatbeltBackend
+from stockade.seatbelt.backend import SeatbeltPlanner
 
 
 def _default_for(name: str) -> sup.Case:
@@ -145,7 +145,7 @@ def test_session_id_cannot_inject(tmp_path: Path) -> None:
     policy = sup.resolve(sup.PROJECT, sup.locations(), profile="offline").policy
     request = RunRequest(policy=policy, command=("true",), cwd=sup.PROJECT, host_env={}, locations=sup.locations())
     with pytest.raises(UsageError):
-        SeatbeltBackend(session_id='x") (allow default) ("', temp_base=tmp_path).build(request)
+        SeatbeltPlanner(session_id='x") (allow default) ("', temp_base=tmp_path).build(request)
 
 
 def test_private_aliases() -> None:

@@ -1,4 +1,4 @@
-"""The Linux backend: a policy becomes a bwrap invocation plus a seccomp filter."""
+"""The Linux planner: a policy becomes a bwrap invocation plus a seccomp filter."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
-from stockade.bwrap.limits import new_session_id, plan_limits
+from stockade.bwrap.limits import plan_limits
 from stockade.bwrap.mounts import View, make_write_places, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.core.backend import RunRequest
 from stockade.core.errors import SandboxSetupError
+from stockade.core.invocation import new_session_id
 from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.model import NetworkMode, Policy
@@ -105,8 +106,8 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
     return env
 
 
-class BwrapBackend:
-    name = "bwrap"
+class BwrapPlanner:
+    """Turns a request into a plan (run.py decides when to plan, and runs it)."""
 
     def build(self, request: RunRequest) -> BwrapPlan:
         bwrap = bwrap_path()
@@ -193,24 +194,8 @@ class BwrapBackend:
         lines += [f"# note: {note}" for note in (*plan.view.notes, *plan.view.details)]
         return "\n".join(lines) + "\n"
 
-    def run(self, plan: BwrapPlan) -> int:
-        from stockade.bwrap.execute import execute
 
-        if plan.view.shared_files:
-            _make_own(plan.view.shared_files, plan.quiet)
-        launch = launch_of(plan)
-        bridge = None
-        if launch.session_rules is not None:
-            from stockade.bwrap.network import Bridge
-
-            bridge = Bridge(plan.session, launch.session_rules, plan.locations, plan.command, plan.cwd)
-        code = execute(launch, plan.session, bridge)
-        if bridge is not None and bridge.trouble:
-            plan.troubles.append(bridge.trouble)
-        return code
-
-
-def _make_own(paths: list[str], quiet: bool) -> None:
+def make_own(paths: list[str], quiet: bool) -> None:
     """Copy the project's files that other places share by hard link, before the sandbox can write one."""
     from stockade.bwrap.hardlinks import make_own
 

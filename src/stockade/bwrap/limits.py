@@ -88,10 +88,6 @@ def plan_limits(file_size: int | None, pids: int | None, memory: int | None, ses
     return plan
 
 
-def new_session_id() -> str:
-    return os.urandom(6).hex()
-
-
 def make_cgroups(plan: LimitPlan) -> None:
     for folder in plan.cgroup_dirs:
         os.makedirs(folder, exist_ok=True)

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from stockade.bwrap.globs import Tree
-    from stockade.cli.run_options import RunArgs
+    from stockade.core.invocation import Invocation
 
 FORMAT = 4  # bump when what a plan holds, or how it is checked, changes
 MAX_PLANS = 64  # plans kept per user; the oldest go first
@@ -59,20 +59,16 @@ UNCACHEABLE_ROOTS = ("/proc/", "/sys/")
 DISABLE_VARIABLE = "STOCKADE_NO_PLAN_CACHE"
 
 
-def enabled(args: RunArgs) -> bool:
+def enabled(invocation: Invocation) -> bool:
     """Whether this run may use or store a cached plan."""
-    return (
-        sys.platform.startswith("linux")
-        and not os.environ.get(DISABLE_VARIABLE)
-        and not (args.dry_run or args.ci or args.report or args.platform)
-    )
+    return sys.platform.startswith("linux") and not invocation.env.get(DISABLE_VARIABLE) and invocation.reuse_plans
 
 
 def plans_folder(env: Mapping[str, str]) -> str:
     return os.path.join(cache_folder(env), "plans")
 
 
-def run_key(args: RunArgs) -> bytes:
+def run_key(invocation: Invocation) -> bytes:
     """Everything outside the filesystem that planning reads, as bytes.
 
     repr, not marshal: marshal's bytes for equal values vary between processes
@@ -80,7 +76,8 @@ def run_key(args: RunArgs) -> bytes:
     """
     interactive = sys.stdin is not None and _isatty(0)
     return repr((
-        FORMAT, __file__, args.policy, args.profile, args.quiet, args.verbose, os.getcwd(), sorted(os.environ.items()),
+        FORMAT, __file__, invocation.policy_file, invocation.profile, invocation.quiet, invocation.verbose, invocation.cwd,
+        sorted(invocation.env.items()),
         os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups()), interactive,
     )).encode("utf-8", "surrogateescape")  # fmt: skip
 
@@ -400,9 +397,9 @@ def _forget_oldest(folder: str) -> None:
             pass
 
 
-def cached_launch(args: RunArgs) -> tuple[Launch, str | None] | None:
+def cached_launch(invocation: Invocation) -> tuple[Launch, str | None] | None:
     """The stored plan for this run, with its command, if it still holds; else None (the caller plans)."""
-    found = load(run_key(args))
+    found = load(run_key(invocation))
     if found is not None:
-        found[0].command = list(args.command)
+        found[0].command = list(invocation.command)
     return found

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from stockade.cli.run_command import untrusted_note
 from stockade.cli.selection import select
 from stockade.core.errors import UsageError
 from stockade.core.locations import locate
 from stockade.profiles.openings import open_ends
+from stockade.profiles.resolve import untrusted_note
 from stockade.profiles.serialize import policy_to_dict, policy_to_toml
 from stockade.profiles.text import escaped_literal, say
 

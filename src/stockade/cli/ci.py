@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from stockade.core.backend import RunRequest
 from stockade.core.errors import ExitCode, StockadeError
+from stockade.core.invocation import Invocation
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.text import say
 
@@ -102,7 +102,7 @@ def tally(records: Iterable[Mapping[str, object]]) -> tuple[list[HostTally], lis
     return list(hosts.values()), list(denials.values())
 
 
-def run_ci(request: RunRequest, execute: Callable[[], int], *, report: str | None, announce: bool) -> int:
+def run_ci(invocation: Invocation, execute: Callable[[], int], *, report: str | None, announce: bool) -> int:
     """Run, then summarise; the command's exit status is returned unchanged, stockade's errors re-raised."""
     started_wall, started = time.time(), time.monotonic()
     failure: StockadeError | None = None
@@ -111,13 +111,13 @@ def run_ci(request: RunRequest, execute: Callable[[], int], *, report: str | Non
     except StockadeError as error:
         failure, code = error, int(error.exit_code)
     duration = time.monotonic() - started
-    result = build_report(request, code, duration, started_wall, failure)
-    written = publish(result, request.host_env, report)
+    result = build_report(invocation, code, duration, started_wall, failure)
+    written = publish(result, invocation.env, report)
     if announce:
         say(f"stockade: ci: {one_line(result)}{written}")
     if failure is not None:
         raise failure
-    return failed_audit_status(code) if request.troubles else code
+    return failed_audit_status(code) if invocation.troubles else code
 
 
 def failed_audit_status(code: int) -> int:
@@ -126,29 +126,32 @@ def failed_audit_status(code: int) -> int:
     return code if code != 0 else int(ExitCode.SETUP)
 
 
-def build_report(request: RunRequest, code: int, duration: float, started_wall: float, failure: StockadeError | None) -> CiReport:
+def build_report(invocation: Invocation, code: int, duration: float, started_wall: float, failure: StockadeError | None) -> CiReport:
+    """What the run did; a run that failed before its policy was read reports the failure alone."""
     from stockade.proxy.audit import now_iso
 
-    policy = request.policy
-    network = policy.network.mode
-    audit_log = policy.audit.log or str(request.locations.default_audit_log)
+    policy, locations = invocation.policy, invocation.locations
+    network = policy.network.mode if policy is not None else NetworkMode.NONE
+    audit_log = None
+    if policy is not None and locations is not None and network is not NetworkMode.NONE:
+        audit_log = policy.audit.log or str(locations.default_audit_log)
     result = CiReport(
-        command=list(request.command),
-        cwd=str(request.cwd),
-        session=request.session_id,
-        policy=policy.origin,
+        command=list(invocation.command),
+        cwd=invocation.cwd,
+        session=invocation.session_id,
+        policy=policy.origin if policy is not None else "(not read)",
         network=network.value,
-        audit_log=audit_log if network is not NetworkMode.NONE else None,
+        audit_log=audit_log,
         exit_status=code,
         duration_seconds=round(duration, 3),
         started=now_iso(started_wall),
         finished=now_iso(started_wall + duration),
         error=str(failure) if failure is not None else None,
-        audit_trouble=list(request.troubles),
+        audit_trouble=list(invocation.troubles),
     )
-    if network is not NetworkMode.NONE and request.session_id:
+    if audit_log is not None:
         try:
-            records = session_records(audit_log, request.session_id)
+            records = session_records(audit_log, invocation.session_id)
         except StockadeError as error:
             result.notes.append(f"the audit log could not be read: {error}")
         else:

@@ -12,7 +12,6 @@ import typer
 from rich.table import Table
 
 from stockade.cli.console import stdout
-from stockade.cli.run_command import untrusted_note
 from stockade.cli.selection import select
 from stockade.core.locations import locate
 from stockade.profiles.envfilter import withheld
@@ -20,6 +19,7 @@ from stockade.profiles.floor import floor_for, floor_summary
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.openings import open_ends
 from stockade.profiles.paths import below_home
+from stockade.profiles.resolve import untrusted_note
 from stockade.profiles.serialize import policy_to_dict
 from stockade.profiles.text import escaped_literal
 from stockade.profiles.units import format_duration, format_size

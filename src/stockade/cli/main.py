@@ -59,46 +59,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    """A stored plan whose inputs are unchanged runs without planning (bwrap/plan_cache.py)."""
-    if sys.platform.startswith("linux"):
-        from stockade.cli.run_options import limited, parse_run_args
+    """Inside a stockade sandbox already, the command runs as it is (nested.py); else the backend runs it."""
+    if sys.platform.startswith("linux") and os.environ.get("STOCKADE_SANDBOX") == "1":
+        from stockade.cli.nested import inside_stockade, run_as_is
 
-        if os.environ.get("STOCKADE_SANDBOX") == "1":
-            from stockade.cli.nested import inside_stockade, run_as_is
+        if inside_stockade():
+            from stockade.cli.run_options import parse_run_args
 
-            if inside_stockade():
-                args = parse_run_args(argv)
-                return run_as_is(args.command, args.quiet, args.dry_run)
-        from stockade.bwrap.journal import finish_abandoned
-        from stockade.core.locations import state_folder
-
-        _say_moved(finish_abandoned(state_folder(os.environ), "abandoned"))
-        from stockade.bwrap import plan_cache
-
-        args = parse_run_args(argv)
-        found = plan_cache.cached_launch(args) if plan_cache.enabled(args) else None
-        if found is not None:
-            from stockade.bwrap.execute import execute
-
-            launch, note = found
-            if note and not args.quiet:
-                say(note)
-            session = os.urandom(6).hex()
-            bridge = None
-            if launch.session_rules is not None:
-                from stockade.bwrap.network import Bridge
-                from stockade.core.locations import locate
-
-                bridge = Bridge(session, launch.session_rules, locate(), tuple(launch.command), launch.cwd)
-            return limited(args.max_output, lambda: execute(launch, session, bridge))
+            args = parse_run_args(argv)
+            return run_as_is(args.command, args.quiet, args.dry_run)
     from stockade.cli.run_command import run
 
     return run(argv)
-
-
-def _say_moved(moved: list[tuple[str, str]]) -> None:
-    for original, new in moved:
-        say(f"stockade: {original} was created by an earlier run that was killed before its check; renamed to {new}")
 
 
 def _run_options_part(args: list[str]) -> list[str]:

@@ -1,6 +1,10 @@
-"""The one interface every sandbox backend implements: build, explain, run.
+"""The interface every sandbox backend implements, and the request its planner works from.
 
-`cli` picks a backend by platform and never looks inside its plan.
+`cli` turns the command line into an `Invocation` and hands it to the
+platform's backend, which owns everything after that: reading the policy,
+planning (and, on Linux, reusing a stored plan), the network session and
+execution. `RunRequest` is an invocation with its policy read: what a
+backend's planner turns into a plan.
 """
 
 from __future__ import annotations
@@ -8,15 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from stockade.core.locations import Locations
-from stockade.profiles.model import Policy
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stockade.core.invocation import Invocation
+    from stockade.core.locations import Locations
+    from stockade.profiles.model import Policy
 
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Everything a backend needs to sandbox one command."""
+    """Everything a planner needs to sandbox one command."""
 
     policy: Policy
     command: tuple[str, ...]
@@ -25,19 +32,35 @@ class RunRequest:
     locations: Locations
     quiet: bool = False  # no end-of-run summary on stderr
     verbose: bool = False  # the summary also says what the plan skipped
-    session_id: str = ""  # names this run in the audit log; made by the caller
+    session_id: str = ""  # names this run in the audit log (core.invocation.new_session_id)
     dry_run: bool = False  # only the plan is wanted: change nothing on the host
     troubles: list[str] = field(default_factory=list)  # filled by the backend: why the run's audit record is incomplete
 
+    @classmethod
+    def of(cls, invocation: Invocation, policy: Policy, locations: Locations) -> RunRequest:
+        return cls(
+            policy=policy,
+            command=tuple(invocation.command),
+            cwd=Path(invocation.cwd),
+            host_env=invocation.env,
+            locations=locations,
+            quiet=invocation.quiet,
+            verbose=invocation.verbose,
+            session_id=invocation.session_id,
+            dry_run=invocation.dry_run,
+            troubles=invocation.troubles,
+        )
+
 
 class Backend(Protocol):
+    """A platform's whole `stockade run`."""
+
     name: str
 
-    def build(self, request: RunRequest) -> Any:
-        """Turn a request into a backend plan; raise StockadeError when it cannot be sandboxed."""
+    def run(self, invocation: Invocation) -> int:
+        """Read the policy, plan, run; the exit code to leave with (128+N for signal N).
 
-    def explain(self, plan: Any) -> str:
-        """The exact plan as text, for `stockade run --dry-run`."""
+        Raises StockadeError when the command cannot be sandboxed."""
 
-    def run(self, plan: Any) -> int:
-        """Run the plan and return the exit code to leave with (128+N for signal N)."""
+    def explain(self, invocation: Invocation) -> str:
+        """The exact plan as text (`stockade run --dry-run`), changing nothing on the host."""

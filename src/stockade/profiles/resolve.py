@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stockade.core.backend import RunRequest
 from stockade.core.errors import PolicyError
+from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations
 from stockade.profiles.discovery import find_project_policy
 from stockade.profiles.loader import BUILTIN_PREFIX, Layer, load_builtin, load_file
@@ -159,3 +161,33 @@ def project_chain(project_file: Path, locations: Locations) -> list[Layer]:
     """Every layer a project policy is made of, for `stockade trust`."""
     project_dir = project_file.parent
     return _Expander(project_dir, locations, implicit=lambda: user_default(project_dir, locations)).from_file(project_file)
+
+
+def untrusted_note(resolution: Resolution) -> str | None:
+    """One line saying what of an untrusted project policy was ignored and what was kept; none when
+    nothing was ignored (the run is what the file says, trusted or not)."""
+    if resolution.trusted or resolution.project_file is None or not resolution.dropped:
+        return None
+    kept = f"kept: {', '.join(resolution.kept)}" if resolution.kept else "none of its own rules apply"
+    why = "changed since you trusted it" if resolution.changed else "not trusted"
+    return (
+        f"stockade: {resolution.project_file} is {why}, so it can only narrow your own policy "
+        f"(ignored: {'; '.join(resolution.dropped)}; {kept}); to trust it: stockade trust {resolution.project_file}"
+    )
+
+
+def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
+    """The invocation with its policy read, and the untrusted note (already said unless quiet).
+
+    Both backends start here; the invocation learns its policy and locations (the CI report reads them)."""
+    from stockade.core.locations import locate
+    from stockade.profiles.text import say
+
+    locations = locate(invocation.env)
+    cwd = Path(invocation.cwd)
+    resolution = resolve(cwd, locations, policy_file=Path(invocation.policy_file) if invocation.policy_file else None, profile=invocation.profile)
+    note = untrusted_note(resolution)
+    if note and not invocation.quiet:
+        say(note)
+    invocation.policy, invocation.locations = resolution.policy, locations
+    return RunRequest.of(invocation, resolution.policy, locations), note

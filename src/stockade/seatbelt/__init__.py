@@ -2,7 +2,7 @@
 
 Public names (import them from their modules on the hot path):
 
-- `backend.SeatbeltBackend(proxy_port=None, session_id=None, ...)`: the
+- `backend.SeatbeltPlanner(proxy_port=None, session_id=None, ...)`: the
   `Backend` (build -> `SeatbeltPlan`, explain -> text, run -> exit code);
 - `profile.render(ProfileSpec, PathResolver) -> Profile`: pure SBPL text and
   `-D` parameters;
@@ -12,7 +12,7 @@ Public names (import them from their modules on the hot path):
 
 from __future__ import annotations
 
-from stockade.seatbelt.backend import SeatbeltBackend, SeatbeltPlan
+from stockade.seatbelt.backend import SeatbeltPlan, SeatbeltPlanner
 from stockade.seatbelt.profile import Profile, ProfileSpec, render
 
-__all__ = ["Profile", "ProfileSpec", "SeatbeltBackend", "SeatbeltPlan", "render"]
+__all__ = ["Profile", "ProfileSpec", "SeatbeltPlanner", "SeatbeltPlan", "render"]

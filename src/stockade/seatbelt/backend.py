@@ -7,7 +7,6 @@ exact macOS plan); `run` needs `/usr/bin/sandbox-exec`.
 from __future__ import annotations
 
 import os
-import secrets
 import shlex
 import shutil
 import stat
@@ -22,6 +21,7 @@ from stockade.core.errors import (
     SandboxSetupError,
     UsageError,
 )
+from stockade.core.invocation import new_session_id
 from stockade.profiles import gitdirs
 from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.floor import floor_for
@@ -157,10 +157,8 @@ def proxy_env(port: int, token: str | None = None) -> dict[str, str]:
     return {**{name: url for name in PROXY_VARIABLES}, **{name: "" for name in NO_PROXY_VARIABLES}}
 
 
-class SeatbeltBackend:
-    """`Backend` for macOS: a Seatbelt profile run by `sandbox-exec`."""
-
-    name = "seatbelt"
+class SeatbeltPlanner:
+    """The macOS planner: a Seatbelt profile run by `sandbox-exec` (run.py decides when)."""
 
     def __init__(
         self,
@@ -194,7 +192,7 @@ class SeatbeltBackend:
         if any("\0" in part for part in request.command):
             raise UsageError("the command contains a NUL character")
         policy = request.policy
-        session = self.session_id or secrets.token_hex(8)
+        session = self.session_id or request.session_id or new_session_id()
         try:
             tag = sbpl.check_tag(f"stockade-{session}")
         except ValueError as exc:

@@ -1,0 +1,109 @@
+"""The Linux `stockade run`, start to end, in one place.
+
+1. Finish what a killed earlier run left unchecked (journal.py).
+2. Use the stored plan for these inputs if nothing it was made from has
+   changed (plan_cache.py); this path imports no planning code at all.
+3. Otherwise read the policy and plan while the plan cache's recorder
+   watches every filesystem read, then store the plan.
+4. Execute: the network session (when the policy has one), bwrap, the
+   checks after the run.
+
+The planner (backend.py) turns a request into a plan; this module decides
+when to plan and runs what was planned.
+"""
+
+from __future__ import annotations
+
+from stockade.profiles.text import say
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stockade.bwrap.execute import Launch
+    from stockade.core.invocation import Invocation
+    from stockade.core.locations import Locations
+
+
+class LinuxBackend:
+    name = "bwrap"
+
+    def run(self, invocation: Invocation) -> int:
+        from stockade.bwrap import plan_cache
+        from stockade.bwrap.journal import finish_abandoned
+        from stockade.core.locations import state_folder
+
+        _say_moved(finish_abandoned(state_folder(invocation.env), "abandoned"))
+        cacheable = plan_cache.enabled(invocation)
+        found = plan_cache.cached_launch(invocation) if cacheable else None
+        if found is not None:
+            launch, note = found
+            if note and not invocation.quiet:
+                say(note)
+            return run_launch(launch, invocation, None)
+        return self._plan_and_run(invocation, cacheable)
+
+    def explain(self, invocation: Invocation) -> str:
+        from stockade.bwrap.backend import BwrapPlanner
+        from stockade.profiles.resolve import request_for
+
+        request, _note = request_for(invocation)
+        planner = BwrapPlanner()
+        return planner.explain(planner.build(request))
+
+    def _plan_and_run(self, invocation: Invocation, cacheable: bool) -> int:
+        from stockade.bwrap import plan_cache
+        from stockade.bwrap.backend import BwrapPlanner, launch_of, make_own
+        from stockade.bwrap.placeholders import clear_leftovers
+        from stockade.core.locations import state_folder
+        from stockade.profiles.resolve import request_for
+
+        clear_leftovers(state_folder(invocation.env))  # before recording: no plan depends on this folder
+        recorder = plan_cache.Recorder().start() if cacheable else None  # what planning reads decides when the plan is stale
+        try:
+            request, note = request_for(invocation)
+            plan = BwrapPlanner().build(request)
+        finally:
+            if recorder is not None:
+                recorder.stop()
+        launch = launch_of(plan)
+        if recorder is not None:
+            plan_cache.store(
+                plan_cache.run_key(invocation), launch, recorder, plan.view.walk, note, _audit_files(plan.policy.audit.log),
+                (plan.view.socket_scope, plan.view.sockets),
+            )
+        if plan.view.shared_files:
+            make_own(plan.view.shared_files, plan.quiet)
+        return run_launch(launch, invocation, request.locations)
+
+
+def run_launch(launch: Launch, invocation: Invocation, locations: Locations | None) -> int:
+    """Execute a plan, with its network session when it has one; the bridge is made here only."""
+    from stockade.bwrap.execute import execute
+
+    bridge = None
+    if launch.session_rules is not None:
+        from stockade.bwrap.network import Bridge
+        from stockade.core.locations import locate
+
+        where = locations or locate(invocation.env)
+        bridge = Bridge(invocation.session_id, launch.session_rules, where, tuple(launch.command), launch.cwd)
+    code = execute(launch, invocation.session_id, bridge)
+    if bridge is not None and bridge.trouble:
+        invocation.troubles.append(bridge.trouble)
+    return code
+
+
+def _say_moved(moved: list[tuple[str, str]]) -> None:
+    for original, new in moved:
+        say(f"stockade: {original} was created by an earlier run that was killed before its check; renamed to {new}")
+
+
+def _audit_files(log: str | None) -> tuple[str, ...]:
+    """A custom audit log and its rotated generations: stockade's own files, made before planning
+    (backend.py), which the plan counts by identity, not content."""
+    if not log:
+        return ()
+    from pathlib import Path
+
+    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
+
+    return tuple(str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1))

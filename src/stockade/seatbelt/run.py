@@ -1,0 +1,46 @@
+"""The macOS `stockade run`, start to end: read the policy, open the proxy session, run, report.
+
+The Seatbelt profile lets the sandbox reach only the daemon's loopback port,
+and the session's credential travels in the proxy URL (Linux hands the
+daemon a listener instead: bwrap/network.py).
+"""
+
+from __future__ import annotations
+
+from stockade.core.invocation import Invocation
+from stockade.profiles.model import NetworkMode
+from stockade.profiles.resolve import request_for
+from stockade.profiles.text import say
+from stockade.seatbelt.backend import SeatbeltPlanner
+
+
+class MacOSBackend:
+    name = "seatbelt"
+
+    def run(self, invocation: Invocation) -> int:
+        request, _note = request_for(invocation)
+        if request.policy.network.mode is NetworkMode.NONE:
+            planner = SeatbeltPlanner()
+            return planner.run(planner.build(request))
+        from stockade.proxy import client
+
+        session, policy = invocation.session_id, request.policy
+        ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy)
+        try:
+            planner = SeatbeltPlanner(proxy_port=ticket.port, session_id=session, proxy_token=ticket.token)
+            return planner.run(planner.build(request))
+        finally:
+            ended = client.close_session(request.locations, session)
+            if ended.trouble:
+                invocation.troubles.append(ended.trouble)
+            if not request.quiet:
+                for denial in ended.denials:
+                    say(f"stockade: {client.describe_denial(denial, policy.origin)}")
+                for line in (ended.refused, ended.trouble):
+                    if line:
+                        say(f"stockade: {line}")
+
+    def explain(self, invocation: Invocation) -> str:
+        request, _note = request_for(invocation)
+        planner = SeatbeltPlanner()
+        return planner.explain(planner.build(request))
