@@ -15,8 +15,8 @@ from integration_support import World
 from stockade.bwrap.backend import ci_channels
 from stockade.bwrap.mounts import plan_view
 from stockade.cli import ci
-from stockade.core.invocation import Invocation
 from stockade.core.errors import SandboxSetupError, StockadeError
+from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env
 from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, NetworkMode, NetworkRules, Policy
