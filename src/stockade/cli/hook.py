@@ -262,7 +262,7 @@ def _size(value: str) -> int | None:
 
     try:
         return parse_size(value)
-    except ValueError as exc:
+    except ValueError as exc:  # the hook's own error: it must answer the agent, not exit 2 itself
         raise HookError(f"--max-output {value!r}: {exc}") from None
 
 

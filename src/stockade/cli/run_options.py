@@ -117,8 +117,6 @@ def host_platform() -> str:
 
 def max_output_bytes(value: str) -> int:
     """--max-output as bytes ("65536", "1M")."""
-    if value.isdigit():
-        return int(value)
     from stockade.profiles.units import parse_size
 
     try:

@@ -1,13 +1,11 @@
-"""Sizes ("4G") and durations ("30m") as written in policies."""
+"""Sizes ("4G") and durations ("30m") as written in policies and options: the one parser and formatter of each."""
 
 from __future__ import annotations
 
-import re
-
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE = r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$"
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", re.IGNORECASE)
+_DURATION_PART = r"(\d+(?:\.\d+)?)(ms|s|m|h|d)"
 
 
 def parse_size(value: int | str) -> int:
@@ -18,7 +16,11 @@ def parse_size(value: int | str) -> int:
         if value <= 0:
             raise ValueError("a size must be positive")
         return value
-    match = _SIZE_RE.match(value)
+    if value.isdigit():  # the common spelling, without loading re (--max-output is on every hooked command)
+        return parse_size(int(value))
+    import re
+
+    match = re.match(_SIZE, value, re.IGNORECASE)
     if not match:
         raise ValueError(f"bad size {value!r}: write a number with K, M, G or T, e.g. \"4G\"")
     number = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
@@ -35,8 +37,10 @@ def parse_duration(value: int | float | str) -> float:
         if value <= 0:
             raise ValueError("a duration must be positive")
         return float(value)
+    import re
+
     text = value.strip().replace(" ", "")
-    parts = _DURATION_PART.findall(text)
+    parts = re.findall(_DURATION_PART, text, re.IGNORECASE)
     if not text or "".join(n + u for n, u in parts).lower() != text.lower():
         raise ValueError(f"bad duration {value!r}: write e.g. \"30m\", \"90s\" or \"1h30m\"")
     seconds = sum(float(n) * _DURATION_UNITS[u.lower()] for n, u in parts)

@@ -28,6 +28,7 @@ from stockade.profiles.floor import floor_for
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say
+from stockade.profiles.units import format_duration
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.logstream import LOG_COMMAND, LogStream
 from stockade.seatbelt.profile import Profile, ProfileSpec, render
@@ -266,7 +267,7 @@ class SeatbeltPlanner:
             f"policy: {printable(index.origin)}",
             f"network: {network}",
             f"temp dir: {printable(str(plan.temp_dir))} (created at start, removed at the end; TMPDIR points here)",
-            f"wall time: {_duration(plan.wall_time) if plan.wall_time else 'no limit'}",
+            f"wall time: {format_duration(plan.wall_time) if plan.wall_time else 'no limit'}",
             f"denials: {denials}",
             f"environment: {len(plan.env)} variables; set by stockade: {', '.join(set_here)}; "
             f"withheld: {', '.join(plan.withheld_env) or 'none'}",
@@ -297,7 +298,7 @@ class SeatbeltPlanner:
             lines = monitor.stop() if monitor is not None else []
             _remove_tree(plan.temp_dir)
         if outcome.timed_out:
-            _say(f"stockade: wall_time limit of {_duration(plan.wall_time or 0)} reached; the command was killed")
+            _say(f"stockade: wall_time limit of {format_duration(plan.wall_time or 0)} reached; the command was killed")
         for line in summary(parse_lines(lines, plan.tag), plan.profile.index):
             _say(line)
         return outcome.exit_code
@@ -355,13 +356,6 @@ def _remove_tree(path: Path) -> None:
             if not os.path.islink(full):
                 os.chmod(full, stat.S_IRWXU)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def _shell_word(text: str) -> str:
