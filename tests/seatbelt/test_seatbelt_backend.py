@@ -373,3 +373,13 @@ def test_interactive_command_owns_the_terminal(tmp_path: Path) -> None:
             pass
         os.waitpid(pid, 0)
         os.close(master)
+
+
+def test_both_backends_set_the_same_proxy_variables() -> None:
+    """One table (proxy/environment.py): macOS used to set 8 of Linux's 15 variables."""
+    from stockade.bwrap.network import proxy_environment
+
+    linux, macos = proxy_environment(), proxy_env(4321, "t0ken")
+    assert set(linux) == set(macos) and len(linux) >= 15
+    assert macos["NO_PROXY"] == "" and linux["NO_PROXY"] == "localhost,127.0.0.1,::1"
+    assert macos["npm_config_proxy"] == "http://stockade:t0ken@127.0.0.1:4321"

@@ -20,29 +20,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stockade.core.locations import Locations
 
-PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
-NO_PROXY = "localhost,127.0.0.1,::1"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # servers the command starts inside stay reachable directly
 
 
 def proxy_environment() -> dict[str, str]:
-    """What common tools read to find a proxy (README has the table)."""
-    env = {name: PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
-    env.update(NO_PROXY=NO_PROXY, no_proxy=NO_PROXY)
-    env.update(
-        npm_config_proxy=PROXY_URL,  # npm, pnpm
-        npm_config_https_proxy=PROXY_URL,
-        YARN_HTTP_PROXY=PROXY_URL,  # yarn berry
-        YARN_HTTPS_PROXY=PROXY_URL,
-        CARGO_HTTP_PROXY=PROXY_URL,
-        NODE_USE_ENV_PROXY="1",  # Node's built-in fetch (undici) honours *_PROXY only with this
-        GIT_PROXY_COMMAND="",  # no ProxyCommand-style bypass from the host's git config
-    )
-    java = (
-        f"-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={PROXY_PORT} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={PROXY_PORT} "
-        "-Dhttp.nonProxyHosts=localhost|127.0.0.1"
-    )
-    env["JAVA_TOOL_OPTIONS"] = java
-    return env
+    """The proxy variables inside a Linux sandbox (proxy/environment.py)."""
+    from stockade.proxy.environment import proxy_environment as variables
+
+    return variables(PROXY_PORT, no_proxy=LOOPBACK_NAMES)
 
 
 @dataclass

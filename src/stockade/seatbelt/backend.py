@@ -29,6 +29,7 @@ from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say
 from stockade.profiles.units import format_duration
+from stockade.proxy.environment import proxy_environment
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.logstream import LOG_COMMAND, LogStream
 from stockade.seatbelt.profile import Profile, ProfileSpec, render
@@ -37,8 +38,6 @@ from stockade.seatbelt.violations import parse_lines, printable, summary
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 PLACEHOLDER_PORT = 0
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
-NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
 TEMP_VARIABLES = ("TMPDIR",)
 _MAX_SYMLINK_HOPS = 40
 
@@ -148,14 +147,9 @@ class SeatbeltPlan:
 
 
 def proxy_env(port: int, token: str | None = None) -> dict[str, str]:
-    """Variables that send HTTP(S) clients to the proxy; nothing bypasses it, loopback included.
-
-    Without a relay in between (Linux has one), the session's credential rides in
-    the proxy URL: only this sandbox sees it, and it admits only this session.
-    """
-    credential = f"stockade:{token}@" if token else ""
-    url = f"http://{credential}127.0.0.1:{port}"
-    return {**{name: url for name in PROXY_VARIABLES}, **{name: "" for name in NO_PROXY_VARIABLES}}
+    """The proxy variables inside a macOS sandbox: the session's credential rides in the URL
+    (only this sandbox sees it, and it admits only this session); nothing bypasses the proxy."""
+    return proxy_environment(port, credential=f"stockade:{token}" if token else "")
 
 
 class SeatbeltPlanner:
@@ -261,7 +255,7 @@ class SeatbeltPlanner:
         else:
             network = f'mode "{plan.network_mode.value}": only the proxy at 127.0.0.1:{plan.proxy_port}, which applies [network] allow/deny'
         denials = f"summarised after the run from `log stream`, tag {plan.tag}" if plan.report_violations else "not reported (quiet)"
-        set_here = sorted(n for n in plan.environment if n in (*PROXY_VARIABLES, *NO_PROXY_VARIABLES, *TEMP_VARIABLES))
+        set_here = sorted(n for n in plan.environment if n in (*proxy_env(0), *TEMP_VARIABLES))
         lines = [
             "# stockade run plan: macOS Seatbelt (sandbox-exec)",
             f"policy: {printable(index.origin)}",
