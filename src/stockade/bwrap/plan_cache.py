@@ -27,6 +27,15 @@ What a plan depends on, and how a later run knows it has not changed:
 - the host's pathname sockets the sandbox would see (host_sockets.py), read
   again and compared whole: planning hides them;
 
+The recorder is the one door: planning code must read through the os and
+open functions it wraps. tests/bwrap/test_plan_reads.py holds planning to
+that both ways: a planning run under `sys.addaudithook`, where every path
+opened or listed must be one the recorder noted and nothing may be spawned
+or called through ctypes, and a static check that the modules planning
+loads call no path-based reader the recorder does not wrap (statvfs,
+getxattr...). The two deliberate exceptions (the host socket table, read
+again and compared whole; the recorder's own stamps) are named there.
+
 Anything else is not cached: --dry-run, --ci, --report, any plan that read /proc or /sys, and every run
 while STOCKADE_NO_PLAN_CACHE is set. Plans live in stockade's cache folder,
 which every sandbox has hidden and which must be private to this user.
