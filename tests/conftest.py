@@ -67,7 +67,7 @@ def _session_daemons(since: float, own_state: str, roots: tuple[str, ...] = ()) 
 def pytest_sessionstart(session: pytest.Session) -> None:
     import time
 
-    from visible import VISIBLE_BASE
+    from tests.visible import VISIBLE_BASE
 
     basetemp = str(session.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
     roots = (basetemp, str(VISIBLE_BASE), str(Path(__file__).resolve().parent))

@@ -21,8 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import ModelServer, Script  # noqa: E402
+if not __package__:  # run as a script (test_live_agents.py starts it in a namespace of its own)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.agents.models import ModelServer, Script  # noqa: E402
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 

@@ -23,12 +23,11 @@ from typing import Any
 
 import pytest
 
+from tests.agents import install as agents_install
+from tests.sandboxed import require_sandbox
+from tests.visible import VISIBLE_BASE, force_rmtree
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-import install as agents_install  # noqa: E402
-from sandboxed import require_sandbox  # noqa: E402
-from visible import VISIBLE_BASE, force_rmtree  # noqa: E402
 
 STOCKADE = Path(sys.executable).with_name("stockade")
 WORK = VISIBLE_BASE / "agents"

@@ -26,7 +26,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from visible import force_rmtree, visible_root
+
+from tests.visible import force_rmtree, visible_root
 
 CHILD = textwrap.dedent(
     """

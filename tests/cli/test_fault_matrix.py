@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from visible import force_rmtree, visible_root  # noqa: E402
+from tests.visible import force_rmtree, visible_root
 
 IS_ROOT = os.geteuid() == 0
 # the console script, as users run it (`python -m` cannot even start in a deleted working directory)

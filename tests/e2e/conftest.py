@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from netfixtures import NetWorld
-from sandboxed import require_sandbox
-from visible import force_rmtree, visible_root
+
+from tests.e2e.boxes import Box
+from tests.e2e.netfixtures import NetWorld
+from tests.sandboxed import require_sandbox
+from tests.visible import force_rmtree, visible_root
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 IS_ROOT = os.geteuid() == 0
 PY = "/usr/bin/python3"  # Debian's python, readable by every uid

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from boxes import Box
-from escapes import Listener
-from netkit import make_certificate
-from visible import force_rmtree, visible_root
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import Listener
+from tests.netkit import make_certificate
+from tests.visible import force_rmtree, visible_root
 
 PY = "/usr/bin/python3"  # Debian's python inside the sandbox, readable by every uid
 NAMES = ("allowed.test", "denied.test", "a.wild.test", "blocked.wild.test", "pypi.test")

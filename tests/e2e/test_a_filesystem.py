@@ -14,8 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from escapes import NR, PY, one_line, parse_probe, policy_text, probe, q, syscall_probe_code, tree
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import NR, PY, one_line, parse_probe, policy_text, probe, q, syscall_probe_code, tree
 
 
 def test_visible_box_is_really_visible(vbox: Box) -> None:

@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from netfixtures import NetWorld, one, pid_alive, q, wait_for
 
 from stockade.proxy.audit import read_records
+from tests.e2e.netfixtures import NetWorld, one, pid_alive, q, wait_for
 
 pytestmark = [
     pytest.mark.sandbox,

@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 import pytest
-from netfixtures import (
+
+from tests.e2e.netfixtures import (
     BIG,
     NetWorld,
     one,

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from escapes import (
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import (
     BAD,
     IS_ROOT,
     NR,

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 RUNS = 20
 ROUNDS = 3

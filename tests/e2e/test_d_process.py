@@ -24,8 +24,9 @@ import tty
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from escapes import (
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import (
     BAD,
     IS_ROOT,
     MACHINE,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 
 def test_home_write_and_ssh_read_fail_while_project_write_works(vbox: Box) -> None:

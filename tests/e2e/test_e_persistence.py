@@ -11,8 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from escapes import policy_text, q
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import policy_text, q
 
 HOOK = "#!/bin/sh\ntouch {marker}\n"
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",

@@ -13,8 +13,9 @@ import sys
 import time
 
 import pytest
-from boxes import Box
-from escapes import PY, pids_with, policy_text, q, wait_gone
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import PY, pids_with, policy_text, q, wait_gone
 
 
 def limits_policy(**limits: str | int) -> str:

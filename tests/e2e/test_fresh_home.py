@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 
 def test_absent_cache_folders_under_home_are_created_and_writable(vbox: Box) -> None:

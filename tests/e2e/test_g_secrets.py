@@ -10,8 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from escapes import policy_text, probe, q, start_canary, stop, tcp_listener
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import policy_text, probe, q, start_canary, stop, tcp_listener
 
 # --- case 75 ----------------------------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from boxes import Box
+
+from tests.e2e.boxes import Box
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",

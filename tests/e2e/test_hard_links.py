@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 MODULE = ".venv/lib/python3/site-packages/pkg/__init__.py"
 GOOD = "VALUE = 'good'\n"

@@ -14,8 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from escapes import q
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import q
 
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from boxes import Box
+
+from tests.e2e.boxes import Box
 
 
 def _inner(vbox: Box) -> list[str]:

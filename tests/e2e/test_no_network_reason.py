@@ -6,7 +6,7 @@ route, so nothing leaves the machine.
 
 from __future__ import annotations
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 CONNECT = "env -u PYTHONPATH python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), 2)\" 2>/dev/null"
 LINE = "the command tried to reach the network, which is off in this sandbox (builtin:default)"

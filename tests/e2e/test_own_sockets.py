@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from boxes import Box
+
+from tests.e2e.boxes import Box
 
 # Debian's python, without the test runner's PYTHONPATH: the runner's own may live under a private /var/tmp
 INSIDE_PYTHON = ["env", "-u", "PYTHONPATH", "/usr/bin/python3"]

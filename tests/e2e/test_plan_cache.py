@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from escapes import policy_text, q
+
+from tests.e2e.boxes import Box
+from tests.e2e.escapes import policy_text, q
 
 PLANNED = "stockade.bwrap.backend"  # the planner: imported only when a run plans
 

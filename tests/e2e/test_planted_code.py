@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 PAYLOAD = "#!/bin/sh\necho PWNED > \"$MARK\"\n"
 FIXED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",

@@ -10,7 +10,8 @@ import os
 import subprocess
 
 import pytest
-from boxes import Box
+
+from tests.e2e.boxes import Box
 
 HOST_HOME = 'extends = ["default"]\n[filesystem]\nhome = "host"\n'
 STORES = {

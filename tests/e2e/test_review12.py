@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from boxes import Box
-from test_git_layouts import GIT_ENV, git, host_commit, repository, run_inside
+
+from tests.e2e.boxes import Box
+from tests.e2e.test_git_layouts import GIT_ENV, git, host_commit, repository, run_inside
 
 
 def hook_script(marker: Path) -> str:

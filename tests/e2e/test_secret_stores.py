@@ -11,7 +11,8 @@ macOS has).
 from __future__ import annotations
 
 import pytest
-from boxes import Box
+
+from tests.e2e.boxes import Box
 
 STORES = (
     # cloud CLIs

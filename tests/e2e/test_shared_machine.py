@@ -6,7 +6,8 @@ import os
 import socket
 
 import pytest
-from boxes import Box
+
+from tests.e2e.boxes import Box
 
 NOBODY = 65534
 

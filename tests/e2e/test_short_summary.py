@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from boxes import Box
+from tests.e2e.boxes import Box
 
 
 def test_a_run_that_makes_hundreds_of_reported_files_gets_a_short_summary(vbox: Box) -> None:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from integration_support import sandbox, world
+from tests.integrations.integration_support import sandbox, world
 
 __all__ = ["sandbox", "world"]

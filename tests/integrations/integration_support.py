@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from netkit import stop_daemon
-from visible import force_rmtree, visible_root
+
+from tests.netkit import stop_daemon
+from tests.visible import force_rmtree, visible_root
 
 MUST_SANDBOX = os.environ.get("STOCKADE_MUST_SANDBOX") == "1"
 STOCKADE = str(Path(sys.executable).parent / "stockade")

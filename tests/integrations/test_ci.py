@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integration_support import World
 
 from stockade.bwrap.backend import ci_channels
 from stockade.bwrap.mounts import plan_view
@@ -20,6 +19,7 @@ from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env
 from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, NetworkMode, NetworkRules, Policy
+from tests.integrations.integration_support import World
 
 RUNNER_SECRETS = {
     "ACTIONS_RUNTIME_TOKEN": "CANARY-RUNTIME",

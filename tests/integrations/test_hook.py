@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from integration_support import STOCKADE, World
 
 from stockade.cli import hook
 from stockade.cli.hook import HookError, Wrapper
+from tests.integrations.integration_support import STOCKADE, World
 
 PAYLOADS = Path(__file__).parent / "payloads"
 WRAPPER = Wrapper("/opt/stockade/bin/stockade", "/bin/bash", 1 << 20)

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from integration_support import World
 
 from stockade.cli.output_limit import OutputLimit
 from stockade.cli.run_options import max_output_bytes, parse_run_args
 from stockade.core.errors import UsageError
+from tests.integrations.integration_support import World
 
 
 def _child(code: str) -> int:

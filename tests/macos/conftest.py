@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from macos_support import World
+
+from tests.macos.macos_support import World
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
-from macos_support import CONNECT, CONNECT_UNIX, PLATFORM, Listener, World
 
 from stockade.profiles.loader import builtin_names
+from tests.macos.macos_support import CONNECT, CONNECT_UNIX, PLATFORM, Listener, World
 
 pytestmark = PLATFORM
 

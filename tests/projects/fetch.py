@@ -19,8 +19,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalog import PROJECTS, Project  # noqa: E402
+if not __package__:  # run as a script: python tests/projects/fetch.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.projects.catalog import PROJECTS, Project  # noqa: E402
 
 
 def _cache() -> Path:

@@ -19,12 +19,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import fetch  # noqa: E402
-from catalog import PROJECTS, Project  # noqa: E402
-from sandboxed import require_sandbox  # noqa: E402
-from visible import VISIBLE_BASE, force_rmtree  # noqa: E402
+from tests.projects import fetch
+from tests.projects.catalog import PROJECTS, Project
+from tests.sandboxed import require_sandbox
+from tests.visible import VISIBLE_BASE, force_rmtree
 
 STOCKADE = Path(sys.executable).with_name("stockade")
 WORK = VISIBLE_BASE / "projects"

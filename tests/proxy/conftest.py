@@ -6,10 +6,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from netkit import stop_daemon as stop_runtime_daemon
 
 from stockade.core.locations import Locations
 from stockade.proxy.control import SessionSpec
+from tests.netkit import stop_daemon as stop_runtime_daemon
 
 ALLOW = ("allowed.test", "*.wild.test")
 DENY = ("blocked.wild.test",)

@@ -29,11 +29,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from netkit import make_certificate
 
 from stockade.core.locations import Locations
 from stockade.proxy import client
 from stockade.proxy.control import SessionSpec
+from tests.netkit import make_certificate
 
 pytestmark = [
     pytest.mark.network,

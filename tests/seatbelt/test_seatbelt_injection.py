@@ -12,12 +12,12 @@ import re
 from pathlib import Path
 
 import pytest
-import seatbelt_support as sup
 
 from stockade.core.backend import RunRequest
 from stockade.core.errors import UsageError
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.backend import SeatbeltPlanner
+from tests.seatbelt import seatbelt_support as sup
 
 
 def _default_for(name: str) -> sup.Case:

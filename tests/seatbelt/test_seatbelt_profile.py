@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 
 import pytest
-import seatbelt_support as sup
 
 from stockade.profiles.floor import floor_for
 from stockade.profiles.loader import builtin_names
 from stockade.profiles.model import NetworkMode
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.profile import NEVER_EXEC, SENSITIVE_MACH_SERVICES, LexicalPaths, ProfileSpec, render
+from tests.seatbelt import seatbelt_support as sup
 
 CASES = sup.all_cases()
 IDS = [case.name for case in CASES]

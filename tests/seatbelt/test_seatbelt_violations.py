@@ -8,7 +8,6 @@ at the end), plus lines that must be ignored.
 from __future__ import annotations
 
 import pytest
-import seatbelt_support as sup
 
 from stockade.seatbelt.violations import (
     Violation,
@@ -21,6 +20,7 @@ from stockade.seatbelt.violations import (
     printable,
     summary,
 )
+from tests.seatbelt import seatbelt_support as sup
 
 TAG = "stockade-5f1c2a9e4b7d3c60"
 LINES = (sup.FIXTURES / "log-stream.ndjson").read_text(encoding="utf-8").splitlines()

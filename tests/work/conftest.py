@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from realwork import FIXED_DATES, Workplace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sandboxed import require_sandbox  # noqa: E402
-from visible import force_rmtree, visible_root  # noqa: E402
+from tests.sandboxed import require_sandbox
+from tests.visible import force_rmtree, visible_root
+from tests.work.realwork import FIXED_DATES, Workplace
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from visible import force_rmtree  # noqa: E402
+from tests.visible import force_rmtree
 
 SCRIPT = Path(sys.executable).with_name("stockade")
 STOCKADE = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "stockade.cli.main"]

@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from realwork import Workplace
+
+from tests.work.realwork import Workplace
 
 
 def git(cwd: Path, env: dict[str, str], *args: str) -> str:
@@ -141,7 +142,7 @@ def test_host_sees_nothing_new_while_the_run_lasts(work: Workplace) -> None:
     (mount points for absent protected files used to appear on the host as well)."""
     import time
 
-    from realwork import STOCKADE
+    from tests.work.realwork import STOCKADE
 
     work.project.mkdir()
     _repository(work.project, work.env)

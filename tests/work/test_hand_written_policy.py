@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from realwork import STOCKADE, Workplace
+from tests.work.realwork import STOCKADE, Workplace
 
 
 def test_a_file_with_only_hosts_keeps_secrets_hidden_and_the_project_writable(work: Workplace) -> None:

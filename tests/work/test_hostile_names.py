@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from realwork import Workplace
+from tests.work.realwork import Workplace
 
 # Every C0 and C1 control but NUL and "/" (no file name holds those), ESC sequences that clear the
 # screen, move the cursor and set the window title, a right-to-left override and a zero-width space.

@@ -9,7 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from realwork import Workplace
+
+from tests.work.realwork import Workplace
 
 PYTHON = "/usr/bin/python3"  # Debian's: readable by every user, and visible inside the sandbox
 
