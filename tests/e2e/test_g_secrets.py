@@ -1,7 +1,7 @@
 """ESCAPES.md section G (secrets and environment), Linux.
 
-Case 80 checks only that direct connections fail (the network is off in every sandbox for now); its
-proxy-side half and case 82's proxy records belong to the network filter's suite.
+Case 80 here checks that direct connections fail; its proxy-side half (names resolving to inside
+addresses) and case 82's proxy records are in tests/e2e/test_b_network.py and tests/proxy.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Two kinds, both found by walking the project before and after the run:
   writable, and the end-of-run summary names each one created or changed;
 - floor files in places that did not exist at the start (a repository made
   with `git init` during the run) could not be held read-only, so each one
-  created or changed is moved aside into the quarantine folder.
+  created or changed is renamed in its own folder to NAME.stockade-quarantine-SESSION.
 
 The walk before the run records every project folder with its stamp (inode,
 mtime, ctime: any entry added, removed or renamed changes them) and a digest

@@ -73,7 +73,7 @@ class View:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
         base += [Tmpfs(path, size=self.tmp_size, mode="1777") for path in SCRATCH_DIRS if os.path.isdir(path) or path == "/dev/shm"]
         hidden = [path for path in HIDDEN_SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
-        base += [Tmpfs(path, mode="0755") for path in hidden]
+        base += [Tmpfs(path, size=self.tmp_size, mode="0755") for path in hidden]  # RAM-backed: sized like /tmp
         if os.path.dirname(MARKER_PATH) in hidden:  # on the private /run: never on the host (marker.py)
             base.append(Symlink(MARKER_TARGET, MARKER_PATH))
         if self.home:  # before every mount inside it; the sort below keeps deeper ones after

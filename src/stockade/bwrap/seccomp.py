@@ -1,7 +1,8 @@
 """The sandbox's seccomp filter: which syscalls it refuses, and the BPF bwrap loads.
 
 Default allow, refuse a short list: the kernel interfaces that reach past the
-namespaces bwrap builds (Unix and vsock sockets, io_uring, ptrace, keyrings,
+namespaces bwrap builds (vsock sockets, AF_UNIX sockets other than stream ones
+unless the policy allows datagrams (host stream sockets are masked instead), io_uring, ptrace, keyrings,
 mounts, new namespaces, terminal injection, module and kexec loading).
 Syscalls from a non-native ABI (x32 or i386 on x86_64, arm on aarch64) kill
 the process: the filter only matches native numbers, so anything else would

@@ -10,9 +10,9 @@ PROJECT_FILE = ".stockade.toml"
 def find_project_policy(start: Path) -> Path | None:
     """The nearest non-empty `.stockade.toml` at or above `start`, up to the filesystem root.
 
-    Empty files are skipped: while a sandbox runs, stockade holds an absent
-    `.stockade.toml` read-only with an empty placeholder, which a concurrent
-    run must not take for the project's policy.
+    Empty files are skipped: an empty file holds no rule, and a run of stockade 0.1
+    left empty placeholders at absent protected paths (placeholders.py clears
+    the ones a killed run left).
     """
     for folder in (start, *start.parents):
         candidate = folder / PROJECT_FILE
