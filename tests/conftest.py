@@ -9,6 +9,19 @@ import pytest
 
 from stockade.core.locations import Locations, locate
 
+# Folders whose tests run stockade whole against real tools, agents and projects (seconds each):
+# marked e2e, so `pytest -m "not e2e"` is the quick run of the unit tests that mirror the code.
+E2E_FOLDERS = ("e2e", "work", "agents", "projects", "macos")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        parts = Path(str(item.path)).relative_to(tests).parts
+        if parts and parts[0] in E2E_FOLDERS:
+            item.add_marker(pytest.mark.e2e)
+
+
 _STARTED = pytest.StashKey[tuple[float, str, tuple[str, ...]]]()
 
 

@@ -4,7 +4,7 @@ Syscall probes pass deliberately bad arguments (bubblewrap's try-syscall): the k
 EFAULT/EBADF/EINVAL/ESRCH, our filter answers EPERM (ENOSYS for clone3). A few syscalls check a
 capability before anything else, so the kernel says EPERM too inside a capability-less sandbox; their
 rows say so (KERNEL_EPERM) and they are still required to fail. Case 57 (the agent hook's wrapper)
-is tested where the hook is: tests/integrations/test_hook.py and test_hook_fuzz.py.
+is tested where the hook is: tests/cli/test_hook.py and test_hook_fuzz.py.
 """
 
 from __future__ import annotations

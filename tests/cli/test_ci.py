@@ -19,7 +19,7 @@ from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env
 from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, NetworkMode, NetworkRules, Policy
-from tests.integrations.integration_support import World
+from tests.cli.integration_support import World
 
 RUNNER_SECRETS = {
     "ACTIONS_RUNTIME_TOKEN": "CANARY-RUNTIME",

@@ -11,7 +11,7 @@ import pytest
 from stockade.cli.output_limit import OutputLimit
 from stockade.cli.run_options import max_output_bytes, parse_run_args
 from stockade.core.errors import UsageError
-from tests.integrations.integration_support import World
+from tests.cli.integration_support import World
 
 
 def _child(code: str) -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from stockade.cli import hook
 from stockade.cli.hook import HookError, Wrapper
-from tests.integrations.integration_support import STOCKADE, World
+from tests.cli.integration_support import STOCKADE, World
 
 PAYLOADS = Path(__file__).parent / "payloads"
 WRAPPER = Wrapper("/opt/stockade/bin/stockade", "/bin/bash", 1 << 20)

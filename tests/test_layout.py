@@ -1,0 +1,117 @@
+"""The tests mirror the code: src/stockade/PKG/MOD.py is tested in tests/PKG/test_MOD.py.
+
+Like mitmproxy's test/filename_matching.py: a module without its test file
+fails here, so a new module cannot arrive untested. Modules without logic of
+their own are listed in NO_LOGIC; modules tested today only through whole
+runs are listed in END_TO_END_ONLY with the tests that run them. That list
+only shrinks: a listed module that gets its own test file fails here until
+it leaves the list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "src" / "stockade"
+
+NO_LOGIC = {
+    "cli/version",  # one constant
+    "cli/selection",  # which names a command takes, one table
+    "profiles/model",  # frozen dataclasses
+    "profiles/schema",  # the table of keys and kinds (tests/profiles/test_policy_fuzz.py reads it)
+    "core/errors",  # the exception classes and exit codes
+}
+
+# module: the tests that exercise it through whole runs, until it has tests of its own
+END_TO_END_ONLY = {
+    "bwrap/args": "tests/e2e/test_a_filesystem.py",
+    "bwrap/backend": "tests/e2e/test_a_filesystem.py",
+    "bwrap/changes": "tests/e2e/test_e_persistence.py",
+    "bwrap/execute": "tests/e2e/test_d_process.py",
+    "bwrap/folders": "tests/e2e/test_plan_cache.py",
+    "bwrap/globs": "tests/e2e/test_a_filesystem.py",
+    "bwrap/hardlinks": "tests/e2e/test_hard_links.py",
+    "bwrap/limits": "tests/e2e/test_f_resources.py",
+    "bwrap/marker": "tests/e2e/test_nesting.py",
+    "bwrap/mounts": "tests/e2e/test_a_filesystem.py",
+    "bwrap/netcount": "tests/e2e/test_no_network_reason.py",
+    "bwrap/netns": "tests/e2e/test_b_network.py",
+    "bwrap/network": "tests/e2e/test_b_network.py",
+    "bwrap/placeholders": "tests/e2e/test_a_filesystem.py",
+    "bwrap/private_home": "tests/e2e/test_private_home.py",
+    "bwrap/probe": "tests/cli/test_cli.py",
+    "bwrap/run": "tests/e2e/test_plan_cache.py",
+    "bwrap/seccomp_cache": "tests/bwrap/test_seccomp.py",
+    "bwrap/supervise": "tests/bwrap/test_socket_race.py",
+    "bwrap/sweep": "tests/e2e/test_planted_code.py",
+    "cli/app": "tests/cli/test_cli.py",
+    "cli/audit_cmd": "tests/cli/test_policy_small_items.py",
+    "cli/check": "tests/cli/test_policy_small_items.py",
+    "cli/codex_rules": "tests/cli/test_codex_gemini_rules.py",
+    "cli/codex_trust": "tests/agents/test_live_agents.py",
+    "cli/console": "tests/cli/test_shown.py",
+    "cli/doctor": "tests/cli/test_cli.py",
+    "cli/explain": "tests/cli/test_cli.py",
+    "cli/failure": "tests/cli/test_fault_matrix.py",
+    "cli/gemini_rules": "tests/cli/test_codex_gemini_rules.py",
+    "cli/init": "tests/cli/test_cli.py",
+    "cli/main": "tests/cli/test_cli.py",
+    "cli/nested": "tests/e2e/test_nesting.py",
+    "cli/run_command": "tests/cli/test_cli.py",
+    "cli/run_options": "tests/cli/test_cli.py",
+    "cli/trust": "tests/profiles/test_implicit_base.py",
+    "core/backend": "tests/seatbelt/test_backend.py",
+    "core/invocation": "tests/cli/test_ci.py",
+    "core/locations": "tests/e2e/test_a_filesystem.py",
+    "profiles/discovery": "tests/profiles/test_resolve.py",
+    "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
+    "profiles/hints": "tests/cli/test_allow.py",
+    "profiles/merge": "tests/profiles/test_policy_conflicts.py",
+    "profiles/narrow": "tests/profiles/test_resolve.py",
+    "profiles/openings": "tests/profiles/test_implicit_base.py",
+    "profiles/paths": "tests/profiles/test_loader.py",
+    "profiles/runs_later": "tests/e2e/test_planted_code.py",
+    "profiles/serialize": "tests/cli/test_policy_small_items.py",
+    "profiles/text": "tests/cli/test_shown.py",
+    "profiles/toml_lines": "tests/profiles/test_policy_conflicts.py",
+    "profiles/trust": "tests/profiles/test_implicit_base.py",
+    "proxy/bodysplice": "tests/e2e/test_b_network.py",
+    "proxy/environment": "tests/seatbelt/test_backend.py",
+    "seatbelt/logstream": "tests/seatbelt/test_backend.py",
+    "seatbelt/run": "tests/macos/test_macos_sandbox.py",
+    "seatbelt/supervise": "tests/seatbelt/test_backend.py",
+}
+
+
+def _modules() -> list[str]:
+    return sorted(
+        str(path.relative_to(SOURCE).with_suffix(""))
+        for path in SOURCE.rglob("*.py")
+        if path.name != "__init__.py" and "builtin" not in path.parts
+    )
+
+
+def _test_file(module: str) -> Path:
+    package, _, name = module.rpartition("/")
+    return ROOT / "tests" / package / f"test_{name}.py"
+
+
+def test_every_module_has_its_test_file() -> None:
+    missing = [m for m in _modules() if not _test_file(m).exists() and m not in NO_LOGIC and m not in END_TO_END_ONLY]
+    assert missing == [], f"add tests/PKG/test_MOD.py for: {missing}"
+
+
+def test_the_end_to_end_only_list_only_shrinks() -> None:
+    mirrored = [m for m in END_TO_END_ONLY if _test_file(m).exists()]
+    assert mirrored == [], f"these have their own test file now: remove them from END_TO_END_ONLY: {mirrored}"
+    gone = [m for m in (*END_TO_END_ONLY, *NO_LOGIC) if m not in _modules()]
+    assert gone == [], f"no such module any more: {gone}"
+    unrun = [f"{m}: {where}" for m, where in END_TO_END_ONLY.items() if not (ROOT / where).is_file()]
+    assert unrun == [], unrun
+
+
+def test_every_test_folder_is_a_package() -> None:
+    """Helpers are imported by package path (tests.e2e.boxes), never by a bare name on sys.path."""
+    folders = {path.parent for path in (ROOT / "tests").rglob("test_*.py") if ".cache" not in path.parts}
+    assert [str(f) for f in sorted(folders) if not (f / "__init__.py").exists()] == []
