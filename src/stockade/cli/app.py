@@ -25,6 +25,11 @@ app = typer.Typer(
 )
 
 
+def _help(dest: str) -> str:
+    """A run option's help, from the one table the lean parser uses (run_options.py)."""
+    return next(option.help for option in RUN_OPTIONS if option.dest == dest)
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"stockade {VERSION}")
@@ -47,16 +52,16 @@ def _root(
 )
 def run(
     ctx: typer.Context,
-    policy: Annotated[Path | None, typer.Option("--policy", "-p", help=RUN_OPTIONS[0].help, metavar="FILE")] = None,
-    profile: Annotated[str | None, typer.Option("--profile", help=RUN_OPTIONS[1].help, metavar="NAME")] = None,
-    shell: Annotated[str | None, typer.Option("-c", help=RUN_OPTIONS[2].help, metavar="STRING")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help=RUN_OPTIONS[3].help)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=RUN_OPTIONS[4].help)] = False,
-    platform: Annotated[str | None, typer.Option("--platform", help=RUN_OPTIONS[5].help, metavar="NAME")] = None,
-    max_output: Annotated[str | None, typer.Option("--max-output", help=RUN_OPTIONS[6].help, metavar="BYTES")] = None,
-    ci: Annotated[bool, typer.Option("--ci", help=RUN_OPTIONS[7].help)] = False,
-    report: Annotated[Path | None, typer.Option("--report", help=RUN_OPTIONS[8].help, metavar="FILE")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", help=RUN_OPTIONS[9].help)] = False,
+    policy: Annotated[Path | None, typer.Option("--policy", "-p", help=_help("policy"), metavar="FILE")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help=_help("profile"), metavar="NAME")] = None,
+    shell: Annotated[str | None, typer.Option("-c", help=_help("shell"), metavar="STRING")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help=_help("dry_run"))] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=_help("quiet"))] = False,
+    platform: Annotated[str | None, typer.Option("--platform", help=_help("platform"), metavar="NAME")] = None,
+    max_output: Annotated[str | None, typer.Option("--max-output", help=_help("max_output"), metavar="BYTES")] = None,
+    ci: Annotated[bool, typer.Option("--ci", help=_help("ci"))] = False,
+    report: Annotated[Path | None, typer.Option("--report", help=_help("report"), metavar="FILE")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help=_help("verbose"))] = False,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
     # console script sends `run` to the lean parser first.

@@ -123,10 +123,6 @@ def _first(entries: tuple[Entry, ...], path: str) -> Entry | None:
     return next((e for e in entries if e.matches(path)), None)
 
 
-def _is_read(operation: str) -> bool:
-    return operation.startswith("file-read")
-
-
 def _is_write(operation: str) -> bool:
     return operation.startswith("file-write") or operation in ("file-link", "file-mknod")
 
