@@ -70,7 +70,6 @@ END_TO_END_ONLY = {
     "profiles/merge": "tests/profiles/test_policy_conflicts.py",
     "profiles/narrow": "tests/profiles/test_resolve.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
-    "profiles/paths": "tests/profiles/test_loader.py",
     "profiles/runs_later": "tests/e2e/test_planted_code.py",
     "profiles/serialize": "tests/cli/test_policy_small_items.py",
     "profiles/text": "tests/cli/test_shown.py",
