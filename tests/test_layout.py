@@ -67,7 +67,6 @@ END_TO_END_ONLY = {
     "profiles/discovery": "tests/profiles/test_resolve.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
     "profiles/hints": "tests/cli/test_allow.py",
-    "profiles/narrow": "tests/profiles/test_resolve.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
     "profiles/runs_later": "tests/e2e/test_planted_code.py",
     "profiles/serialize": "tests/cli/test_policy_small_items.py",

@@ -1,0 +1,215 @@
+"""An untrusted project policy narrows the user's own, never widens it, and says what it dropped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
+from stockade.profiles.narrow import kept_notes, narrow
+
+
+def fs(**rules: object) -> Policy:
+    return Policy(filesystem=FilesystemRules(**rules))  # type: ignore[arg-type]
+
+
+def net(mode: NetworkMode, *allow: str, **rest: object) -> Policy:
+    return Policy(network=NetworkRules(mode=mode, allow=allow, **rest))  # type: ignore[arg-type]
+
+
+def env(**rules: object) -> Policy:
+    return Policy(env=EnvRules(**rules))  # type: ignore[arg-type]
+
+
+def test_denials_union_and_bookkeeping_comes_from_the_project() -> None:
+    base = Policy(
+        filesystem=FilesystemRules(deny_read=("/a",), deny_write=("/w",)),
+        network=NetworkRules(deny=("10.0.0.0/8",)),
+        env=EnvRules(deny=("A*",)),
+        sources=("builtin:default", "/me.toml"),
+        protected_files=("/me.toml",),
+        origin="/me.toml",
+    )
+    project = Policy(
+        filesystem=FilesystemRules(deny_read=("/b", "/a"), deny_write=("/x",)),
+        network=NetworkRules(deny=("evil.test",)),
+        env=EnvRules(deny=("B*",)),
+        project_dir=Path("/proj"),
+        origin="/proj/.stockade.toml",
+        sources=("builtin:default", "/proj/.stockade.toml"),
+        protected_files=("/proj/.stockade.toml",),
+    )
+    effective, notes = narrow(base, project)
+    assert effective.filesystem.deny_read == ("/a", "/b")
+    assert effective.filesystem.deny_write == ("/w", "/x")
+    assert effective.network.deny == ("10.0.0.0/8", "evil.test")
+    assert effective.env.deny == ("A*", "B*")
+    assert effective.project_dir == Path("/proj")
+    assert effective.origin == "/proj/.stockade.toml"
+    assert effective.sources == ("builtin:default", "/me.toml", "/proj/.stockade.toml")
+    assert effective.protected_files == ("/me.toml", "/proj/.stockade.toml")
+    assert notes == []
+    assert kept_notes(base, effective) == ["1 deny_read rule", "1 deny_write rule", "1 network deny rule", "1 env deny rule"]
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "kept", "notes"),
+    [
+        pytest.param(("/proj",), ("/proj/build",), ("/proj/build",), [], id="inside-kept"),
+        pytest.param(("/proj",), ("/proj",), ("/proj",), [], id="same-kept"),
+        pytest.param(
+            ("/proj/build",),
+            ("/proj",),
+            ("/proj/build",),
+            ["allow_write /proj (outside what your own policy lets you write)"],
+            id="wider-cut-to-mine",
+        ),
+        pytest.param(("/proj",), ("/etc",), (), ["allow_write /etc (outside what your own policy lets you write)"], id="outside-dropped"),
+        pytest.param(
+            ("/proj",), ("/projector",), (), ["allow_write /projector (outside what your own policy lets you write)"], id="prefix-not-inside"
+        ),
+        pytest.param(("/proj",), (), (), [], id="project-writes-nothing"),
+    ],
+)
+def test_allow_write_is_intersected(mine: tuple[str, ...], theirs: tuple[str, ...], kept: tuple[str, ...], notes: list[str]) -> None:
+    effective, said = narrow(fs(allow_write=mine), fs(allow_write=theirs))
+    assert effective.filesystem.allow_write == kept
+    assert said == notes
+
+
+def test_allow_write_through_a_symlink_out_of_the_project_is_dropped(tmp_path: Path) -> None:
+    project, outside = tmp_path / "proj", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (project / "w").symlink_to(outside)
+    effective, notes = narrow(fs(allow_write=(str(project),)), fs(allow_write=(str(project / "w"), str(project / "ok"))))
+    assert effective.filesystem.allow_write == (str(project / "ok"),)
+    assert notes == [f"allow_write {project / 'w'} (outside what your own policy lets you write)"]
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "kept", "notes"),
+    [
+        pytest.param(("/h/notes",), ("/h/notes/a",), ("/h/notes/a",), [], id="inside-kept"),
+        pytest.param(
+            ("/h/notes",), ("/h/.ssh",), (), ["allow_read /h/.ssh (outside what your own policy lets a sandbox read)"], id="outside-dropped"
+        ),
+        pytest.param(
+            ("/h/notes/a",), ("/h",), ("/h/notes/a",), ["allow_read /h (outside what your own policy lets a sandbox read)"], id="wider-cut-to-mine"
+        ),
+    ],
+)
+def test_allow_read_is_intersected(mine: tuple[str, ...], theirs: tuple[str, ...], kept: tuple[str, ...], notes: list[str]) -> None:
+    effective, said = narrow(fs(allow_read=mine), fs(allow_read=theirs))
+    assert effective.filesystem.allow_read == kept
+    assert said == notes
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "home", "notes"),
+    [
+        ("private", "private", "private", []),
+        ("private", "host", "private", ['home = "host"']),
+        ("host", "private", "private", []),
+        ("host", "host", "host", []),
+    ],
+)
+def test_home_may_only_become_private(mine: str, theirs: str, home: str, notes: list[str]) -> None:
+    effective, said = narrow(fs(home=mine), fs(home=theirs))
+    assert effective.filesystem.home == home
+    assert said == notes
+
+
+NONE, ALLOWLIST, OPEN = NetworkMode.NONE, NetworkMode.ALLOWLIST, NetworkMode.OPEN
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "mode", "allow", "notes"),
+    [
+        pytest.param((NONE,), (OPEN,), NONE, (), ['network mode "open" (yours is "none")'], id="none-stays-none"),
+        pytest.param((ALLOWLIST, "a.test"), (NONE,), NONE, (), [], id="project-closes"),
+        pytest.param(
+            (ALLOWLIST, "*.a.test"), (ALLOWLIST, "x.a.test", "b.test"), ALLOWLIST, ("x.a.test",), ["network allow b.test"], id="allowlist-intersected"
+        ),
+        pytest.param((ALLOWLIST, "a.test"), (OPEN,), ALLOWLIST, ("a.test",), ['network mode "open" (yours is "allowlist")'], id="open-cut-to-mine"),
+        pytest.param((OPEN,), (ALLOWLIST, "b.test"), ALLOWLIST, ("b.test",), [], id="open-narrowed-to-theirs"),
+        pytest.param((OPEN, "kept.test"), (OPEN,), OPEN, ("kept.test",), [], id="both-open"),
+    ],
+)
+def test_network_mode_and_allow(mine: tuple, theirs: tuple, mode: NetworkMode, allow: tuple[str, ...], notes: list[str]) -> None:
+    effective, said = narrow(net(*mine), net(*theirs))
+    assert effective.network.mode is mode
+    assert effective.network.allow == allow
+    assert said == notes
+
+
+def test_unix_sockets_and_datagrams_only_as_the_user_allows() -> None:
+    base = net(ALLOWLIST, unix_sockets=("/run/a.sock",), unix_datagram=False)
+    project = net(ALLOWLIST, unix_sockets=("/run/a.sock", "/run/docker.sock"), unix_datagram=True)
+    effective, notes = narrow(base, project)
+    assert effective.network.unix_sockets == ("/run/a.sock",)
+    assert effective.network.unix_datagram is False
+    assert notes == ["unix_sockets /run/docker.sock", "unix_datagram = true"]
+    closed, _ = narrow(net(ALLOWLIST, unix_datagram=True), net(NONE, unix_datagram=True))
+    assert closed.network.unix_datagram is True and closed.network.mode is NONE
+
+
+def test_env_set_drops_loader_and_secret_names() -> None:
+    base = env(set=(("KEEP", "mine"), ("OVER", "mine")))
+    project = env(set=(("LD_PRELOAD", "/x.so"), ("MY_TOKEN", "t"), ("OVER", "theirs"), ("PLAIN", "1")))
+    effective, notes = narrow(base, project)
+    assert effective.env.set == (("KEEP", "mine"), ("OVER", "theirs"), ("PLAIN", "1"))
+    assert notes == ["env set LD_PRELOAD", "env set MY_TOKEN"]
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "kept", "notes"),
+    [
+        pytest.param(("A", "B"), (), ("A", "B"), [], id="project-silent-keeps-mine"),
+        pytest.param(("A", "B"), ("A",), ("A",), [], id="project-narrows"),
+        pytest.param(("A",), ("A", "SECRET_X"), ("A",), ["env pass SECRET_X"], id="project-adds-dropped"),
+    ],
+)
+def test_env_pass(mine: tuple[str, ...], theirs: tuple[str, ...], kept: tuple[str, ...], notes: list[str]) -> None:
+    effective, said = narrow(env(passthrough=mine), env(passthrough=theirs))
+    assert effective.env.passthrough == kept
+    assert said == notes
+
+
+def test_limits_take_the_lower_of_each() -> None:
+    base = Policy(limits=Limits(memory=100, pids=None, wall_time=5.0, file_size=10))
+    project = Policy(limits=Limits(memory=200, pids=7, wall_time=2.5, tmp_size=3))
+    effective, notes = narrow(base, project)
+    assert effective.limits == Limits(memory=100, pids=7, wall_time=2.5, file_size=10, tmp_size=3)
+    assert notes == []
+    assert kept_notes(base, effective) == ["tighter pids, wall_time, tmp_size"]
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "notes"),
+    [
+        (None, "/tmp/log.jsonl", ["audit log /tmp/log.jsonl"]),
+        ("/a.jsonl", "/b.jsonl", ["audit log /b.jsonl"]),
+        ("/a.jsonl", "/a.jsonl", []),
+        ("/a.jsonl", None, []),
+    ],
+)
+def test_the_audit_log_stays_the_users(mine: str | None, theirs: str | None, notes: list[str]) -> None:
+    effective, said = narrow(Policy(audit=AuditRules(log=mine)), Policy(audit=AuditRules(log=theirs)))
+    assert effective.audit.log == mine
+    assert said == notes
+
+
+def test_kept_notes_counts_hosts_left_out_and_the_closed_mode() -> None:
+    base = net(ALLOWLIST, "a.test", "b.test", "c.test")
+    effective, _ = narrow(base, net(NONE))
+    assert kept_notes(base, effective) == ["3 of your allowed hosts left out", 'network mode "none"']
+    one, _ = narrow(base, net(ALLOWLIST, "a.test", "b.test"))
+    assert kept_notes(base, one) == ["1 of your allowed hosts left out"]
+
+
+def test_kept_notes_of_an_unchanged_policy_is_empty() -> None:
+    base = Policy(filesystem=FilesystemRules(deny_read=("/a", "/b")), limits=Limits(pids=3))
+    assert kept_notes(base, base) == []
+    assert kept_notes(base, narrow(base, Policy())[0]) == []
