@@ -71,7 +71,6 @@ END_TO_END_ONLY = {
     "profiles/runs_later": "tests/e2e/test_planted_code.py",
     "profiles/serialize": "tests/cli/test_policy_small_items.py",
     "profiles/text": "tests/cli/test_shown.py",
-    "profiles/toml_lines": "tests/profiles/test_policy_conflicts.py",
     "profiles/trust": "tests/profiles/test_implicit_base.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
     "proxy/environment": "tests/seatbelt/test_backend.py",
