@@ -69,7 +69,6 @@ END_TO_END_ONLY = {
     "profiles/hints": "tests/cli/test_allow.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
     "profiles/runs_later": "tests/e2e/test_planted_code.py",
-    "profiles/serialize": "tests/cli/test_policy_small_items.py",
     "profiles/text": "tests/cli/test_shown.py",
     "profiles/trust": "tests/profiles/test_implicit_base.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
