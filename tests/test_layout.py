@@ -64,7 +64,6 @@ END_TO_END_ONLY = {
     "core/backend": "tests/seatbelt/test_backend.py",
     "core/invocation": "tests/cli/test_ci.py",
     "core/locations": "tests/e2e/test_a_filesystem.py",
-    "profiles/discovery": "tests/profiles/test_resolve.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
     "profiles/hints": "tests/cli/test_allow.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
