@@ -67,7 +67,6 @@ END_TO_END_ONLY = {
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
     "profiles/hints": "tests/cli/test_allow.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
-    "profiles/runs_later": "tests/e2e/test_planted_code.py",
     "profiles/text": "tests/cli/test_shown.py",
     "profiles/trust": "tests/profiles/test_implicit_base.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
