@@ -65,7 +65,6 @@ END_TO_END_ONLY = {
     "core/invocation": "tests/cli/test_ci.py",
     "core/locations": "tests/e2e/test_a_filesystem.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
-    "profiles/hints": "tests/cli/test_allow.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
     "profiles/text": "tests/cli/test_shown.py",
     "profiles/trust": "tests/profiles/test_implicit_base.py",

@@ -8,7 +8,6 @@ import pytest
 
 from stockade.cli.main import main
 from stockade.core.locations import Locations
-from stockade.profiles.hints import allow_command
 from stockade.profiles.resolve import project_chain, resolve
 from stockade.profiles.trust import TrustStore, chain_digest
 
@@ -70,15 +69,6 @@ def test_a_file_that_would_become_invalid_is_left_as_it_was(project: Path, capsy
     before = policy.read_text()
     assert main(["allow", "example.com", "--policy", str(policy)]) == 2
     assert policy.read_text() == before and "is inside deny_read" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(("origin", "command"), [
-    ("builtin:default", "stockade allow pypi.org:8443"),
-    ("builtin:pypi", "stockade allow pypi.org:8443 --profile pypi"),
-    ("/p/my policy.toml", "stockade allow pypi.org:8443 --policy '/p/my policy.toml'"),
-])  # fmt: skip
-def test_every_hint_is_a_command_that_can_be_pasted(origin: str, command: str) -> None:
-    assert allow_command('allow = ["pypi.org:8443"]', origin) == command
 
 
 def test_a_policy_file_that_is_a_symlink_is_not_followed(project: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
