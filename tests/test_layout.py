@@ -66,7 +66,6 @@ END_TO_END_ONLY = {
     "core/locations": "tests/e2e/test_a_filesystem.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
-    "profiles/trust": "tests/profiles/test_implicit_base.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
     "proxy/environment": "tests/seatbelt/test_backend.py",
     "seatbelt/logstream": "tests/seatbelt/test_backend.py",
