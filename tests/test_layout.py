@@ -62,7 +62,6 @@ END_TO_END_ONLY = {
     "cli/run_options": "tests/cli/test_cli.py",
     "cli/trust": "tests/profiles/test_implicit_base.py",
     "core/backend": "tests/seatbelt/test_backend.py",
-    "core/invocation": "tests/cli/test_ci.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
