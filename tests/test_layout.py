@@ -28,7 +28,6 @@ END_TO_END_ONLY = {
     "bwrap/backend": "tests/e2e/test_a_filesystem.py",
     "bwrap/changes": "tests/e2e/test_e_persistence.py",
     "bwrap/execute": "tests/e2e/test_d_process.py",
-    "bwrap/folders": "tests/e2e/test_plan_cache.py",
     "bwrap/hardlinks": "tests/e2e/test_hard_links.py",
     "bwrap/limits": "tests/e2e/test_f_resources.py",
     "bwrap/marker": "tests/e2e/test_nesting.py",
