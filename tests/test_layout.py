@@ -31,7 +31,6 @@ END_TO_END_ONLY = {
     "bwrap/hardlinks": "tests/e2e/test_hard_links.py",
     "bwrap/limits": "tests/e2e/test_f_resources.py",
     "bwrap/mounts": "tests/e2e/test_a_filesystem.py",
-    "bwrap/netcount": "tests/e2e/test_no_network_reason.py",
     "bwrap/netns": "tests/e2e/test_b_network.py",
     "bwrap/network": "tests/e2e/test_b_network.py",
     "bwrap/placeholders": "tests/e2e/test_a_filesystem.py",
