@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stockade.bwrap import host_sockets
 
@@ -30,3 +34,25 @@ def test_resolve_follows_links_and_climbs_like_realpath(tmp_path: Path) -> None:
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     for spelled in (f"{tmp_path}/link/a.sock", f"/tmp/../{tmp_path}/real/a.sock", f"{tmp_path}/missing/../link/x", f"{tmp_path}/loop/s"):
         assert host_sockets.resolve(spelled) == os.path.realpath(spelled), spelled
+
+
+# The table's grammar as a regular expression: the hand parser must agree with it on any line.
+_ENTRY = re.compile(r"[0-9a-f]+: [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{4} [0-9A-F]{2} +[0-9]+(?: (.*))?$", re.DOTALL)
+_PIECES = st.sampled_from(["0000000012ab", ": ", "00000002", "0001", "01", "03", " ", "  ", "1142", "/run/x.sock", "a", "G", "\r", "\x1c", ""])
+
+
+@given(st.lists(_PIECES, max_size=14).map("".join) | st.text(max_size=40))
+def test_the_entry_parser_agrees_with_the_grammar(line: str) -> None:
+    expected = _ENTRY.match(line)
+    got = host_sockets._entry_name(line)
+    if expected is None:
+        assert got is host_sockets.NOT_AN_ENTRY
+    else:
+        assert got == expected.group(1)
+
+
+def test_real_entries_parse() -> None:
+    line = "00000000fe897612: 00000003 00000000 00000000 0001 03  1142 /run/a b.sock"
+    assert host_sockets._entry_name(line) == "/run/a b.sock"
+    assert host_sockets._entry_name("00000000f51fbc61: 00000003 00000000 00000000 0001 03 2021404") is None
+    assert host_sockets._entry_name("continued name") is host_sockets.NOT_AN_ENTRY

@@ -21,7 +21,6 @@ in a place the sandbox sees, is reachable by stream connect() until the next run
 from __future__ import annotations
 
 import os
-import re
 import stat
 
 TABLE = "/proc/net/unix"
@@ -29,7 +28,11 @@ PRIVATE_INSIDE = ("/tmp", "/var/tmp", "/dev", "/run")  # every sandbox gets its 
 _open, _read, _close = os.open, os.read, os.close  # planning's recorder wraps os.open; this read is checked by content
 _lstat, _readlink = os.lstat, os.readlink  # and os.lstat: the resolved list is compared whole instead
 MAX_LINKS = 40
-ENTRY = re.compile(r"[0-9a-f]+: [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{4} [0-9A-F]{2} +[0-9]+(?: (.*))?$", re.DOTALL)
+# An entry: "NUM: REFCOUNT PROTOCOL FLAGS TYPE ST INODE[ PATH]", hex fields of these widths. Parsed by
+# hand: every cached `stockade run` reads this table, and importing re would cost it milliseconds.
+_LOWER_HEX, _UPPER_HEX, _DIGITS = frozenset("0123456789abcdef"), frozenset("0123456789ABCDEF"), frozenset("0123456789")
+_WIDTHS = (8, 8, 8, 4, 2)
+NOT_AN_ENTRY = object()
 
 
 def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -85,12 +88,29 @@ def _listed(table: str) -> list[str]:
     entry is the rest of the name above, not an entry of its own."""
     names: list[str | None] = []
     for line in table.removesuffix("\n").split("\n")[1:]:  # the table's own last newline ends no name
-        entry = ENTRY.match(line)
-        if entry:
-            names.append(entry.group(1))
+        name = _entry_name(line)
+        if name is not NOT_AN_ENTRY:
+            names.append(name)  # type: ignore[arg-type]
         elif names and names[-1] is not None:
             names[-1] += "\n" + line
     return [name for name in names if name and name.startswith("/")]
+
+
+def _entry_name(line: str) -> str | None | object:
+    """The path of an entry line (None when it has none), or NOT_AN_ENTRY."""
+    number, colon, rest = line.partition(": ")
+    if not colon or not number or not set(number) <= _LOWER_HEX:
+        return NOT_AN_ENTRY
+    fields = rest.split(" ", len(_WIDTHS))
+    if len(fields) <= len(_WIDTHS):
+        return NOT_AN_ENTRY
+    for field, width in zip(fields, _WIDTHS, strict=False):
+        if len(field) != width or not set(field) <= _UPPER_HEX:
+            return NOT_AN_ENTRY
+    inode, space, path = fields[-1].lstrip(" ").partition(" ")  # the inode is right-aligned: spaces before it
+    if not inode or not set(inode) <= _DIGITS:
+        return NOT_AN_ENTRY
+    return path if space else None
 
 
 def resolve(path: str, links: int = 0) -> str:
