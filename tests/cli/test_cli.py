@@ -11,9 +11,8 @@ import pytest
 
 from stockade.cli import app as app_module
 from stockade.cli.main import main
-from stockade.cli.run_command import parse_run_args
 from stockade.cli.run_options import RUN_OPTIONS
-from stockade.core.errors import ExitCode, UsageError
+from stockade.core.errors import ExitCode
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -149,42 +148,6 @@ def test_dry_run_prints_the_plan(project: Path, capsys: pytest.CaptureFixture[st
 def test_shell_string(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "run", "--dry-run", "-c", "echo $HOME | wc")
     assert code == 0 and "-- /bin/sh -c 'echo $HOME | wc'" in out
-
-
-@pytest.mark.parametrize(
-    ("argv", "command", "field", "value"),
-    [
-        pytest.param(["--", "ls", "-la"], ["ls", "-la"], "dry_run", False, id="dashdash"),
-        pytest.param(["ls", "--help"], ["ls", "--help"], "dry_run", False, id="options-after-command-belong-to-it"),
-        pytest.param(["--profile=pypi", "pip"], ["pip"], "profile", "pypi", id="equals-form"),
-        pytest.param(
-            ["-p", "x.toml", "--dry-run", "--", "--dev-bind", "/", "/"],
-            ["--dev-bind", "/", "/"],
-            "policy",
-            "x.toml",
-            id="option-injection-is-the-command",
-        ),
-        pytest.param(["-q", "-c", "echo hi"], ["/bin/sh", "-c", "echo hi"], "quiet", True, id="shell-string"),
-    ],
-)
-def test_parse_run_args(argv: list[str], command: list[str], field: str, value: object) -> None:
-    args = parse_run_args(argv)
-    assert args.command == command and getattr(args, field) == value
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--bogus", "x"], "unknown option '--bogus'"),
-        (["--profile"], "--profile needs a value"),
-        (["-c", "x", "--", "y"], "not both"),
-        (["--dry-run=1", "x"], "takes no value"),
-        (["--platform", "windows", "--dry-run", "x"], "linux or darwin"),
-    ],
-)
-def test_parse_run_args_errors(argv: list[str], message: str) -> None:
-    with pytest.raises(UsageError, match=message):
-        parse_run_args(argv)
 
 
 def test_typer_run_command_matches_the_lean_option_table() -> None:

@@ -9,21 +9,11 @@ import sys
 import pytest
 
 from stockade.cli.output_limit import OutputLimit
-from stockade.cli.run_options import max_output_bytes, parse_run_args
-from stockade.core.errors import UsageError
 from tests.cli.integration_support import World
 
 
 def _child(code: str) -> int:
     return subprocess.run([sys.executable, "-c", code]).returncode
-
-
-def test_parsed_from_the_option_table() -> None:
-    args = parse_run_args(["--max-output", "1M", "--", "yes"])
-    assert args.max_output == "1M" and args.command == ["yes"]
-    assert max_output_bytes("1M") == 1 << 20 and max_output_bytes("100") == 100
-    with pytest.raises(UsageError, match="--max-output 'lots'"):
-        max_output_bytes("lots")
 
 
 def test_limit_cuts_both_streams_together_and_keeps_the_exit_status(capfd: pytest.CaptureFixture[str]) -> None:
