@@ -45,7 +45,6 @@ END_TO_END_ONLY = {
     "cli/check": "tests/cli/test_policy_small_items.py",
     "cli/codex_rules": "tests/cli/test_codex_gemini_rules.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
-    "cli/console": "tests/cli/test_shown.py",
     "cli/doctor": "tests/cli/test_cli.py",
     "cli/explain": "tests/cli/test_cli.py",
     "cli/failure": "tests/cli/test_fault_matrix.py",
