@@ -1,0 +1,98 @@
+"""What a `stockade run` that uses its stored plan imports: the lean discipline, held by a test.
+
+`stockade run` sits in front of every command an agent runs, so a cached run
+must load only what it needs; one careless import (json, dataclasses,
+pathlib, typing, re) costs milliseconds on every command. A real cached run
+is made here, offline and with an allowlist, and the modules it loaded are
+compared with what each path may load. A heavy module that appears where it
+was not allowed fails the test; so does one that is allowed and no longer
+loaded (the list must shrink with the code).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.netkit import stop_daemon
+from tests.sandboxed import require_sandbox
+from tests.visible import force_rmtree, visible_root
+
+# Modules that cost a cached run noticeable time to import; none may load on a cached path unless
+# allowed below, with the reason.
+HEAVY = (
+    "dataclasses", "enum", "typing", "pathlib", "json", "re", "subprocess", "inspect", "ast", "asyncio",
+    "ctypes", "socket", "selectors", "ipaddress", "urllib", "tomllib", "hashlib", "tempfile", "shutil",
+    "mitmproxy", "typer", "rich", "psutil", "seccomp", "tomlkit", "idna", "publicsuffixlist",
+)  # fmt: skip
+
+ALLOWED = {
+    "offline": {},
+    # The networked path opens its proxy session through proxy/client.py, which still loads these
+    # (issue: speed); each removal shrinks this table.
+    "allowlist": {
+        "socket": "the control connection to the daemon and the listener handed over",
+        "selectors": "imported by socket",
+        "dataclasses": "proxy/control.py and proxy/client.py records",
+        "enum": "imported by socket and dataclasses",
+        "inspect": "imported by dataclasses",
+        "ast": "imported by inspect",
+        "re": "imported by inspect",
+        "ctypes": "bwrap/netns.py unshares the network namespace",
+        "pathlib": "core/locations.py's Locations for the session",
+        "urllib": "imported by pathlib",
+        "ipaddress": "imported by urllib.parse",
+        "json": "the control protocol",
+        "typing": "proxy/control.py",
+    },
+}
+
+PROBE = (
+    "import sys\n"
+    "from stockade.cli.main import main\n"
+    "code = main(['run', '--', 'true'])\n"
+    "loaded = sorted(sys.modules)\n"
+    "import json\n"
+    "print(json.dumps(loaded), file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[Path]:
+    require_sandbox()
+    root = visible_root("lean")
+    (root / "home").mkdir()
+    yield root
+    stop_daemon(root / "home" / ".local" / "state" / "stockade" / "run")
+    force_rmtree(root)
+
+
+def _cached_modules(world: Path, kind: str) -> set[str]:
+    project = world / kind
+    project.mkdir()
+    env = {"HOME": str(world / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    if kind == "allowlist":
+        (project / ".stockade.toml").write_text('[network]\nallow = ["example.test"]\n')
+        subprocess.run([sys.executable, "-m", "stockade.cli.main", "trust"], cwd=project, env=env, check=True, capture_output=True)
+    runs = [subprocess.run([sys.executable, "-c", PROBE], cwd=project, env=env, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+    first, second = (set(json.loads(done.stderr.strip().splitlines()[-1])) for done in runs)
+    assert "stockade.bwrap.backend" in first and "stockade.bwrap.backend" not in second, "the second run did not use its stored plan"
+    return second
+
+
+@pytest.mark.parametrize("kind", ["offline", "allowlist"])
+def test_a_cached_run_loads_only_what_its_path_allows(world: Path, kind: str) -> None:
+    loaded = _cached_modules(world, kind)
+    heavy = {name for name in HEAVY if name in loaded}
+    allowed = set(ALLOWED[kind])
+    assert heavy - allowed == set(), f"new heavy imports on the cached {kind} path: {sorted(heavy - allowed)}"
+    assert allowed - heavy == set(), f"no longer loaded on the cached {kind} path, take them out of ALLOWED: {sorted(allowed - heavy)}"
