@@ -58,7 +58,6 @@ END_TO_END_ONLY = {
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
     "profiles/openings": "tests/profiles/test_implicit_base.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
-    "seatbelt/logstream": "tests/seatbelt/test_backend.py",
     "seatbelt/run": "tests/macos/test_macos_sandbox.py",
     "seatbelt/supervise": "tests/seatbelt/test_backend.py",
 }
