@@ -43,7 +43,6 @@ END_TO_END_ONLY = {
     "cli/app": "tests/cli/test_cli.py",
     "cli/audit_cmd": "tests/cli/test_policy_small_items.py",
     "cli/check": "tests/cli/test_policy_small_items.py",
-    "cli/codex_rules": "tests/cli/test_codex_gemini_rules.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "cli/doctor": "tests/cli/test_cli.py",
     "cli/explain": "tests/cli/test_cli.py",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.cli import codex_rules, gemini_rules, hook
+from stockade.cli import gemini_rules, hook
 from stockade.cli.hook import Wrapper
 
 WRAPPER = Wrapper("/opt/stockade/bin/stockade", "/usr/bin/bash")
@@ -23,62 +23,6 @@ def _gemini(home: Path, text: str) -> dict[str, str]:
     (home / ".gemini" / "policies").mkdir(parents=True, exist_ok=True)
     (home / ".gemini" / "policies" / "mine.toml").write_text(text)
     return {"HOME": str(home)}
-
-
-@pytest.mark.parametrize(
-    ("command", "decision"),
-    [
-        ("git push origin main", "deny"),
-        ("git push", "deny"),
-        ("git pushx", ""),
-        ("git", ""),
-        ("git status && git push -f", "deny"),
-        ("echo $(git push)", "deny"),
-        ("jj git push", ""),
-        ("rm -rf build", "deny"),
-        ("rm -r build", ""),
-        ("npm test", ""),
-    ],
-)
-def test_codex_prefix_rules_match_word_by_word(tmp_path: Path, command: str, decision: str) -> None:
-    env = _codex(tmp_path, 'prefix_rule(pattern=["git", "push"], decision="forbidden", justification="use the review tool")\n'
-                           'prefix_rule(pattern=["rm", ["-rf", "-fr"]], decision="prompt")\n'
-                           'prefix_rule(pattern=["npm"], decision="allow")\n')
-    assert codex_rules.verdict(command, str(tmp_path), env).decision == decision
-
-
-def test_codex_reasons_name_the_rule_and_why(tmp_path: Path) -> None:
-    env = _codex(tmp_path, 'prefix_rule(pattern=["git", "push"], decision="forbidden", justification="use the review tool")\n'
-                           'prefix_rule(["rm"], decision="prompt")\n')
-    forbidden = codex_rules.verdict("git push", str(tmp_path), env)
-    assert "forbids `git push` (use the review tool)" in forbidden.reason
-    asked = codex_rules.verdict("rm x", str(tmp_path), env)
-    assert asked.decision == "deny" and "cannot let Codex ask" in asked.reason
-
-
-@pytest.mark.parametrize(
-    "text",
-    ["prefix_rule(pattern=[\n", "prefix_rule(pattern=some_list)\n", "prefix_rule(pattern=[], decision='forbidden')\n",
-     "prefix_rule(pattern=['x'], decision='never')\n", "prefix_rule(pattern=[1])\n", "\udcff"],
-    ids=["syntax", "not-literal", "empty", "bad-decision", "not-a-word", "not-utf8"],
-)
-def test_a_codex_rules_file_stockade_cannot_read_blocks(tmp_path: Path, text: str) -> None:
-    (tmp_path / ".codex" / "rules").mkdir(parents=True)
-    (tmp_path / ".codex" / "rules" / "default.rules").write_bytes(text.encode("utf-8", "surrogateescape"))
-    found = codex_rules.verdict("echo hi", str(tmp_path), {"HOME": str(tmp_path)})
-    assert found.decision == "deny" and "could not read the Codex rules" in found.reason
-
-
-def test_codex_project_rules_and_codex_home(tmp_path: Path) -> None:
-    project = tmp_path / "project" / "sub"
-    project.mkdir(parents=True)
-    (tmp_path / "project" / ".codex" / "rules").mkdir(parents=True)
-    (tmp_path / "project" / ".codex" / "rules" / "team.rules").write_text('prefix_rule(pattern=["deploy"], decision="forbidden")\n')
-    assert codex_rules.verdict("deploy now", str(project), {"HOME": str(tmp_path / "nohome")}).decision == "deny"
-    elsewhere = tmp_path / "codex-home"
-    (elsewhere / "rules").mkdir(parents=True)
-    (elsewhere / "rules" / "a.rules").write_text('prefix_rule(pattern=["curl"], decision="forbidden")\n')
-    assert codex_rules.verdict("curl x", str(tmp_path), {"HOME": str(tmp_path), "CODEX_HOME": str(elsewhere)}).decision == "deny"
 
 
 GEMINI_RULES = """
