@@ -47,7 +47,6 @@ END_TO_END_ONLY = {
     "cli/doctor": "tests/cli/test_cli.py",
     "cli/explain": "tests/cli/test_cli.py",
     "cli/failure": "tests/cli/test_fault_matrix.py",
-    "cli/gemini_rules": "tests/cli/test_codex_gemini_rules.py",
     "cli/init": "tests/cli/test_cli.py",
     "cli/main": "tests/cli/test_cli.py",
     "cli/nested": "tests/e2e/test_nesting.py",

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stockade.cli import gemini_rules, hook
+from stockade.cli import hook
 from stockade.cli.hook import Wrapper
+from tests.cli.test_gemini_rules import GEMINI_RULES
 
 WRAPPER = Wrapper("/opt/stockade/bin/stockade", "/usr/bin/bash")
 
@@ -23,80 +24,6 @@ def _gemini(home: Path, text: str) -> dict[str, str]:
     (home / ".gemini" / "policies").mkdir(parents=True, exist_ok=True)
     (home / ".gemini" / "policies" / "mine.toml").write_text(text)
     return {"HOME": str(home)}
-
-
-GEMINI_RULES = """
-[[rule]]
-toolName = "run_shell_command"
-commandPrefix = "git push"
-decision = "deny"
-priority = 100
-
-[[rule]]
-toolName = "run_shell_command"
-commandPrefix = "git push --dry-run"
-decision = "allow"
-priority = 200
-
-[[rule]]
-toolName = ["run_shell_command", "read_file"]
-commandRegex = "rm .*-rf"
-decision = "ask_user"
-priority = 100
-
-[[rule]]
-toolName = "run_shell_command"
-commandPrefix = "curl"
-decision = "allow"
-priority = 999
-modes = ["yolo"]
-
-[[rule]]
-toolName = "run_shell_command"
-commandPrefix = "curl"
-decision = "deny"
-priority = 1
-
-[[rule]]
-toolName = "read_file"
-decision = "deny"
-priority = 999
-"""
-
-
-@pytest.mark.parametrize(
-    ("command", "decision"),
-    [
-        ("git push origin", "deny"),
-        ("git push", "deny"),
-        ("git pushx", ""),
-        ("git push --dry-run", ""),
-        ("echo ok; git push", "deny"),
-        ("rm -rf build", "ask"),
-        ("curl https://example.com", "deny"),
-        ("cat README", ""),
-    ],
-)
-def test_gemini_policy_rules_by_priority(tmp_path: Path, command: str, decision: str) -> None:
-    env = _gemini(tmp_path, GEMINI_RULES)
-    assert gemini_rules.verdict(command, {"command": command}, str(tmp_path), env).decision == decision
-
-
-def test_gemini_user_tier_outranks_project_tier(tmp_path: Path) -> None:
-    env = _gemini(tmp_path, '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "make"\ndecision = "allow"\npriority = 1\n')
-    project = tmp_path / "project"
-    (project / ".gemini" / "policies").mkdir(parents=True)
-    (project / ".gemini" / "policies" / "p.toml").write_text(
-        '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "make"\ndecision = "deny"\npriority = 999\n'
-    )
-    assert gemini_rules.verdict("make all", {"command": "make all"}, str(project), env).decision == ""
-
-
-@pytest.mark.parametrize("text", ["[[rule]\n", '[[rule]]\ntoolName = "run_shell_command"\ndecision = "maybe"\n', 'rule = 3\n'])
-def test_a_gemini_policy_stockade_cannot_read_blocks(tmp_path: Path, text: str) -> None:
-    env = _gemini(tmp_path, text)
-    found = gemini_rules.verdict("echo hi", {"command": "echo hi"}, str(tmp_path), env)
-    assert found.decision == "deny" and "could not read the Gemini CLI policy" in found.reason
 
 
 def test_the_hook_answers_gemini_deny_and_ask_in_gemini_terms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
