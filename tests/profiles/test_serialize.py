@@ -129,7 +129,6 @@ def test_wall_time_spellings(seconds: float, spelled: str) -> None:
     assert document["limits"]["wall_time"] == spelled
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: a wall_time under half a millisecond is written as "0ms", which the loader refuses')
 def test_a_tiny_wall_time_loads_back() -> None:
     policy = compose([parse_layer('[limits]\nwall_time = "0.4ms"\n', "p.toml", base=PROJECT, home=PROJECT)], project_dir=PROJECT, origin="p")
     assert reloaded(policy).limits.wall_time == pytest.approx(0.0004)

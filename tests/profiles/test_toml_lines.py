@@ -115,7 +115,6 @@ def test_empty_text() -> None:
     assert lines.key("", "extends") is None and lines.table("") is None
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an escaped quote in a basic string ends the string for the bracket count, so later keys lose their line")
 def test_an_escaped_quote_does_not_hide_later_keys() -> None:
     lines = KeyLines('[env]\nset = { A = "say \\"[hi" }\npass = ["B"]\n')
     assert lines.key("env", "set") == 2

@@ -63,31 +63,34 @@ class KeyLines:
         return start
 
 
-def _strip_comment(line: str) -> str:
-    """Drop a trailing comment that is not inside a string."""
-    quote = ""
-    for index, ch in enumerate(line):
-        if quote:
-            if ch == quote:
+def _outside_strings(text: str) -> list[tuple[int, str]]:
+    """(index, character) of each character outside TOML strings; a backslash escapes the next
+    character inside a basic ("...") string, never inside a literal ('...') one."""
+    out: list[tuple[int, str]] = []
+    quote, escaped = "", False
+    for index, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quote:
+            if ch == "\\" and quote == '"':
+                escaped = True
+            elif ch == quote:
                 quote = ""
         elif ch in "\"'":
             quote = ch
-        elif ch == "#":
+        else:
+            out.append((index, ch))
+    return out
+
+
+def _strip_comment(line: str) -> str:
+    """Drop a trailing comment that is not inside a string."""
+    for index, ch in _outside_strings(line):
+        if ch == "#":
             return line[:index]
     return line
 
 
 def _bracket_delta(text: str) -> int:
     """Open minus closed brackets and braces outside strings."""
-    delta, quote = 0, ""
-    for ch in text:
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{":
-            delta += 1
-        elif ch in "]}":
-            delta -= 1
-    return delta
+    return sum(1 if ch in "[{" else -1 for _index, ch in _outside_strings(text) if ch in "[{]}")
