@@ -54,7 +54,6 @@ END_TO_END_ONLY = {
     "cli/trust": "tests/profiles/test_implicit_base.py",
     "core/backend": "tests/seatbelt/test_backend.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
-    "profiles/openings": "tests/profiles/test_implicit_base.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
     "seatbelt/run": "tests/macos/test_macos_sandbox.py",
     "seatbelt/supervise": "tests/seatbelt/test_backend.py",

@@ -1,0 +1,146 @@
+"""open_ends names what a policy leaves open or shut by accident: a read-only project, no denials, a bare host home, loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stockade.profiles.model import FilesystemRules, NetworkMode, NetworkRules, Policy
+from stockade.profiles.openings import open_ends
+
+HOME = "/home/me"
+PROJECT = Path("/home/me/proj")
+DEFAULT = ("builtin:default", "/home/me/proj/.stockade.toml")
+FROM_NOTHING = ("/home/me/proj/.stockade.toml",)
+REMOVE_EXTENDS = 'to build on your own policy instead, remove `extends = []` (or write extends = ["default"])'
+
+
+def policy(
+    *,
+    allow_write: tuple[str, ...] = (str(PROJECT),),
+    deny_read: tuple[str, ...] = ("/home/me/proj/**/.env",),
+    home: str = "private",
+    allow: tuple[str, ...] = (),
+    sources: tuple[str, ...] = DEFAULT,
+) -> Policy:
+    return Policy(
+        filesystem=FilesystemRules(allow_write=allow_write, deny_read=deny_read, home=home),
+        network=NetworkRules(mode=NetworkMode.ALLOWLIST if allow else NetworkMode.NONE, allow=allow),
+        project_dir=PROJECT,
+        sources=sources,
+    )
+
+
+def test_a_policy_that_hides_and_allows_what_it_should_says_nothing() -> None:
+    assert open_ends(policy(), HOME) == []
+    assert open_ends(policy(sources=FROM_NOTHING), HOME) == []  # from nothing, but nothing to say: no hint either
+
+
+@pytest.mark.parametrize(
+    ("allow_write", "read_only"),
+    [
+        pytest.param((str(PROJECT),), False, id="the-project"),
+        pytest.param(("/home/me",), False, id="a-parent"),
+        pytest.param(("/",), False, id="root"),
+        pytest.param(("/home/me/",), False, id="trailing-slash"),
+        pytest.param((), True, id="nothing"),
+        pytest.param(("/home/me/proj/build",), True, id="only-inside"),
+        pytest.param(("/home/me/pro",), True, id="a-prefix-is-not-a-parent"),
+        pytest.param(("/tmp", "/var/tmp"), True, id="elsewhere"),
+    ],
+)
+def test_the_project_is_read_only_unless_an_allow_write_covers_it(allow_write: tuple[str, ...], read_only: bool) -> None:
+    notes = open_ends(policy(allow_write=allow_write), HOME)
+    said = f'the project ({PROJECT}) is read-only: no allow_write entry covers it ("." would)'
+    assert (said in notes) is read_only
+    assert len(notes) == int(read_only)
+
+
+def test_an_empty_deny_read_is_named() -> None:
+    assert open_ends(policy(deny_read=()), HOME) == [
+        "deny_read is empty: the project's .env files and every secret outside your home are readable inside"
+    ]
+
+
+HOST_HOME = 'home = "host" with nothing under /home/me in deny_read: ~/.ssh, ~/.aws and every other secret there are readable inside'
+
+
+@pytest.mark.parametrize(
+    ("deny_read", "said"),
+    [
+        pytest.param(("/home/me/.ssh",), False, id="a-secret-folder"),
+        pytest.param(("/home/me",), False, id="the-home-itself"),
+        pytest.param(("/home/me/**/.env",), False, id="a-glob-under-it"),
+        pytest.param(("/home/me/.aws*",), False, id="a-star-in-the-name"),
+        pytest.param(("/**/.ssh",), True, id="a-glob-from-the-root-is-not-under-it"),
+        pytest.param(("/etc/shadow",), True, id="only-elsewhere"),
+        pytest.param(("/home/meme/.ssh",), True, id="a-prefix-is-not-the-home"),
+        pytest.param(("/home/*/.ssh",), True, id="a-glob-above-it"),
+    ],
+)
+def test_a_host_home_needs_a_denial_under_it(deny_read: tuple[str, ...], said: bool) -> None:
+    notes = open_ends(policy(home="host", deny_read=deny_read), HOME)
+    assert notes == ([HOST_HOME] if said else [])
+
+
+def test_a_private_home_needs_no_denial_under_it() -> None:
+    assert open_ends(policy(home="private", deny_read=("/etc/shadow",)), HOME) == []
+
+
+def test_a_host_home_with_nothing_denied_says_both() -> None:
+    notes = open_ends(policy(home="host", deny_read=()), HOME)
+    assert notes == ["deny_read is empty: the project's .env files and every secret outside your home are readable inside", HOST_HOME]
+
+
+@pytest.mark.parametrize(
+    ("rule", "said"),
+    [
+        ("127.0.0.1:5432", True),
+        ("127.0.0.1", True),
+        ("127.0.0.0/8", True),
+        ("localhost:8080", True),
+        ("localhost", True),
+        ("[::1]:6379", True),
+        ("::1", True),
+        ("pypi.org", False),
+        ("127.0.0.1.nip.io", False),
+        ("10.0.0.0/8", False),
+        ("*.localhost.example", False),
+    ],
+)
+def test_an_allowed_loopback_endpoint_gets_a_note_of_its_own(rule: str, said: bool) -> None:
+    notes = open_ends(policy(allow=("pypi.org", rule)), HOME)
+    if not said:
+        assert notes == []
+        return
+    assert len(notes) == 1
+    assert notes[0].startswith(f'allow "{rule}": the host\'s loopback is reachable only by a client told to use the proxy')
+    assert '--noproxy ""' in notes[0] and "NO_PROXY" in notes[0] and "plain TCP clients" in notes[0]
+
+
+def test_each_loopback_rule_is_named_in_order() -> None:
+    notes = open_ends(policy(allow=("localhost:1", "pypi.org", "127.0.0.1:2")), HOME)
+    assert [n.split(":", 1)[0] for n in notes] == ['allow "localhost', 'allow "127.0.0.1']
+
+
+def test_a_policy_from_nothing_ends_with_how_to_build_on_your_own() -> None:
+    notes = open_ends(policy(allow_write=(), deny_read=(), sources=FROM_NOTHING), HOME)
+    assert len(notes) == 3
+    assert "is read-only" in notes[0] and "deny_read is empty" in notes[1]
+    assert notes[-1] == REMOVE_EXTENDS
+
+
+@pytest.mark.parametrize(
+    ("sources", "hint"),
+    [
+        pytest.param(("builtin:default",), False, id="the-default"),
+        pytest.param(("builtin:offline", "/p/.stockade.toml"), False, id="any-built-in"),
+        pytest.param(("/me.toml", "/p/.stockade.toml"), True, id="files-only"),
+        pytest.param((), True, id="nothing-at-all"),
+    ],
+)
+def test_the_hint_comes_only_when_no_built_in_contributed(sources: tuple[str, ...], hint: bool) -> None:
+    notes = open_ends(policy(deny_read=(), sources=sources), HOME)
+    assert (notes[-1] == REMOVE_EXTENDS) is hint
+    assert len(notes) == 1 + int(hint)
