@@ -20,29 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.netkit import stop_daemon
+from tests.sandboxed import MUST_SANDBOX, sandbox_unavailable
 from tests.visible import force_rmtree, visible_root
 
-MUST_SANDBOX = os.environ.get("STOCKADE_MUST_SANDBOX") == "1"
 STOCKADE = str(Path(sys.executable).parent / "stockade")
-
-
-def sandbox_problem() -> str | None:
-    for candidate in ("/usr/bin/bwrap", "/usr/local/bin/bwrap"):
-        if os.access(candidate, os.X_OK):
-            break
-    else:
-        return "bwrap is not installed"
-    result = subprocess.run(
-        [candidate, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "true"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    return None if result.returncode == 0 else f"bwrap cannot create namespaces: {result.stderr.strip()}"
 
 
 @pytest.fixture(scope="session")
 def sandbox() -> None:
     """Tests that run a real sandbox ask for this: skipped where bwrap cannot work (failed under MUST_SANDBOX)."""
-    reason = sandbox_problem() or (None if os.access(STOCKADE, os.X_OK) else f"no stockade executable at {STOCKADE}")
+    reason = sandbox_unavailable() or (None if os.access(STOCKADE, os.X_OK) else f"no stockade executable at {STOCKADE}")
     if reason is None:
         return
     if MUST_SANDBOX:
