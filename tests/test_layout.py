@@ -42,7 +42,6 @@ END_TO_END_ONLY = {
     "bwrap/sweep": "tests/e2e/test_planted_code.py",
     "cli/app": "tests/cli/test_cli.py",
     "cli/audit_cmd": "tests/cli/test_policy_small_items.py",
-    "cli/check": "tests/cli/test_policy_small_items.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "cli/doctor": "tests/cli/test_cli.py",
     "cli/explain": "tests/cli/test_cli.py",

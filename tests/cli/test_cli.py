@@ -38,32 +38,6 @@ def test_run_help_goes_to_typer(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "--dry-run" in out and "--profile" in out
 
 
-def test_check_unknown_key_exits_2_with_file_and_line(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / ".stockade.toml").write_text('extends = ["default"]\n[network]\nalow = ["x.test"]\n')
-    code, _, err = run_cli(capsys, "check")
-    assert code == ExitCode.USAGE
-    assert err.strip() == f"stockade: error: {project}/.stockade.toml:3: unknown key 'alow' in [network] (did you mean 'allow'?)"
-
-
-def test_check_prints_effective_policy(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "check", "--profile", "pypi")
-    assert code == 0
-    assert "pypi.org:443" in out and 'mode = "allowlist"' in out
-
-
-def test_check_json(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "check", "--json")
-    data = json.loads(out)
-    assert code == 0 and data["network"]["mode"] == "none" and data["filesystem"]["allow_write"] == [str(project)]
-
-
-def test_check_file_argument(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    policy = project / "other.toml"
-    policy.write_text('[limits]\nwall_time = "forever"\n')
-    code, _, err = run_cli(capsys, "check", str(policy))
-    assert code == ExitCode.USAGE and f"{policy}:2: 'limits.wall_time': bad duration 'forever'" in err
-
-
 def test_explain_prints_literal_user_data(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "300")
     policy = project / "p.toml"
