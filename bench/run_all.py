@@ -30,6 +30,7 @@ from common import (  # noqa: E402
     SECONDS,
     Contender,
     Section,
+    Series,
     first_line,
     machine,
     package_version,
@@ -43,7 +44,7 @@ from fixtures import FILES, KEEPALIVE, NAME, Origins  # noqa: E402
 from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare, bare_bwrap, find_srt  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = ("startup", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = ("startup", "phases", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -131,6 +132,45 @@ def startup(bench: Bench) -> list[Section]:
     note = (f"Wall time of one `true`, from fork to exit, median of {count_of(runs, 'interleaved round')}. Cold daemon: the "
             "daemon is stopped (untimed) before each of its samples. srt starts its proxies on every run.")  # fmt: skip
     return [Section("Startup: `true`", note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF), (WARM, SRT_NET), (COLD, SRT_NET)])]
+
+
+# The marks a run takes with STOCKADE_PHASES set (core/phases.py), in order, and what lies between them.
+PHASES = (
+    ("start", "plan", "options, imports and the stored plan read"),
+    ("plan", "checks", "checks before the start (journal, limits)"),
+    ("checks", "command", "bwrap and `true` (network session included)"),
+    ("command", "after", "checks after the run"),
+)
+
+
+def phases(bench: Bench) -> list[Section]:
+    """Where a cached run's milliseconds go: the interpreter start (whole run minus what the marks cover) and each phase."""
+    runs = bench.plan.startup_runs
+    progress(f"phases: a cached `true`, offline and warm, {count_of(runs, 'round')}")
+    env = {**bench.world.env, "STOCKADE_PHASES": "1"}
+    rows: dict[str, list[float]] = {}
+
+    def sample(contender: Contender) -> list[float]:
+        started = time.perf_counter()
+        done = subprocess.run(contender.argv, cwd=contender.cwd, env=env, capture_output=True, text=True, check=True)
+        whole = time.perf_counter() - started
+        line = next(line for line in done.stderr.splitlines() if line.startswith("stockade-phases: "))
+        marks = {name: float(ms) / 1000 for name, ms in (word.split("=") for word in line.split()[1:])}
+        label = "offline" if contender.name == OFF else "warm"
+        rows.setdefault(f"{label}: interpreter start, to stockade's main", []).append(whole - marks["after"])
+        for first, last, what in PHASES:
+            rows.setdefault(f"{label}: {what}", []).append(marks[last] - marks[first])
+        return [whole]
+
+    quiet = lambda tool, project: [TRUE]  # noqa: E731
+    contenders = [c for c in bench.contenders("phases", [OFF, WARM], quiet) if c.name in (OFF, WARM)]
+    bare_runs = timed_rounds(bench.contenders("phases", [BWRAP], quiet), runs)
+    wholes = rounds(contenders, runs, sample)
+    series = [*bare_runs, *wholes, *(Series(name, tuple(values)) for name, values in rows.items())]
+    note = (f"A cached `stockade run -- true` with STOCKADE_PHASES set: the marks it takes (src/stockade/core/phases.py), "
+            f"median of {count_of(runs, 'round')}; the interpreter's start is the whole run's wall time less what the "
+            "marks cover (it includes the exit).")  # fmt: skip
+    return [Section("Where a cached run's time goes", note, MS, series, BWRAP)]
 
 
 def loop(bench: Bench) -> list[Section]:
@@ -221,6 +261,7 @@ def keepalive(bench: Bench) -> list[Section]:
 
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
+    "phases": phases,
     "startup": startup, "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 

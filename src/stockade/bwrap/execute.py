@@ -17,6 +17,7 @@ from stockade.bwrap import args as bw
 from stockade.bwrap import changes
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
 from stockade.bwrap.supervise import Outcome, supervise
+from stockade.core import phases
 from stockade.core.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
 from stockade.profiles.text import say
 
@@ -283,7 +284,9 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
                 make_cgroups(limits)
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
+        phases.mark("checks")
         outcome, masked = _supervised(launch, limits, bridge)
+        phases.mark("command")
         hits = limit_hit(limits) if limits.cgroup_dirs else []
     finally:
         if bridge is not None:
@@ -305,6 +308,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
         _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble)
+    phases.mark("after")
     code = outcome.exit_code
     return 128 - code if code < 0 else code
 

@@ -14,6 +14,7 @@ when to plan and runs what was planned.
 
 from __future__ import annotations
 
+from stockade.core import phases
 from stockade.profiles.text import say
 
 TYPE_CHECKING = False
@@ -34,6 +35,7 @@ class LinuxBackend:
         _say_moved(finish_abandoned(state_folder(invocation.env), "abandoned"))
         cacheable = plan_cache.enabled(invocation)
         found = plan_cache.cached_launch(invocation) if cacheable else None
+        phases.mark("plan")
         if found is not None:
             launch, note = found
             if note and not invocation.quiet:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from stockade.core import phases
 from stockade.core.errors import ExitCode, StockadeError
 from stockade.profiles.text import say
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stockade {VERSION}")
         return 0
     if args and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:]))):
+        phases.mark("start")
         try:
             return _run(args[1:])
         except StockadeError as error:
@@ -43,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 
             report(error, debug)
             return ExitCode.SETUP
+        finally:
+            if phases.ENABLED:
+                say(phases.said())
     if args and args[0] == "hook" and not (HELP_FLAGS & set(args[1:])):
         from stockade.cli.hook import main as hook_main  # on every agent command: no Typer, no Rich
 
