@@ -44,7 +44,6 @@ END_TO_END_ONLY = {
     "cli/audit_cmd": "tests/cli/test_policy_small_items.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "cli/doctor": "tests/cli/test_cli.py",
-    "cli/explain": "tests/cli/test_cli.py",
     "cli/failure": "tests/cli/test_fault_matrix.py",
     "cli/init": "tests/cli/test_cli.py",
     "cli/main": "tests/cli/test_cli.py",
