@@ -45,7 +45,6 @@ END_TO_END_ONLY = {
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "cli/doctor": "tests/cli/test_cli.py",
     "cli/failure": "tests/cli/test_fault_matrix.py",
-    "cli/init": "tests/cli/test_cli.py",
     "cli/main": "tests/cli/test_cli.py",
     "cli/nested": "tests/e2e/test_nesting.py",
     "cli/run_command": "tests/cli/test_cli.py",

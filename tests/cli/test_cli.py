@@ -38,23 +38,6 @@ def test_run_help_goes_to_typer(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "--dry-run" in out and "--profile" in out
 
 
-@pytest.mark.parametrize(
-    ("marker", "kind"), [("pyproject.toml", "python"), ("package.json", "node"), ("Cargo.toml", "rust"), ("go.mod", "go"), (None, "generic")]
-)
-def test_init_detects_kind_and_writes_a_valid_policy(project: Path, capsys: pytest.CaptureFixture[str], marker: str | None, kind: str) -> None:
-    if marker:
-        (project / marker).write_text("")
-    code, out, _ = run_cli(capsys, "init")
-    assert code == 0 and f"for a {kind} project" in out
-    assert run_cli(capsys, "check", str(project / ".stockade.toml"))[0] == 0
-
-
-def test_init_refuses_to_overwrite(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / ".stockade.toml").write_text("")
-    code, _, err = run_cli(capsys, "init")
-    assert code == ExitCode.USAGE and "already exists; use --force" in err
-
-
 def test_trust_and_revoke(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / ".stockade.toml").write_text('extends = ["default"]\n[network]\nmode = "open"\n')
     code, _, err = run_cli(capsys, "run", "--dry-run", "--", "true")
