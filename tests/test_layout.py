@@ -41,7 +41,6 @@ END_TO_END_ONLY = {
     "bwrap/supervise": "tests/bwrap/test_socket_race.py",
     "bwrap/sweep": "tests/e2e/test_planted_code.py",
     "cli/app": "tests/cli/test_cli.py",
-    "cli/audit_cmd": "tests/cli/test_policy_small_items.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "cli/doctor": "tests/cli/test_cli.py",
     "cli/failure": "tests/cli/test_fault_matrix.py",

@@ -111,43 +111,6 @@ def test_run_path_imports_nothing_heavy(tmp_path: Path) -> None:
     assert out == ""
 
 
-def test_audit_prints_records_literally(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "300")
-    log = project / "audit.jsonl"
-    records = [
-        {
-            "time": "2026-01-01T00:00:00+00:00",
-            "session": "s1",
-            "decision": "allow",
-            "host": "allowed.test",
-            "port": 443,
-            "scheme": "https",
-            "rule": "allowed.test",
-        },
-        {
-            "time": "2026-01-01T00:00:01+00:00",
-            "session": "s1",
-            "decision": "deny",
-            "host": "[red]x\x1b]52;c;aGk=\x07.test",
-            "port": 80,
-            "scheme": "http",
-            "rule": "no allow rule matches",
-        },
-        {"time": "2026-01-01T00:00:02+00:00", "session": "s2", "decision": "deny", "host": "other.test", "port": 443},
-    ]
-    log.write_text("".join(json.dumps(r) + "\n" for r in records))
-    code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--session", "s1", "--denied")
-    assert code == 0 and "[red]x\\x1b]52;c;aGk=\\x07.test" in out and "\x1b" not in out
-    assert "allowed.test" not in out and "other.test" not in out
-    code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--json", "--host", "allowed.test")
-    assert [json.loads(line)["host"] for line in out.splitlines()] == ["allowed.test"]
-
-
-def test_audit_bad_since_is_usage(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "audit", "--log", str(project / "none.jsonl"), "--since", "yesterday-ish")
-    assert code == ExitCode.USAGE and "--since" in err
-
-
 @pytest.mark.parametrize(
     ("args", "code", "expected"),
     [
@@ -188,23 +151,3 @@ def test_version_matches_pyproject() -> None:
         pytest.skip("running from an installed copy without pyproject.toml")
     assert tomllib.loads(pyproject.read_text())["project"]["version"] == VERSION
 
-
-CONTROLS = "".join(chr(c) for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]) + "\x1b[1A\x1b[2K\x1b]0;title\x07"
-
-
-@pytest.mark.parametrize("field", ["method", "scheme", "host", "path", "rule", "session", "time", "decision"])
-def test_audit_shows_every_control_in_every_field_as_visible_text(
-    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, field: str
-) -> None:
-    """A sandbox chooses the method, host and path it sends; none of it may reach the terminal raw."""
-    monkeypatch.setenv("COLUMNS", "2000")
-    log = project / "audit.jsonl"
-    record = {"time": "2026-01-01T00:00:00+00:00", "session": "s1", "decision": "deny", "host": "h.test", "port": 80,
-              "scheme": "http", "method": "GET", "path": "/", "rule": "r"}
-    record[field] = f"A{CONTROLS}Z"
-    log.write_text(json.dumps(record) + "\n")
-    for extra in ([], ["--json"]):
-        code, out, _ = run_cli(capsys, "audit", "--log", str(log), *extra)
-        assert code == 0
-        shown = out.replace("\n", "")
-        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in shown), (field, extra, repr(out[:300]))
