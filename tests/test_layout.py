@@ -46,7 +46,6 @@ END_TO_END_ONLY = {
     "cli/main": "tests/cli/test_cli.py",
     "cli/nested": "tests/e2e/test_nesting.py",
     "cli/run_command": "tests/cli/test_cli.py",
-    "cli/trust": "tests/profiles/test_implicit_base.py",
     "core/backend": "tests/seatbelt/test_backend.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",

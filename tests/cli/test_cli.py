@@ -49,11 +49,6 @@ def test_trust_and_revoke(project: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0 and "no longer trusting" in out
 
 
-def test_trust_without_policy_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "trust")
-    assert code == ExitCode.USAGE and "no .stockade.toml" in err
-
-
 def test_unknown_command_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "frobnicate")
     assert code == ExitCode.USAGE and "No such command" in err
