@@ -1276,3 +1276,40 @@ def test_a_flood_of_denials_is_paced_and_another_session_is_served(
     # What the flood sent ahead of its answers is bounded per connection (headlimit.MAX_PIPELINED).
     assert rss_during - rss_before < 64 << 20, (rss_before, rss_during)
     assert world.origins["denied"].requests == []
+
+
+# -- the filter's addons, as the daemon assembles them ----------------------------
+
+
+async def test_addon_loads_into_dumpmaster_without_name_clash() -> None:
+    from mitmproxy.options import Options
+    from mitmproxy.tools.dump import DumpMaster
+
+    from stockade.proxy.daemon import Filter
+
+    master = DumpMaster(Options(), with_termlog=False, with_dumper=False)
+    chain = Filter().chain()
+    master.addons.add(*chain)
+    for addon in chain:
+        assert master.addons.get(type(addon).__name__.lower()) is addon
+
+
+async def test_options_are_prefixed() -> None:
+    from mitmproxy.options import Options
+    from mitmproxy.test import taddons
+
+    from stockade.proxy.daemon import Filter
+
+    with taddons.context(*Filter().chain()) as tctx:
+        ours = {name for name in tctx.options.keys() if name not in Options().keys()}
+    assert ours and all(name.startswith("stockade_") for name in ours)
+
+
+def test_the_chain_runs_each_addon_after_the_ones_it_reads() -> None:
+    """The order daemon.Filter documents: Auth before Decisions before Metering before SpliceOffers,
+    mitmproxy's NextLayer (proxy_addons) before Metering wraps its choice."""
+    from stockade.proxy.daemon import Filter, proxy_addons
+
+    names = [type(a).__name__ for a in [*proxy_addons(), *Filter().chain()]]
+    order = ["NextLayer", "SessionAuth", "Decisions", "Tunnels", "Metering", "SpliceOffers", "Backstop"]
+    assert [n for n in names if n in order] == order
