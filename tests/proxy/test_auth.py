@@ -9,9 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from mitmproxy.test import taddons
 
 from stockade.proxy import auth
+from stockade.proxy.auth import SessionAuth
 from stockade.proxy.control import SessionSpec
+from stockade.proxy.sessions import Registry
+from stockade.proxy.state import SESSION, Connections
 from tests.proxy.filterkit import FakeResolver, FilterChain, connect_flow, credential, get_flow, register
 
 
@@ -145,3 +149,34 @@ async def test_failed_audit_write_refuses_the_next_flow(
     assert third.response is not None and third.response.status_code == 403
     assert b"audit log unwritable" in third.response.content
 
+
+
+# -- SessionAuth alone ---------------------------------------------------------
+
+
+async def test_a_door_bound_connection_refuses_a_credential_from_inside(
+    make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
+    registry = Registry()
+    token, session = registry.register(make_spec())
+    alone = SessionAuth(registry, Connections())
+    with taddons.context(alone):
+        f = get_flow("allowed.test", 8443, token)
+        alone.bind(f.client_conn, session)
+        alone.requestheaders(f)
+    assert f.response is not None and f.response.status_code == 403
+    assert b"from inside the sandbox" in f.response.content and SESSION not in f.metadata
+    assert "Proxy-Authorization" not in f.request.headers
+    assert [r["rule"] for r in audit_lines()] == ["a Proxy-Authorization header from inside the sandbox"]
+
+
+async def test_an_admitted_flow_carries_its_session_and_binds_its_connection(make_spec: Callable[..., SessionSpec]) -> None:
+    registry = Registry()
+    token, session = registry.register(make_spec())
+    connections = Connections()
+    alone = SessionAuth(registry, connections)
+    with taddons.context(alone):
+        f = connect_flow("allowed.test", 8443, token)
+        alone.http_connect(f)
+    assert f.response is None and f.metadata[SESSION] is session
+    assert connections.client(f.client_conn).session is session and not connections.client(f.client_conn).doored

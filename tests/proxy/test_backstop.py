@@ -8,10 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from mitmproxy.test import tflow
+from mitmproxy.test import taddons, tflow
 
 from stockade.proxy import backstop
+from stockade.proxy.backstop import Backstop
 from stockade.proxy.control import SessionSpec
+from stockade.proxy.decide import Decision
+from stockade.proxy.lookup import Lookup
+from stockade.proxy.state import Connections
 from tests.proxy.filterkit import FakeResolver, FilterChain, boom, get_flow, hook_data, register
 
 
@@ -89,3 +93,30 @@ async def test_exception_in_server_connect_refuses(
         await chain.server_connect(data)
     assert data.server.error and "internal error" in data.server.error
 
+
+
+# -- Backstop alone ----------------------------------------------------------------
+
+
+async def test_a_dial_tunnels_refused_is_refused() -> None:
+    connections = Connections()
+    alone = Backstop(connections, Lookup())
+    data = hook_data(tflow.tclient_conn(), ("allowed.test", 8443))
+    connections.server(data.server).refused = Decision(False, "raw TCP is not allowed")
+    with taddons.context(alone):
+        await alone.server_connect(data)
+    assert data.server.error == "stockade: raw TCP is not allowed"
+    assert connections.server(data.server).refused is None  # once
+
+
+async def test_a_closed_connection_is_no_longer_reusable() -> None:
+    connections = Connections()
+    alone = Backstop(connections, Lookup())
+    data = hook_data(tflow.tclient_conn(), ("127.0.0.1", 8443))
+    connections.server(data.server).dialed = ("allowed.test", 8443)
+    with taddons.context(alone):
+        alone.server_connected(data)
+        assert data.server.address == ("allowed.test", 8443)
+        assert connections.client(data.client).checked == {data.server: ("allowed.test", 8443)}
+        alone.server_disconnected(data)
+    assert connections.client(data.client).checked == {}

@@ -11,11 +11,15 @@ from pathlib import Path
 
 import pytest
 from mitmproxy import http
-from mitmproxy.test import tflow, tutils
+from mitmproxy.test import taddons, tflow, tutils
 
 from stockade.proxy import decisions, refusal
 from stockade.proxy.control import SessionSpec
-from tests.proxy.filterkit import FakeResolver, FilterChain, boom, connect_flow, get_flow, register
+from stockade.proxy.decisions import Decisions
+from stockade.proxy.lookup import Lookup
+from stockade.proxy.sessions import Registry
+from stockade.proxy.state import META, SESSION, Connections
+from tests.proxy.filterkit import UPSTREAM, FakeResolver, FilterChain, boom, connect_flow, get_flow, register
 
 
 @pytest.mark.parametrize(
@@ -233,3 +237,47 @@ async def test_an_allowed_request_that_cannot_be_recorded_is_refused_saying_why(
     assert f.response is not None and f.response.status_code == 403
     assert b"could not be recorded" in f.response.content and b"cannot write audit log" in f.response.content
 
+
+
+# -- Decisions alone -------------------------------------------------------------
+
+
+def admitted(registry: Registry, spec: SessionSpec, f: http.HTTPFlow) -> http.HTTPFlow:
+    """`f` as SessionAuth leaves an admitted flow."""
+    _token, session = registry.register(spec)
+    f.metadata[SESSION] = session
+    return f
+
+
+async def test_a_flow_without_an_admitted_session_is_left_alone() -> None:
+    alone = Decisions(Connections(), Lookup())
+    with taddons.context(alone):
+        f = get_flow("denied.test", 80)
+        await alone.requestheaders(f)
+    assert f.response is None and META not in f.metadata
+
+
+async def test_a_checked_lookup_waits_for_the_backstop(make_spec: Callable[..., SessionSpec]) -> None:
+    connections, lookup = Connections(), Lookup()
+    lookup.resolver = FakeResolver()
+    alone = Decisions(connections, lookup)
+    with taddons.context(alone):
+        f = admitted(Registry(), make_spec(), get_flow("allowed.test", 8443))
+        await alone.requestheaders(f)
+    assert f.response is None and f.metadata[META].record.decision == "allow"
+    assert connections.client(f.client_conn).pending[("allowed.test", 8443)].addresses == (UPSTREAM,)
+
+
+async def test_a_connection_the_backstop_checked_is_not_looked_up_again(make_spec: Callable[..., SessionSpec]) -> None:
+    connections, lookup = Connections(), Lookup()
+    resolver = FakeResolver()
+    lookup.resolver = resolver
+    alone = Decisions(connections, lookup)
+    with taddons.context(alone):
+        f = admitted(Registry(), make_spec(), get_flow("allowed.test", 8443))
+        connections.client(f.client_conn).checked[f.server_conn] = ("allowed.test", 8443)
+        await alone.requestheaders(f)
+        other = admitted(Registry(), make_spec(), get_flow("a.wild.test", 8443, client=f.client_conn))
+        await alone.requestheaders(other)
+    assert f.response is None and other.response is None
+    assert resolver.queries == ["a.wild.test"]  # only the destination no open connection was checked for

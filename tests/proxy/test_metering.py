@@ -8,9 +8,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from mitmproxy.test import tflow, tutils
+from mitmproxy import http
+from mitmproxy.options import Options
+from mitmproxy.proxy import layer
+from mitmproxy.proxy.context import Context
+from mitmproxy.proxy.layers import TCPLayer
+from mitmproxy.test import taddons, tflow, tutils
 
+from stockade.proxy.audit import AuditRecord
 from stockade.proxy.control import SessionSpec
+from stockade.proxy.meter import Meter
+from stockade.proxy.metering import Metering
+from stockade.proxy.sessions import Registry
+from stockade.proxy.state import META, Connections
+from stockade.proxy.tracking import Tracked
 from tests.proxy.filterkit import FakeResolver, FilterChain, connect_flow, get_flow, hello, register
 
 
@@ -94,3 +105,59 @@ async def test_an_allowed_flow_is_recorded_before_its_first_byte_goes_upstream(
     first, _tunnel_start, end = audit_lines(starts=True)
     assert end["phase"] == "end" and end["flow"] == first["flow"] and first["flow"]
 
+
+
+# -- Metering alone --------------------------------------------------------------
+
+
+def recorded(f: http.HTTPFlow, spec: SessionSpec, *, written: bool = False) -> Tracked:
+    """The flow's record as Decisions leaves an allowed (or, written, a denied) flow."""
+    _token, session = Registry().register(spec)
+    record = AuditRecord(session=spec.session_id, command=[], scheme="http", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+    tracked = f.metadata[META] = Tracked(session, record, written=written)
+    return tracked
+
+
+async def test_only_recorded_allowed_flows_are_counted(make_spec: Callable[..., SessionSpec]) -> None:
+    alone = Metering(Connections())
+    with taddons.context(alone):
+        unrecorded = get_flow("allowed.test")
+        alone.requestheaders(unrecorded)
+        denied = get_flow("allowed.test")
+        recorded(denied, make_spec(), written=True)
+        alone.requestheaders(denied)
+        allowed = get_flow("allowed.test")
+        tracked = recorded(allowed, make_spec())
+        alone.requestheaders(allowed)
+    assert not unrecorded.request.stream and not denied.request.stream
+    assert callable(allowed.request.stream) and allowed.request.stream(b"abc") == b"abc"
+    assert tracked.record.bytes_up > 3
+
+
+async def test_a_cut_flow_is_killed_at_its_response_headers(make_spec: Callable[..., SessionSpec]) -> None:
+    alone = Metering(Connections())
+    with taddons.context(alone):
+        f = get_flow("allowed.test")
+        recorded(f, make_spec()).cut = "session ended"
+        f.response = tutils.tresp(content=b"")
+        alone.responseheaders(f)
+    assert f.error is not None and f.error.msg == f.error.KILLED_MESSAGE and not f.response.stream
+
+
+async def test_a_tunnel_is_metered_once(make_spec: Callable[..., SessionSpec]) -> None:
+    connections = Connections()
+    alone = Metering(connections)
+    client = tflow.tclient_conn()
+    _token, session = Registry().register(make_spec())
+    record = AuditRecord(session="s", command=[], scheme="connect", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+    connections.client(client).tunnel = Tracked(session, record)
+    context = Context(client, Options())
+    with taddons.context(alone):
+        first = layer.NextLayer(context)
+        first.layer = TCPLayer(context)
+        alone.next_layer(first)
+        second = layer.NextLayer(context)
+        second.layer = TCPLayer(context)
+        alone.next_layer(second)
+    assert isinstance(first.layer, Meter) and connections.client(client).meter is first.layer
+    assert isinstance(second.layer, TCPLayer) and record.scheme == "tcp"

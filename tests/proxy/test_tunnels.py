@@ -6,17 +6,24 @@ must do depends on what the addons before it decided."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
+from mitmproxy.connection import Client
 from mitmproxy.options import Options
 from mitmproxy.proxy import server_hooks
 from mitmproxy.proxy.context import Context
 from mitmproxy.tcp import TCPMessage
-from mitmproxy.test import tflow, tutils
+from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.tls import TlsData
 
 from stockade.proxy import tunnels
+from stockade.proxy.audit import AuditRecord
 from stockade.proxy.control import SessionSpec
+from stockade.proxy.sessions import Registry
+from stockade.proxy.state import Connections
+from stockade.proxy.tracking import Tracked
+from stockade.proxy.tunnels import Tunnels
 from tests.proxy.filterkit import FakeResolver, FilterChain, boom, connect_flow, get_flow, hello, register
 
 
@@ -150,3 +157,36 @@ async def test_exception_in_tcp_start_kills(chain: FilterChain, monkeypatch: pyt
         chain.tcp_start(t)
     assert t.error is not None and t.error.msg == t.error.KILLED_MESSAGE
 
+
+
+# -- Tunnels alone ---------------------------------------------------------------
+
+
+def tunnel_of(connections: Connections, client: Client, spec: SessionSpec) -> Tracked:
+    """An allowed tunnel to allowed.test, as Decisions leaves it."""
+    _token, session = Registry().register(spec)
+    record = AuditRecord(session=spec.session_id, command=[], scheme="connect", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+    tracked = connections.client(client).tunnel = Tracked(session, record)
+    return tracked
+
+
+async def test_a_checked_clienthello_lets_the_meter_hand_over_the_tunnel(make_spec: Callable[..., SessionSpec]) -> None:
+    connections = Connections()
+    alone = Tunnels(connections)
+    client = tflow.tclient_conn()
+    tunnel_of(connections, client, make_spec())
+    meter = connections.client(client).meter = SimpleNamespace(passthrough=False)  # type: ignore[assignment]
+    with taddons.context(alone):
+        alone.tls_clienthello(hello(client, "allowed.test"))
+    assert meter.passthrough is True
+
+
+async def test_killed_raw_tcp_leaves_its_dial_refused(make_spec: Callable[..., SessionSpec]) -> None:
+    connections = Connections()
+    alone = Tunnels(connections)
+    t = tflow.ttcpflow()
+    tracked = tunnel_of(connections, t.client_conn, make_spec())
+    with taddons.context(alone):
+        alone.tcp_start(t)
+    refused = connections.server(t.server_conn).refused
+    assert refused is not None and refused.rule == tunnels.RAW_TCP and tracked.cut == tunnels.RAW_TCP
