@@ -10,6 +10,7 @@ import pytest
 from stockade.core.locations import Locations
 from stockade.proxy.control import SessionSpec
 from tests.netkit import stop_daemon as stop_runtime_daemon
+from tests.proxy.filterkit import FilterChain
 
 ALLOW = ("allowed.test", "*.wild.test")
 DENY = ("blocked.wild.test",)
@@ -75,3 +76,9 @@ def fresh_locations(tmp_path: Path) -> Iterator[Callable[[str], Locations]]:
 def daemon_tools() -> SimpleNamespace:
     """`make_locations` and `stop_daemon` for module-scoped fixtures (tests do not import conftest)."""
     return SimpleNamespace(make_locations=make_locations, stop_daemon=stop_daemon)
+
+
+@pytest.fixture
+def chain() -> FilterChain:
+    """The daemon's filter addons, each hook called on all of them in the daemon's order."""
+    return FilterChain()

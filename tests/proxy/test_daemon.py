@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from stockade.core.locations import Locations
-from stockade.proxy import client
+from stockade.proxy import client, launch, sessionclient
 from stockade.proxy.control import SessionSpec
 from tests.netkit import make_certificate
 
@@ -182,10 +182,10 @@ def world(tmp_path_factory: pytest.TempPathFactory, daemon_tools: SimpleNamespac
         )
     )
     locations = daemon_tools.make_locations(root / "home")
-    # A daemon slow to answer (a loaded CI machine) is replaced by the next registration (client.HUNG_AFTER);
+    # A daemon slow to answer (a loaded CI machine) is replaced by the next registration (launch.HUNG_AFTER);
     # the replacement must answer from the same table, not from real DNS.
-    saved_env = {name: os.environ.get(name) for name in (client.TEST_RESOLVER_ENV, client.IDLE_ENV)}
-    os.environ[client.TEST_RESOLVER_ENV], os.environ[client.IDLE_ENV] = str(resolver), "600"
+    saved_env = {name: os.environ.get(name) for name in (launch.TEST_RESOLVER_ENV, launch.IDLE_ENV)}
+    os.environ[launch.TEST_RESOLVER_ENV], os.environ[launch.IDLE_ENV] = str(resolver), "600"
     started = time.monotonic()
     port = client.ensure_daemon(locations, test_resolver=str(resolver), idle_timeout=600)
     start_seconds = time.monotonic() - started
@@ -1032,7 +1032,7 @@ def test_a_hung_daemon_is_replaced_and_leaves_once_it_wakes(fresh_locations: Cal
     locations = fresh_locations("hung")
     client.ensure_daemon(locations, idle_timeout=600)  # it would not leave on its idle timer during the test
     old = _daemon_pid(locations)
-    monkeypatch.setattr(client, "IO_TIMEOUT", 120.0)  # waiting out the I/O timeout would show as a test timeout
+    monkeypatch.setattr(sessionclient, "IO_TIMEOUT", 120.0)  # waiting out the I/O timeout would show as a test timeout
     os.kill(old, signal.SIGSTOP)
     try:
         spec = SessionSpec(session_id="after-hang", command=["x"], cwd="/", allow=(), audit_path=str(locations.state / "a.jsonl"))
@@ -1276,3 +1276,40 @@ def test_a_flood_of_denials_is_paced_and_another_session_is_served(
     # What the flood sent ahead of its answers is bounded per connection (headlimit.MAX_PIPELINED).
     assert rss_during - rss_before < 64 << 20, (rss_before, rss_during)
     assert world.origins["denied"].requests == []
+
+
+# -- the filter's addons, as the daemon assembles them ----------------------------
+
+
+async def test_addon_loads_into_dumpmaster_without_name_clash() -> None:
+    from mitmproxy.options import Options
+    from mitmproxy.tools.dump import DumpMaster
+
+    from stockade.proxy.daemon import Filter
+
+    master = DumpMaster(Options(), with_termlog=False, with_dumper=False)
+    chain = Filter().chain()
+    master.addons.add(*chain)
+    for addon in chain:
+        assert master.addons.get(type(addon).__name__.lower()) is addon
+
+
+async def test_options_are_prefixed() -> None:
+    from mitmproxy.options import Options
+    from mitmproxy.test import taddons
+
+    from stockade.proxy.daemon import Filter
+
+    with taddons.context(*Filter().chain()) as tctx:
+        ours = {name for name in tctx.options.keys() if name not in Options().keys()}
+    assert ours and all(name.startswith("stockade_") for name in ours)
+
+
+def test_the_chain_runs_each_addon_after_the_ones_it_reads() -> None:
+    """The order daemon.Filter documents: Auth before Decisions before Metering before SpliceOffers,
+    mitmproxy's NextLayer (proxy_addons) before Metering wraps its choice."""
+    from stockade.proxy.daemon import Filter, proxy_addons
+
+    names = [type(a).__name__ for a in [*proxy_addons(), *Filter().chain()]]
+    order = ["NextLayer", "SessionAuth", "Decisions", "Tunnels", "Metering", "SpliceOffers", "Backstop"]
+    assert [n for n in names if n in order] == order

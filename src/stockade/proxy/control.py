@@ -28,7 +28,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
 PROTOCOL = 2  # 2: "listen" (the daemon serves the sandbox's listener itself)

@@ -1,4 +1,4 @@
-"""The per-user proxy daemon: a mitmproxy Master running StockadeFilter, plus its control socket.
+"""The per-user proxy daemon: a mitmproxy Master running the filter addons, plus its control socket.
 
 Run as `python -m stockade.proxy.daemon --runtime-dir DIR --state-dir DIR`
 (`client.ensure_daemon` does this). It listens on 127.0.0.1 (a free port),
@@ -34,20 +34,67 @@ from mitmproxy.options import Options
 from stockade.proxy import headlimit
 from stockade.proxy.accepting import accept, raise_descriptor_limit
 from stockade.proxy.audit import AuditError, AuditRecord
+from stockade.proxy.auth import SessionAuth
+from stockade.proxy.backstop import Backstop
 from stockade.proxy.budget import Budget
 from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
+from stockade.proxy.decisions import Decisions
 from stockade.proxy.door import Door, readable
-from stockade.proxy.stockadefilter import StockadeFilter
+from stockade.proxy.lookup import Lookup
+from stockade.proxy.metering import Metering
+from stockade.proxy.sessions import Registry
+from stockade.proxy.splicing import SpliceOffers
+from stockade.proxy.state import Connections
+from stockade.proxy.tunnels import Tunnels
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_IDLE = 300
 
 
+class Filter:
+    """The enforcing addons, one job each, sharing one `Connections`.
+
+    mitmproxy calls every hook on the addons in list order, awaiting each, and
+    the order is part of the enforcement (`chain`): a later addon acts on what
+    an earlier one decided, read from the flow and the connection's state.
+    """
+
+    def __init__(self, registry: Registry | None = None) -> None:
+        self.registry = registry if registry is not None else Registry()
+        self.connections = Connections()
+        self.lookup = Lookup()
+        self.auth = SessionAuth(self.registry, self.connections)
+        self.decisions = Decisions(self.connections, self.lookup)
+        self.tunnels = Tunnels(self.connections)
+        self.metering = Metering(self.connections)
+        self.splicing = SpliceOffers(self.connections)
+        self.backstop = Backstop(self.connections, self.lookup)
+
+    def chain(self) -> list[Any]:
+        return [
+            self.lookup,  # hooks only options: the resolver Decisions and Backstop share
+            # First on every request: the session decides everything after it. A flow it
+            # answered (407/403) carries no admitted session, and the rest leave it alone.
+            self.auth,
+            # Judges the admitted request and writes its start record; must run before
+            # Metering, which counts only flows recorded as allowed.
+            self.decisions,
+            self.tunnels,  # TLS, TCP inside tunnels: reads the tunnel Decisions allowed
+            # Wraps the tunnel in its Meter (next_layer) and counts bodies: after Decisions,
+            # before SpliceOffers, which hands over that very Meter and counted body.
+            self.metering,
+            self.splicing,
+            # server_connect: judges again below everything; reads the session Auth bound
+            # and the lookup Decisions checked, and refusals Tunnels left for it.
+            self.backstop,
+        ]
+
+
 class Daemon:
     """Addon for the daemon's lifecycle: ready signal, control socket, idle exit, clean-up."""
 
-    def __init__(self, files: DaemonFiles, filt: StockadeFilter, ready_fd: int | None = None) -> None:
+    def __init__(self, files: DaemonFiles, filt: Filter, ready_fd: int | None = None) -> None:
         self.files = files
         self.filter = filt
         self.ready_fd = ready_fd
@@ -194,8 +241,8 @@ class Daemon:
                 "exiting": self.exiting,
                 "sessions": len(self.filter.registry),
                 "clients": self.clients,
-                "spliced": self.filter.spliced_total,
-                "bodies": self.filter.bodies_spliced,
+                "spliced": self.filter.splicing.spliced_total,
+                "bodies": self.filter.splicing.bodies_spliced,
             }
         if op == "register":
             if self.exiting:
@@ -235,7 +282,7 @@ class Daemon:
         if listener.type != socket.SOCK_STREAM or not listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
             listener.close()
             return {"ok": False, "error": "listen needs a listening TCP socket"}
-        door = Door(session, listener, self.filter.bind, self.budget)
+        door = Door(session, listener, self.filter.auth.bind, self.budget)
         door.open()
         self.doors[session_id] = door
         return {"ok": True}
@@ -417,8 +464,9 @@ def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, r
         confdir=str(files.confdir),  # mitmproxy's own CA lands here, never in ~/.mitmproxy
     )
     master = Master(options)
-    filt = StockadeFilter()
-    master.addons.add(*proxy_addons(), filt, Daemon(files, filt, ready_fd))
+    filt = Filter()
+    # mitmproxy's own addons first: NextLayer must have chosen a layer before Metering wraps it.
+    master.addons.add(*proxy_addons(), *filt.chain(), Daemon(files, filt, ready_fd))
     options.update(
         connection_strategy="lazy",  # nothing is dialed before the ClientHello was checked
         stream_large_bodies="1m",

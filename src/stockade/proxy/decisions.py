@@ -1,0 +1,153 @@
+"""Allow or deny each request of an admitted session, before anything is looked up or dialed.
+
+- `http_connect` (CONNECT host:port): 403 before any lookup or dial;
+- `requestheaders` (plain HTTP): judged on `request.host` (the request
+  target), and a `Host` header that disagrees with it is a 403;
+- `dns_request`: always REFUSED (the sandbox has no resolver).
+
+An allowed name is looked up and its addresses checked here too, so a name
+that resolves inside (rebinding) is refused with its own 403; the checked
+lookup waits in the connection's state for the backstop (backstop.py) to
+dial. An allowed request's start record is written before it goes on; one
+that cannot be recorded is refused.
+
+mitmproxy swallows exceptions from hooks and carries on (the flow passes),
+so every hook here catches everything itself and denies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from mitmproxy import connection, dns, http
+from mitmproxy.net.http import url
+
+from stockade.proxy import refusal
+from stockade.proxy.decide import Decision, canonical_target, check_resolved, decide
+from stockade.proxy.lookup import Lookup
+from stockade.proxy.sessions import Session
+from stockade.proxy.state import META, SESSION, ClientState, Connections
+
+logger = logging.getLogger(__name__)
+
+
+class Decisions:
+    def __init__(self, connections: Connections, lookup: Lookup) -> None:
+        self.connections = connections
+        self.lookup = lookup
+
+    async def http_connect(self, flow: http.HTTPFlow) -> None:
+        session: Session | None = flow.metadata.get(SESSION)
+        if session is None:
+            return  # answered by SessionAuth
+        try:
+            request = flow.request
+            decision = decide(session.rules, request.host, request.port)
+            tracked = refusal.track(flow, session, decision, scheme="connect", path=None)
+            if decision.allowed:
+                decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
+            if not decision.allowed:
+                await paced(session)
+                refusal.refuse(flow, tracked, decision)
+                return
+            if not tracked.opened():
+                refusal.unrecordable(flow, tracked)
+                return
+            del flow.metadata[META]  # the tunnel's record ends with the connection, not with this flow
+            self.connections.client(flow.client_conn).tunnel = tracked
+        except Exception:
+            logger.exception("http_connect failed; refusing %s", refusal.where(flow))
+            refusal.fail(flow)
+
+    async def requestheaders(self, flow: http.HTTPFlow) -> None:
+        session: Session | None = flow.metadata.get(SESSION)
+        if session is None:
+            return  # answered by SessionAuth
+        try:
+            request = flow.request
+            state = self.connections.client(flow.client_conn)
+            tunnel = state.tunnel
+            decision = decide(session.rules, request.host, request.port)
+            tracked = refusal.track(flow, session, decision, scheme=request.scheme or "http", path=request.path)
+            mismatch = host_mismatch(request, in_tunnel=tunnel is not None)
+            if mismatch:
+                decision = Decision(False, mismatch, "", decision.host)
+            if decision.allowed and tunnel is None and not _reusable(state, request.host, request.port):
+                # Inside a tunnel the connection is the CONNECT's, checked when it was made; a kept-alive
+                # connection to this very host:port was checked when it was dialed (a new one would be too).
+                decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
+            if not decision.allowed:
+                await paced(session)
+                refusal.refuse(flow, tracked, decision)
+                return
+            if not tracked.opened():
+                refusal.unrecordable(flow, tracked)
+                return
+        except Exception:
+            logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
+            refusal.fail(flow)
+
+    def dns_request(self, flow: Any) -> None:
+        """The sandbox has no resolver; a DNS query that reaches the proxy is refused."""
+        try:
+            flow.response = flow.request.fail(dns.response_codes.REFUSED)
+        except Exception:
+            logger.exception("dns_request failed; killing the flow")
+            if flow.killable:
+                flow.kill()
+
+    async def _check_addresses(self, client: connection.Client, session: Session, host: str, port: int, decision: Decision) -> Decision:
+        resolved = await self.lookup.resolver(host, port)
+        checked = check_resolved(session.rules, decision.host, port, resolved.addresses, self.lookup.own_addresses(), resolved.upstreams)
+        if checked.allowed:
+            self.connections.client(client).pending[(host, port)] = resolved
+            return decision
+        return checked
+
+
+def _reusable(state: ClientState, host: str, port: int) -> bool:
+    """Whether mitmproxy would send a request to host:port over a connection the backstop checked.
+
+    mitmproxy reuses an open server connection whose `address` is the
+    request's (host, port); its address was checked when it was dialed,
+    and looking the name up again would not change where the bytes go.
+    """
+    return (host, port) in state.checked.values()
+
+
+def host_mismatch(request: http.Request, *, in_tunnel: bool) -> str | None:
+    """Why the Host header disagrees with the request target, or None.
+
+    The target decides where mitmproxy connects; an origin server routes on
+    Host. Letting them differ would judge one name and serve another.
+    Inside a CONNECT tunnel only the name is compared (the port is the tunnel's).
+    """
+    hosts = request.headers.get_all("Host")
+    if len(hosts) > 1:
+        return "more than one Host header"
+    value = request.host_header
+    if value is None:
+        return None
+    try:
+        name, port = url.parse_authority(value, check=True)
+        same = str(canonical_target(name)) == str(canonical_target(request.host))
+    except ValueError:
+        return f"malformed Host header {refusal.shown_host(value)}"
+    if not same:
+        return f"Host header {refusal.shown_host(value)} does not match the request target {refusal.shown_host(request.host)}"
+    if in_tunnel:
+        return None
+    expected = port if port is not None else (443 if request.scheme == "https" else 80)
+    if expected != request.port:
+        return f"Host header {refusal.shown_host(value)} does not match the request target port {request.port}"
+    return None
+
+
+async def paced(session: Session) -> None:
+    """Wait for this denial's slot (sessions.DENIAL_RATE): a flood of denials is slowed, not served at once."""
+    delay = session.denial_pace.delay(time.monotonic())
+    if delay > 0:
+        await asyncio.sleep(delay)

@@ -1,0 +1,168 @@
+"""Counting what allowed traffic moves, and ending each allowed flow's audit record once.
+
+Plain HTTP bodies are counted as they stream (`request.stream`,
+`response.stream`); a tunnel's content is wrapped in a `Meter` layer
+(meter.py) that counts it and cuts it when its `Tracked` says so; raw TCP
+after an allowed upgrade is counted message by message. The final record of
+a flow is written when it ends (`response`, `error`, `tcp_end`), of a tunnel
+when its client disconnects.
+
+It acts only on flows Decisions allowed and recorded: those carry an
+unwritten `Tracked` in `flow.metadata[META]`, or a tunnel in the
+connection's state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from mitmproxy import connection, http, tcp
+from mitmproxy.proxy import layer, server_hooks
+from mitmproxy.proxy.layers import HttpLayer, TCPLayer
+
+from stockade.proxy import refusal
+from stockade.proxy.decide import Decision
+from stockade.proxy.meter import Meter
+from stockade.proxy.refusal import INTERNAL_ERROR
+from stockade.proxy.state import META, Connections
+from stockade.proxy.tracking import Tracked
+
+logger = logging.getLogger(__name__)
+
+
+class Metering:
+    def __init__(self, connections: Connections) -> None:
+        self.connections = connections
+
+    # -- plain HTTP ----------------------------------------------------------
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is None or tracked.written:
+            return  # not allowed, or not recorded: Decisions answered it
+        try:
+            tracked.record.bytes_up = _head_size(flow.request)
+            flow.request.stream = _counter(tracked, "bytes_up")
+        except Exception:
+            logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
+            refusal.fail(flow)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is None or tracked.written or flow.response is None:
+            return
+        try:
+            if tracked.must_close:
+                flow.kill()
+                return
+            tracked.record.bytes_down = _head_size(flow.response)
+            flow.response.stream = _counter(tracked, "bytes_down")
+        except Exception:
+            logger.exception("responseheaders failed; killing %s", refusal.where(flow))
+            if flow.killable:
+                flow.kill()
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is None or tracked.written:
+            return
+        if flow.response is not None and flow.response.status_code == 101:
+            self.connections.server(flow.server_conn).upgraded = tracked  # its raw TCP continuation is allowed
+        tracked.record.address = _peer(flow.server_conn)
+        tracked.finish()
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is None or tracked.written:
+            return
+        refused = self.connections.client(flow.client_conn).denied_dials.pop((flow.request.host, flow.request.port), None)
+        if refused is not None:
+            tracked.deny(refused)
+        else:
+            tracked.finish(error=flow.error.msg if flow.error else None)
+
+    # -- tunnels -------------------------------------------------------------
+
+    def next_layer(self, nextlayer: layer.NextLayer) -> None:
+        state = self.connections.client(nextlayer.context.client)
+        tracked = state.tunnel
+        if tracked is None or nextlayer.layer is None or state.meter is not None:
+            return
+        try:
+            chosen = nextlayer.layer
+            if isinstance(chosen, HttpLayer):
+                tracked.record.scheme = "http"
+            elif isinstance(chosen, TCPLayer):
+                tracked.record.scheme = "tcp"
+            meter = Meter(nextlayer.context, chosen, tracked)
+            state.meter = meter
+            nextlayer.layer = meter
+        except Exception:
+            logger.exception("cannot meter the tunnel to %s:%s; cutting it", tracked.record.host, tracked.record.port)
+            tracked.deny(Decision(False, INTERNAL_ERROR, "", tracked.record.host))
+
+    def client_disconnected(self, client: connection.Client) -> None:
+        state = self.connections.client(client)
+        tracked, state.tunnel = state.tunnel, None
+        if tracked is not None:
+            tracked.finish(error=tracked.must_close)  # e.g. "session ended" for a tunnel cut by the end
+
+    def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
+        tracked = self.connections.client(data.client).tunnel
+        if tracked is not None:
+            tracked.record.address = _peer(data.server)
+
+    def server_connect_error(self, data: server_hooks.ServerConnectionHookData) -> None:
+        tracked = self.connections.client(data.client).tunnel
+        if tracked is not None and data.server.error and not tracked.record.error:
+            tracked.record.error = data.server.error
+
+    # -- raw TCP after an upgrade ----------------------------------------------
+
+    def tcp_message(self, flow: tcp.TCPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is None:
+            return
+        message = flow.messages[-1]
+        if message.from_client:
+            tracked.record.bytes_up += len(message.content)
+        else:
+            tracked.record.bytes_down += len(message.content)
+        flow.messages.clear()  # relayed already; keep memory flat on long connections
+        if tracked.must_close and flow.killable:
+            flow.kill()
+
+    def tcp_end(self, flow: tcp.TCPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is not None:
+            tracked.finish()
+
+    def tcp_error(self, flow: tcp.TCPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is not None:
+            tracked.finish(error=flow.error.msg if flow.error else None)
+
+
+def _counter(tracked: Tracked, attribute: str) -> Callable[[bytes], bytes]:
+    """A `stream` callable: the body flows through unbuffered and is counted on the way."""
+    record = tracked.record
+
+    def count(chunk: bytes) -> bytes:
+        setattr(record, attribute, getattr(record, attribute) + len(chunk))
+        return chunk
+
+    return count
+
+
+def _head_size(message: http.Message) -> int:
+    """Bytes of a message's start line and headers, about as they cross the wire."""
+    size = sum(len(k) + len(v) + 4 for k, v in message.headers.fields) + 2
+    if isinstance(message, http.Request):
+        return size + len(message.method) + len(message.path) + 11
+    reason = message.reason if isinstance(message, http.Response) else ""
+    return size + len(reason or "") + 15
+
+
+def _peer(server: connection.Server) -> str | None:
+    return str(server.peername[0]) if server.peername else None

@@ -1,0 +1,116 @@
+"""Handing checked traffic to splice(2), off mitmproxy's event loop (Linux).
+
+Two offers, both for traffic already allowed, recorded and metered:
+- a TLS tunnel passed through untouched, once its `Meter` saw every byte the
+  client sent reach the server (splicer.py);
+- a plain-HTTP response body of known length (bodysplice.py).
+
+It must come after Metering in the chain: it takes over the `Meter` Metering
+installed and the body Metering counts. A failed offer leaves the traffic on
+mitmproxy's path, which moves the same bytes more slowly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from mitmproxy import connection, ctx, http
+from mitmproxy.proxy import layer
+
+from stockade.proxy import bodysplice, splicer
+from stockade.proxy.decide import Decision
+from stockade.proxy.meter import Meter
+from stockade.proxy.refusal import INTERNAL_ERROR, where
+from stockade.proxy.state import META, Connections
+
+logger = logging.getLogger(__name__)
+
+
+class SpliceOffers:
+    def __init__(self, connections: Connections) -> None:
+        self.connections = connections
+        self.spliced_total = 0  # tunnels handed to a splicer since start (reported by the daemon's ping)
+        self.bodies_spliced = 0  # plain-HTTP response bodies spliced whole since start (likewise)
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "stockade_splice",
+            bool,
+            True,
+            "Move the bytes of checked TLS tunnels, and plain-HTTP response bodies of known length, with splice(2) "
+            "outside the event loop (Linux). Off: every chunk goes through mitmproxy, slower but identical in effect.",
+        )
+
+    # -- tunnels -------------------------------------------------------------
+
+    def next_layer(self, nextlayer: layer.NextLayer) -> None:
+        state = self.connections.client(nextlayer.context.client)
+        meter = state.meter
+        if meter is None or nextlayer.layer is not meter or meter.on_drained is not None:
+            return  # no tunnel, not the call that installed its meter, or offered already
+        try:
+            if ctx.options.stockade_splice and splicer.AVAILABLE:
+                meter.on_drained = self._offer_splice
+        except Exception:
+            logger.exception("cannot meter the tunnel to %s:%s; cutting it", meter.tracked.record.host, meter.tracked.record.port)
+            meter.tracked.deny(Decision(False, INTERNAL_ERROR, "", meter.tracked.record.host))
+
+    def _offer_splice(self, meter: Meter) -> None:
+        """The meter saw the tunnel drained: try to hand it to a splicer once the loop is free."""
+        asyncio.get_running_loop().call_soon(self._splice, meter, 0)
+
+    def _splice(self, meter: Meter, attempt: int) -> None:
+        client = meter.context.client
+        try:
+            state = self.connections.client(client)
+            if meter.tracked.must_close or state.tunnel is None:
+                return
+            handler = _handler(client)
+            if handler is None:
+                return
+            spliced = splicer.Splicer(handler, client, meter.context.server, meter.tracked)
+            if spliced.start():
+                state.splicer = spliced
+                self.spliced_total += 1
+                logger.debug("tunnel to %s:%s spliced", meter.tracked.record.host, meter.tracked.record.port)
+            elif attempt < 20:  # a write still in flight: look again shortly
+                asyncio.get_running_loop().call_later(0.005, self._splice, meter, attempt + 1)
+        except Exception:
+            logger.exception("cannot splice the tunnel to %s; it stays on mitmproxy's path", meter.tracked.record.host)
+
+    # -- plain-HTTP bodies ---------------------------------------------------
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        """A checked plain-HTTP response's body of known length goes by splice (proxy/bodysplice.py)."""
+        tracked = flow.metadata.get(META)
+        if tracked is None or tracked.written or flow.response is None or tracked.must_close or flow.error is not None:
+            return  # not allowed, already ended, or cut by Metering
+        try:
+            if not (ctx.options.stockade_splice and bodysplice.AVAILABLE) or self.connections.client(flow.client_conn).tunnel is not None:
+                return
+            if bodysplice.body_length(flow) is None:
+                return
+            handler = _handler(flow.client_conn)
+            if handler is not None:
+                bodysplice.BodySplice(handler, flow, tracked, self._count_body).start()
+        except Exception:
+            logger.exception("responseheaders failed; killing %s", where(flow))
+            if flow.killable:
+                flow.kill()
+
+    def _count_body(self) -> None:
+        self.bodies_spliced += 1
+
+
+def _handler(client: connection.Client) -> Any:
+    """mitmproxy's ConnectionHandler of a client connection, or None."""
+    proxyserver = ctx.master.addons.get("proxyserver")
+    if proxyserver is None:
+        return None
+    found = proxyserver.connections.get(client.id)
+    if getattr(found, "client", None) is client:
+        return found
+    # Else by identity: the key of `connections` differs between mitmproxy versions.
+    return next((h for h in proxyserver.connections.values() if getattr(h, "client", None) is client), None)

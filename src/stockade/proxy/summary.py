@@ -1,0 +1,46 @@
+"""What a person reads about a run's network at its end: one line per denial, refusal or broken record.
+
+Imported on the hot path (through `client`): standard library only; the
+policy hints are imported only when a denial has one to show.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def describe_denial(denial: dict[str, Any], origin: str) -> str:
+    """One summary line for a session's denial, with the policy line that would allow it, for every backend."""
+    count = int(str(denial.get("count") or 1))
+    where = f"network: denied {denial.get('host')}:{denial.get('port')}" + (f" ({count} times)" if count > 1 else "")
+    if not denial.get("hint"):
+        return f"{where} ({denial.get('rule')}); no policy change allows this"
+    from stockade.profiles.hints import allow_command
+
+    command = allow_command(str(denial.get("hint")), origin)
+    if command:
+        return f"{where}; to allow it, run: {command}"
+    return f"{where}; to allow it, add {denial.get('hint')} under [network] in {origin}"
+
+
+def refused_line(refused: object) -> str:
+    """The line for connections a session's budget refused (the daemon's `refused` reply), or ""."""
+    if not isinstance(refused, dict) or not isinstance(refused.get("count"), int) or refused["count"] <= 0:
+        return ""
+    count = refused["count"]
+    return f"network: {count} connection{'s' * (count != 1)} refused with a 503: {refused.get('why')}"
+
+
+def daemon_gone(error: BaseException) -> str:
+    """Why a run's network record is incomplete when the daemon was gone at its end."""
+    return (
+        f"the proxy daemon was gone when the run ended ({error}): the run's network connections ended with it, "
+        "and the audit log holds their start records only (`stockade audit` marks them incomplete)"
+    )
+
+
+def audit_failed(audit_error: str) -> str:
+    """Why a run's network record is incomplete when its audit log could not be written."""
+    return f"the audit log could not be written ({audit_error}): every request after that was refused"

@@ -1,0 +1,122 @@
+"""What may travel inside an allowed CONNECT tunnel: checked TLS passed through untouched, nothing else.
+
+- `tls_clienthello`: the SNI must be the CONNECT host; then the TLS stream
+  passes through untouched (`ignore_connection`). On a mismatch the tunnel
+  is cut by the `Meter` around it (metering.py), never "ignored" (that
+  would pass it);
+- `tls_start_client`: stockade never terminates a client's TLS;
+- `tcp_start`: raw TCP in a tunnel is killed (only TLS or HTTP may tunnel),
+  except the continuation of an allowed HTTP upgrade (101), which gets a
+  record of its own.
+
+mitmproxy swallows exceptions from hooks and carries on (the flow passes),
+so every hook here catches everything itself and denies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from mitmproxy import connection, tcp, tls
+
+from stockade.proxy.audit import now_iso
+from stockade.proxy.decide import Decision, canonical_target
+from stockade.proxy.refusal import INTERNAL_ERROR, shown_host
+from stockade.proxy.state import META, Connections
+from stockade.proxy.tracking import Tracked
+
+logger = logging.getLogger(__name__)
+
+RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP)"
+
+
+class Tunnels:
+    def __init__(self, connections: Connections) -> None:
+        self.connections = connections
+
+    def tls_clienthello(self, data: tls.ClientHelloData) -> None:
+        state = self.connections.client(data.context.client)
+        tracked = state.tunnel
+        data.ignore_connection = False
+        if tracked is None:
+            return  # TLS outside a CONNECT tunnel: tls_start_client refuses it
+        try:
+            sni = data.client_hello.sni
+            tracked.record.scheme = "tls"
+            tracked.record.sni = sni
+            reason = sni_mismatch(sni, tracked.record.host)
+            if reason:
+                tracked.deny(Decision(False, reason, "", tracked.record.host))
+                return
+            data.establish_server_tls_first = False
+            data.ignore_connection = True  # pass the TLS stream through, untouched
+            if state.meter is not None:
+                state.meter.passthrough = True
+        except Exception:
+            logger.exception("tls_clienthello failed; cutting the tunnel")
+            data.ignore_connection = False
+            tracked.deny(Decision(False, INTERNAL_ERROR, "", tracked.record.host))
+
+    def tls_start_client(self, data: tls.TlsData) -> None:
+        """stockade never intercepts TLS: any attempt to terminate a client's TLS fails the connection."""
+        data.ssl_conn = None
+        tracked = self.connections.client(data.context.client).tunnel
+        if tracked is not None and not tracked.cut:
+            tracked.deny(Decision(False, "TLS interception refused", "", tracked.record.host))
+
+    def tcp_start(self, flow: tcp.TCPFlow) -> None:
+        try:
+            upgraded = self._take_upgrade(flow.server_conn)
+            if upgraded is not None and not upgraded.session.stopped:
+                record = dataclasses.replace(upgraded.record, scheme="tcp", time=now_iso(), bytes_up=0, bytes_down=0, error=None, path=None)
+                tracked = Tracked(upgraded.session, dataclasses.replace(record, flow=None))
+                flow.metadata[META] = tracked
+                if not tracked.opened() and flow.killable:
+                    flow.kill()
+                return
+            host = flow.server_conn.address[0] if flow.server_conn.address else "?"
+            tunnel = self.connections.client(flow.client_conn).tunnel
+            if tunnel is not None:
+                tunnel.record.scheme = "tcp"
+                host = tunnel.record.host
+            self._kill_tcp(flow, tunnel, Decision(False, RAW_TCP, "", host))
+        except Exception:
+            logger.exception("tcp_start failed; killing the flow")
+            self._kill_tcp(flow, None, Decision(False, INTERNAL_ERROR))
+
+    def _take_upgrade(self, server: connection.Server) -> Tracked | None:
+        """The allowed upgrade (101) whose raw TCP continuation this server connection carries, once."""
+        state = self.connections.server(server)
+        upgraded, state.upgraded = state.upgraded, None
+        return upgraded
+
+    def _kill_tcp(self, flow: tcp.TCPFlow, tracked: Tracked | None, decision: Decision) -> None:
+        # mitmproxy 11 does not stop a TCP flow killed in tcp_start; refusing its
+        # server connection (the backstop reads `refused`) and cutting the tunnel do.
+        self.connections.server(flow.server_conn).refused = decision
+        if tracked is not None:
+            tracked.deny(decision)
+        if flow.killable:
+            flow.kill()
+
+
+def sni_mismatch(sni: str | None, host: str) -> str | None:
+    """Why a ClientHello's SNI may not enter a tunnel to `host` (canonical), or None.
+
+    A tunnel to a name needs that very name as SNI (no fronting, no missing
+    SNI); a tunnel to an IP literal must not carry a name at all.
+    """
+    try:
+        is_address = canonical_target(host).address is not None
+    except ValueError:
+        return "invalid tunnel host"
+    if sni is None or sni == "":
+        return None if is_address else f"TLS without SNI to {host}"
+    try:
+        same = str(canonical_target(sni)) == host
+    except ValueError:
+        same = False
+    if is_address or not same:
+        return f"TLS SNI {shown_host(sni)} does not match the CONNECT host {host}"
+    return None

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+
+from stockade.proxy import summary
+
+
+@pytest.mark.parametrize(
+    "denial, expected",
+    [
+        pytest.param(
+            {"host": "pypi.org", "port": 443, "rule": "no allow rule matches", "hint": 'allow = ["pypi.org"]', "count": 1},
+            "network: denied pypi.org:443; to allow it, run: stockade allow pypi.org --policy /p/.stockade.toml",
+            id="hint",
+        ),
+        pytest.param(
+            {"host": "10.0.0.1", "port": 80, "rule": "private address", "hint": None, "count": 3},
+            "network: denied 10.0.0.1:80 (3 times) (private address); no policy change allows this",
+            id="no hint, counted",
+        ),
+        pytest.param(
+            {"host": "x.test", "port": 443, "rule": "r", "hint": "not a rule line"},
+            "network: denied x.test:443; to allow it, add not a rule line under [network] in /p/.stockade.toml",
+            id="hint that names no rule",
+        ),
+    ],
+)
+def test_describe_denial(denial: dict[str, object], expected: str) -> None:
+    assert summary.describe_denial(denial, "/p/.stockade.toml") == expected
+
+
+@pytest.mark.parametrize(
+    "refused, expected",
+    [
+        pytest.param(None, "", id="none"),
+        pytest.param({"count": 0, "why": "w"}, "", id="zero"),
+        pytest.param({"count": "2", "why": "w"}, "", id="not a number"),
+        pytest.param({"count": 1, "why": "too many"}, "network: 1 connection refused with a 503: too many", id="one"),
+        pytest.param({"count": 2, "why": "too many"}, "network: 2 connections refused with a 503: too many", id="two"),
+    ],
+)
+def test_refused_line(refused: object, expected: str) -> None:
+    assert summary.refused_line(refused) == expected
+
+
+def test_trouble_lines_name_the_cause() -> None:
+    assert "(connection refused)" in summary.daemon_gone(ConnectionRefusedError("connection refused"))
+    assert summary.audit_failed("disk full") == "the audit log could not be written (disk full): every request after that was refused"

@@ -1,0 +1,192 @@
+"""Tests of tunnels.py (Tunnels: what may travel in a tunnel).
+
+Most run the whole filter chain (tests/proxy/filterkit.py), as the daemon does: what an addon
+must do depends on what the addons before it decided."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+
+import pytest
+from mitmproxy.connection import Client
+from mitmproxy.options import Options
+from mitmproxy.proxy import server_hooks
+from mitmproxy.proxy.context import Context
+from mitmproxy.tcp import TCPMessage
+from mitmproxy.test import taddons, tflow, tutils
+from mitmproxy.tls import TlsData
+
+from stockade.proxy import tunnels
+from stockade.proxy.audit import AuditRecord
+from stockade.proxy.control import SessionSpec
+from stockade.proxy.sessions import Registry
+from stockade.proxy.state import Connections
+from stockade.proxy.tracking import Tracked
+from stockade.proxy.tunnels import Tunnels
+from tests.proxy.filterkit import FakeResolver, FilterChain, boom, connect_flow, get_flow, hello, register
+
+
+@pytest.mark.parametrize(
+    "connect, sni, passes",
+    [
+        pytest.param("allowed.test", "allowed.test", True, id="same name"),
+        pytest.param("allowed.test", "ALLOWED.test.", True, id="same name, other spelling"),
+        pytest.param("allowed.test", "denied.test", False, id="fronting"),
+        pytest.param("allowed.test", None, False, id="no SNI"),
+        pytest.param("allowed.test", "", False, id="empty SNI"),
+        pytest.param("a.wild.test", "blocked.wild.test", False, id="SNI of a denied sibling"),
+    ],
+)
+async def test_tls_clienthello(
+    chain: FilterChain,
+    make_spec: Callable[..., SessionSpec],
+    audit_lines: Callable[[], list[dict[str, object]]],
+    connect: str,
+    sni: str | None,
+    passes: bool,
+) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, make_spec())
+    with chain.context():
+        f = connect_flow(connect, 8443, token)
+        await chain.http_connect(f)
+        data = hello(f.client_conn, sni)
+        data.ignore_connection = True  # whatever ran before us, only a match passes
+        chain.tls_clienthello(data)
+        tracked = chain.connections.client(f.client_conn).tunnel
+    assert data.ignore_connection is passes
+    assert (tracked.cut is None) is passes
+    if not passes:
+        (record,) = audit_lines()
+        assert record["decision"] == "deny" and record["scheme"] == "tls" and record["sni"] == sni
+
+
+@pytest.mark.parametrize(
+    "sni, host, reason",
+    [
+        pytest.param("allowed.test", "allowed.test", None, id="match"),
+        pytest.param(None, "198.51.100.7", None, id="ip tunnel without SNI"),
+        pytest.param("allowed.test", "198.51.100.7", "does not match", id="ip tunnel with a name"),
+        pytest.param(None, "allowed.test", "without SNI", id="name tunnel without SNI"),
+        pytest.param("a\x1b.test", "allowed.test", "does not match", id="garbage SNI"),
+    ],
+)
+def test_sni_mismatch(sni: str | None, host: str, reason: str | None) -> None:
+    result = tunnels.sni_mismatch(sni, host)
+    assert (result is None) if reason is None else (result is not None and reason in result)
+
+
+async def test_tls_outside_a_tunnel_is_never_passed_or_intercepted(chain: FilterChain) -> None:
+    with chain.context():
+        client = tflow.tclient_conn()
+        data = hello(client, "allowed.test")
+        data.ignore_connection = True
+        chain.tls_clienthello(data)
+        assert data.ignore_connection is False
+        start = TlsData(client, Context(client, Options()))
+        start.ssl_conn = object()  # type: ignore[assignment]
+        chain.tls_start_client(start)
+        assert start.ssl_conn is None
+
+
+async def test_raw_tcp_in_a_tunnel_is_killed_and_never_dialed(
+    chain: FilterChain, make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, make_spec())
+    with chain.context():
+        f = connect_flow("allowed.test", 8443, token)
+        await chain.http_connect(f)
+        t = tflow.ttcpflow()
+        t.client_conn = f.client_conn
+        chain.tcp_start(t)
+        assert t.error is not None and t.error.msg == t.error.KILLED_MESSAGE
+        data = server_hooks.ServerConnectionHookData(client=f.client_conn, server=t.server_conn)
+        await chain.server_connect(data)
+        assert data.server.error and tunnels.RAW_TCP in data.server.error
+    (record,) = audit_lines()
+    assert (record["decision"], record["rule"], record["scheme"]) == ("deny", tunnels.RAW_TCP, "tcp")
+
+
+async def test_tcp_after_an_allowed_upgrade_is_counted(
+    chain: FilterChain, make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, make_spec())
+    with chain.context():
+        f = get_flow("allowed.test", 8443, token)
+        await chain.requestheaders(f)
+        f.response = tutils.tresp(status_code=101, content=b"")
+        chain.response(f)
+        t = tflow.ttcpflow()
+        t.messages.clear()
+        t.client_conn, t.server_conn = f.client_conn, f.server_conn
+        chain.tcp_start(t)
+        assert t.error is None
+        t.messages.append(TCPMessage(True, b"hello"))
+        chain.tcp_message(t)
+        t.messages.append(TCPMessage(False, b"world!"))
+        chain.tcp_message(t)
+        assert t.messages == []
+        chain.tcp_end(t)
+    upgrade, stream = audit_lines()
+    assert upgrade["scheme"] == "http" and stream["scheme"] == "tcp"
+    assert (stream["bytes_up"], stream["bytes_down"]) == (5, 6)
+
+
+async def test_exception_in_tls_clienthello_cuts(
+    chain: FilterChain, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, make_spec())
+    with chain.context():
+        f = connect_flow("allowed.test", 8443, token)
+        await chain.http_connect(f)
+        monkeypatch.setattr(tunnels, "sni_mismatch", boom)
+        data = hello(f.client_conn, "allowed.test")
+        chain.tls_clienthello(data)
+    assert data.ignore_connection is False
+    assert chain.connections.client(f.client_conn).tunnel.cut
+
+
+async def test_exception_in_tcp_start_kills(chain: FilterChain, monkeypatch: pytest.MonkeyPatch) -> None:
+    with chain.context():
+        t = tflow.ttcpflow()
+        monkeypatch.setattr(chain.filter.tunnels, "_take_upgrade", boom)
+        chain.tcp_start(t)
+    assert t.error is not None and t.error.msg == t.error.KILLED_MESSAGE
+
+
+
+# -- Tunnels alone ---------------------------------------------------------------
+
+
+def tunnel_of(connections: Connections, client: Client, spec: SessionSpec) -> Tracked:
+    """An allowed tunnel to allowed.test, as Decisions leaves it."""
+    _token, session = Registry().register(spec)
+    record = AuditRecord(session=spec.session_id, command=[], scheme="connect", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+    tracked = connections.client(client).tunnel = Tracked(session, record)
+    return tracked
+
+
+async def test_a_checked_clienthello_lets_the_meter_hand_over_the_tunnel(make_spec: Callable[..., SessionSpec]) -> None:
+    connections = Connections()
+    alone = Tunnels(connections)
+    client = tflow.tclient_conn()
+    tunnel_of(connections, client, make_spec())
+    meter = connections.client(client).meter = SimpleNamespace(passthrough=False)  # type: ignore[assignment]
+    with taddons.context(alone):
+        alone.tls_clienthello(hello(client, "allowed.test"))
+    assert meter.passthrough is True
+
+
+async def test_killed_raw_tcp_leaves_its_dial_refused(make_spec: Callable[..., SessionSpec]) -> None:
+    connections = Connections()
+    alone = Tunnels(connections)
+    t = tflow.ttcpflow()
+    tracked = tunnel_of(connections, t.client_conn, make_spec())
+    with taddons.context(alone):
+        alone.tcp_start(t)
+    refused = connections.server(t.server_conn).refused
+    assert refused is not None and refused.rule == tunnels.RAW_TCP and tracked.cut == tunnels.RAW_TCP
