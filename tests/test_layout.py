@@ -42,7 +42,6 @@ END_TO_END_ONLY = {
     "bwrap/sweep": "tests/e2e/test_planted_code.py",
     "cli/app": "tests/cli/test_cli.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
-    "cli/failure": "tests/cli/test_fault_matrix.py",
     "cli/main": "tests/cli/test_cli.py",
     "cli/nested": "tests/e2e/test_nesting.py",
     "cli/run_command": "tests/cli/test_cli.py",
