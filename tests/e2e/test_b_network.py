@@ -14,7 +14,7 @@ Each attack has a control that must work, so a broken sandbox cannot pass
 by failing everything.
 
 Not covered here: case 32's "an addon hook made to raise" needs a fault
-injected into the daemon (tests/proxy/test_stockadefilter.py does it); case
+injected into the daemon (tests/proxy/test_decisions.py and the other addon tests do it); case
 18's `ping` and `dig` are not installed here (their sockets are probed in
 Python instead), and this curl has no HTTP/3 (QUIC is probed as UDP).
 """
