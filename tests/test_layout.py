@@ -43,7 +43,6 @@ END_TO_END_ONLY = {
     "cli/app": "tests/cli/test_cli.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "cli/main": "tests/cli/test_cli.py",
-    "cli/nested": "tests/e2e/test_nesting.py",
     "cli/run_command": "tests/cli/test_cli.py",
     "core/backend": "tests/seatbelt/test_backend.py",
     "profiles/gitdirs": "tests/e2e/test_git_layouts.py",
