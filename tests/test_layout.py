@@ -29,7 +29,6 @@ END_TO_END_ONLY = {
     "bwrap/changes": "tests/e2e/test_e_persistence.py",
     "bwrap/execute": "tests/e2e/test_d_process.py",
     "bwrap/hardlinks": "tests/e2e/test_hard_links.py",
-    "bwrap/limits": "tests/e2e/test_f_resources.py",
     "bwrap/mounts": "tests/e2e/test_a_filesystem.py",
     "bwrap/netns": "tests/e2e/test_b_network.py",
     "bwrap/network": "tests/e2e/test_b_network.py",
