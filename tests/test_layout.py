@@ -28,7 +28,6 @@ END_TO_END_ONLY = {
     "bwrap/backend": "tests/e2e/test_a_filesystem.py",
     "bwrap/changes": "tests/e2e/test_e_persistence.py",
     "bwrap/execute": "tests/e2e/test_d_process.py",
-    "bwrap/hardlinks": "tests/e2e/test_hard_links.py",
     "bwrap/mounts": "tests/e2e/test_a_filesystem.py",
     "bwrap/netns": "tests/e2e/test_b_network.py",
     "bwrap/network": "tests/e2e/test_b_network.py",
