@@ -34,7 +34,6 @@ END_TO_END_ONLY = {
     "bwrap/private_home": "tests/e2e/test_private_home.py",
     "bwrap/probe": "tests/cli/test_cli.py",
     "bwrap/run": "tests/e2e/test_plan_cache.py",
-    "bwrap/seccomp_cache": "tests/bwrap/test_seccomp.py",
     "bwrap/supervise": "tests/bwrap/test_socket_race.py",
     "cli/app": "tests/cli/test_cli.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
