@@ -107,7 +107,6 @@ def test_read_text_strips_and_says_none_when_unreadable(tmp_path: Path) -> None:
     assert read_text(str(tmp_path)) is None  # a folder
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: read_text raises UnicodeDecodeError on a non-ASCII file (a cgroup path in /proc/self/cgroup may be one)")
 def test_read_text_of_a_non_ascii_file_does_not_raise(tmp_path: Path) -> None:
     (tmp_path / "cgroup").write_bytes("0::/user.slice/café.scope\n".encode())
     assert read_text(str(tmp_path / "cgroup")) in (None, "0::/user.slice/café.scope")
@@ -308,7 +307,6 @@ def test_check_limits_without_one_says_rlimits(monkeypatch: pytest.MonkeyPatch) 
     assert check.ok and not check.required and "fall back to rlimits" in check.detail and "systemd user session" in check.fix
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: doctor says limits go through systemd-run, but plan_limits never uses it (rlimits are used)")
 def test_check_limits_says_what_a_run_will_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from stockade.bwrap import limits
 

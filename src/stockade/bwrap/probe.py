@@ -51,7 +51,7 @@ def bwrap_version() -> tuple[int, ...] | None:
 def read_text(path: str) -> str | None:
     """A small kernel or cgroup file, stripped; None when unreadable."""
     try:
-        with open(path, encoding="ascii") as handle:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:  # a cgroup's name may be any bytes
             return handle.read().strip()
     except OSError:
         return None
@@ -139,10 +139,6 @@ def check_limits() -> Check:
     folder = cgroup_v2_delegated()
     if folder:
         return Check("resource limits", True, f"pids and memory through cgroup v2 under {folder}", required=False)
-    import shutil
-
-    if shutil.which("systemd-run") and os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
-        return Check("resource limits", True, "pids and memory through systemd-run --user --scope", required=False)
     return Check(
         "resource limits", True,
         "no delegated cgroup: [limits] memory and pids fall back to rlimits (per process / per user)",

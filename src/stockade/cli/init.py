@@ -73,8 +73,23 @@ def init(
     target = folder / PROJECT_FILE
     if kind is not None and kind not in KINDS:
         raise UsageError(f"--kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    if target.is_symlink():  # a cloned repository's link to ~/.bashrc must not be written through
+        raise UsageError(f"{target} is a symbolic link; stockade init writes only a file of its own (remove the link first)")
     if target.exists() and not force:
         raise UsageError(f"{target} already exists; use --force to overwrite it")
     chosen = kind or detect_kind(folder)
-    target.write_text(starter_text(chosen), encoding="utf-8")
+    _write_own(target, starter_text(chosen), replace=force)
     print(f"stockade: wrote {target} for a {chosen} project; review it with `stockade explain`, then `stockade trust`")
+
+
+def _write_own(target: Path, text: str, *, replace: bool) -> None:
+    """Write the file itself, never through a link (O_NOFOLLOW) that appeared since the check above."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if replace else os.O_EXCL)
+    try:
+        fd = os.open(target, flags, 0o644)
+    except FileExistsError:
+        raise UsageError(f"{target} already exists; use --force to overwrite it") from None
+    except OSError as error:
+        raise UsageError(f"cannot write {target}: {error.strerror}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
