@@ -33,13 +33,13 @@ from mitmproxy.options import Options
 
 from stockade.proxy import headlimit
 from stockade.proxy.accepting import accept, raise_descriptor_limit
-from stockade.proxy.audit import AuditError, AuditRecord
+from stockade.proxy.audit import AuditError
 from stockade.proxy.auth import SessionAuth
 from stockade.proxy.backstop import Backstop
-from stockade.proxy.budget import Budget
 from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
 from stockade.proxy.decisions import Decisions
-from stockade.proxy.door import Door, readable
+from stockade.proxy.door import readable
+from stockade.proxy.doors import Doors
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.metering import Metering
 from stockade.proxy.sessions import Registry
@@ -102,9 +102,7 @@ class Daemon:
         self.clients = 0
         self.last_activity = time.monotonic()
         self.exiting = False
-        self.doors: dict[str, Door] = {}  # session id -> its sandbox's listener
-        self.budget = Budget()  # connections each door may hold (budget.py)
-        self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
+        self.doors = Doors(filt.auth.bind)
         self._server: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
@@ -167,8 +165,7 @@ class Daemon:
             task.cancel()
         if self._server is not None:
             self._server.close()
-        for door in self.doors.values():
-            door.close()
+        self.doors.close_all()
         self._remove_files()
 
     # -- control socket --------------------------------------------------------
@@ -265,7 +262,7 @@ class Daemon:
             self.last_activity = time.monotonic()
             if session is None:
                 return {"ok": False, "error": f"unknown session {session_id!r}"}
-            refused = self._refused.pop(session_id, None)
+            refused = self.doors.refused(session_id)
             return {"ok": True, "denials": session.denial_summary(), "audit_error": session.writer.broken, "refused": refused}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
@@ -274,26 +271,14 @@ class Daemon:
         session = self.filter.registry.get(session_id)
         if session is None or session_id not in owned:
             return {"ok": False, "error": f"session {session_id!r} was not registered on this connection"}
-        if session_id in self.doors:
-            return {"ok": False, "error": f"session {session_id!r} already has its listener"}
-        if len(fds) != 1:
-            return {"ok": False, "error": "listen needs exactly one listening socket"}
-        listener = socket.socket(fileno=fds.pop())
-        if listener.type != socket.SOCK_STREAM or not listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-            listener.close()
-            return {"ok": False, "error": "listen needs a listening TCP socket"}
-        door = Door(session, listener, self.filter.auth.bind, self.budget)
-        door.open()
-        self.doors[session_id] = door
+        refusal = self.doors.listen(session_id, session, fds)
+        if refusal is not None:
+            return {"ok": False, "error": refusal}
         return {"ok": True}
 
     def _end(self, session_id: str) -> Any:
-        door = self.doors.pop(session_id, None)
-        if door is not None:
-            door.close()
-            if door.refused:
-                self._refused[session_id] = {"count": door.refused, "why": door.refusal}
-                _audit_refusals(door)
+        """The door closes (its refusals recorded) before the session ends and its audit log closes."""
+        self.doors.close(session_id)
         return self.filter.registry.end(session_id)
 
     # -- idle exit -------------------------------------------------------------
@@ -402,19 +387,6 @@ class ControlReader:
         line, _, self.buffer = self.buffer.partition(b"\n")
         fds, self.fds = self.fds, []
         return line + b"\n", fds
-
-
-def _audit_refusals(door: Door) -> None:
-    """One record for every connection the session's budget refused (count in `repeats`)."""
-    session = door.session
-    record = AuditRecord(
-        session=session.spec.session_id, command=session.spec.command, scheme="connect", host="*", port=0,
-        decision="deny", rule=door.refusal, time=door.first_refused, repeats=door.refused, last_time=door.last_refused,
-    )  # fmt: skip
-    try:
-        session.writer.write(record)
-    except AuditError:
-        pass  # the writer is broken: the run's end says the audit failed
 
 
 def _close_all(fds: list[int]) -> None:
