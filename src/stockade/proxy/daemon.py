@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import fcntl
 import json
 import logging
 import os
 import signal
-import socket
-import struct
 import sys
 import time
 from pathlib import Path
@@ -32,14 +29,13 @@ from mitmproxy.master import Master
 from mitmproxy.options import Options
 
 from stockade.proxy import headlimit
-from stockade.proxy.accepting import accept, raise_descriptor_limit
-from stockade.proxy.audit import AuditError, AuditRecord
+from stockade.proxy.accepting import raise_descriptor_limit
 from stockade.proxy.auth import SessionAuth
 from stockade.proxy.backstop import Backstop
-from stockade.proxy.budget import Budget
-from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, SessionSpec, decode, encode
+from stockade.proxy.control import DaemonFiles
+from stockade.proxy.controlserver import ControlServer
 from stockade.proxy.decisions import Decisions
-from stockade.proxy.door import Door, readable
+from stockade.proxy.doors import Doors
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.metering import Metering
 from stockade.proxy.sessions import Registry
@@ -92,7 +88,11 @@ class Filter:
 
 
 class Daemon:
-    """Addon for the daemon's lifecycle: ready signal, control socket, idle exit, clean-up."""
+    """Addon for the daemon's life cycle: ready signal, port file, idle exit, clean-up.
+
+    It assembles the rest: the control server (`controlserver.py`) that
+    registers sessions, and the doors (`doors.py`) their sandboxes connect through.
+    """
 
     def __init__(self, files: DaemonFiles, filt: Filter, ready_fd: int | None = None) -> None:
         self.files = files
@@ -102,13 +102,9 @@ class Daemon:
         self.clients = 0
         self.last_activity = time.monotonic()
         self.exiting = False
-        self.doors: dict[str, Door] = {}  # session id -> its sandbox's listener
-        self.budget = Budget()  # connections each door may hold (budget.py)
-        self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
-        self._server: socket.socket | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.doors = Doors(filt.auth.bind)
+        self.control = ControlServer(self, filt.registry, self.doors, filt.splicing)
         self._idle_task: asyncio.Task[None] | None = None
-        self._bound: tuple[int, int] | None = None  # our control socket's (device, inode)
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -118,13 +114,16 @@ class Daemon:
             "Seconds the daemon keeps running with no session registered and no client connected.",
         )
 
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
     def client_connected(self, client: Any) -> None:
         self.clients += 1
-        self.last_activity = time.monotonic()
+        self.touch()
 
     def client_disconnected(self, client: Any) -> None:
         self.clients -= 1
-        self.last_activity = time.monotonic()
+        self.touch()
 
     async def running(self) -> None:
         try:
@@ -141,15 +140,7 @@ class Daemon:
     async def _start_serving(self) -> None:
         proxyserver = ctx.master.addons.get("proxyserver")
         self.port = int(proxyserver.listen_addrs()[0][1])
-        if self.files.socket.exists():
-            self.files.socket.unlink()  # left by a daemon that died; the start lock is held by our starter
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.files.socket))
-        os.chmod(self.files.socket, 0o600)
-        self._bound = self._socket_identity()
-        self._server.listen(64)
-        self._server.setblocking(False)
-        self._keep(self._accept_loop(self._server))
+        self.control.start(self.files.socket)
         temporary = self.files.port_file.with_suffix(".tmp")
         temporary.write_text(json.dumps({"port": self.port, "pid": os.getpid()}))
         os.replace(temporary, self.files.port_file)
@@ -163,138 +154,9 @@ class Daemon:
     async def done(self) -> None:
         if self._idle_task is not None:
             self._idle_task.cancel()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._server is not None:
-            self._server.close()
-        for door in self.doors.values():
-            door.close()
+        self.control.close()
+        self.doors.close_all()
         self._remove_files()
-
-    # -- control socket --------------------------------------------------------
-    # Raw sockets rather than asyncio streams: a stream's recv() would drop the
-    # descriptor that comes with "listen" (SCM_RIGHTS needs recvmsg).
-
-    def _keep(self, coroutine: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _accept_loop(self, server: socket.socket) -> None:
-        while True:
-            conn = await accept(server, "the control socket")
-            if conn is None:
-                return
-            self._keep(self._serve(conn))
-
-    async def _serve(self, conn: socket.socket) -> None:
-        owned: set[str] = set()  # sessions registered on this connection end with it
-        loop = asyncio.get_running_loop()
-        lines = ControlReader(conn)
-        try:
-            conn.setblocking(False)
-            uid = peer_uid(conn)
-            if uid != os.getuid():
-                logger.warning("control connection from uid %s refused", uid)
-                await loop.sock_sendall(conn, encode({"ok": False, "error": "only the daemon's own user may use it"}))
-                return
-            while True:
-                try:
-                    line, fds = await lines.readline()
-                except ValueError:  # longer than MAX_LINE
-                    await loop.sock_sendall(conn, encode({"ok": False, "error": "control message too long"}))
-                    return
-                if not line:
-                    return
-                try:
-                    reply = self.handle(decode(line), owned, fds)
-                except Exception as exc:  # a bad request gets an answer, never a dead daemon
-                    logger.info("control request failed: %s", exc)
-                    reply = {"ok": False, "error": str(exc)}
-                finally:
-                    _close_all(fds)  # whatever a request did not keep
-                await loop.sock_sendall(conn, encode(reply))
-        except (ConnectionError, OSError):
-            pass
-        except asyncio.CancelledError:  # the daemon is shutting down
-            pass
-        finally:
-            _close_all(lines.fds)
-            for session_id in owned:
-                self._end(session_id)
-                logger.info("session %s ended with its control connection", session_id)
-            self.last_activity = time.monotonic()
-            conn.close()
-
-    def handle(self, message: dict[str, Any], owned: set[str], fds: list[int] | None = None) -> dict[str, Any]:
-        """Answer one control request (see proxy/control.py for the protocol).
-
-        A request that keeps one of `fds` removes it from the list; the caller closes the rest.
-        """
-        op = message.get("op")
-        if op == "ping":
-            return {
-                "ok": True,
-                "port": self.port,
-                "pid": os.getpid(),
-                "protocol": PROTOCOL,
-                "exiting": self.exiting,
-                "sessions": len(self.filter.registry),
-                "clients": self.clients,
-                "spliced": self.filter.splicing.spliced_total,
-                "bodies": self.filter.splicing.bodies_spliced,
-            }
-        if op == "register":
-            if self.exiting:
-                return {"ok": False, "error": "the proxy daemon is exiting", "retry": True}
-            spec = SessionSpec.from_dict(message.get("spec"))
-            try:
-                token, session = self.filter.registry.register(spec)
-            except (ValueError, AuditError) as exc:
-                return {"ok": False, "error": str(exc)}
-            owned.add(spec.session_id)
-            self.last_activity = time.monotonic()
-            logger.info("session %s registered (%s, %d allow, %d deny)", spec.session_id, spec.mode, len(spec.allow), len(spec.deny))
-            return {"ok": True, "port": self.port, "token": token, "session_id": session.spec.session_id}
-        if op == "listen":
-            return self._listen(str(message.get("session_id", "")), owned, fds if fds is not None else [])
-        if op == "end":
-            session_id = str(message.get("session_id", ""))
-            session = self._end(session_id)
-            owned.discard(session_id)
-            self.last_activity = time.monotonic()
-            if session is None:
-                return {"ok": False, "error": f"unknown session {session_id!r}"}
-            refused = self._refused.pop(session_id, None)
-            return {"ok": True, "denials": session.denial_summary(), "audit_error": session.writer.broken, "refused": refused}
-        return {"ok": False, "error": f"unknown op {op!r}"}
-
-    def _listen(self, session_id: str, owned: set[str], fds: list[int]) -> dict[str, Any]:
-        """Serve a sandbox's listening socket as the door of a session registered on this very connection."""
-        session = self.filter.registry.get(session_id)
-        if session is None or session_id not in owned:
-            return {"ok": False, "error": f"session {session_id!r} was not registered on this connection"}
-        if session_id in self.doors:
-            return {"ok": False, "error": f"session {session_id!r} already has its listener"}
-        if len(fds) != 1:
-            return {"ok": False, "error": "listen needs exactly one listening socket"}
-        listener = socket.socket(fileno=fds.pop())
-        if listener.type != socket.SOCK_STREAM or not listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-            listener.close()
-            return {"ok": False, "error": "listen needs a listening TCP socket"}
-        door = Door(session, listener, self.filter.auth.bind, self.budget)
-        door.open()
-        self.doors[session_id] = door
-        return {"ok": True}
-
-    def _end(self, session_id: str) -> Any:
-        door = self.doors.pop(session_id, None)
-        if door is not None:
-            door.close()
-            if door.refused:
-                self._refused[session_id] = {"count": door.refused, "why": door.refusal}
-                _audit_refusals(door)
-        return self.filter.registry.end(session_id)
 
     # -- idle exit -------------------------------------------------------------
 
@@ -312,18 +174,11 @@ class Daemon:
             elif time.monotonic() - self.last_activity >= idle and self._leave():
                 return
 
-    def _socket_identity(self) -> tuple[int, int] | None:
-        try:
-            info = os.stat(self.files.socket)
-        except OSError:
-            return None
-        return info.st_dev, info.st_ino
-
     def _superseded(self) -> bool:
         """A newer daemon took over the control socket (this one was hung, and a run replaced it),
         or the socket was removed: no run can reach this daemon again. It takes no new session
         and exits once its last one ends (True when it is exiting)."""
-        if self._bound is None or self._socket_identity() == self._bound:
+        if self.control.still_ours():
             return False
         if not self.exiting:
             logger.info("the control socket is no longer ours (replaced or removed): no new sessions, exiting when idle")
@@ -372,67 +227,6 @@ class Daemon:
                 path.unlink()
             except FileNotFoundError:
                 pass
-
-
-class ControlReader:
-    """Lines from a non-blocking control connection, with the descriptors that came along (SCM_RIGHTS)."""
-
-    MAX_FDS = 4
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self.buffer = b""
-        self.fds: list[int] = []
-
-    async def readline(self) -> tuple[bytes, list[int]]:
-        """(line with its newline, descriptors received while reading it); b"" at EOF; ValueError if too long."""
-        loop = asyncio.get_running_loop()
-        while b"\n" not in self.buffer:
-            if len(self.buffer) > MAX_LINE:
-                raise ValueError("control message too long")
-            try:
-                data, fds, _flags, _addr = socket.recv_fds(self.conn, 65536, self.MAX_FDS, socket.MSG_CMSG_CLOEXEC)
-            except BlockingIOError:
-                await readable(loop, self.conn)
-                continue
-            self.fds += fds
-            if not data:
-                return b"", []
-            self.buffer += data
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        fds, self.fds = self.fds, []
-        return line + b"\n", fds
-
-
-def _audit_refusals(door: Door) -> None:
-    """One record for every connection the session's budget refused (count in `repeats`)."""
-    session = door.session
-    record = AuditRecord(
-        session=session.spec.session_id, command=session.spec.command, scheme="connect", host="*", port=0,
-        decision="deny", rule=door.refusal, time=door.first_refused, repeats=door.refused, last_time=door.last_refused,
-    )  # fmt: skip
-    try:
-        session.writer.write(record)
-    except AuditError:
-        pass  # the writer is broken: the run's end says the audit failed
-
-
-def _close_all(fds: list[int]) -> None:
-    while fds:
-        with contextlib.suppress(OSError):
-            os.close(fds.pop())
-
-
-def peer_uid(sock: Any) -> int | None:
-    """The uid of the process at the other end of a Unix socket (Linux and macOS)."""
-    if hasattr(socket, "SO_PEERCRED"):
-        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-        return int(uid)
-    if sys.platform == "darwin":
-        sol_local, local_peercred = 0, 1  # <sys/un.h>: struct xucred {u_int version; uid_t uid; ...}
-        raw = sock.getsockopt(sol_local, local_peercred, 76)
-        return int(struct.unpack_from("I", raw, 4)[0])
-    return None
 
 
 def proxy_addons() -> list[Any]:
