@@ -49,7 +49,6 @@ ALLOWED = {
         "urllib": "imported by pathlib",
         "ipaddress": "imported by urllib.parse",
         "json": "the control protocol",
-        "typing": "proxy/control.py",
     },
 }
 

@@ -109,3 +109,15 @@ async def test_a_burst_of_connections_is_accepted_at_once() -> None:
         the_door.close()
         for c in clients:
             c.close()
+
+
+async def test_a_door_closed_twice_is_closed_once() -> None:
+    """The daemon's shutdown closes every door, and then each control connection's clean-up closes its
+    session's door again: the second close raised on the closed listener and skipped the session's end."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=4)
+    held = budget.Budget()
+    the_door = door.Door(session(), listener, lambda client, s: None, held)  # type: ignore[arg-type]
+    the_door.open()
+    the_door.close()
+    the_door.close()
+    assert listener.fileno() == -1

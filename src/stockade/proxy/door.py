@@ -76,7 +76,10 @@ class Door:
 
         Connections already handed to mitmproxy stay with it: the filter cuts
         them (the session is stopped), and mitmproxy's teardown writes their records.
+        Closing again does nothing: the daemon's shutdown and the session's end may both ask.
         """
+        if self.listener.fileno() == -1:
+            return
         if self._accepting is not None:
             asyncio.get_running_loop().remove_reader(self.listener.fileno())  # before its number can be reused
             self._accepting.cancel()
