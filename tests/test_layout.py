@@ -36,7 +36,6 @@ END_TO_END_ONLY = {
     "cli/app": "tests/cli/test_cli.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "cli/main": "tests/cli/test_cli.py",
-    "cli/run_command": "tests/cli/test_cli.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
     "seatbelt/run": "tests/macos/test_macos_sandbox.py",
     "seatbelt/supervise": "tests/seatbelt/test_backend.py",
