@@ -50,9 +50,7 @@ def test_the_commands_own_status_passes_through(backend: FakeBackend, status: in
     assert len(backend.ran) == 1
 
 
-def test_the_invocation_carries_the_command_cwd_env_and_options(
-    backend: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_invocation_carries_the_command_cwd_env_and_options(backend: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert run_command.run(["--policy", "p.toml", "--profile", "pypi", "-q", "--verbose", "--", "echo", "hi"]) == 0
     (invocation,) = backend.ran
@@ -102,9 +100,7 @@ def test_no_command_is_a_usage_error(backend: FakeBackend) -> None:
     assert backend.ran == []
 
 
-def test_ci_and_report_go_through_run_ci_and_never_reuse_plans(
-    backend: FakeBackend, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ci_and_report_go_through_run_ci_and_never_reuse_plans(backend: FakeBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     from stockade.cli import ci
 
     calls: list[tuple[Invocation, str | None, bool, int]] = []

@@ -1,0 +1,183 @@
+"""The Linux backend's run: a stored plan or a fresh one, the bridge only with a network session, troubles recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from stockade.bwrap import execute as execute_module
+from stockade.bwrap import journal, network, plan_cache, run
+from stockade.core import locations as locations_module
+from stockade.core.invocation import Invocation
+
+
+class FakeBridge:
+    made: list[FakeBridge] = []
+
+    def __init__(self, session_id: str, rules: object, where: object, command: tuple[str, ...], cwd: str) -> None:
+        self.args = (session_id, rules, where, command, cwd)
+        self.trouble = ""
+        FakeBridge.made.append(self)
+
+
+@pytest.fixture
+def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, Any]]:
+    calls: list[tuple[Any, str, Any]] = []
+    FakeBridge.made = []
+
+    def fake_execute(launch: Any, session_id: str, bridge: Any) -> int:
+        calls.append((launch, session_id, bridge))
+        return launch.status
+
+    monkeypatch.setattr(execute_module, "execute", fake_execute)
+    monkeypatch.setattr(network, "Bridge", FakeBridge)
+    monkeypatch.setattr(locations_module, "locate", lambda env: "located")
+    return calls
+
+
+def launch(rules: object = None, status: int = 0) -> Any:
+    return SimpleNamespace(session_rules=rules, command=["curl", "x"], cwd="/p", status=status)
+
+
+def invocation(**kwargs: Any) -> Invocation:
+    return Invocation(["true"], "/p", {}, session_id="abc123abc123", **kwargs)
+
+
+@pytest.mark.parametrize("status", [0, 1, 125, 127, 255])
+def test_run_launch_passes_the_status_through_and_makes_no_bridge_without_rules(executed: list[tuple[Any, str, Any]], status: int) -> None:
+    inv = invocation()
+    assert run.run_launch(launch(status=status), inv, None) == status
+    assert executed[0][1] == "abc123abc123" and executed[0][2] is None
+    assert FakeBridge.made == [] and inv.troubles == []
+
+
+def test_a_network_session_gets_a_bridge_with_the_given_locations(executed: list[tuple[Any, str, Any]]) -> None:
+    rules = object()
+    assert run.run_launch(launch(rules, status=3), invocation(), "where") == 3
+    (bridge,) = FakeBridge.made
+    assert executed[0][2] is bridge
+    assert bridge.args == ("abc123abc123", rules, "where", ("curl", "x"), "/p")
+
+
+def test_without_locations_the_bridge_locates_them(executed: list[tuple[Any, str, Any]]) -> None:
+    run.run_launch(launch(object()), invocation(), None)
+    assert FakeBridge.made[0].args[2] == "located"
+
+
+def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    def troubled_execute(launch: Any, session_id: str, bridge: Any) -> int:
+        bridge.trouble = "the daemon died"
+        return 9
+
+    monkeypatch.setattr(execute_module, "execute", troubled_execute)
+    inv = invocation()
+    assert run.run_launch(launch(object()), inv, None) == 9
+    assert inv.troubles == ["the daemon died"]
+
+
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    lines: list[str] = []
+    monkeypatch.setattr(run, "say", lines.append)
+    monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
+    monkeypatch.setattr(journal, "finish_abandoned", lambda folder, suffix: [("/p/a", "/p/a.abandoned")])
+    return lines
+
+
+def test_a_stored_plan_runs_without_planning(said: list[str], executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = launch(status=4)
+    monkeypatch.setattr(plan_cache, "enabled", lambda inv: True)
+    monkeypatch.setattr(plan_cache, "cached_launch", lambda inv: (stored, "stockade: plan reused"))
+
+    def no_planning(*_args: object) -> int:
+        raise AssertionError("planned although a stored plan was found")
+
+    monkeypatch.setattr(run.LinuxBackend, "_plan_and_run", no_planning)
+    assert run.LinuxBackend().run(invocation()) == 4
+    assert executed[0][0] is stored
+    assert said[0].startswith("stockade: /p/a was created by an earlier run that was killed") and said[0].endswith("renamed to /p/a.abandoned")
+    assert said[1:] == ["stockade: plan reused"]
+
+
+def test_quiet_hides_the_stored_plans_note(said: list[str], executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan_cache, "enabled", lambda inv: True)
+    monkeypatch.setattr(plan_cache, "cached_launch", lambda inv: (launch(), "a note"))
+    run.LinuxBackend().run(invocation(quiet=True))
+    assert "a note" not in said
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_no_stored_plan_means_planning(said: list[str], monkeypatch: pytest.MonkeyPatch, enabled: bool) -> None:
+    looked: list[bool] = []
+    monkeypatch.setattr(plan_cache, "enabled", lambda inv: enabled)
+    monkeypatch.setattr(plan_cache, "cached_launch", lambda inv: looked.append(True))
+    planned: list[bool] = []
+
+    def plan_and_run(self: run.LinuxBackend, inv: Invocation, cacheable: bool) -> int:
+        planned.append(cacheable)
+        return 6
+
+    monkeypatch.setattr(run.LinuxBackend, "_plan_and_run", plan_and_run)
+    assert run.LinuxBackend().run(invocation()) == 6
+    assert planned == [enabled] and looked == ([True] if enabled else [])
+
+
+def test_audit_files_are_the_log_and_its_rotations() -> None:
+    assert run._audit_files(None) == () and run._audit_files("") == ()
+    assert run._audit_files("/logs/a.jsonl") == ("/logs/a.jsonl", "/logs/a.jsonl.1", "/logs/a.jsonl.2")
+
+
+def test_say_moved_says_one_line_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines: list[str] = []
+    monkeypatch.setattr(run, "say", lines.append)
+    run._say_moved([])
+    assert lines == []
+    run._say_moved([("/a", "/a.x"), ("/b", "/b.x")])
+    assert len(lines) == 2 and "/b was created" in lines[1]
+
+
+def test_the_backend_is_named_bwrap(tmp_path: Path) -> None:
+    assert run.LinuxBackend.name == "bwrap"
+
+
+def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from stockade.bwrap import backend, placeholders
+    from stockade.profiles import resolve
+
+    events: list[object] = []
+
+    class Recorder:
+        def start(self) -> Recorder:
+            events.append("start")
+            return self
+
+        def stop(self) -> None:
+            events.append("stop")
+
+    view = SimpleNamespace(walk="walk", socket_scope="scope", sockets=["s"], shared_files=["/p/f"])
+    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log="/l/a.jsonl")), quiet=True)
+    request = SimpleNamespace(locations="locs")
+    planned = launch(status=11)
+    monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
+    monkeypatch.setattr(placeholders, "clear_leftovers", lambda folder: events.append(("clear", folder)))
+    monkeypatch.setattr(plan_cache, "Recorder", Recorder)
+    monkeypatch.setattr(plan_cache, "run_key", lambda inv: "key")
+    monkeypatch.setattr(plan_cache, "store", lambda *args: events.append(("store", args)))
+    monkeypatch.setattr(resolve, "request_for", lambda inv: (events.append("plan"), (request, "note"))[1])
+    monkeypatch.setattr(backend, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
+    monkeypatch.setattr(backend, "launch_of", lambda p: planned)
+    monkeypatch.setattr(backend, "make_own", lambda files, quiet: events.append(("own", files, quiet)))
+    assert run.LinuxBackend()._plan_and_run(invocation(), True) == 11
+    assert events[:4] == [("clear", "/state"), "start", "plan", "stop"]
+    kind, stored = events[4]  # type: ignore[misc]
+    assert kind == "store" and isinstance(stored[2], Recorder)
+    assert stored[:2] == ("key", planned) and stored[3:5] == ("walk", "note")
+    assert stored[5:] == (("/l/a.jsonl", "/l/a.jsonl.1", "/l/a.jsonl.2"), ("scope", ["s"]))
+    assert events[5] == ("own", ["/p/f"], True)
+    assert executed[0][0] is planned
+    events.clear()
+    assert run.LinuxBackend()._plan_and_run(invocation(), False) == 11
+    assert events == [("clear", "/state"), "plan", ("own", ["/p/f"], True)]  # not cacheable: nothing recorded or stored
