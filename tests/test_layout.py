@@ -33,7 +33,6 @@ END_TO_END_ONLY = {
     "bwrap/supervise": "tests/bwrap/test_socket_race.py",
     "cli/app": "tests/cli/test_cli.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
-    "cli/main": "tests/cli/test_cli.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
     "seatbelt/run": "tests/macos/test_macos_sandbox.py",
     "seatbelt/supervise": "tests/seatbelt/test_backend.py",
