@@ -31,7 +31,6 @@ END_TO_END_ONLY = {
     "bwrap/mounts": "tests/e2e/test_a_filesystem.py",
     "bwrap/netns": "tests/e2e/test_b_network.py",
     "bwrap/supervise": "tests/bwrap/test_socket_race.py",
-    "cli/app": "tests/cli/test_cli.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
     "seatbelt/run": "tests/macos/test_macos_sandbox.py",

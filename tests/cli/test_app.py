@@ -1,0 +1,144 @@
+"""run_app's exit codes: Typer's own exits pass through, stockade's errors and surprises become one line and a code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import typer
+
+from stockade.cli import app as app_module
+from stockade.cli import run_command
+from stockade.core.errors import CommandNotFoundError, ExitCode, SandboxSetupError, UsageError
+
+
+def replace_app(monkeypatch: pytest.MonkeyPatch, body: Callable[[], None]) -> list[list[str]]:
+    """A stand-in for the Typer app: records its args, then runs `body`."""
+    seen: list[list[str]] = []
+
+    def fake_app(*, args: list[str], prog_name: str, standalone_mode: bool) -> None:
+        assert prog_name == "stockade" and standalone_mode is True
+        seen.append(args)
+        body()
+
+    monkeypatch.setattr(app_module, "app", fake_app)
+    return seen
+
+
+def raise_(error: BaseException) -> Callable[[], None]:
+    def body() -> None:
+        raise error
+
+    return body
+
+
+def one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stockade: error: "), err
+    return lines[0].removeprefix("stockade: error: ")
+
+
+@pytest.mark.parametrize(("exit_with", "code"), [(0, 0), (1, 1), (2, 2), (125, 125), (None, 0), ("a message", ExitCode.USAGE)])
+def test_a_system_exit_gives_its_code(monkeypatch: pytest.MonkeyPatch, exit_with: int | str | None, code: int) -> None:
+    replace_app(monkeypatch, raise_(SystemExit(exit_with)))
+    assert app_module.run_app(["x"]) == code
+
+
+def test_returning_normally_is_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = replace_app(monkeypatch, lambda: None)
+    assert app_module.run_app(["check", "--json"]) == 0
+    assert seen == [["check", "--json"]]
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [(UsageError("bad policy"), 2), (SandboxSetupError("no bwrap"), 125), (CommandNotFoundError("nosuch"), 127)],
+)
+def test_a_stockade_error_is_one_line_and_its_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: Exception, code: int
+) -> None:
+    replace_app(monkeypatch, raise_(error))
+    assert app_module.run_app(["check"]) == code
+    out, err = capsys.readouterr()
+    assert out == "" and one_error_line(err) == str(error)
+
+
+def test_an_unexpected_exception_is_one_line_and_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    replace_app(monkeypatch, raise_(KeyError("k")))
+    assert app_module.run_app(["check"]) == ExitCode.USAGE == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("internal error (KeyError: 'k')") and "Traceback" not in line
+
+
+def test_ctrl_c_is_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    replace_app(monkeypatch, raise_(KeyboardInterrupt()))
+    assert app_module.run_app(["check"]) == 130
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("args", "debug"), [(["check"], True), (["--debug", "check"], False)])
+def test_debug_prints_the_traceback_first(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], debug: bool) -> None:
+    replace_app(monkeypatch, raise_(SandboxSetupError("no bwrap")))
+    assert app_module.run_app(args, debug=debug) == 125
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and err.endswith("stockade: error: no bwrap\n")
+    replace_app(monkeypatch, raise_(KeyError("k")))
+    assert app_module.run_app(args, debug=debug) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_without_debug_no_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    replace_app(monkeypatch, raise_(SandboxSetupError("no bwrap")))
+    app_module.run_app(["check"])
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_through_a_real_typer_app(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Typer's standalone mode turns its exits into SystemExit; errors from a command still reach run_app."""
+    small = typer.Typer()
+
+    @small.command()
+    def ok(code: int = 0) -> None:
+        raise typer.Exit(code)
+
+    @small.command()
+    def fails() -> None:
+        raise SandboxSetupError("could not set up")
+
+    @small.command()
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app_module, "app", small)
+    assert app_module.run_app(["ok"]) == 0
+    assert app_module.run_app(["ok", "--code", "7"]) == 7
+    assert app_module.run_app(["fails"]) == 125
+    assert app_module.run_app(["interrupted"]) == 130
+    assert app_module.run_app(["nosuch"]) == 2  # Typer's own usage error
+    capsys.readouterr()
+
+
+def test_the_real_app_version_help_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert app_module.run_app(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("stockade ")
+    assert app_module.run_app(["run", "--help"]) == 0
+    assert "-- COMMAND" in capsys.readouterr().out
+    assert app_module.run_app(["no-such-command"]) == 2
+    assert app_module.run_app([]) in (0, 2)  # no_args_is_help
+    capsys.readouterr()
+
+
+def test_typers_run_command_hands_the_lean_parser_the_same_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def lean(argv: list[str]) -> int:
+        seen.append(argv)
+        return 42
+
+    monkeypatch.setattr(run_command, "run", lean)
+    assert app_module.run_app(["--debug", "run", "-q", "--profile", "pypi", "--", "ls", "-l"]) == 42
+    assert app_module.run_app(["run", "-c", "echo hi"]) == 42
+    assert seen == [
+        ["--profile", "pypi", "--quiet", "--", "ls", "-l"],
+        ["-c", "echo hi", "--"],
+    ]
