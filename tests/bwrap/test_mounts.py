@@ -1,0 +1,131 @@
+"""plan_view on a small project tree: masks for deny_read, the read-only floor, deny_write carve-outs, writable roots."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stockade.bwrap.args import Bind, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
+from stockade.bwrap.mounts import Mount, View, plan_view
+from stockade.core.locations import Locations
+from stockade.profiles.model import FilesystemRules, Policy
+from tests.visible import force_rmtree, visible_root
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """Not under /tmp: the planner treats /tmp specially, a project there would not be a plain tree."""
+    folder = visible_root("mounts-").resolve()
+    try:
+        yield folder
+    finally:
+        force_rmtree(folder)
+
+
+@pytest.fixture
+def project(root: Path) -> Path:
+    p = root / "proj"
+    (p / "src").mkdir(parents=True)
+    (p / ".env").write_text("TOKEN=1\n")
+    (p / "src" / ".env").write_text("TOKEN=2\n")
+    (p / "src" / "main.py").write_text("print(1)\n")
+    (p / "secret").mkdir()
+    (p / "secret" / "key").write_text("k")
+    (p / "dist").mkdir()
+    (p / ".git" / "hooks").mkdir(parents=True)
+    (p / ".envrc").write_text("export X=1\n")
+    return p
+
+
+def locations(root: Path) -> Locations:
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    return Locations(home=home, config=home / "config", state=home / "state", cache=home / "cache", runtime=home / "run")
+
+
+def view_of(root: Path, project: Path, **rules: tuple[str, ...]) -> View:
+    rules.setdefault("allow_write", (str(project),))
+    policy = Policy(filesystem=FilesystemRules(**rules), project_dir=project)
+    return plan_view(policy, locations(root), str(project))
+
+
+def mount_at(view: View, path: Path) -> Mount:
+    (found,) = [m for m in view.mounts if m.path == str(path)]
+    return found
+
+
+def test_the_project_is_the_writable_root(root: Path, project: Path) -> None:
+    view = view_of(root, project)
+    assert view.project == str(project)
+    assert view.writable == [str(project)]
+    mount = mount_at(view, project)
+    assert type(mount.piece) is Bind and mount.rank == 0
+
+
+def test_deny_read_masks_files_with_dev_null_and_folders_with_an_empty_tmpfs(root: Path, project: Path) -> None:
+    view = view_of(root, project, deny_read=(f"{project}/**/.env", f"{project}/secret"))
+    assert sorted(view.masked) == sorted([str(project / ".env"), str(project / "src" / ".env"), str(project / "secret")])
+    for name in (".env", "src/.env"):
+        mount = mount_at(view, project / name)
+        assert type(mount.piece) is ReadOnlyBindFrom and mount.piece.source == "/dev/null" and mount.rank == 3
+    folder = mount_at(view, project / "secret").piece
+    assert type(folder) is Tmpfs and folder.read_only and folder.mode == "0000"
+    assert str(project / "src" / "main.py") not in view.masked
+
+
+def test_a_masks_parent_inside_a_writable_root_is_pinned(root: Path, project: Path) -> None:
+    view = view_of(root, project, deny_read=(f"{project}/**/.env",))
+    pin = mount_at(view, project / "src")
+    assert type(pin.piece) is Bind and pin.rank == 1  # a rename of src/ cannot carry the mask away
+
+
+def test_without_deny_read_nothing_is_masked_in_the_project(root: Path, project: Path) -> None:
+    view = view_of(root, project)
+    assert not any(path.startswith(str(project)) for path in view.masked)
+
+
+def test_the_floor_keeps_runs_later_files_read_only(root: Path, project: Path) -> None:
+    view = view_of(root, project)
+    assert {str(project / ".git" / "hooks"), str(project / ".envrc")} <= set(view.read_only)
+    for path in (project / ".git" / "hooks", project / ".envrc"):
+        mount = mount_at(view, path)
+        assert type(mount.piece) is ReadOnlyBind and mount.rank == 2
+    assert str(project / "src" / "main.py") not in view.read_only
+
+
+def test_absent_floor_files_are_watched_not_mounted(root: Path, project: Path) -> None:
+    view = view_of(root, project)
+    absent = dict(view.unguarded)
+    assert absent[str(project / ".stockade.toml")] == str(project / ".stockade.toml")
+    assert absent[str(project / ".git" / "config")] == str(project / ".git" / "config")
+    assert str(project / ".envrc") not in absent  # it exists: a read-only mount, not a watch
+    assert not any(m.path == str(project / ".stockade.toml") for m in view.mounts)
+
+
+def test_deny_write_is_a_read_only_carve_out(root: Path, project: Path) -> None:
+    view = view_of(root, project, deny_write=(f"{project}/dist",))
+    assert str(project / "dist") in view.read_only and str(project / "dist") not in view.writable
+    assert type(mount_at(view, project / "dist").piece) is ReadOnlyBind
+
+
+def test_deny_read_beats_allow_write(root: Path, project: Path) -> None:
+    view = view_of(root, project, allow_write=(str(project), str(project / "secret")), deny_read=(f"{project}/secret",))
+    assert str(project / "secret") in view.masked
+    assert str(project / "secret") not in view.writable
+
+
+def test_a_second_writable_root(root: Path, project: Path) -> None:
+    out = root / "out"
+    out.mkdir()
+    view = view_of(root, project, allow_write=(str(project), str(out)))
+    assert set(view.writable) == {str(project), str(out)}
+    assert type(mount_at(view, out).piece) is Bind
+    assert str(out / ".envrc") in dict(view.unguarded)  # the floor applies at every writable root
+
+
+def test_nothing_writable_means_no_writable_bind(root: Path, project: Path) -> None:
+    view = view_of(root, project, allow_write=())
+    assert view.writable == []
+    assert not any(type(m.piece) is Bind and m.path.startswith(str(project)) for m in view.mounts)
