@@ -33,7 +33,6 @@ END_TO_END_ONLY = {
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
     "seatbelt/run": "tests/macos/test_macos_sandbox.py",
-    "seatbelt/supervise": "tests/seatbelt/test_backend.py",
 }
 
 

@@ -16,7 +16,7 @@ from tests.visible import force_rmtree, visible_root
 
 @pytest.fixture
 def root() -> Iterator[Path]:
-    """Not under /tmp: the planner treats /tmp specially, a project there would not be a plain tree."""
+    """A fresh folder on the visible root (tests/visible.py), not under /tmp."""
     folder = visible_root("mounts-").resolve()
     try:
         yield folder
