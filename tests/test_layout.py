@@ -32,7 +32,6 @@ END_TO_END_ONLY = {
     "bwrap/supervise": "tests/bwrap/test_socket_race.py",
     "cli/codex_trust": "tests/agents/test_live_agents.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
-    "seatbelt/run": "tests/macos/test_macos_sandbox.py",
 }
 
 

@@ -1,0 +1,130 @@
+"""The macOS run: no proxy session without network, one opened and always closed otherwise, its news reported."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from stockade.core.invocation import Invocation
+from stockade.profiles.model import NetworkMode
+from stockade.proxy import client
+from stockade.seatbelt import run
+
+
+class FakePlanner:
+    made: list[FakePlanner] = []
+    status = 0
+    fail: Exception | None = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.built: list[Any] = []
+        FakePlanner.made.append(self)
+
+    def build(self, request: Any) -> str:
+        self.built.append(request)
+        return "plan"
+
+    def run(self, plan: str) -> int:
+        assert plan == "plan"
+        if FakePlanner.fail is not None:
+            raise FakePlanner.fail
+        return FakePlanner.status
+
+    def explain(self, plan: str) -> str:
+        return f"explained {plan}"
+
+
+def request(mode: NetworkMode, quiet: bool = False) -> Any:
+    policy = SimpleNamespace(network=SimpleNamespace(mode=mode), origin="policy.toml")
+    return SimpleNamespace(policy=policy, locations="where", command=("curl", "x"), cwd="/p", quiet=quiet)
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    state = SimpleNamespace(
+        request=request(NetworkMode.ALLOWLIST),
+        opened=[],
+        closed=[],
+        said=[],
+        ended=SimpleNamespace(trouble="", denials=[], refused=""),
+    )
+    FakePlanner.made, FakePlanner.status, FakePlanner.fail = [], 0, None
+    monkeypatch.setattr(run, "SeatbeltPlanner", FakePlanner)
+    monkeypatch.setattr(run, "request_for", lambda inv: (state.request, None))
+    monkeypatch.setattr(run, "say", state.said.append)
+
+    def open_session(locations: Any, session: str, command: list[str], cwd: str, policy: Any) -> Any:
+        state.opened.append((locations, session, command, cwd, policy))
+        return SimpleNamespace(port=4321, token="tok")
+
+    def close_session(locations: Any, session: str) -> Any:
+        state.closed.append((locations, session))
+        return state.ended
+
+    monkeypatch.setattr(client, "open_session", open_session)
+    monkeypatch.setattr(client, "close_session", close_session)
+    monkeypatch.setattr(client, "describe_denial", lambda denial, origin: f"denied {denial} ({origin})")
+    return state
+
+
+def invocation() -> Invocation:
+    return Invocation(["curl", "x"], "/p", {}, session_id="abc123abc123")
+
+
+@pytest.mark.parametrize("status", [0, 1, 126])
+def test_network_none_opens_no_session(world: SimpleNamespace, status: int) -> None:
+    world.request = request(NetworkMode.NONE)
+    FakePlanner.status = status
+    assert run.MacOSBackend().run(invocation()) == status
+    assert world.opened == [] and world.closed == []
+    assert FakePlanner.made[0].kwargs == {}
+
+
+@pytest.mark.parametrize("mode", [NetworkMode.ALLOWLIST, NetworkMode.OPEN])
+def test_a_session_is_opened_handed_to_the_planner_and_closed(world: SimpleNamespace, mode: NetworkMode) -> None:
+    world.request = request(mode)
+    FakePlanner.status = 7
+    inv = invocation()
+    assert run.MacOSBackend().run(inv) == 7
+    assert world.opened == [("where", "abc123abc123", ["curl", "x"], "/p", world.request.policy)]
+    assert FakePlanner.made[0].kwargs == {"proxy_port": 4321, "session_id": "abc123abc123", "proxy_token": "tok"}
+    assert world.closed == [("where", "abc123abc123")]
+    assert inv.troubles == [] and world.said == []
+
+
+def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> None:
+    world.ended = SimpleNamespace(trouble="daemon hiccup", denials=["evil.com"], refused="too many sessions")
+    inv = invocation()
+    run.MacOSBackend().run(inv)
+    assert inv.troubles == ["daemon hiccup"]
+    assert world.said == [
+        "stockade: denied evil.com (policy.toml)",
+        "stockade: too many sessions",
+        "stockade: daemon hiccup",
+    ]
+
+
+def test_quiet_keeps_the_trouble_but_says_nothing(world: SimpleNamespace) -> None:
+    world.request = request(NetworkMode.ALLOWLIST, quiet=True)
+    world.ended = SimpleNamespace(trouble="daemon hiccup", denials=["evil.com"], refused="no")
+    inv = invocation()
+    run.MacOSBackend().run(inv)
+    assert inv.troubles == ["daemon hiccup"] and world.said == []
+
+
+def test_the_session_is_closed_even_when_the_planner_raises(world: SimpleNamespace) -> None:
+    FakePlanner.fail = RuntimeError("sandbox-exec missing")
+    world.ended = SimpleNamespace(trouble="late", denials=[], refused="")
+    inv = invocation()
+    with pytest.raises(RuntimeError, match="sandbox-exec missing"):
+        run.MacOSBackend().run(inv)
+    assert world.closed == [("where", "abc123abc123")]
+    assert inv.troubles == ["late"]
+
+
+def test_explain_builds_a_plain_plan(world: SimpleNamespace) -> None:
+    assert run.MacOSBackend().explain(invocation()) == "explained plan"
+    assert FakePlanner.made[0].kwargs == {} and world.opened == []
