@@ -29,7 +29,6 @@ END_TO_END_ONLY = {
     "bwrap/changes": "tests/e2e/test_e_persistence.py",
     "bwrap/execute": "tests/e2e/test_d_process.py",
     "bwrap/supervise": "tests/bwrap/test_socket_race.py",
-    "cli/codex_trust": "tests/agents/test_live_agents.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
 }
 
