@@ -27,7 +27,6 @@ NO_LOGIC = {
 END_TO_END_ONLY = {
     "bwrap/backend": "tests/e2e/test_a_filesystem.py",
     "bwrap/execute": "tests/e2e/test_d_process.py",
-    "bwrap/supervise": "tests/bwrap/test_socket_race.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
 }
 
