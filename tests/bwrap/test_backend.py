@@ -1,0 +1,141 @@
+"""The Linux planner's pure parts: explain's text for a small plan, CI channels, sealing flags, the working folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from stockade.bwrap import args as bw
+from stockade.bwrap import backend
+from stockade.bwrap.backend import BwrapPlan, BwrapPlanner
+from stockade.bwrap.sweep import LINK_PIN
+from stockade.core.errors import SandboxSetupError
+from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
+
+
+def view(**kwargs: Any) -> Any:
+    fields: dict[str, Any] = {"socket_masks": [], "shared_files": [], "unguarded": [], "notes": [], "details": []}
+    return SimpleNamespace(**{**fields, **kwargs})
+
+
+def plan(policy: Policy, view_: Any = None, env: dict[str, str] | None = None, host_env: dict[str, str] | None = None) -> BwrapPlan:
+    return BwrapPlan(
+        bwrap="/usr/bin/bwrap",
+        policy=policy,
+        pieces=[bw.Flag("--unshare-pid"), bw.Chdir("/home/me/my proj")],
+        command=("echo", "hi there"),
+        env=env if env is not None else {"PATH": "/usr/bin", "STOCKADE_SANDBOX": "1"},
+        cwd="/home/me/my proj",
+        view=view_ if view_ is not None else view(),
+        session="abc123abc123",
+        interactive=False,
+        quiet=False,
+        locations=None,  # type: ignore[arg-type]
+        host_env=host_env or {},
+    )
+
+
+def test_explain_of_a_small_plan_without_network() -> None:
+    text = BwrapPlanner().explain(plan(Policy(origin="/p/.stockade.toml")))
+    assert text == (
+        "# stockade plan: linux, /usr/bin/bwrap\n"
+        "# policy: /p/.stockade.toml\n"
+        "/usr/bin/bwrap --args FD --seccomp FD --info-fd FD -- echo 'hi there'\n"
+        "# --args FD carries, NUL-separated:\n"
+        "  --unshare-pid\n"
+        "  --chdir '/home/me/my proj'\n"
+        "# seccomp: AF_UNIX stream sockets only (host sockets hidden); see `stockade explain`\n"
+        "# network: none (a private namespace with only an empty loopback)\n"
+        "# environment: bwrap starts with none; --clearenv and 2 --setenv in the memfd; withheld: none\n"
+        "# limits: no limits\n"
+    )
+
+
+def test_explain_names_network_sockets_withheld_wall_time_and_protections() -> None:
+    policy = Policy(
+        network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("pypi.org",), unix_sockets=("/run/x.sock",), unix_datagram=True),
+        env=EnvRules(deny=("SECRET_*",)),
+        limits=Limits(wall_time=30),
+    )
+    v = view(
+        socket_masks=["/run/docker.sock"],
+        shared_files=["/p/a", "/p/b"],
+        unguarded=[("/p/.git/hooks", "absent"), ("/p/.envrc", f"{LINK_PIN}/x"), ("/p/.envrc", f"{LINK_PIN}/y")],
+        notes=["a note"],
+        details=["a detail"],
+    )
+    lines = BwrapPlanner().explain(plan(policy, v, host_env={"SECRET_KEY": "s", "HOME": "/h"})).splitlines()
+    assert "  --ro-bind /dev/null /run/docker.sock  # a host socket, if still there at the start" in lines
+    assert "# seccomp: AF_UNIX stream and datagram sockets; host sockets reachable: /run/x.sock; see `stockade explain`" in lines
+    assert any(line.startswith("# network: allowlist: a private namespace whose only way out is 127.0.0.1:3128") for line in lines)
+    assert any(line.endswith("withheld: SECRET_KEY") for line in lines)
+    assert any(line.startswith("# limits: ") and line.endswith("; wall_time 30s") for line in lines)
+    assert any(line.startswith("# hard links: 2 files") for line in lines)
+    assert any(line.startswith("# absent protected paths: 1,") for line in lines)
+    assert "# protected behind symlinks: /p/.envrc; protected at their targets, and a link the run replaces is put back" in lines
+    assert lines[-2:] == ["# note: a note", "# note: a detail"]
+
+
+def test_ci_channels_keeps_absolute_channels_not_granted(tmp_path: Path) -> None:
+    granted = tmp_path / "granted"
+    host_env = {
+        "GITHUB_ENV": str(tmp_path / "env"),
+        "GITHUB_PATH": "relative/path",
+        "GITHUB_OUTPUT": str(granted),
+        "RUNNER_TEMP": str(tmp_path / "temp"),
+        "OTHER": "/elsewhere",
+    }
+    policy = Policy(filesystem=FilesystemRules(allow_write=(str(granted),)))
+    assert backend.ci_channels(host_env, policy) == (str(tmp_path / "env"), str(tmp_path / "temp"))
+
+
+def test_ci_channels_outside_ci_are_none() -> None:
+    assert backend.ci_channels({"PATH": "/usr/bin"}, Policy()) == ()
+
+
+def test_a_granted_channel_is_matched_through_a_symlink(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    policy = Policy(filesystem=FilesystemRules(allow_write=(str(tmp_path / "link"),)))
+    assert backend.ci_channels({"RUNNER_TEMP": str(tmp_path / "real")}, policy) == ()
+
+
+@pytest.mark.parametrize(
+    ("interactive", "network", "unshare_net", "new_session"),
+    [(False, False, True, True), (True, False, True, False), (False, True, False, True), (True, True, False, False)],
+)
+def test_sealing(interactive: bool, network: bool, unshare_net: bool, new_session: bool) -> None:
+    words = [word for piece in backend._sealing(interactive, network) for word in piece.to_args()]
+    assert words[: len(backend.SEALED)] == list(backend.SEALED)
+    assert ("--unshare-net" in words) is unshare_net
+    assert ("--new-session" in words) is new_session
+    assert words[-2:] == ["--hostname", "stockade"]
+
+
+def test_working_dir_hidden_missing_invisible_and_fine(tmp_path: Path) -> None:
+    shown = view(masked=[], writable=[str(tmp_path)], home=None, shown=[])
+    assert backend._working_dir(str(tmp_path), shown) == os.path.realpath(tmp_path)
+    with pytest.raises(SandboxSetupError, match="hidden by the policy"):
+        backend._working_dir(str(tmp_path), view(masked=[str(tmp_path)], writable=[str(tmp_path)], home=None, shown=[]))
+    with pytest.raises(SandboxSetupError, match="does not exist"):
+        backend._working_dir(str(tmp_path / "gone"), shown)
+    with pytest.raises(SandboxSetupError, match="not visible inside the sandbox"):
+        backend._working_dir("/tmp", view(masked=[], writable=[], home=None, shown=[]))
+
+
+def test_ensure_audit_log_makes_every_generation(tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "audit.jsonl"
+    backend._ensure_audit_log(Policy(audit=AuditRules(log=str(log))))
+    assert sorted(p.name for p in log.parent.iterdir()) == ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]
+    assert log.stat().st_mode & 0o777 == 0o600
+
+
+def test_ensure_audit_log_leaves_a_symlink_alone(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    log.symlink_to(tmp_path / "elsewhere")
+    backend._ensure_audit_log(Policy(audit=AuditRules(log=str(log))))
+    assert not (tmp_path / "elsewhere").exists()
