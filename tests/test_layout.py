@@ -25,7 +25,6 @@ NO_LOGIC = {
 
 # module: the tests that exercise it through whole runs, until it has tests of its own
 END_TO_END_ONLY = {
-    "bwrap/execute": "tests/e2e/test_d_process.py",
     "proxy/bodysplice": "tests/e2e/test_b_network.py",
 }
 
