@@ -58,13 +58,14 @@ def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
         return ()
     finally:
         _close(fd)
-    table = b"".join(chunks).decode("utf-8", "surrogateescape")
+    lines = _lines(b"".join(chunks).decode("utf-8", "surrogateescape"))
+    parsed = [_entry_name(line) for line in lines]
     found: set[str] = set()
-    for path in _listed(table):
+    for path in _joined(lines, parsed):
         real = resolve(path)
         if (not _inside(real, PRIVATE_INSIDE) or _inside(real, keep)) and _exists(real):
             found.add(real)
-    for path in _longer_readings(table):
+    for path in _longer(lines, parsed):
         if _is_socket(path):  # one lstat first: almost every such reading names nothing
             real = resolve(path)
             if not _inside(real, PRIVATE_INSIDE) or _inside(real, keep):
@@ -93,14 +94,23 @@ def _exists(path: str) -> bool:
     return True
 
 
+def _lines(table: str) -> list[str]:
+    """The table's lines after its header: split on newlines only (a carriage return or a form
+    feed is part of a name, which splitlines would break); the table's own last newline ends no name."""
+    return table.removesuffix("\n").split("\n")[1:]
+
+
 def _listed(table: str) -> list[str]:
-    """The pathnames in the table. The kernel prints a name as it is, so a name with a
-    newline goes on over the next lines (and one with a carriage return or a form feed
-    is one line, which splitlines would break): a line that does not start like an
-    entry is the rest of the name above, not an entry of its own."""
+    lines = _lines(table)
+    return _joined(lines, [_entry_name(line) for line in lines])
+
+
+def _joined(lines: list[str], parsed: list[str | None | object]) -> list[str]:
+    """The pathnames in the table (`parsed`: each line's `_entry_name`). The kernel prints a name
+    as it is, so a name with a newline goes on over the next lines: a line that does not start
+    like an entry is the rest of the name above, not an entry of its own."""
     names: list[str | None] = []
-    for line in table.removesuffix("\n").split("\n")[1:]:  # the table's own last newline ends no name
-        name = _entry_name(line)
+    for line, name in zip(lines, parsed, strict=True):
         if name is not NOT_AN_ENTRY:
             names.append(name)  # type: ignore[arg-type]
         elif names and names[-1] is not None:
@@ -109,23 +119,31 @@ def _listed(table: str) -> list[str]:
 
 
 def _longer_readings(table: str) -> list[str]:
+    lines = _lines(table)
+    return _longer(lines, [_entry_name(line) for line in lines])
+
+
+def _longer(lines: list[str], parsed: list[str | None | object]) -> list[str]:
     """Each pathname read on over the lines after it, as far as a socket address can reach.
 
     A name may hold a newline followed by text shaped like an entry line (the kernel
-    prints it as it is), and `_listed` then cuts the name there: the lines are the
+    prints it as it is), and `_joined` then cuts the name there: the lines are the
     same whether they are one name or two entries. So every longer reading that still
     fits in sun_path is a candidate too; only those naming a socket are kept (paths)."""
-    lines = table.removesuffix("\n").split("\n")[1:]
     readings: list[str] = []
-    for index, line in enumerate(lines):
-        name = _entry_name(line)
+    for index, name in enumerate(parsed):
         if not isinstance(name, str) or not name.startswith("/"):
             continue
-        for more in lines[index + 1 :]:
-            name += "\n" + more
-            if len(name.encode("utf-8", "surrogateescape")) > SUN_PATH:
+        size = len(name.encode("utf-8", "surrogateescape"))
+        following = index + 1
+        while following < len(lines):
+            more = lines[following]
+            size += 1 + len(more.encode("utf-8", "surrogateescape"))
+            if size > SUN_PATH:
                 break
+            name += "\n" + more
             readings.append(name)
+            following += 1
     return readings
 
 
