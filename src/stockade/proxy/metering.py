@@ -129,9 +129,9 @@ class Metering:
             tracked.record.bytes_up += len(message.content)
         else:
             tracked.record.bytes_down += len(message.content)
+        if tracked.must_close:
+            refusal.cut_tcp(flow)  # before clear(): this very message is not sent on either
         flow.messages.clear()  # relayed already; keep memory flat on long connections
-        if tracked.must_close and flow.killable:
-            flow.kill()
 
     def tcp_end(self, flow: tcp.TCPFlow) -> None:
         tracked = flow.metadata.get(META)
