@@ -1318,7 +1318,8 @@ def test_the_chain_runs_each_addon_after_the_ones_it_reads() -> None:
 class UpgradeEcho:
     """An origin that answers any request with 101 and then echoes raw bytes, noting each chunk it got."""
 
-    def __init__(self) -> None:
+    def __init__(self, upgrade: bool = True) -> None:
+        self.upgrade = upgrade  # False: never answer, only note the body as it streams in
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.got: list[bytes] = []
@@ -1340,6 +1341,11 @@ class UpgradeEcho:
                 if not chunk:
                     return
                 head += chunk
+            if not self.upgrade:
+                self.got.append(head.partition(b"\r\n\r\n")[2])
+                while chunk := conn.recv(4096):
+                    self.got.append(chunk)
+                return
             conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
             while chunk := conn.recv(4096):
                 self.got.append(chunk)
@@ -1384,6 +1390,36 @@ def test_tcp_after_an_upgrade_is_cut_when_its_session_ends(world: SimpleNamespac
             after = _exchange(conn, b"after-end")
             time.sleep(0.3)
             assert after == b"" and b"after-end" not in b"".join(origin.got), "the stream went on after its session ended"
+    finally:
+        names.write_text(saved)
+        origin.close()
+
+
+def test_a_streamed_request_body_is_cut_when_its_session_ends(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    """A plain-HTTP body streams through as it comes (counted, not buffered); once the session
+    ends, no more of it reaches the origin. The control: the chunk sent before the end arrives."""
+    names = world.root / "names.json"
+    saved = names.read_text()
+    origin = UpgradeEcho(upgrade=False)
+    table = json.loads(saved)
+    table["upstreams"].append(f"127.0.0.1:{origin.port}")
+    names.write_text(json.dumps(table))
+    s = session(allow=("allowed.test",), deny=())
+    try:
+        with socket.create_connection(("127.0.0.1", world.port), timeout=10) as conn:
+            conn.sendall(
+                f"POST http://allowed.test:{origin.port}/up HTTP/1.1\r\nHost: allowed.test:{origin.port}\r\n"
+                f"Proxy-Authorization: {credential(s.ticket.token)}\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+            )
+            conn.sendall(b"b\r\nwhile-alive\r\n")
+            assert wait_for(lambda: b"while-alive" in b"".join(origin.got)), origin.got
+            client.end_session(world.locations, s.spec.session_id)
+            try:
+                conn.sendall(b"9\r\nafter-end\r\n")
+            except OSError:
+                pass
+            time.sleep(0.5)
+            assert b"after-end" not in b"".join(origin.got), "the body went on after its session ended"
     finally:
         names.write_text(saved)
         origin.close()

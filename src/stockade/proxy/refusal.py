@@ -74,16 +74,21 @@ def fail(flow: http.HTTPFlow) -> None:
     flow.response = text_response(403, f"stockade: {INTERNAL_ERROR}\n")
 
 
-def cut_tcp(flow: tcp.TCPFlow) -> None:
-    """Stop a TCP flow now: mitmproxy 11 goes on relaying a TCP flow killed in a hook
-    (mitmproxy #4711) once its server is connected, so its client connection is closed too."""
+def cut(flow: http.HTTPFlow | tcp.TCPFlow) -> None:
+    """Stop a flow now, whatever is in flight: mitmproxy 11 goes on relaying a TCP flow, or an
+    HTTP body that streams, killed in a hook (mitmproxy #4711), so its client connection is closed too."""
     if flow.killable:
         flow.kill()
     handler = handler_of(flow.client_conn)
     if handler is not None and flow.client_conn in handler.transports:
         handler.close_connection(flow.client_conn)
+
+
+def cut_tcp(flow: tcp.TCPFlow) -> None:
+    """`cut` for a TCP flow, and the message being relayed is not sent on."""
+    cut(flow)
     for message in flow.messages:
-        message.content = b""  # a message being relayed is not sent on
+        message.content = b""
 
 
 def handler_of(client: connection.Client) -> Any:
