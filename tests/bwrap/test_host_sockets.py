@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import socket
+import tempfile
 from pathlib import Path
 
 from hypothesis import given
@@ -56,3 +59,30 @@ def test_real_entries_parse() -> None:
     assert host_sockets._entry_name(line) == "/run/a b.sock"
     assert host_sockets._entry_name("00000000f51fbc61: 00000003 00000000 00000000 0001 03 2021404") is None
     assert host_sockets._entry_name("continued name") is host_sockets.NOT_AN_ENTRY
+
+
+def test_a_name_going_on_like_an_entry_is_read_on_too() -> None:
+    # The kernel prints "/p/s\n0: ... 1" as two lines; the second reads like an entry of a socket with no name.
+    table = HEAD + _entry("/p/s\n0: 00000002 00000000 00010000 0001 01 1") + _entry("/p/plain.sock", 99999)
+    assert host_sockets._listed(table) == ["/p/s", "/p/plain.sock"]  # the lines alone cannot tell
+    longer = host_sockets._longer_readings(table)
+    assert "/p/s\n0: 00000002 00000000 00010000 0001 01 1" in longer
+    assert all(len(name.encode()) <= host_sockets.SUN_PATH for name in longer)
+
+
+def test_paths_keeps_a_socket_whose_name_goes_on_like_an_entry() -> None:
+    servers: list[socket.socket] = []
+    where = Path(tempfile.mkdtemp(dir="/root" if os.access("/root", os.W_OK) else None))
+    try:
+        forged = where / "s\n0: 00000002 00000000 00010000 0001 01 1"
+        plain = where / "plain.sock"
+        for path in (forged, plain):
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(str(path))
+            servers.append(server)
+        found = host_sockets.paths(keep=(str(where),))
+        assert str(forged) in found and str(plain) in found
+    finally:
+        for server in servers:
+            server.close()
+        shutil.rmtree(where)

@@ -112,6 +112,20 @@ def test_case_70_ram_backed_scratch_is_sized(vbox: Box, folder: str) -> None:
     assert default.returncode == 0 and int(default.stdout.split()[1]) <= (1 << 30) // 1024 + 1024, default  # default is sized too
 
 
+def test_case_70_the_private_dev_is_no_unsized_scratch_folder(vbox: Box) -> None:
+    """ESCAPES 70, 14: bwrap's --dev is a tmpfs of its own, with no size (half the machine's memory):
+    64 MiB written straight into /dev under tmp_size = 32M must not land there. The control: the
+    devices, /dev/shm and a new pseudo-terminal still work."""
+    policy = limits_policy(tmp_size="32M")
+    attack = vbox.run("dd if=/dev/zero of=/dev/fill bs=1M count=64 2>&1; stat -c 'SIZE %s' /dev/fill 2>&1", policy=policy)
+    sizes = [int(line.split()[1]) for line in attack.stdout.splitlines() if line.startswith("SIZE ")]
+    assert not sizes or sizes[0] <= 32 << 20, attack
+    control = vbox.run(
+        "echo x >/dev/null && head -c 4 /dev/urandom | wc -c && dd if=/dev/zero of=/dev/shm/f bs=1M count=4 2>/dev/null && echo SHM-OK"
+        " && python3 -c 'import os; m, s = os.openpty(); print(\"PTY-OK\", os.ttyname(s))'", policy=policy)
+    assert control.returncode == 0 and "SHM-OK" in control.stdout and "PTY-OK /dev/pts/" in control.stdout, control
+
+
 # --- case 71 ----------------------------------------------------------------------------------------
 
 

@@ -192,6 +192,20 @@ def test_a_host_socket_in_a_project_under_tmp_is_unreachable(box: Box) -> None:
         host.stop()
 
 
+def test_a_host_socket_whose_name_goes_on_like_an_entry_is_unreachable(vbox: Box) -> None:
+    # /proc/net/unix prints a name as it is: after its newline, this one reads like an entry
+    # line of a socket with no name, so a parser that trusts the line's shape loses the name.
+    forged = HostListener(vbox.project / "s\n0: 00000002 00000000 00010000 0001 01 1")
+    plain = HostListener(vbox.project / "plain.sock")  # control: an ordinary name stays hidden
+    try:
+        for path in (forged.path, plain.path):
+            assert _client(vbox, path, sandboxed=False) == "REACHED host-daemon\n"
+            assert _client(vbox, path, sandboxed=True).startswith("REFUSED"), f"{path!r}: the host daemon answered"
+    finally:
+        forged.stop()
+        plain.stop()
+
+
 def test_a_host_socket_with_a_newline_in_its_name_is_unreachable(vbox: Box) -> None:
     host = HostListener(vbox.project / "made\nby-a-host-tool.sock")  # /proc/net/unix shows it on two lines
     try:

@@ -1313,3 +1313,113 @@ def test_the_chain_runs_each_addon_after_the_ones_it_reads() -> None:
     names = [type(a).__name__ for a in [*proxy_addons(), *Filter().chain()]]
     order = ["NextLayer", "SessionAuth", "Decisions", "Tunnels", "Metering", "SpliceOffers", "Backstop"]
     assert [n for n in names if n in order] == order
+
+
+class UpgradeEcho:
+    """An origin that answers any request with 101 and then echoes raw bytes, noting each chunk it got."""
+
+    def __init__(self, upgrade: bool = True) -> None:
+        self.upgrade = upgrade  # False: never answer, only note the body as it streams in
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.got: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+
+    def _echo(self, conn: socket.socket) -> None:
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                head += chunk
+            if not self.upgrade:
+                self.got.append(head.partition(b"\r\n\r\n")[2])
+                while chunk := conn.recv(4096):
+                    self.got.append(chunk)
+                return
+            conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+            while chunk := conn.recv(4096):
+                self.got.append(chunk)
+                conn.sendall(chunk)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _exchange(conn: socket.socket, data: bytes) -> bytes:
+    """Send `data` and read what comes back within a second (b"" once the connection is closed)."""
+    try:
+        conn.sendall(data)
+        conn.settimeout(1.0)
+        return conn.recv(4096)
+    except (TimeoutError, OSError):
+        return b""
+
+
+def test_tcp_after_an_upgrade_is_cut_when_its_session_ends(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    """An allowed upgrade's raw TCP goes on only while its session may move bytes: mitmproxy 11
+    keeps relaying a TCP flow killed in a hook (mitmproxy #4711), so a cut must close it."""
+    names = world.root / "names.json"
+    saved = names.read_text()
+    origin = UpgradeEcho()
+    table = json.loads(saved)
+    table["upstreams"].append(f"127.0.0.1:{origin.port}")
+    names.write_text(json.dumps(table))
+    s = session(allow=("allowed.test",), deny=())
+    try:
+        with socket.create_connection(("127.0.0.1", world.port), timeout=10) as conn:
+            conn.sendall(
+                f"GET http://allowed.test:{origin.port}/up HTTP/1.1\r\nHost: allowed.test:{origin.port}\r\n"
+                f"Proxy-Authorization: {credential(s.ticket.token)}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n".encode()
+            )
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            assert head.startswith(b"HTTP/1.1 101"), head
+            assert _exchange(conn, b"while-alive") == b"while-alive"  # the control: the upgraded stream works
+            client.end_session(world.locations, s.spec.session_id)
+            after = _exchange(conn, b"after-end")
+            time.sleep(0.3)
+            assert after == b"" and b"after-end" not in b"".join(origin.got), "the stream went on after its session ended"
+    finally:
+        names.write_text(saved)
+        origin.close()
+
+
+def test_a_streamed_request_body_is_cut_when_its_session_ends(world: SimpleNamespace, session: Callable[..., SimpleNamespace]) -> None:
+    """A plain-HTTP body streams through as it comes (counted, not buffered); once the session
+    ends, no more of it reaches the origin. The control: the chunk sent before the end arrives."""
+    names = world.root / "names.json"
+    saved = names.read_text()
+    origin = UpgradeEcho(upgrade=False)
+    table = json.loads(saved)
+    table["upstreams"].append(f"127.0.0.1:{origin.port}")
+    names.write_text(json.dumps(table))
+    s = session(allow=("allowed.test",), deny=())
+    try:
+        with socket.create_connection(("127.0.0.1", world.port), timeout=10) as conn:
+            conn.sendall(
+                f"POST http://allowed.test:{origin.port}/up HTTP/1.1\r\nHost: allowed.test:{origin.port}\r\n"
+                f"Proxy-Authorization: {credential(s.ticket.token)}\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+            )
+            conn.sendall(b"b\r\nwhile-alive\r\n")
+            assert wait_for(lambda: b"while-alive" in b"".join(origin.got)), origin.got
+            client.end_session(world.locations, s.spec.session_id)
+            try:
+                conn.sendall(b"9\r\nafter-end\r\n")
+            except OSError:
+                pass
+            time.sleep(0.5)
+            assert b"after-end" not in b"".join(origin.got), "the body went on after its session ended"
+    finally:
+        names.write_text(saved)
+        origin.close()

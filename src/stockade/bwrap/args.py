@@ -88,13 +88,17 @@ class Tmpfs(Piece):
 
 
 class Dev(Piece):
+    """bwrap's own /dev, read-only: --dev makes it a tmpfs that takes no size (half the machine's
+    memory), so a writable one would be scratch space around tmp_size (ESCAPES 70). The devices
+    are mounts of their own and stay usable; /dev/shm gets its sized tmpfs after this."""
+
     __slots__ = ("path",)
 
     def __init__(self, path: str = "/dev") -> None:
         self.path = path
 
     def to_args(self) -> Iterator[str]:
-        yield from ("--dev", self.path)
+        yield from ("--dev", self.path, "--remount-ro", self.path)
 
 
 class Proc(Piece):

@@ -12,6 +12,11 @@ folder, or climbing out of /tmp with `..`. Each is resolved to where the socket
 is now, and only then left out for lying in a private folder; and not even then
 when the run shows that folder's place (`keep`: a project under /tmp).
 
+A name may hold a newline followed by text shaped like an entry line: the
+lines alone cannot tell one name from two entries, so each pathname is also
+read on over the lines after it, as far as sun_path reaches, and each such
+reading that names a socket is hidden too.
+
 Not seen here: a socket bound by a relative path (the kernel lists it as given),
 and a socket of another network namespace (a container's, another sandbox's)
 bound on a path this sandbox can see. A socket made on the host after planning,
@@ -28,6 +33,7 @@ PRIVATE_INSIDE = ("/tmp", "/var/tmp", "/dev", "/run")  # every sandbox gets its 
 _open, _read, _close = os.open, os.read, os.close  # planning's recorder wraps os.open; this read is checked by content
 _lstat, _readlink = os.lstat, os.readlink  # and os.lstat: the resolved list is compared whole instead
 MAX_LINKS = 40
+SUN_PATH = 108  # bytes of a pathname socket address (sockaddr_un.sun_path); a name the kernel lists is no longer
 # An entry: "NUM: REFCOUNT PROTOCOL FLAGS TYPE ST INODE[ PATH]", hex fields of these widths. Parsed by
 # hand: every cached `stockade run` reads this table, and importing re would cost it milliseconds.
 _LOWER_HEX, _UPPER_HEX, _DIGITS = frozenset("0123456789abcdef"), frozenset("0123456789ABCDEF"), frozenset("0123456789")
@@ -52,11 +58,18 @@ def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
         return ()
     finally:
         _close(fd)
+    lines = _lines(b"".join(chunks).decode("utf-8", "surrogateescape"))
+    parsed = [_entry_name(line) for line in lines]
     found: set[str] = set()
-    for path in _listed(b"".join(chunks).decode("utf-8", "surrogateescape")):
+    for path in _joined(lines, parsed):
         real = resolve(path)
         if (not _inside(real, PRIVATE_INSIDE) or _inside(real, keep)) and _exists(real):
             found.add(real)
+    for path in _longer(lines, parsed):
+        if _is_socket(path):  # one lstat first: almost every such reading names nothing
+            real = resolve(path)
+            if not _inside(real, PRIVATE_INSIDE) or _inside(real, keep):
+                found.add(real)
     return tuple(sorted(found))
 
 
@@ -81,19 +94,64 @@ def _exists(path: str) -> bool:
     return True
 
 
+def _lines(table: str) -> list[str]:
+    """The table's lines after its header: split on newlines only (a carriage return or a form
+    feed is part of a name, which splitlines would break); the table's own last newline ends no name."""
+    return table.removesuffix("\n").split("\n")[1:]
+
+
 def _listed(table: str) -> list[str]:
-    """The pathnames in the table. The kernel prints a name as it is, so a name with a
-    newline goes on over the next lines (and one with a carriage return or a form feed
-    is one line, which splitlines would break): a line that does not start like an
-    entry is the rest of the name above, not an entry of its own."""
+    lines = _lines(table)
+    return _joined(lines, [_entry_name(line) for line in lines])
+
+
+def _joined(lines: list[str], parsed: list[str | None | object]) -> list[str]:
+    """The pathnames in the table (`parsed`: each line's `_entry_name`). The kernel prints a name
+    as it is, so a name with a newline goes on over the next lines: a line that does not start
+    like an entry is the rest of the name above, not an entry of its own."""
     names: list[str | None] = []
-    for line in table.removesuffix("\n").split("\n")[1:]:  # the table's own last newline ends no name
-        name = _entry_name(line)
+    for line, name in zip(lines, parsed, strict=True):
         if name is not NOT_AN_ENTRY:
             names.append(name)  # type: ignore[arg-type]
         elif names and names[-1] is not None:
             names[-1] += "\n" + line
     return [name for name in names if name and name.startswith("/")]
+
+
+def _longer_readings(table: str) -> list[str]:
+    lines = _lines(table)
+    return _longer(lines, [_entry_name(line) for line in lines])
+
+
+def _longer(lines: list[str], parsed: list[str | None | object]) -> list[str]:
+    """Each pathname read on over the lines after it, as far as a socket address can reach.
+
+    A name may hold a newline followed by text shaped like an entry line (the kernel
+    prints it as it is), and `_joined` then cuts the name there: the lines are the
+    same whether they are one name or two entries. So every longer reading that still
+    fits in sun_path is a candidate too; only those naming a socket are kept (paths)."""
+    readings: list[str] = []
+    for index, name in enumerate(parsed):
+        if not isinstance(name, str) or not name.startswith("/"):
+            continue
+        size = len(name.encode("utf-8", "surrogateescape"))
+        following = index + 1
+        while following < len(lines):
+            more = lines[following]
+            size += 1 + len(more.encode("utf-8", "surrogateescape"))
+            if size > SUN_PATH:
+                break
+            name += "\n" + more
+            readings.append(name)
+            following += 1
+    return readings
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(_lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _entry_name(line: str) -> str | None | object:

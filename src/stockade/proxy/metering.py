@@ -43,7 +43,7 @@ class Metering:
             return  # not allowed, or not recorded: Decisions answered it
         try:
             tracked.record.bytes_up = _head_size(flow.request)
-            flow.request.stream = _counter(tracked, "bytes_up")
+            flow.request.stream = _counter(tracked, "bytes_up", flow)
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
             refusal.fail(flow)
@@ -57,7 +57,7 @@ class Metering:
                 flow.kill()
                 return
             tracked.record.bytes_down = _head_size(flow.response)
-            flow.response.stream = _counter(tracked, "bytes_down")
+            flow.response.stream = _counter(tracked, "bytes_down", flow)
         except Exception:
             logger.exception("responseheaders failed; killing %s", refusal.where(flow))
             if flow.killable:
@@ -129,9 +129,9 @@ class Metering:
             tracked.record.bytes_up += len(message.content)
         else:
             tracked.record.bytes_down += len(message.content)
+        if tracked.must_close:
+            refusal.cut_tcp(flow)  # before clear(): this very message is not sent on either
         flow.messages.clear()  # relayed already; keep memory flat on long connections
-        if tracked.must_close and flow.killable:
-            flow.kill()
 
     def tcp_end(self, flow: tcp.TCPFlow) -> None:
         tracked = flow.metadata.get(META)
@@ -144,11 +144,15 @@ class Metering:
             tracked.finish(error=flow.error.msg if flow.error else None)
 
 
-def _counter(tracked: Tracked, attribute: str) -> Callable[[bytes], bytes]:
-    """A `stream` callable: the body flows through unbuffered and is counted on the way."""
+def _counter(tracked: Tracked, attribute: str, flow: http.HTTPFlow) -> Callable[[bytes], bytes]:
+    """A `stream` callable: the body flows through unbuffered and is counted on the way; once
+    the flow must stop (its session ended, its audit log broke), no more of it goes on."""
     record = tracked.record
 
     def count(chunk: bytes) -> bytes:
+        if tracked.must_close:
+            refusal.cut(flow)
+            return b""
         setattr(record, attribute, getattr(record, attribute) + len(chunk))
         return chunk
 

@@ -8,8 +8,9 @@ it happens.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from mitmproxy import http
+from mitmproxy import connection, ctx, http, tcp
 
 from stockade.profiles.hints import allow_command
 from stockade.profiles.text import shown
@@ -71,6 +72,35 @@ def fail(flow: http.HTTPFlow) -> None:
             flow.kill()
         return
     flow.response = text_response(403, f"stockade: {INTERNAL_ERROR}\n")
+
+
+def cut(flow: http.HTTPFlow | tcp.TCPFlow) -> None:
+    """Stop a flow now, whatever is in flight: mitmproxy 11 goes on relaying a TCP flow, or an
+    HTTP body that streams, killed in a hook (mitmproxy #4711), so its client connection is closed too."""
+    if flow.killable:
+        flow.kill()
+    handler = handler_of(flow.client_conn)
+    if handler is not None and flow.client_conn in handler.transports:
+        handler.close_connection(flow.client_conn)
+
+
+def cut_tcp(flow: tcp.TCPFlow) -> None:
+    """`cut` for a TCP flow, and the message being relayed is not sent on."""
+    cut(flow)
+    for message in flow.messages:
+        message.content = b""
+
+
+def handler_of(client: connection.Client) -> Any:
+    """mitmproxy's ConnectionHandler of a client connection, or None."""
+    proxyserver = ctx.master.addons.get("proxyserver")
+    if proxyserver is None:
+        return None
+    found = proxyserver.connections.get(client.id)
+    if getattr(found, "client", None) is client:
+        return found
+    # Else by identity: the key of `connections` differs between mitmproxy versions.
+    return next((h for h in proxyserver.connections.values() if getattr(h, "client", None) is client), None)
 
 
 def unrecordable(flow: http.HTTPFlow, tracked: Tracked) -> None:

@@ -16,13 +16,13 @@ import asyncio
 import logging
 from typing import Any
 
-from mitmproxy import connection, ctx, http
+from mitmproxy import ctx, http
 from mitmproxy.proxy import layer
 
 from stockade.proxy import bodysplice, splicer
 from stockade.proxy.decide import Decision
 from stockade.proxy.meter import Meter
-from stockade.proxy.refusal import INTERNAL_ERROR, where
+from stockade.proxy.refusal import INTERNAL_ERROR, handler_of, where
 from stockade.proxy.state import META, Connections
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class SpliceOffers:
             state = self.connections.client(client)
             if meter.tracked.must_close or state.tunnel is None:
                 return
-            handler = _handler(client)
+            handler = handler_of(client)
             if handler is None:
                 return
             spliced = splicer.Splicer(handler, client, meter.context.server, meter.tracked)
@@ -92,7 +92,7 @@ class SpliceOffers:
                 return
             if bodysplice.body_length(flow) is None:
                 return
-            handler = _handler(flow.client_conn)
+            handler = handler_of(flow.client_conn)
             if handler is not None:
                 bodysplice.BodySplice(handler, flow, tracked, self._count_body).start()
         except Exception:
@@ -102,15 +102,3 @@ class SpliceOffers:
 
     def _count_body(self) -> None:
         self.bodies_spliced += 1
-
-
-def _handler(client: connection.Client) -> Any:
-    """mitmproxy's ConnectionHandler of a client connection, or None."""
-    proxyserver = ctx.master.addons.get("proxyserver")
-    if proxyserver is None:
-        return None
-    found = proxyserver.connections.get(client.id)
-    if getattr(found, "client", None) is client:
-        return found
-    # Else by identity: the key of `connections` differs between mitmproxy versions.
-    return next((h for h in proxyserver.connections.values() if getattr(h, "client", None) is client), None)

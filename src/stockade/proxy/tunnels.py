@@ -22,7 +22,7 @@ from mitmproxy import connection, tcp, tls
 
 from stockade.proxy.audit import now_iso
 from stockade.proxy.decide import Decision, canonical_target
-from stockade.proxy.refusal import INTERNAL_ERROR, shown_host
+from stockade.proxy.refusal import INTERNAL_ERROR, cut_tcp, shown_host
 from stockade.proxy.state import META, Connections
 from stockade.proxy.tracking import Tracked
 
@@ -72,8 +72,8 @@ class Tunnels:
                 record = dataclasses.replace(upgraded.record, scheme="tcp", time=now_iso(), bytes_up=0, bytes_down=0, error=None, path=None)
                 tracked = Tracked(upgraded.session, dataclasses.replace(record, flow=None))
                 flow.metadata[META] = tracked
-                if not tracked.opened() and flow.killable:
-                    flow.kill()
+                if not tracked.opened():
+                    cut_tcp(flow)
                 return
             host = flow.server_conn.address[0] if flow.server_conn.address else "?"
             tunnel = self.connections.client(flow.client_conn).tunnel
@@ -97,8 +97,7 @@ class Tunnels:
         self.connections.server(flow.server_conn).refused = decision
         if tracked is not None:
             tracked.deny(decision)
-        if flow.killable:
-            flow.kill()
+        cut_tcp(flow)  # an upgrade's server is connected already: refusing the dial alone would not stop it
 
 
 def sni_mismatch(sni: str | None, host: str) -> str | None:
