@@ -1272,7 +1272,10 @@ def test_a_flood_of_denials_is_paced_and_another_session_is_served(
         print(f"\n  victim median {alone:.2f} ms alone, {flooded:.2f} ms under a flood ({flooded / alone:.1f}x); "
               f"the flood got {answered} denials in {elapsed:.1f} s")  # fmt: skip
     bound = DENIAL_BURST + DENIAL_RATE * elapsed * 1.5 + 20
-    assert 0 < answered <= bound, f"{answered} denials answered in {elapsed:.1f}s (bound {bound:.0f})"
+    # Only the bound is asserted: how many answers the flood's readers see before MAX_PIPELINED closes
+    # their connections depends on the machine's load (0 on a busy 2-core runner); the victim's medians
+    # above are its liveness check (each raises if the victim is not served).
+    assert answered <= bound, f"{answered} denials answered in {elapsed:.1f}s (bound {bound:.0f})"
     # What the flood sent ahead of its answers is bounded per connection (headlimit.MAX_PIPELINED).
     assert rss_during - rss_before < 64 << 20, (rss_before, rss_during)
     assert world.origins["denied"].requests == []
