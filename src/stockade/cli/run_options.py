@@ -81,7 +81,7 @@ def parse_run_args(argv: list[str]) -> RunArgs:
         option = BY_FLAG.get(flag)
         if option is None:
             if word.startswith("-") and word != "-":
-                raise UsageError(f"run: unknown option {word!r}; put the command after '--' (stockade run -- {' '.join(argv[index:])})")
+                raise UsageError(_unknown_option(word, argv[index:]))
             args.command = argv[index:]
             break
         if option.takes_value:
@@ -134,3 +134,32 @@ def limited(max_output: str | None, go: Callable[[], int]) -> int:
 
     with OutputLimit(limit):
         return go()
+
+
+def _unknown_option(word: str, rest: list[str]) -> str:
+    """The one line for an option `run` does not know: the option it is most likely a typo of, or, when
+    the command itself starts here (a program named like an option), where to put the '--'."""
+    flag = word.partition("=")[0]
+    near = [f for f in BY_FLAG if f.startswith("--") and flag.startswith("--") and _one_edit_apart(flag[2:], f[2:])]
+    if near:
+        return f"run: unknown option {word!r} (did you mean {near[0]}?)"
+    if "--" in rest:
+        return f"run: unknown option {word!r}; `stockade run --help` lists the options"
+    return f"run: unknown option {word!r}; put the command after '--' (stockade run -- {' '.join(rest)})"
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """One character inserted, removed or changed, or two neighbours swapped (difflib would cost the
+    hot path its import)."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]:
+            return True
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    return a[i + (len(a) == len(b)):] == b[i + 1:]
