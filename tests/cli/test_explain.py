@@ -11,6 +11,7 @@ import pytest
 from stockade.cli.explain import explanation
 from stockade.cli.main import main
 from stockade.core.errors import ExitCode
+from stockade.core.locations import Locations
 from stockade.profiles.floor import floor_summary
 from stockade.profiles.model import EnvRules, FilesystemRules, NetworkMode, NetworkRules, Policy
 from stockade.profiles.serialize import policy_to_dict
@@ -260,3 +261,13 @@ def test_usage_errors_exit_2_with_one_line(project: Path, capsys: pytest.Capture
     code, out, err = run_cli(capsys, "explain", *args)
     assert code == ExitCode.USAGE == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("stockade: error: ") and message in err, err
+
+
+def test_the_untrusted_note_stays_one_line_when_piped(project: Path, locations: Locations, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its last words are a command to paste; wrapped at 80 columns, the path fell onto a line of its own."""
+    from stockade.cli.main import main
+
+    (project / ".stockade.toml").write_text('[network]\nallow = ["pypi.org"]\n')
+    assert main(["explain"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "is not trusted" in line)
+    assert line.endswith(f"stockade trust {project / '.stockade.toml'}"), line

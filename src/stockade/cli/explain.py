@@ -124,7 +124,7 @@ def explain(
     console.print(f"Policy: {p.origin}" + ("" if resolution.trusted else " (untrusted: narrowing only)"))
     note = untrusted_note(resolution)
     if note:
-        console.print(note)
+        console.print(note, soft_wrap=True)  # one line: it ends with a command to paste
     home = str(locate().home)
     for line in open_ends(p, home):
         console.print(f"Note: {line}")
