@@ -23,11 +23,11 @@ def _entry(name: str | None, inode: int = 123) -> str:
 
 def test_every_name_is_read_whole_the_last_one_too() -> None:
     table = HEAD + _entry("/a b ") + _entry(None) + _entry("/x\ny\rz\x1c") + _entry("@abstract") + _entry("rel.sock") + _entry("/last")
-    assert host_sockets._listed(table) == ["/a b ", "/x\ny\rz\x1c", "/last"]
+    assert host_sockets._joined(*host_sockets._parsed(table)) == ["/a b ", "/x\ny\rz\x1c", "/last"]
 
 
 def test_a_name_ending_in_a_newline_keeps_it() -> None:
-    assert host_sockets._listed(HEAD + _entry("/x\n") + _entry("/y", 99999)) == ["/x\n", "/y"]
+    assert host_sockets._joined(*host_sockets._parsed(HEAD + _entry("/x\n") + _entry("/y", 99999))) == ["/x\n", "/y"]
 
 
 def test_resolve_follows_links_and_climbs_like_realpath(tmp_path: Path) -> None:
@@ -64,8 +64,8 @@ def test_real_entries_parse() -> None:
 def test_a_name_going_on_like_an_entry_is_read_on_too() -> None:
     # The kernel prints "/p/s\n0: ... 1" as two lines; the second reads like an entry of a socket with no name.
     table = HEAD + _entry("/p/s\n0: 00000002 00000000 00010000 0001 01 1") + _entry("/p/plain.sock", 99999)
-    assert host_sockets._listed(table) == ["/p/s", "/p/plain.sock"]  # the lines alone cannot tell
-    longer = host_sockets._longer_readings(table)
+    assert host_sockets._joined(*host_sockets._parsed(table)) == ["/p/s", "/p/plain.sock"]  # the lines alone cannot tell
+    longer = host_sockets._longer(*host_sockets._parsed(table))
     assert "/p/s\n0: 00000002 00000000 00010000 0001 01 1" in longer
     assert all(len(name.encode()) <= host_sockets.SUN_PATH for name in longer)
 

@@ -58,8 +58,7 @@ def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
         return ()
     finally:
         _close(fd)
-    lines = _lines(b"".join(chunks).decode("utf-8", "surrogateescape"))
-    parsed = [_entry_name(line) for line in lines]
+    lines, parsed = _parsed(b"".join(chunks).decode("utf-8", "surrogateescape"))
     found: set[str] = set()
     for path in _joined(lines, parsed):
         real = resolve(path)
@@ -94,15 +93,12 @@ def _exists(path: str) -> bool:
     return True
 
 
-def _lines(table: str) -> list[str]:
-    """The table's lines after its header: split on newlines only (a carriage return or a form
-    feed is part of a name, which splitlines would break); the table's own last newline ends no name."""
-    return table.removesuffix("\n").split("\n")[1:]
-
-
-def _listed(table: str) -> list[str]:
-    lines = _lines(table)
-    return _joined(lines, [_entry_name(line) for line in lines])
+def _parsed(table: str) -> tuple[list[str], list[str | None | object]]:
+    """The table's lines after its header, and each line's `_entry_name`. Split on newlines only
+    (a carriage return or a form feed is part of a name, which splitlines would break); the
+    table's own last newline ends no name."""
+    lines = table.removesuffix("\n").split("\n")[1:]
+    return lines, [_entry_name(line) for line in lines]
 
 
 def _joined(lines: list[str], parsed: list[str | None | object]) -> list[str]:
@@ -116,11 +112,6 @@ def _joined(lines: list[str], parsed: list[str | None | object]) -> list[str]:
         elif names and names[-1] is not None:
             names[-1] += "\n" + line
     return [name for name in names if name and name.startswith("/")]
-
-
-def _longer_readings(table: str) -> list[str]:
-    lines = _lines(table)
-    return _longer(lines, [_entry_name(line) for line in lines])
 
 
 def _longer(lines: list[str], parsed: list[str | None | object]) -> list[str]:
