@@ -255,7 +255,8 @@ class SeatbeltPlanner:
         else:
             network = f'mode "{plan.network_mode.value}": only the proxy at 127.0.0.1:{plan.proxy_port}, which applies [network] allow/deny'
         denials = f"summarised after the run from `log stream`, tag {plan.tag}" if plan.report_violations else "not reported (quiet)"
-        set_here = sorted(n for n in plan.environment if n in (*proxy_env(0), *TEMP_VARIABLES))
+        ours = {*proxy_env(0), *TEMP_VARIABLES}
+        set_here = sorted(n for n in plan.environment if n in ours)
         lines = [
             "# stockade run plan: macOS Seatbelt (sandbox-exec)",
             f"policy: {printable(index.origin)}",
