@@ -125,11 +125,6 @@ def test_no_stored_plan_means_planning(said: list[str], monkeypatch: pytest.Monk
     assert planned == [enabled] and looked == ([True] if enabled else [])
 
 
-def test_audit_files_are_the_log_and_its_rotations() -> None:
-    assert run._audit_files(None) == () and run._audit_files("") == ()
-    assert run._audit_files("/logs/a.jsonl") == ("/logs/a.jsonl", "/logs/a.jsonl.1", "/logs/a.jsonl.2")
-
-
 def test_say_moved_says_one_line_each(monkeypatch: pytest.MonkeyPatch) -> None:
     lines: list[str] = []
     monkeypatch.setattr(run, "say", lines.append)

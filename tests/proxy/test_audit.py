@@ -411,3 +411,10 @@ def test_stockade_audit_says_what_rotation_deleted(tmp_path: Path, monkeypatch: 
     AuditWriter(small).write(AuditRecord(session="s", command=["x"], scheme="http", host="a.test", port=80, decision="allow", rule="r"))
     assert main(["audit", "--log", str(small)]) == 0
     assert "rotated" not in capsys.readouterr().err
+
+
+def test_generations_are_the_log_and_its_rotations() -> None:
+    from stockade.proxy.audit import generations
+
+    assert generations(None) == [] and generations("") == []
+    assert generations("/logs/a.jsonl") == ["/logs/a.jsonl", "/logs/a.jsonl.1", "/logs/a.jsonl.2"]

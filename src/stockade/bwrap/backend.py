@@ -6,7 +6,6 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
@@ -264,12 +263,9 @@ def _isatty(fd: int) -> bool:
 def _ensure_audit_log(policy: Policy) -> None:
     """A custom audit log must exist before planning, or it could not be hidden (ESCAPES 82);
     so must its rotated generations (proxy/audit.py), which readers take as records too."""
-    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
+    from stockade.proxy.audit import generations
 
-    if not policy.audit.log:
-        return
-    for generation in range(KEEP_ROTATED + 1):
-        path = str(rotated_path(Path(policy.audit.log), generation))
+    for path in generations(policy.audit.log):
         if os.path.lexists(path):
             continue
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)

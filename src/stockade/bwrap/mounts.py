@@ -16,7 +16,6 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from stockade.bwrap import changes, folders, globs, hardlinks, host_sockets, private_home
 from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
@@ -219,7 +218,9 @@ def plan_view(
     view.socket_scope = (view.home, exposed, tuple(p for p in exposed if host_sockets.private(p)))
     view.sockets = host_sockets.scoped(view.socket_scope)
     sockets = [path for path in view.sockets if not any(is_within(os.path.realpath(path), place) for place in listed)]
-    private = [*floor.hidden, *_audit_files(policy.audit.log)]  # ESCAPES 15, 82
+    from stockade.proxy.audit import generations
+
+    private = [*floor.hidden, *generations(policy.audit.log)]  # ESCAPES 15, 82
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
     view.notes += [
         f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)"
@@ -493,15 +494,6 @@ def _links_on_way(path: str) -> list[str]:
             done = "/"
         todo.extend(part for part in reversed(target.split("/")) if part)
     return list(dict.fromkeys(links))
-
-
-def _audit_files(log: str | None) -> list[str]:
-    """A custom audit log and its rotated generations (audit.jsonl.1, .2): all read as records."""
-    if not log:
-        return []
-    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
-
-    return [str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1)]
 
 
 def _literal(pattern: str) -> list[str]:

@@ -57,6 +57,7 @@ class LinuxBackend:
         from stockade.bwrap.placeholders import clear_leftovers
         from stockade.core.locations import state_folder
         from stockade.profiles.resolve import request_for
+        from stockade.proxy.audit import generations
 
         clear_leftovers(state_folder(invocation.env))  # before recording: no plan depends on this folder
         recorder = plan_cache.Recorder().start() if cacheable else None  # what planning reads decides when the plan is stale
@@ -69,7 +70,7 @@ class LinuxBackend:
         launch = launch_of(plan)
         if recorder is not None:
             plan_cache.store(
-                plan_cache.run_key(invocation), launch, recorder, plan.view.walk, note, _audit_files(plan.policy.audit.log),
+                plan_cache.run_key(invocation), launch, recorder, plan.view.walk, note, tuple(generations(plan.policy.audit.log)),
                 (plan.view.socket_scope, plan.view.sockets),
             )
         if plan.view.shared_files:
@@ -97,15 +98,3 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
 def _say_moved(moved: list[tuple[str, str]]) -> None:
     for original, new in moved:
         say(f"stockade: {original} was created by an earlier run that was killed before its check; renamed to {new}")
-
-
-def _audit_files(log: str | None) -> tuple[str, ...]:
-    """A custom audit log and its rotated generations: stockade's own files, made before planning
-    (backend.py), which the plan counts by identity, not content."""
-    if not log:
-        return ()
-    from pathlib import Path
-
-    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
-
-    return tuple(str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1))

@@ -400,6 +400,13 @@ def rotated_path(path: Path, generation: int) -> Path:
     return path if generation == 0 else path.with_name(f"{path.name}.{generation}")
 
 
+def generations(log: str | None) -> list[str]:
+    """A log and every rotated file of it that is kept: all read as records, so all stockade's own."""
+    if not log:
+        return []
+    return [str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1)]
+
+
 def _open_regular(path: Path) -> BinaryIO:
     """`path` opened for reading if it is a regular file: never through a symlink, never waiting
     on a FIFO (a custom log's folder may be one a sandbox writes; its generations are hidden
