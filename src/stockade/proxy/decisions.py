@@ -30,6 +30,7 @@ from stockade.proxy.decide import Decision, canonical_target, check_resolved, de
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.sessions import Session
 from stockade.proxy.state import META, SESSION, ClientState, Connections
+from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +50,7 @@ class Decisions:
             tracked = refusal.track(flow, session, decision, scheme="connect", path=None)
             if decision.allowed:
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
-            if not decision.allowed:
-                await paced(session)
-                refusal.refuse(flow, tracked, decision)
-                return
-            if not tracked.opened():
-                refusal.unrecordable(flow, tracked)
+            if not await _goes_on(flow, session, tracked, decision):
                 return
             del flow.metadata[META]  # the tunnel's record ends with the connection, not with this flow
             self.connections.client(flow.client_conn).tunnel = tracked
@@ -79,13 +75,7 @@ class Decisions:
                 # Inside a tunnel the connection is the CONNECT's, checked when it was made; a kept-alive
                 # connection to this very host:port was checked when it was dialed (a new one would be too).
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
-            if not decision.allowed:
-                await paced(session)
-                refusal.refuse(flow, tracked, decision)
-                return
-            if not tracked.opened():
-                refusal.unrecordable(flow, tracked)
-                return
+            await _goes_on(flow, session, tracked, decision)
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
             refusal.fail(flow)
@@ -116,6 +106,19 @@ def _reusable(state: ClientState, host: str, port: int) -> bool:
     and looking the name up again would not change where the bytes go.
     """
     return (host, port) in state.checked.values()
+
+
+async def _goes_on(flow: http.HTTPFlow, session: Session, tracked: Tracked, decision: Decision) -> bool:
+    """Answer a denied flow (after its session's pace) or write an allowed one's start record;
+    True only for an allowed flow whose start is recorded (one that cannot be recorded is refused)."""
+    if not decision.allowed:
+        await paced(session)
+        refusal.refuse(flow, tracked, decision)
+        return False
+    if not tracked.opened():
+        refusal.unrecordable(flow, tracked)
+        return False
+    return True
 
 
 def host_mismatch(request: http.Request, *, in_tunnel: bool) -> str | None:
