@@ -1,95 +1,134 @@
 """What the daemon and its clients share: file locations, the session spec, the wire format.
 
-Imported by `stockade run` (through `client`), so it stays standard-library only.
+Imported by every networked `stockade run`, so it imports no module that
+costs an import: no json (which loads `re`), no dataclasses, no pathlib. The
+lines are JSON all the same, read and written with CPython's own C codec
+(`_json`), or with `json` where an interpreter lacks it.
 
 The control protocol is JSON lines over a Unix socket in a 0700 directory.
 Each request is one object with an "op"; each reply is one object with
 "ok" and either the result or an "error" sentence:
 
-    {"op": "ping"}                          -> {"ok": true, "port": 41234, "pid": 999, "protocol": 2,
+    {"op": "ping"}                          -> {"ok": true, "port": 41234, "pid": 999, "protocol": 3,
                                                 "exiting": false, "sessions": 2, "clients": 5, "spliced": 17,
                                                 "bodies": 3}
+    {"op": "open", "spec": {...}}           -> {"ok": true, "protocol": 3, "session_id": "..."}
+        (Linux: sent with the sandbox's listening TCP socket as SCM_RIGHTS. The daemon registers
+        the session and answers before it accepts a single connection there, so a run that has
+        no answer yet knows nothing was served; see proxy/door.py and bwrap/network.py)
     {"op": "register", "spec": {...}}       -> {"ok": true, "port": ..., "token": "...", "session_id": "..."}
+        (macOS: the sandbox reaches the daemon's loopback port with the session's token)
     {"op": "listen", "session_id": "..."}   -> {"ok": true}
-        (sent with one listening TCP socket as SCM_RIGHTS, on the connection that registered the
-        session: the daemon serves it as that session's door, see proxy/door.py)
-    {"op": "end", "session_id": "..."}      -> {"ok": true, "denials": [{...}, ...]}
+        (a registered session's listener, sent on the connection that registered it)
+    {"op": "end", "session_id": "..."}      -> {"ok": true, "denials": [{...}, ...], "audit_error": null, "refused": null}
+
+A refusal may carry "retry": true (the daemon is exiting): the client starts
+a new daemon and asks it instead.
 
 A session registered on a connection ends when that connection closes, so a
 crashed `stockade run` never leaves a session (or a daemon) behind.
 
-`protocol` in the ping reply is what a client checks before using a daemon:
-one that answers an older protocol (a daemon left running by an older
-stockade) is replaced by a new one, not used.
+`protocol` in the ping and open replies is what a client checks before using
+a daemon: one that answers an older protocol (a daemon left running by an
+older stockade) is replaced by a new one, not used.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
 TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
-PROTOCOL = 2  # 2: "listen" (the daemon serves the sandbox's listener itself)
+PROTOCOL = 3  # 2: "listen" (the daemon serves the sandbox's listener itself); 3: "open" (register and listen at once)
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 
 
-@dataclass(frozen=True)
 class DaemonFiles:
-    """Where one user's daemon keeps its files."""
+    """Where one user's daemon keeps its files, as plain strings."""
 
-    runtime: Path  # 0700: control socket, port file, start lock
-    state: Path  # daemon log and mitmproxy's private confdir
+    __slots__ = ("runtime", "state")
 
-    @property
-    def socket(self) -> Path:
-        return self.runtime / "proxy.sock"
+    def __init__(self, runtime: str, state: str) -> None:
+        self.runtime = str(runtime)  # 0700: control socket, port file, start lock
+        self.state = str(state)  # daemon log and mitmproxy's private confdir
 
-    @property
-    def port_file(self) -> Path:
-        return self.runtime / "proxy.port"
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DaemonFiles) and (self.runtime, self.state) == (other.runtime, other.state)
 
-    @property
-    def lock(self) -> Path:
-        return self.runtime / "proxy.lock"
+    def __hash__(self) -> int:
+        return hash((self.runtime, self.state))
 
-    @property
-    def log(self) -> Path:
-        return self.state / "proxy.log"
+    def __repr__(self) -> str:
+        return f"DaemonFiles(runtime={self.runtime!r}, state={self.state!r})"
 
     @property
-    def confdir(self) -> Path:
-        return self.state / "mitmproxy"
+    def socket(self) -> str:
+        return self.runtime + "/proxy.sock"
+
+    @property
+    def port_file(self) -> str:
+        return self.runtime + "/proxy.port"
+
+    @property
+    def lock(self) -> str:
+        return self.runtime + "/proxy.lock"
+
+    @property
+    def log(self) -> str:
+        return self.state + "/proxy.log"
+
+    @property
+    def confdir(self) -> str:
+        return self.state + "/mitmproxy"
 
 
-@dataclass(frozen=True)
 class SessionSpec:
-    """What a backend tells the daemon about one sandboxed run."""
+    """What a backend tells the daemon about one sandboxed run; immutable, compared by value."""
 
     session_id: str
     command: list[str]
     cwd: str
-    allow: tuple[str, ...] = ()  # canonical rules from profiles.domains
-    deny: tuple[str, ...] = ()
-    audit_path: str = ""
-    origin: str = ""  # the policy file a user edits; named in every hint
-    mode: str = "allowlist"  # "allowlist" | "open" | "none"
+    allow: tuple[str, ...]  # canonical rules from profiles.domains
+    deny: tuple[str, ...]
+    audit_path: str
+    origin: str  # the policy file a user edits; named in every hint
+    mode: str  # "allowlist" | "open" | "none"
+    __slots__ = tuple(__annotations__)
+
+    def __init__(
+        self,
+        session_id: str,
+        command: list[str],
+        cwd: str,
+        allow: tuple[str, ...] = (),
+        deny: tuple[str, ...] = (),
+        audit_path: str = "",
+        origin: str = "",
+        mode: str = "allowlist",
+    ) -> None:
+        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode)
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"SessionSpec is immutable ({name})")
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SessionSpec) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((self.session_id, self.audit_path))
+
+    def __repr__(self) -> str:
+        return "SessionSpec(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "command": list(self.command),
-            "cwd": self.cwd,
-            "allow": list(self.allow),
-            "deny": list(self.deny),
-            "audit_path": self.audit_path,
-            "origin": self.origin,
-            "mode": self.mode,
-        }
+        return {name: list(value) if isinstance(value, tuple | list) else value for name, value in zip(self.__slots__, self._values(), strict=True)}
 
     @classmethod
     def from_dict(cls, data: object) -> SessionSpec:
@@ -122,15 +161,108 @@ class SessionSpec:
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """One message as one line."""
-    return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+    """One message as one ASCII line of JSON."""
+    parts: list[str] = []
+    _encode(message, parts)
+    return "".join(parts).encode("ascii") + b"\n"
 
 
 def decode(line: bytes) -> dict[str, Any]:
-    """Parse one line; ValueError if it is not a JSON object."""
+    """Parse one line; ValueError if it is not one JSON object."""
     if len(line) > MAX_LINE:
         raise ValueError("control message too long")
-    message = json.loads(line)
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"control message is not UTF-8: {exc}") from None
+    message = _parse(text.strip())
     if not isinstance(message, dict):
         raise ValueError("control message must be a JSON object")
     return message
+
+
+# -- the codec -------------------------------------------------------------------
+
+
+def _encode(value: object, parts: list[str]) -> None:
+    if isinstance(value, str):
+        parts.append(_quoted(value))
+    elif value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, int):
+        parts.append(int.__repr__(value))
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{value!r} has no JSON form")
+        parts.append(float.__repr__(value))
+    elif isinstance(value, dict):
+        parts.append("{")
+        for index, (key, item) in enumerate(value.items()):
+            if not isinstance(key, str):
+                raise TypeError(f"control message keys must be strings, not {type(key).__name__}")
+            parts.append("," if index else "")
+            parts.append(_quoted(key))
+            parts.append(":")
+            _encode(item, parts)
+        parts.append("}")
+    elif isinstance(value, list | tuple):
+        parts.append("[")
+        for index, item in enumerate(value):
+            parts.append("," if index else "")
+            _encode(item, parts)
+        parts.append("]")
+    else:
+        raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+class _ScannerSettings:
+    """What `_json.make_scanner` reads off json.JSONDecoder: the strict defaults, no constants."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    def parse_constant(self, name: str) -> object:
+        raise ValueError(f"{name} is not allowed in a control message")
+
+
+def _c_codec() -> tuple[Callable[[str], str], Callable[[str], object]] | None:
+    try:
+        import _json
+    except ImportError:
+        return None
+    scan = _json.make_scanner(_ScannerSettings())  # type: ignore[arg-type]  # it reads these attributes, as off a JSONDecoder
+
+    def parse(text: str) -> object:
+        try:
+            value, end = scan(text, 0)
+        except StopIteration as stop:
+            raise ValueError(f"control message is not JSON (at character {stop.value})") from None
+        except RecursionError:
+            raise ValueError("control message is nested too deeply") from None
+        if end != len(text):
+            raise ValueError(f"control message has extra data at character {end}")
+        return value
+
+    return _json.encode_basestring_ascii, parse
+
+
+def _json_codec() -> tuple[Callable[[str], str], Callable[[str], object]]:
+    import json
+
+    def parse(text: str) -> object:
+        try:
+            return json.loads(text, parse_constant=_ScannerSettings().parse_constant)
+        except RecursionError:
+            raise ValueError("control message is nested too deeply") from None
+
+    return (lambda text: json.dumps(text, ensure_ascii=True)), parse
+
+
+_quoted, _parse = _c_codec() or _json_codec()
