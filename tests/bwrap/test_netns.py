@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import struct
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -36,7 +39,7 @@ def test_the_listener_arrives_and_still_accepts(pair: tuple[socket.socket, socke
     with listening() as original:
         port = original.getsockname()[1]
         send(sender, b"L", [original.fileno()])
-    with netns.receive_listener(receiver) as received:
+    with socket.socket(fileno=netns.receive_listener(receiver).detach()) as received:
         assert received.getsockname() == ("127.0.0.1", port)
         received.settimeout(5)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
@@ -75,12 +78,12 @@ def test_enter_private_network_sends_a_listener_the_parent_receives(
     written: list[tuple[str, str]] = []
     unshared: list[int] = []
 
-    class FakeLibc:
-        def unshare(self, flags: int) -> int:
-            unshared.append(flags)
-            return 0
+    def unshare(flags: int) -> int:
+        unshared.append(flags)
+        return 0
 
-    monkeypatch.setattr(netns, "_libc", FakeLibc())
+    monkeypatch.delattr(netns.os, "unshare", raising=False)
+    monkeypatch.setattr(netns, "_libc_function", lambda name: (unshare, lambda: 0))
     monkeypatch.setattr(netns, "_write", lambda path, text: written.append((path, text)))
     monkeypatch.setattr(netns, "_loopback_up", lambda: None)
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
@@ -92,7 +95,7 @@ def test_enter_private_network_sends_a_listener_the_parent_receives(
         ("/proc/self/uid_map", "1000 1000 1\n"),
         ("/proc/self/gid_map", "1001 1001 1\n"),
     ]
-    with netns.receive_listener(receiver) as received:
+    with closing(netns.receive_listener(receiver)) as received:
         assert received.getsockname()[0] == "127.0.0.1"
         assert received.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
 
@@ -100,13 +103,26 @@ def test_enter_private_network_sends_a_listener_the_parent_receives(
 def test_a_failed_unshare_raises_before_anything_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
     written: list[Any] = []
 
-    class RefusingLibc:
-        def unshare(self, flags: int) -> int:
-            return -1
-
-    monkeypatch.setattr(netns, "_libc", RefusingLibc())
-    monkeypatch.setattr(netns.ctypes, "get_errno", lambda: 1)
+    monkeypatch.delattr(netns.os, "unshare", raising=False)
+    monkeypatch.setattr(netns, "_libc_function", lambda name: (lambda flags: -1, lambda: 1))
     monkeypatch.setattr(netns, "_write", lambda path, text: written.append(path))
-    with pytest.raises(OSError, match=r"unshare\(user, net\)"):
+    with pytest.raises(OSError, match=r"unshare\(user, net\): Operation not permitted"):
         netns.enter_private_network(-1, 0, 0)
     assert written == []
+
+
+def test_the_lean_libc_binding_calls_the_real_function_and_reads_errno() -> None:
+    call, errno_of = netns._libc_function("getpid")
+    assert call() == os.getpid()  # type: ignore[call-arg]
+    close, errno_of = netns._libc_function("close")
+    assert close(-1) == -1 and errno_of() == errno.EBADF
+
+
+def test_without_the_lean_binding_ctypes_makes_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> None:
+        raise ImportError("no _ctypes here")
+
+    monkeypatch.delattr(netns.os, "unshare", raising=False)
+    monkeypatch.setattr(netns, "_libc_function", missing)
+    with pytest.raises(OSError, match=r"unshare\(user, net\): Invalid argument"):
+        netns._unshare(-1)  # every flag set: EINVAL from the real libc, through ctypes

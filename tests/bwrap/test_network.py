@@ -1,51 +1,55 @@
-"""The run's Bridge to the proxy daemon, with a fake client module: open, attach the sandbox's listener, close."""
+"""The run's Bridge to the proxy daemon, with a fake handover: open, attach the sandbox's listener, close."""
 
 from __future__ import annotations
 
 import os
 import socket
 import struct
-import sys
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-import stockade.proxy
 from stockade.bwrap import network
 from stockade.bwrap.netns import PROXY_PORT
+from stockade.proxy import handover
 
 
-class FakeClient(ModuleType):
-    """Stands in for stockade.proxy.client: records each call, no daemon."""
+class FakeHandover:
+    """Stands in for proxy.handover.Handover: records each call, no daemon."""
 
-    def __init__(self) -> None:
-        super().__init__("stockade.proxy.client")
-        self.calls: list[tuple[Any, ...]] = []
-        self.attached: list[tuple[str, socket.socket, int]] = []
-        self.ending = SimpleNamespace(denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused")
+    made: list[FakeHandover] = []
+    ending = SimpleNamespace(denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused")
 
-    def open_session_with(self, locations: object, session_id: str, command: list[str], cwd: str, rules: dict[str, object]) -> None:
-        self.calls.append(("open", locations, session_id, command, cwd, rules))
+    def __init__(self, files: Any, spec: dict[str, Any]) -> None:
+        self.files, self.spec = files, spec
+        self.calls: list[str] = []
+        self.sent: list[tuple[int, socket.AddressFamily]] = []
+        FakeHandover.made.append(self)
 
-    def attach_listener(self, session_id: str, listener: socket.socket) -> None:
-        self.attached.append((session_id, listener, listener.fileno()))
+    def reach(self) -> None:
+        self.calls.append("reach")
 
-    def close_session(self, locations: object, session_id: str) -> SimpleNamespace:
-        self.calls.append(("close", locations, session_id))
+    def send(self, listener: Any) -> None:
+        self.calls.append("send")
+        self.sent.append((listener.fileno(), socket.AddressFamily(listener.family)))
+        listener.close()
+
+    def end(self) -> Any:
+        self.calls.append("end")
         return self.ending
 
 
 @pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> FakeClient:
-    fake = FakeClient()
-    monkeypatch.setitem(sys.modules, "stockade.proxy.client", fake)
-    monkeypatch.setattr(stockade.proxy, "client", fake, raising=False)
-    return fake
+def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeHandover]:
+    FakeHandover.made = []
+    monkeypatch.setattr(handover, "Handover", FakeHandover)
+    return FakeHandover
 
 
 def bridge() -> network.Bridge:
-    return network.Bridge("abc123abc123", {"allow": ["pypi.org"]}, "locs", ("pip", "install", "x"), "/p")  # type: ignore[arg-type]
+    rules = {"allow": ["pypi.org"], "deny": [], "audit_path": "/s/audit.jsonl", "origin": "/p/.stockade.toml", "mode": "allowlist"}
+    return network.Bridge("abc123abc123", rules, "/run/u/stockade", "/state", ("pip", "install", "x"), "/p")
 
 
 def fd_is_open(fd: int) -> bool:
@@ -56,12 +60,17 @@ def fd_is_open(fd: int) -> bool:
     return True
 
 
-def test_open_registers_the_session_and_makes_the_channel(client: FakeClient) -> None:
+def test_open_reaches_the_daemon_with_the_sessions_spec_and_makes_the_channel(fake: type[FakeHandover]) -> None:
     b = bridge()
     b.open()
     try:
-        assert client.calls == [("open", "locs", "abc123abc123", ["pip", "install", "x"], "/p", {"allow": ["pypi.org"]})]
-        assert isinstance(client.calls[0][3], list)
+        (made,) = fake.made
+        assert made.calls == ["reach"]
+        assert (made.files.runtime, made.files.state) == ("/run/u/stockade", "/state")
+        assert made.spec == {
+            "session_id": "abc123abc123", "command": ["pip", "install", "x"], "cwd": "/p", "allow": ["pypi.org"], "deny": [],
+            "audit_path": "/s/audit.jsonl", "origin": "/p/.stockade.toml", "mode": "allowlist",
+        }  # fmt: skip
         assert b.channel is not None and b.channel.family == socket.AF_UNIX
         assert b.child_channel_fd >= 0 and fd_is_open(b.child_channel_fd)
         os.write(b.child_channel_fd, b"x")  # the two ends are one pair
@@ -72,7 +81,7 @@ def test_open_registers_the_session_and_makes_the_channel(client: FakeClient) ->
         os.close(b.child_channel_fd)
 
 
-def test_attach_hands_the_sandboxs_listener_to_the_daemon_and_keeps_no_copy(client: FakeClient) -> None:
+def test_attach_sends_the_sandboxs_listener_and_keeps_no_channel(fake: type[FakeHandover]) -> None:
     b = bridge()
     b.open()
     child_fd = b.child_channel_fd
@@ -82,37 +91,47 @@ def test_attach_hands_the_sandboxs_listener_to_the_daemon_and_keeps_no_copy(clie
     sandbox_end.close()
     listener.close()
     b.attach()
-    ((session_id, received, fd_during),) = client.attached
-    assert session_id == "abc123abc123"
-    assert fd_during >= 0 and received.family == socket.AF_INET
-    assert received.fileno() == -1  # closed once the daemon has it
+    (made,) = fake.made
+    assert made.calls == ["reach", "send"]
+    ((fd_during, family),) = made.sent
+    assert fd_during >= 0 and family == socket.AF_INET
     assert b.channel is not None and b.channel.fileno() == -1
     assert not fd_is_open(child_fd) or child_fd == fd_during  # our copy of the child's end is closed
 
 
-def test_attach_without_a_listener_from_the_sandbox_is_an_error(client: FakeClient) -> None:
+def test_attach_without_a_listener_from_the_sandbox_is_an_error(fake: type[FakeHandover]) -> None:
     b = bridge()
     b.open()
     with pytest.raises(OSError, match="did not hand over its listener"):
-        b.attach()  # the child's end closes and nothing came: no hang, no attach
-    assert client.attached == []
+        b.attach()  # the child's end closes and nothing came: no hang, nothing sent
+    assert fake.made[0].calls == ["reach"]
+    assert b.channel is not None and b.channel.fileno() == -1
+
+
+def test_close_takes_the_sessions_denials_trouble_and_refusals(fake: type[FakeHandover]) -> None:
+    b = bridge()
+    assert (b.denials, b.trouble, b.refused) == ([], "", "")
+    b.open()
     assert b.channel is not None
     b.channel.close()
-
-
-def test_close_takes_the_sessions_denials_trouble_and_refusals(client: FakeClient) -> None:
-    b = bridge()
-    assert (b.denials, b.trouble, b.refused) == ([], "", "")
+    os.close(b.child_channel_fd)
     b.close()
-    assert client.calls == [("close", "locs", "abc123abc123")]
+    assert fake.made[0].calls == ["reach", "end"]
     assert b.denials == [{"host": "evil.example"}] and b.trouble == "the daemon died" and b.refused == "2 refused"
+    b.close()  # a second close (the retried start's) asks nothing more
+    assert fake.made[0].calls == ["reach", "end"]
 
 
-def test_a_clean_close_leaves_no_trouble(client: FakeClient) -> None:
-    client.ending = SimpleNamespace(denials=[], trouble="", refused="")
+def test_a_bridge_never_opened_closes_quietly(fake: type[FakeHandover]) -> None:
     b = bridge()
     b.close()
-    assert (b.denials, b.trouble, b.refused) == ([], "", "")
+    assert fake.made == [] and (b.denials, b.trouble, b.refused) == ([], "", "")
+
+
+def test_the_spec_message_takes_the_rules_a_plan_stored() -> None:
+    rules = {"allow": ("a.test",), "deny": ["b.test"], "audit_path": "/a", "origin": "builtin:default", "mode": "open"}
+    spec = handover.spec_message("s1", ["true"], "/p", rules)
+    assert spec["allow"] == ["a.test"] and spec["mode"] == "open" and spec["command"] == ["true"]
 
 
 def test_the_proxy_variables_point_at_the_sandboxs_port_and_spare_loopback() -> None:

@@ -17,8 +17,8 @@ from stockade.core.invocation import Invocation
 class FakeBridge:
     made: list[FakeBridge] = []
 
-    def __init__(self, session_id: str, rules: object, where: object, command: tuple[str, ...], cwd: str) -> None:
-        self.args = (session_id, rules, where, command, cwd)
+    def __init__(self, session_id: str, rules: object, runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
+        self.args = (session_id, rules, runtime, state, command, cwd)
         self.trouble = ""
         FakeBridge.made.append(self)
 
@@ -34,7 +34,8 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, Any]]:
 
     monkeypatch.setattr(execute_module, "execute", fake_execute)
     monkeypatch.setattr(network, "Bridge", FakeBridge)
-    monkeypatch.setattr(locations_module, "locate", lambda env: "located")
+    monkeypatch.setattr(locations_module, "runtime_folder", lambda env: "/located/run")
+    monkeypatch.setattr(locations_module, "state_folder", lambda env: "/located/state")
     return calls
 
 
@@ -56,15 +57,16 @@ def test_run_launch_passes_the_status_through_and_makes_no_bridge_without_rules(
 
 def test_a_network_session_gets_a_bridge_with_the_given_locations(executed: list[tuple[Any, str, Any]]) -> None:
     rules = object()
-    assert run.run_launch(launch(rules, status=3), invocation(), "where") == 3
+    where = SimpleNamespace(runtime=Path("/r/stockade"), state=Path("/s/stockade"))
+    assert run.run_launch(launch(rules, status=3), invocation(), where) == 3  # type: ignore[arg-type]
     (bridge,) = FakeBridge.made
     assert executed[0][2] is bridge
-    assert bridge.args == ("abc123abc123", rules, "where", ("curl", "x"), "/p")
+    assert bridge.args == ("abc123abc123", rules, "/r/stockade", "/s/stockade", ("curl", "x"), "/p")
 
 
-def test_without_locations_the_bridge_locates_them(executed: list[tuple[Any, str, Any]]) -> None:
+def test_without_locations_the_bridge_takes_the_folders_as_strings(executed: list[tuple[Any, str, Any]]) -> None:
     run.run_launch(launch(object()), invocation(), None)
-    assert FakeBridge.made[0].args[2] == "located"
+    assert FakeBridge.made[0].args[2:4] == ("/located/run", "/located/state")
 
 
 def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:

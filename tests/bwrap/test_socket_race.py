@@ -79,6 +79,8 @@ def test_a_networked_run_gets_a_new_proxy_session_for_the_second_start(
     steps: list[str] = []
 
     class Bridge:
+        handover = None
+
         def open(self) -> None:
             steps.append("open")
 

@@ -32,24 +32,11 @@ HEAVY = (
     "mitmproxy", "typer", "rich", "psutil", "seccomp", "tomlkit", "idna", "publicsuffixlist",
 )  # fmt: skip
 
-ALLOWED = {
+ALLOWED: dict[str, dict[str, str]] = {
     "offline": {},
-    # The networked path opens its proxy session through proxy/client.py, which still loads these
-    # (issue: speed); each removal shrinks this table.
-    "allowlist": {
-        "socket": "the control connection to the daemon and the listener handed over",
-        "selectors": "imported by socket",
-        "dataclasses": "proxy/control.py and proxy/client.py records",
-        "enum": "imported by socket and dataclasses",
-        "inspect": "imported by dataclasses",
-        "ast": "imported by inspect",
-        "re": "imported by inspect",
-        "ctypes": "bwrap/netns.py unshares the network namespace",
-        "pathlib": "core/locations.py's Locations for the session",
-        "urllib": "imported by pathlib",
-        "ipaddress": "imported by urllib.parse",
-        "json": "the control protocol",
-    },
+    # The control connection is `_socket` and the protocol `_json` (proxy/control.py), the records
+    # plain classes, the folders strings; ctypes is bound in the forked child only (bwrap/netns.py).
+    "allowlist": {},
 }
 
 PROBE = (

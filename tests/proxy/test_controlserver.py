@@ -113,6 +113,72 @@ async def test_end_closes_the_door_and_reports_its_refusals(server: ControlServe
     assert server.handle({"op": "end", "session_id": spec.session_id}, owned) == {"ok": False, "error": f"unknown session {spec.session_id!r}"}
 
 
+async def test_open_registers_and_listens_but_accepts_only_once_told(server: ControlServer, make_spec: Callable[..., SessionSpec]) -> None:
+    spec = make_spec()
+    owned: set[str] = set()
+    afterwards: list[Callable[[], None]] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    fds = [listener.detach()]
+    reply = server.handle({"op": "open", "spec": spec.to_dict()}, owned, fds, afterwards)
+    assert reply == {"ok": True, "protocol": PROTOCOL, "session_id": spec.session_id} and fds == []
+    assert owned == {spec.session_id} and spec.session_id in server.doors.by_session
+    door = server.doors.by_session[spec.session_id]
+    assert door._accepting is None and len(afterwards) == 1  # not accepting before the reply is out
+    afterwards[0]()
+    assert door._accepting is not None
+    server.handle({"op": "end", "session_id": spec.session_id}, owned)
+
+
+@pytest.mark.parametrize("count", [0, 2])
+def test_open_needs_exactly_one_listener_and_registers_nothing_without(
+    server: ControlServer, make_spec: Callable[..., SessionSpec], count: int
+) -> None:
+    spec = make_spec()
+    owned: set[str] = set()
+    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
+    fds = [sock.fileno() for sock in sockets]
+    reply = server.handle({"op": "open", "spec": spec.to_dict()}, owned, fds)
+    assert reply == {"ok": False, "error": "open needs exactly one listening socket"}
+    assert owned == set() and server.registry.get(spec.session_id) is None
+    for sock in sockets:
+        sock.close()
+
+
+def test_open_with_a_socket_that_is_not_listening_leaves_no_session(server: ControlServer, make_spec: Callable[..., SessionSpec]) -> None:
+    spec = make_spec()
+    owned: set[str] = set()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as idle:
+        reply = server.handle({"op": "open", "spec": spec.to_dict()}, owned, [os.dup(idle.fileno())])
+    assert reply == {"ok": False, "error": "listen needs a listening TCP socket"}
+    assert owned == set() and server.registry.get(spec.session_id) is None and server.doors.by_session == {}
+
+
+def test_open_is_refused_while_exiting_and_may_be_retried(server: ControlServer, make_spec: Callable[..., SessionSpec]) -> None:
+    host(server).exiting = True
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        reply = server.handle({"op": "open", "spec": make_spec().to_dict()}, set(), [os.dup(listener.fileno())])
+    assert reply["retry"] is True and reply["ok"] is False
+
+
+async def test_a_starting_runs_connection_is_served_like_any_other(server: ControlServer, make_spec: Callable[..., SessionSpec]) -> None:
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    server.serve_descriptor(theirs.detach())
+    spec = make_spec()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        reply = await exchange(ours, json.dumps({"op": "open", "spec": spec.to_dict()}).encode() + b"\n", [listener.fileno()])
+    assert reply["ok"] is True and reply["protocol"] == PROTOCOL
+    await asyncio.sleep(0)
+    assert server.doors.by_session[spec.session_id]._accepting is not None  # accepting once the reply was sent
+    ours.close()
+    for _ in range(50):
+        if server.registry.get(spec.session_id) is None:
+            break
+        await asyncio.sleep(0.01)
+    assert server.registry.get(spec.session_id) is None  # the connection's end ended the session
+    server.close()
+
+
 def test_an_unknown_op_is_answered(server: ControlServer) -> None:
     assert server.handle({"op": "reboot"}, set()) == {"ok": False, "error": "unknown op 'reboot'"}
 

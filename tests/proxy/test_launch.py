@@ -60,9 +60,9 @@ def test_read_ready() -> None:
 
 
 def test_ping_without_a_daemon_is_none(tmp_path: Path) -> None:
-    files = DaemonFiles(runtime=tmp_path / "run", state=tmp_path / "state")
+    files = DaemonFiles(runtime=str(tmp_path / "run"), state=str(tmp_path / "state"))
     assert launch.ping_or_hung(files) == (None, False)
-    files.runtime.mkdir()
+    os.mkdir(files.runtime)
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(files.socket))
     listener.listen(1)  # accepts, never answers: hung
@@ -95,3 +95,11 @@ def test_read_reply(sent: bytes, error: str | None) -> None:
         else:
             with pytest.raises(OSError, match=error):
                 launch.read_reply(ours)
+
+
+def test_read_reply_takes_one_line_and_leaves_the_next() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(b'{"n": 1}\n{"n": 2}\n')
+        assert launch.read_reply(ours) == {"n": 1}  # type: ignore[arg-type]
+        assert launch.read_reply(ours) == {"n": 2}  # type: ignore[arg-type]

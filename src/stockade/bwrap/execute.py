@@ -227,6 +227,7 @@ def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None) -> tup
                 interactive=launch.interactive,
                 preexec=_preexec(limits, bridge),
                 after_spawn=bridge.attach if bridge else None,
+                watch=bridge.handover if bridge else None,
             )
             return outcome, masks
         except SandboxSetupError:

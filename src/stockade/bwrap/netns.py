@@ -5,15 +5,22 @@ brings up its loopback, listens on 127.0.0.1:PROXY_PORT there and hands that
 listening socket to the supervisor over a socketpair (SCM_RIGHTS). bwrap then
 runs without --unshare-net and so inherits this namespace: the only way out
 is that socket, which the supervisor hands on to the proxy daemon (proxy/door.py).
+
+On every networked run's path: `_socket` rather than `socket` (whose enums
+cost milliseconds to import), and ctypes only in the child, where it makes
+the one call Python 3.11's os module lacks (os.unshare is 3.12's).
 """
 
 from __future__ import annotations
 
-import ctypes
+import _socket
 import fcntl
 import os
-import socket
 import struct
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 PROXY_PORT = 3128  # inside the sandbox's own namespace: nothing else can hold it
 CLONE_NEWUSER = 0x10000000
@@ -23,7 +30,6 @@ SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 IFF_RUNNING = 0x40
 
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _write(path: str, text: str) -> None:
@@ -35,41 +41,85 @@ def _write(path: str, text: str) -> None:
 
 
 def _loopback_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+    probe = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
         request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP | IFF_RUNNING))
+        flags = struct.unpack("16sH14x", fcntl.ioctl(probe.fileno(), SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe.fileno(), SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP | IFF_RUNNING))
+    finally:
+        probe.close()
+
+
+def _unshare(flags: int) -> None:
+    """unshare(2): os.unshare on Python 3.12 and later, else libc's through `_ctypes`.
+
+    `_ctypes` is the C core that ctypes wraps; binding one function with it is what
+    `ctypes.CDLL(None).unshare` does, without the 2 ms ctypes takes to import, which
+    this child would spend before bwrap can start. Anything unexpected there falls
+    back to ctypes itself.
+    """
+    unshare = getattr(os, "unshare", None)
+    if unshare is not None:
+        unshare(flags)
+        return
+    try:
+        call, errno_of = _libc_function("unshare")
+    except (ImportError, AttributeError, OSError, TypeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        call, errno_of = libc.unshare, ctypes.get_errno
+    if call(flags) != 0:
+        err = errno_of()
+        raise OSError(err, f"unshare(user, net): {os.strerror(err)}")
+
+
+def _libc_function(name: str) -> tuple[Callable[[int], int], Callable[[], int]]:
+    """(libc's `name` taking and returning a C int, errno after it): ctypes' own recipe, on `_ctypes`."""
+    import _ctypes
+
+    class CInt(_ctypes._SimpleCData):  # ctypes.c_int
+        _type_ = "i"
+
+    class Function(_ctypes.CFuncPtr):  # what CDLL(..., use_errno=True) makes for each name
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = CInt
+
+    class Process:  # dlopen(NULL): the running program and the libc it links
+        _handle = _ctypes.dlopen(None)  # type: ignore[arg-type]  # None is dlopen(NULL), as CDLL(None) passes it
+
+    return Function((name, Process())), _ctypes.get_errno  # type: ignore[arg-type]  # any object with _handle, as CDLL
 
 
 def enter_private_network(channel_fd: int, uid: int, gid: int) -> None:
     """Runs in the child before exec: new namespaces, loopback up, listener sent to the parent.
 
-    Any failure raises; subprocess reports it to the parent as the spawn error.
+    Any failure raises; the supervisor reports it to the parent as the spawn error.
     """
-    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"unshare(user, net): {os.strerror(err)}")
+    _unshare(CLONE_NEWUSER | CLONE_NEWNET)
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
     _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
     _loopback_up()
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", PROXY_PORT))
     listener.listen(512)
-    channel = socket.socket(fileno=channel_fd)
-    channel.sendmsg([b"L"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", listener.fileno()))])
+    channel = _socket.socket(fileno=channel_fd)
+    channel.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("i", listener.fileno()))])
     channel.detach()
     listener.close()
 
 
-def receive_listener(channel: socket.socket) -> socket.socket:
+def receive_listener(channel: _socket.socket) -> _socket.socket:
     """The parent's side: the listening socket that lives in the sandbox's namespace."""
     fds: list[int] = []
-    message, ancillary, _flags, _addr = channel.recvmsg(1, socket.CMSG_SPACE(struct.calcsize("i")))
+    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE(struct.calcsize("i")))
     for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) - len(data) % 4])
     if message != b"L" or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
         raise OSError("the sandbox's network namespace did not hand over its listener")
-    return socket.socket(fileno=fds[0])
+    return _socket.socket(fileno=fds[0])

@@ -10,15 +10,14 @@ loopback with nothing on it, and no daemon is started.
 
 from __future__ import annotations
 
+import _socket
 import os
-import socket
-from dataclasses import dataclass, field
 
 from stockade.bwrap.netns import PROXY_PORT, receive_listener
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stockade.core.locations import Locations
+    from stockade.proxy.handover import Handover
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # servers the command starts inside stay reachable directly
 
@@ -30,44 +29,57 @@ def proxy_environment() -> dict[str, str]:
     return variables(PROXY_PORT, no_proxy=LOOPBACK_NAMES)
 
 
-@dataclass
 class Bridge:
-    """The daemon session of one run, and the sandbox's listener handed to it."""
+    """The daemon session of one run, and the sandbox's listener handed to it (proxy/handover.py).
 
-    session_id: str
-    rules: dict[str, object]  # proxy.client.session_rules of the policy
-    locations: Locations
-    command: tuple[str, ...]
-    cwd: str
-    channel: socket.socket | None = None  # parent's end of the socketpair
-    child_channel_fd: int = -1
-    denials: list[dict[str, object]] = field(default_factory=list)
-    trouble: str = ""  # why the run's network record may be incomplete (the audit log failed, the daemon died)
-    refused: str = ""  # connections the daemon refused over the session's budget, as one line
+    A plain class over strings: a dataclass, pathlib or `socket` here would cost every
+    networked run more than its whole network set-up.
+    """
+
+    __slots__ = (
+        "session_id", "rules", "runtime", "state", "command", "cwd", "channel", "child_channel_fd", "handover", "denials", "trouble", "refused",
+    )  # fmt: skip
+
+    def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
+        self.session_id = session_id
+        self.rules = rules  # proxy.sessionclient.session_rules of the policy
+        self.runtime = runtime  # the daemon's folders (core.locations)
+        self.state = state
+        self.command = command
+        self.cwd = cwd
+        self.channel: _socket.socket | None = None  # parent's end of the socketpair the child sends the listener on
+        self.child_channel_fd = -1
+        self.handover: Handover | None = None
+        self.denials: list[dict[str, object]] = []
+        self.trouble = ""  # why the run's network record may be incomplete (the audit log failed, the daemon died)
+        self.refused = ""  # connections the daemon refused over the session's budget, as one line
 
     def open(self) -> None:
-        """Start (or reuse) the daemon and register this session: before bwrap starts."""
-        from stockade.proxy import client
+        """Before bwrap starts: a connection to the daemon (a starting one will do), and the child's channel."""
+        from stockade.proxy.control import DaemonFiles
+        from stockade.proxy.handover import Handover, spec_message
 
-        client.open_session_with(self.locations, self.session_id, list(self.command), self.cwd, self.rules)
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.handover = Handover(DaemonFiles(self.runtime, self.state), spec_message(self.session_id, list(self.command), self.cwd, self.rules))
+        self.handover.reach()
+        parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.channel = parent
         self.child_channel_fd = child.detach()
 
     def attach(self) -> None:
-        """After bwrap started: take the sandbox's listener and give it to the daemon (our copy closes)."""
-        from stockade.proxy import client
-
-        assert self.channel is not None
+        """After bwrap started: take the sandbox's listener and send it to the daemon (no waiting)."""
+        assert self.channel is not None and self.handover is not None
         os.close(self.child_channel_fd)
         self.channel.settimeout(10)
-        listener = receive_listener(self.channel)
-        self.channel.close()
-        with listener:
-            client.attach_listener(self.session_id, listener)
+        try:
+            listener = receive_listener(self.channel)
+        finally:
+            self.channel.close()
+        self.handover.send(listener)
 
     def close(self) -> None:
-        from stockade.proxy import client
-
-        ended = client.close_session(self.locations, self.session_id)
+        """After the command: end the session (or leave an unused one to end itself)."""
+        if self.handover is None:
+            return
+        ended = self.handover.end()
+        self.handover = None
         self.denials, self.trouble, self.refused = ended.denials, ended.trouble, ended.refused

@@ -85,10 +85,13 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
     bridge = None
     if launch.session_rules is not None:
         from stockade.bwrap.network import Bridge
-        from stockade.core.locations import locate
+        from stockade.core.locations import runtime_folder, state_folder
 
-        where = locations or locate(invocation.env)
-        bridge = Bridge(invocation.session_id, launch.session_rules, where, tuple(launch.command), launch.cwd)
+        if locations is not None:
+            runtime, state = str(locations.runtime), str(locations.state)
+        else:
+            runtime, state = runtime_folder(invocation.env), state_folder(invocation.env)
+        bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
     code = execute(launch, invocation.session_id, bridge)
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)

@@ -22,6 +22,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from stockade.proxy.handover import Handover
+
 FORWARDED = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1, _signal.SIGUSR2)
 # Python ignores these at start-up; an ignored signal stays ignored across exec, so
 # the child gets them back as they were (what subprocess's restore_signals does).
@@ -134,7 +136,10 @@ def supervise(
     interactive: bool,
     preexec: Callable[[], None] | None,
     after_spawn: Callable[[], None] | None = None,
+    watch: Handover | None = None,
 ) -> Outcome:
+    """Run bwrap to its end. `watch` is the run's network session while the daemon has not
+    answered: its answer is read as it comes, and a refusal stops the sandbox (125)."""
     try:
         pid = _spawn(argv, env, pass_fds, preexec)
     except OSError as exc:
@@ -169,7 +174,7 @@ def supervise(
     # On a terminal, Ctrl-C reaches the sandbox directly; stockade just waits for it.
     previous[_signal.SIGINT] = _signal.signal(_signal.SIGINT, _signal.SIG_IGN if interactive else forward)
     try:
-        outcome = _wait(pid, wall_time)
+        outcome = _wait(pid, wall_time, watch, info_read_fd)
         outcome.no_route = attempts(counters)
     finally:
         for sig, handler in previous.items():
@@ -186,9 +191,10 @@ def supervise(
     return outcome
 
 
-def _wait(pid: int, wall_time: float | None) -> Outcome:
+def _wait(pid: int, wall_time: float | None, watch: Handover | None = None, ended_fd: int = -1) -> Outcome:
     """bwrap's exit; at the deadline a timer kills bwrap and --die-with-parent takes the namespace."""
     if wall_time is None:
+        _watch_network(pid, watch, ended_fd)
         return Outcome(_exit_code(os.waitpid(pid, 0)[1]))  # signals interrupt and resume it (PEP 475)
     expired = []
 
@@ -199,6 +205,7 @@ def _wait(pid: int, wall_time: float | None) -> Outcome:
     previous = _signal.signal(_signal.SIGALRM, expire)
     _signal.setitimer(_signal.ITIMER_REAL, max(wall_time, 0.001))
     try:
+        _watch_network(pid, watch, ended_fd)
         code = _exit_code(os.waitpid(pid, 0)[1])
     finally:
         _signal.setitimer(_signal.ITIMER_REAL, 0)
@@ -206,6 +213,30 @@ def _wait(pid: int, wall_time: float | None) -> Outcome:
     if expired:
         return Outcome(ExitCode.SIGNAL_BASE + _signal.SIGKILL, timed_out=True)
     return Outcome(code)
+
+
+def _watch_network(pid: int, watch: Handover | None, ended_fd: int) -> None:
+    """Until the daemon answered the run's session (or bwrap ended first): read its answer as it
+    comes. A refusal, or a daemon that cannot be had, stops the sandbox before anything was served."""
+    if watch is None or watch.settled:
+        return
+    import select
+    import time
+
+    try:
+        while not watch.settled:
+            remaining = watch.deadline() - time.monotonic()
+            ready = select.select([watch.fileno(), ended_fd], [], [], remaining)[0] if remaining > 0 else []
+            if watch.fileno() in ready:
+                watch.settle()
+            elif ready:
+                return  # bwrap ended (its status pipe): the session's end decides whether to wait
+            else:
+                watch.overdue()
+    except OSError as exc:  # ProxyDaemonError included
+        _kill(pid, _signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise SandboxSetupError(f"cannot connect the sandbox to the network proxy: {exc}; the sandbox was stopped") from None
 
 
 def _exit_code(status: int) -> int:

@@ -21,7 +21,7 @@ import os
 import socket
 import struct
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -73,6 +73,10 @@ class ControlServer:
         self._server.setblocking(False)
         self._keep(self._accept_loop(self._server))
 
+    def serve_descriptor(self, fd: int) -> None:
+        """Serve an already connected socket as one more control connection (a starting run's, launch.reach)."""
+        self._keep(self._serve(socket.socket(fileno=fd)))
+
     def still_ours(self) -> bool:
         """False once the socket at our path was replaced (a newer daemon) or removed: no run can reach us."""
         return self._bound is None or self._path is None or socket_identity(self._path) == self._bound
@@ -115,14 +119,18 @@ class ControlServer:
                     return
                 if not line:
                     return
+                afterwards: list[Callable[[], None]] = []
                 try:
-                    reply = self.handle(decode(line), owned, fds)
+                    reply = self.handle(decode(line), owned, fds, afterwards)
                 except Exception as exc:  # a bad request gets an answer, never a dead daemon
                     logger.info("control request failed: %s", exc)
                     reply = {"ok": False, "error": str(exc)}
+                    afterwards.clear()
                 finally:
                     _close_all(fds)  # whatever a request did not keep
                 await loop.sock_sendall(conn, encode(reply))
+                for step in afterwards:  # a door opens only once its answer is on its way
+                    step()
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:  # the daemon is shutting down
@@ -135,10 +143,13 @@ class ControlServer:
             self.host.touch()
             conn.close()
 
-    def handle(self, message: dict[str, Any], owned: set[str], fds: list[int] | None = None) -> dict[str, Any]:
+    def handle(
+        self, message: dict[str, Any], owned: set[str], fds: list[int] | None = None, afterwards: list[Callable[[], None]] | None = None
+    ) -> dict[str, Any]:
         """Answer one control request (see proxy/control.py for the protocol).
 
         A request that keeps one of `fds` removes it from the list; the caller closes the rest.
+        What must wait until the reply was sent goes in `afterwards` (run at once when it is None).
         """
         op = message.get("op")
         if op == "ping":
@@ -154,17 +165,9 @@ class ControlServer:
                 "bodies": self.splicing.bodies_spliced,
             }
         if op == "register":
-            if self.host.exiting:
-                return {"ok": False, "error": "the proxy daemon is exiting", "retry": True}
-            spec = SessionSpec.from_dict(message.get("spec"))
-            try:
-                token, session = self.registry.register(spec)
-            except (ValueError, AuditError) as exc:
-                return {"ok": False, "error": str(exc)}
-            owned.add(spec.session_id)
-            self.host.touch()
-            logger.info("session %s registered (%s, %d allow, %d deny)", spec.session_id, spec.mode, len(spec.allow), len(spec.deny))
-            return {"ok": True, "port": self.host.port, "token": token, "session_id": session.spec.session_id}
+            return self._register(message, owned)
+        if op == "open":
+            return self._open(message, owned, fds if fds is not None else [], afterwards)
         if op == "listen":
             return self._listen(str(message.get("session_id", "")), owned, fds if fds is not None else [])
         if op == "end":
@@ -178,12 +181,43 @@ class ControlServer:
             return {"ok": True, "denials": ended.denial_summary(), "audit_error": ended.writer.broken, "refused": refused}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
-    def _listen(self, session_id: str, owned: set[str], fds: list[int]) -> dict[str, Any]:
+    def _register(self, message: dict[str, Any], owned: set[str]) -> dict[str, Any]:
+        if self.host.exiting:
+            return {"ok": False, "error": "the proxy daemon is exiting", "retry": True}
+        spec = SessionSpec.from_dict(message.get("spec"))
+        try:
+            token, session = self.registry.register(spec)
+        except (ValueError, AuditError) as exc:
+            return {"ok": False, "error": str(exc)}
+        owned.add(spec.session_id)
+        self.host.touch()
+        logger.info("session %s registered (%s, %d allow, %d deny)", spec.session_id, spec.mode, len(spec.allow), len(spec.deny))
+        return {"ok": True, "port": self.host.port, "token": token, "session_id": session.spec.session_id}
+
+    def _open(self, message: dict[str, Any], owned: set[str], fds: list[int], afterwards: list[Callable[[], None]] | None) -> dict[str, Any]:
+        """"register" and "listen" at once. The door accepts only after the reply is sent: a run
+        that has no reply yet may take it that no connection of its sandbox was served."""
+        if len(fds) != 1:
+            return {"ok": False, "error": "open needs exactly one listening socket"}
+        registered = self._register(message, owned)
+        if not registered.get("ok"):
+            return registered
+        session_id = str(registered["session_id"])
+        listened = self._listen(session_id, owned, fds, opening=afterwards)
+        if not listened.get("ok"):
+            self._end(session_id)
+            owned.discard(session_id)
+            return listened
+        return {"ok": True, "protocol": PROTOCOL, "session_id": session_id}
+
+    def _listen(
+        self, session_id: str, owned: set[str], fds: list[int], opening: list[Callable[[], None]] | None = None
+    ) -> dict[str, Any]:
         """Serve a sandbox's listening socket as the door of a session registered on this very connection."""
         session = self.registry.get(session_id)
         if session is None or session_id not in owned:
             return {"ok": False, "error": f"session {session_id!r} was not registered on this connection"}
-        refusal = self.doors.listen(session_id, session, fds)
+        refusal = self.doors.listen(session_id, session, fds, opening)
         if refusal is not None:
             return {"ok": False, "error": refusal}
         return {"ok": True}

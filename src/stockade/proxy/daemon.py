@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mitmproxy import ctx
-from mitmproxy.addons import block, core, disable_h2c, next_layer, proxyserver, tlsconfig
-from mitmproxy.master import Master
-from mitmproxy.options import Options
+from stockade.proxy.mitmparts import block, core, disable_h2c, next_layer, proxyserver, tlsconfig  # first: see mitmparts.py
+
+from mitmproxy import ctx  # isort: skip
+from mitmproxy.master import Master  # isort: skip
+from mitmproxy.options import Options  # isort: skip
 
 from stockade.proxy import headlimit
 from stockade.proxy.accepting import raise_descriptor_limit
@@ -94,10 +95,14 @@ class Daemon:
     registers sessions, and the doors (`doors.py`) their sandboxes connect through.
     """
 
-    def __init__(self, files: DaemonFiles, filt: Filter, ready_fd: int | None = None) -> None:
+    def __init__(
+        self, files: DaemonFiles, filt: Filter, ready_fd: int | None = None, control_fd: int | None = None, lock_fd: int | None = None
+    ) -> None:
         self.files = files
         self.filter = filt
         self.ready_fd = ready_fd
+        self.control_fd = control_fd  # the starting run's control connection (launch.reach), served once ready
+        self.lock_fd = lock_fd  # the start lock the starting run handed on: let go of once the socket serves
         self.port = 0
         self.clients = 0
         self.last_activity = time.monotonic()
@@ -135,21 +140,32 @@ class Daemon:
             if self.ready_fd is not None:
                 os.close(self.ready_fd)
                 self.ready_fd = None
+            self._let_go_of_lock()
             ctx.master.shutdown()
 
     async def _start_serving(self) -> None:
         proxyserver = ctx.master.addons.get("proxyserver")
         self.port = int(proxyserver.listen_addrs()[0][1])
-        self.control.start(self.files.socket)
-        temporary = self.files.port_file.with_suffix(".tmp")
+        self.control.start(Path(self.files.socket))
+        temporary = Path(self.files.runtime) / "proxy.port.tmp"
         temporary.write_text(json.dumps({"port": self.port, "pid": os.getpid()}))
         os.replace(temporary, self.files.port_file)
         logger.info("stockade proxy daemon %d ready on 127.0.0.1:%d", os.getpid(), self.port)
+        self._let_go_of_lock()
+        if self.control_fd is not None:
+            self.control.serve_descriptor(self.control_fd)
+            self.control_fd = None
         if self.ready_fd is not None:
             os.write(self.ready_fd, f"{self.port}\n".encode())
             os.close(self.ready_fd)
             self.ready_fd = None
         self._idle_task = asyncio.create_task(self._idle_watch())
+
+    def _let_go_of_lock(self) -> None:
+        """Runs waiting to start a daemon go on: they find this one (or, after a failure, none)."""
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
 
     async def done(self) -> None:
         if self._idle_task is not None:
@@ -218,13 +234,13 @@ class Daemon:
     def _remove_files(self) -> None:
         """Remove the port file and socket if they are still ours (a newer daemon may own them)."""
         try:
-            if json.loads(self.files.port_file.read_text()).get("pid") != os.getpid():
+            if json.loads(Path(self.files.port_file).read_text()).get("pid") != os.getpid():
                 return
         except (OSError, ValueError):
             return
         for path in (self.files.port_file, self.files.socket):
             try:
-                path.unlink()
+                os.unlink(path)
             except FileNotFoundError:
                 pass
 
@@ -247,9 +263,18 @@ def proxy_addons() -> list[Any]:
     ]
 
 
-def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None, splice: bool = True) -> Master:
+def build_master(
+    files: DaemonFiles,
+    *,
+    idle_timeout: int,
+    test_resolver: str,
+    ready_fd: int | None,
+    splice: bool = True,
+    control_fd: int | None = None,
+    lock_fd: int | None = None,
+) -> Master:
     """mitmproxy configured as a filter: no interception, lazy connects, streamed bodies."""
-    files.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.makedirs(files.state, mode=0o700, exist_ok=True)
     headlimit.install()
     options = Options(
         listen_host="127.0.0.1",
@@ -260,7 +285,7 @@ def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, r
     master = Master(options)
     filt = Filter()
     # mitmproxy's own addons first: NextLayer must have chosen a layer before Metering wraps it.
-    master.addons.add(*proxy_addons(), *filt.chain(), Daemon(files, filt, ready_fd))
+    master.addons.add(*proxy_addons(), *filt.chain(), Daemon(files, filt, ready_fd, control_fd, lock_fd))
     options.update(
         connection_strategy="lazy",  # nothing is dialed before the ClientHello was checked
         stream_large_bodies="1m",
@@ -272,8 +297,9 @@ def build_master(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, r
     return master
 
 
-async def serve(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, ready_fd: int | None, splice: bool = True) -> None:
-    master = build_master(files, idle_timeout=idle_timeout, test_resolver=test_resolver, ready_fd=ready_fd, splice=splice)
+async def serve(files: DaemonFiles, **settings: Any) -> None:
+    """Run the daemon until it exits; `settings` are build_master's."""
+    master = build_master(files, **settings)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, master.shutdown)
@@ -282,11 +308,13 @@ async def serve(files: DaemonFiles, *, idle_timeout: int, test_resolver: str, re
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stockade.proxy.daemon", description="stockade's network filter daemon")
-    parser.add_argument("--runtime-dir", required=True, type=Path, help="0700 directory for the control socket and port file")
-    parser.add_argument("--state-dir", required=True, type=Path, help="directory for the daemon's private mitmproxy files")
+    parser.add_argument("--runtime-dir", required=True, help="0700 directory for the control socket and port file")
+    parser.add_argument("--state-dir", required=True, help="directory for the daemon's private mitmproxy files")
     parser.add_argument("--idle-timeout", type=int, default=DEFAULT_IDLE, help="seconds without sessions or connections before exiting")
     parser.add_argument("--test-resolver", default="", help="tests only: JSON file answering every name lookup")
     parser.add_argument("--ready-fd", type=int, default=None, help="write the port and a newline here once ready")
+    parser.add_argument("--control-fd", type=int, default=None, help="a connected socket to serve as a control connection once ready")
+    parser.add_argument("--lock-fd", type=int, default=None, help="the start lock, held until the control socket serves")
     parser.add_argument("--debug", action="store_true", help="log every decision step")
     parser.add_argument(
         "--no-splice", action="store_true", help="keep checked TLS tunnels and plain-HTTP bodies on mitmproxy's path (for comparison)"
@@ -297,15 +325,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("mitmproxy").setLevel(logging.WARNING)
     os.umask(0o077)
+    files = DaemonFiles(runtime=os.path.abspath(args.runtime_dir), state=os.path.abspath(args.state_dir))
     os.chdir("/")  # hold no directory of the run that started us
     raise_descriptor_limit()
-    files = DaemonFiles(runtime=args.runtime_dir, state=args.state_dir)
-    files.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if files.runtime.stat().st_uid != os.getuid():
+    os.makedirs(files.runtime, mode=0o700, exist_ok=True)
+    if os.stat(files.runtime).st_uid != os.getuid():
         parser.error(f"{files.runtime} belongs to another user")
     os.chmod(files.runtime, 0o700)  # the control socket's only fence besides SO_PEERCRED
     asyncio.run(
-        serve(files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd, splice=not args.no_splice)
+        serve(
+            files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd, splice=not args.no_splice,
+            control_fd=args.control_fd, lock_fd=args.lock_fd,
+        )  # fmt: skip
     )
     return 0
 

@@ -12,6 +12,7 @@ connections to mitmproxy) stays in `door.py`.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from stockade.proxy.audit import AuditError, AuditRecord
@@ -29,10 +30,11 @@ class Doors:
         self.by_session: dict[str, Door] = {}  # session id -> its sandbox's listener
         self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
 
-    def listen(self, session_id: str, session: Session, fds: list[int]) -> str | None:
+    def listen(self, session_id: str, session: Session, fds: list[int], opening: list[Callable[[], None]] | None = None) -> str | None:
         """Open the session's door on the one listening socket in `fds`; None once open, else why not.
 
-        The socket taken is removed from `fds` (the caller closes whatever is left there).
+        The socket taken is removed from `fds` (the caller closes whatever is left there). With
+        `opening`, the door starts accepting only when the caller runs what it appends there.
         """
         if session_id in self.by_session:
             return f"session {session_id!r} already has its listener"
@@ -43,7 +45,10 @@ class Doors:
             listener.close()
             return "listen needs a listening TCP socket"
         door = Door(session, listener, self.bind, self.budget)
-        door.open()
+        if opening is None:
+            door.open()
+        else:
+            opening.append(door.open)
         self.by_session[session_id] = door
         return None
 

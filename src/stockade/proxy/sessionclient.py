@@ -12,38 +12,63 @@ give a session its door.
 
 from __future__ import annotations
 
-import socket
-from dataclasses import dataclass, field
-
 from stockade.proxy import summary
-from stockade.proxy.control import SessionSpec, encode
-from stockade.proxy.launch import HUNG_AFTER, IO_TIMEOUT, ProxyDaemonError, connect, daemon_files, ensure_daemon, exchange, ping, read_reply
+from stockade.proxy.control import SessionSpec
+from stockade.proxy.launch import (
+    HUNG_AFTER,
+    IO_TIMEOUT,
+    ProxyDaemonError,
+    connect,
+    daemon_files,
+    ensure_daemon,
+    exchange,
+    ping,
+    read_reply,
+    send_with_fds,
+)
 
 TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
 if TYPE_CHECKING:
+    import _socket
     from typing import Any
 
     from stockade.core.locations import Locations
     from stockade.profiles.model import Policy  # a cached run's network session never loads the policy model
 
-_held: dict[str, socket.socket] = {}  # session id -> the control connection that keeps it alive
+_held: dict[str, _socket.socket] = {}  # session id -> the control connection that keeps it alive
 
 
-@dataclass(frozen=True)
 class SessionTicket:
     """The daemon's loopback port and the session's credential for it (macOS; Linux uses the door)."""
 
-    port: int
-    token: str = field(repr=False)
-    session_id: str = ""
+    __slots__ = ("port", "token", "session_id")
+
+    def __init__(self, port: int, token: str, session_id: str = "") -> None:
+        self.port = port
+        self.token = token
+        self.session_id = session_id
+
+    def __repr__(self) -> str:
+        return f"SessionTicket(port={self.port!r}, session_id={self.session_id!r})"  # never the token
 
 
-@dataclass(frozen=True)
 class SessionEnd:
-    denials: list[dict[str, Any]]  # dicts with host, port, rule, hint, count, origin
-    audit_error: str | None  # why the session's audit log could not be written, if it could not
-    trouble: str = ""  # one line: why this run's network record is incomplete ("" when it is whole)
-    refused: str = ""  # one line: connections the session's budget refused ("" when none)
+    """What a session's end tells the run (plain slots: this is on every networked run's path)."""
+
+    __slots__ = ("denials", "audit_error", "trouble", "refused")
+
+    def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "") -> None:
+        self.denials = denials  # dicts with host, port, rule, hint, count, origin
+        self.audit_error = audit_error  # why the session's audit log could not be written, if it could not
+        self.trouble = trouble  # one line: why this run's network record is incomplete ("" when it is whole)
+        self.refused = refused  # one line: connections the session's budget refused ("" when none)
+
+    def __eq__(self, other: object) -> bool:
+        fields = ("denials", "audit_error", "trouble", "refused")
+        return isinstance(other, SessionEnd) and all(getattr(self, name) == getattr(other, name) for name in fields)
+
+    def __repr__(self) -> str:
+        return f"SessionEnd({self.denials!r}, {self.audit_error!r}, trouble={self.trouble!r}, refused={self.refused!r})"
 
 
 def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
@@ -117,7 +142,7 @@ def register_session(locations: Locations, spec: SessionSpec) -> SessionTicket:
     raise ProxyDaemonError("the proxy daemon did not accept the session")  # pragma: no cover
 
 
-def attach_listener(session_id: str, listener: socket.socket) -> None:
+def attach_listener(session_id: str, listener: _socket.socket) -> None:
     """Give the daemon a session's listening socket (SCM_RIGHTS); it accepts there from now on.
 
     Sent on the session's own control connection. The caller closes its copy
@@ -126,7 +151,7 @@ def attach_listener(session_id: str, listener: socket.socket) -> None:
     conn = _held.get(session_id)
     if conn is None:
         raise ProxyDaemonError(f"session {session_id} is not registered by this process")
-    socket.send_fds(conn, [encode({"op": "listen", "session_id": session_id})], [listener.fileno()])
+    send_with_fds(conn, {"op": "listen", "session_id": session_id}, [listener.fileno()])
     reply = read_reply(conn)
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon did not take the sandbox's listener: {reply.get('error', 'no reason given')}")

@@ -1,0 +1,206 @@
+"""A Linux run's network session: its spec and its sandbox's listener, handed to the daemon at once.
+
+The order is what makes a networked run cost what an offline one does:
+
+1. `reach` (before bwrap starts): a control connection to the running
+   daemon, or to one spawned just now (launch.reach), with no ping and no
+   waiting for a start.
+2. `send` (once the sandbox's namespace exists): one "open" request carrying
+   the spec and the listener. bwrap and the command start meanwhile; the
+   command's connections wait in the listener's queue until the daemon
+   accepts them, which it does only after it answered (controlserver.py).
+3. `settle` (when the answer comes, while the sandbox runs): a refusal stops
+   the sandbox (fail closed: nothing was served); a daemon that is exiting,
+   hung or of an older protocol is replaced and asked again.
+4. `end` (after the command): the session's denials. A run whose daemon
+   never answered and whose listener holds no connection served nothing and
+   waits for nothing: the daemon ends that session itself when it reads the
+   closed connection.
+
+Hot path: C modules of the standard library only (see launch.py).
+"""
+
+from __future__ import annotations
+
+import select
+import time
+
+from stockade.proxy import summary
+from stockade.proxy.control import PROTOCOL, DaemonFiles
+from stockade.proxy.launch import (
+    HUNG_AFTER,
+    IO_TIMEOUT,
+    START_TIMEOUT,
+    ProxyDaemonError,
+    exchange,
+    last_log_line,
+    ping_or_hung,
+    reach,
+    read_reply,
+    send_with_fds,
+    socket_identity,
+)
+from stockade.proxy.sessionclient import SessionEnd
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import _socket
+    from typing import Any
+
+ATTEMPTS = 3  # daemons asked in all before a run gives up (one replaced, one raced)
+
+
+class Handover:
+    """One run's session on the daemon, from the first connection to the denials at its end."""
+
+    def __init__(self, files: DaemonFiles, spec: dict[str, Any]) -> None:
+        self.files = files
+        self.spec = spec
+        self.conn: _socket.socket | None = None
+        self.started = False  # this run spawned the daemon behind `conn`
+        self.identity: tuple[int, int] | None = None  # that daemon's control socket, once known
+        self.listener: _socket.socket | None = None  # our copy, kept until the daemon answered
+        self.settled = False
+        self.sent_at = 0.0
+        self.patience = HUNG_AFTER  # how long a running daemon may take to answer (longer once a ping proved it alive)
+        self.attempts = 0
+
+    def reach(self) -> None:
+        """Before the sandbox starts: a connection to a daemon, which may still be starting."""
+        self._connect(None)
+
+    def send(self, listener: _socket.socket) -> None:
+        """The sandbox's listener and the spec, in one request; no waiting for the answer."""
+        self.listener = listener
+        self._send()
+
+    def fileno(self) -> int:
+        assert self.conn is not None
+        return self.conn.fileno()
+
+    def deadline(self) -> float:
+        """When a daemon that has not answered is given up on: a start may take long, a running daemon may not."""
+        return self.sent_at + (START_TIMEOUT if self.started else self.patience)
+
+    def settle(self) -> None:
+        """Read the daemon's answer (`conn` is readable). Raises ProxyDaemonError on a refusal."""
+        assert self.conn is not None
+        try:
+            reply = read_reply(self.conn)
+        except ProxyDaemonError:
+            raise
+        except OSError as exc:  # the daemon closed the connection: died, or never came up
+            if self.started:
+                raise ProxyDaemonError(f"the proxy daemon did not start: {last_log_line(self.files)} (log: {self.files.log})") from None
+            self._replace(f"the proxy daemon closed the control connection ({exc})")
+            return
+        if reply.get("ok") and int(reply.get("protocol") or 0) >= PROTOCOL:
+            self.settled = True
+            self._drop_listener()  # the daemon's copy is the only one now: its death closes the door
+            return
+        if reply.get("retry") or not reply.get("ok") and str(reply.get("error", "")).startswith("unknown op"):
+            self._replace(str(reply.get("error")))  # exiting, or an older stockade's daemon
+            return
+        raise ProxyDaemonError(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
+
+    def overdue(self) -> None:
+        """The deadline passed without an answer: a start that failed to finish fails; a running daemon
+        that still answers a ping is only slow (busy) and gets longer; one that does not is hung and replaced."""
+        if self.started:
+            raise ProxyDaemonError(f"the proxy daemon did not start within {START_TIMEOUT:.0f}s (log: {self.files.log})")
+        if self.patience < IO_TIMEOUT and ping_or_hung(self.files)[0] is not None:
+            self.patience = IO_TIMEOUT
+            return
+        self._replace(f"the proxy daemon did not answer within {self.patience:.0f}s")
+
+    def wait(self) -> None:
+        """Block until the daemon answered (or raise)."""
+        while not self.settled:
+            remaining = self.deadline() - time.monotonic()
+            if remaining > 0 and select.select([self], [], [], remaining)[0]:
+                self.settle()
+            else:
+                self.overdue()
+
+    def served_nothing(self) -> bool:
+        """Before an answer: whether the sandbox left no connection waiting (so none was ever served)."""
+        return self.listener is not None and not select.select([self.listener], [], [], 0)[0]
+
+    def end(self) -> SessionEnd:
+        """After the command: the session's denials; never raises (trouble becomes the end's line)."""
+        try:
+            if not self.settled:
+                if self.served_nothing():
+                    self._abandon()
+                    return SessionEnd([], None)
+                self.wait()
+            assert self.conn is not None
+            self.conn.settimeout(IO_TIMEOUT)
+            reply = exchange(self.conn, {"op": "end", "session_id": self.spec["session_id"]})
+        except OSError as error:
+            return SessionEnd([], None, summary.daemon_gone(error))
+        finally:
+            self.close()
+        if not reply.get("ok"):
+            return SessionEnd([], None, summary.daemon_gone(OSError(f"it could not end the session: {reply.get('error')}")))
+        denials, audit_error, refused = list(reply.get("denials", [])), reply.get("audit_error"), summary.refused_line(reply.get("refused"))
+        if isinstance(audit_error, str):
+            return SessionEnd(denials, audit_error, summary.audit_failed(audit_error), refused)
+        return SessionEnd(denials, None, refused=refused)
+
+    def close(self) -> None:
+        """Let go of everything; a session still open on the daemon ends with the connection."""
+        self._drop_listener()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    # -- internals -------------------------------------------------------------
+
+    def _connect(self, replacing: tuple[int, int] | None) -> None:
+        self.attempts += 1
+        if self.attempts > ATTEMPTS:
+            raise ProxyDaemonError("no proxy daemon took the session (each one asked was exiting, hung or refused it)")
+        self.conn, self.started = reach(self.files, replacing=replacing)
+        self.identity = None if self.started else socket_identity(self.files)
+
+    def _send(self) -> None:
+        assert self.conn is not None and self.listener is not None
+        send_with_fds(self.conn, {"op": "open", "spec": self.spec}, [self.listener.fileno()])
+        self.sent_at = time.monotonic()
+
+    def _replace(self, why: str) -> None:
+        """Ask a new daemon: this one is exiting, hung, gone or too old (`why`)."""
+        replacing = self.identity or socket_identity(self.files)
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        try:
+            self._connect(replacing)
+        except ProxyDaemonError as error:
+            raise ProxyDaemonError(f"{why}; {error}") from None
+        self.patience = HUNG_AFTER
+        self._send()
+
+    def _abandon(self) -> None:
+        """Nothing was served and nothing waits: close without waiting (the daemon ends the session)."""
+        self.close()
+
+    def _drop_listener(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+
+
+def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str, Any]) -> dict[str, Any]:
+    """The spec of `open`/`register` from a plan's session rules (proxy.sessionclient.session_rules)."""
+    return {
+        "session_id": session_id,
+        "command": list(command),
+        "cwd": cwd,
+        "allow": list(rules["allow"]),
+        "deny": list(rules["deny"]),
+        "audit_path": str(rules["audit_path"]),
+        "origin": str(rules["origin"]),
+        "mode": str(rules["mode"]),
+    }

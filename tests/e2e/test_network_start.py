@@ -1,0 +1,165 @@
+"""A networked run's start, through real runs and real daemons: cold, warm, and with daemons that fail.
+
+The command starts before the daemon has answered (proxy/handover.py): its
+connections wait in the sandbox's listener until the daemon accepts. So each
+test checks both halves: what must still be served is served, and what the
+daemon refuses is never served and stops the run with 125.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.boxes import Box
+from tests.e2e.netfixtures import NetWorld, one, pid_alive, runtime_dir, wait_for
+
+pytestmark = pytest.mark.e2e
+
+CURL = 'curl -s -o /dev/null -w "code=%{http_code}\\n" -x "$PX" "http://allowed.test:$HP/start-probe"'
+
+
+@pytest.fixture(scope="module")
+def world(net_world: NetWorld) -> NetWorld:
+    return net_world
+
+
+def daemons_of(box: Box) -> list[int]:
+    """Live daemon processes serving this box's runtime folder."""
+    marker = str(runtime_dir(box)).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path("/proc", name, "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"stockade.proxy.daemon" in cmdline and marker in cmdline:
+            found.append(int(name))
+    return found
+
+
+def test_a_command_run_with_a_cold_daemon_is_served_once_the_daemon_is_up(world: NetWorld) -> None:
+    box = world.fresh_box()
+    assert daemons_of(box) == []
+    result = world.run(CURL, tag="cold", box=box)
+    assert result.returncode == 0 and one(result, "code") == "200", result
+    assert [(r["path"], r["decision"]) for r in world.records("cold", 2, box=box)][:1] == [("/start-probe", "allow")]
+    denied = world.run('curl -s -o /dev/null -w "code=%{http_code}\\n" -x "$PX" "http://denied.test:$DP/x"', tag="cold", box=box)
+    assert one(denied, "code") == "403", denied  # and the warm daemon it left still judges
+
+
+def test_concurrent_cold_runs_start_one_daemon_and_are_all_served(world: NetWorld) -> None:
+    box = world.fresh_box()
+    runs = [world.popen(CURL, tag=f"many{i}", box=box) for i in range(4)]
+    results = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0, 0], results
+    assert all("code=200" in out for out, _err in results), results
+    assert wait_for(lambda: len(daemons_of(box)) == 1, 10), daemons_of(box)
+
+
+def test_a_daemon_that_cannot_start_fails_the_run_that_needs_it_and_no_other(world: NetWorld) -> None:
+    box = world.fresh_box()
+    broken = {"STOCKADE_PROXY_TEST_RESOLVER": str(box.root / "no-such-table.json")}  # the daemon refuses its options and exits
+    quiet = world.run("true", tag="broken", box=box, env=broken)
+    assert quiet.returncode == 0, quiet  # nothing was asked of the network: nothing waited, nothing failed
+    needy = world.run(CURL, tag="broken", box=box, env=broken)
+    assert needy.returncode == 125, needy
+    assert "the proxy daemon did not start" in needy.stderr and "no-such-table.json" in needy.stderr, needy.stderr
+    assert "code=200" not in needy.stdout
+    assert daemons_of(box) == []
+    fixed = world.run(CURL, tag="broken", box=box)
+    assert fixed.returncode == 0 and one(fixed, "code") == "200", fixed
+
+
+def test_a_refused_session_stops_the_sandbox_and_serves_nothing(world: NetWorld) -> None:
+    box = world.fresh_box()
+    blocked = box.root / "audit-is-a-folder.jsonl"
+    blocked.mkdir()  # the daemon cannot open it as its log
+    policy = world.policy("refused", box=box).replace(json.dumps(str(world.audit_path("refused", box))), json.dumps(str(blocked)))
+    mark = world.origins["http"].mark()
+    for attempt in ("cold", "warm"):
+        result = world.run(CURL, tag="refused", policy=policy, box=box)
+        assert result.returncode == 125, (attempt, result)
+        assert "refused the session" in result.stderr and "the sandbox was stopped" in result.stderr, (attempt, result.stderr)
+        assert "code=200" not in result.stdout, attempt
+    seen, _ = world.origins["http"].since(mark)
+    assert not any(s.path == "/start-probe" for s in seen)
+    control = world.run(CURL, tag="refused", box=box)  # the same daemon, a policy whose log can be written
+    assert control.returncode == 0 and one(control, "code") == "200", control
+
+
+class FakeDaemon:
+    """Something else on a box's control socket: an older stockade's daemon, or a hung one."""
+
+    def __init__(self, path: Path, answer: bytes | None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(16)
+        self.answer = answer  # None: accept, read, never answer
+        self.requests: list[bytes] = []
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 4)
+            except OSError:
+                continue
+            for fd in fds:
+                os.close(fd)
+            self.requests.append(data)
+            if self.answer is not None:
+                conn.sendall(self.answer)
+
+    def close(self) -> None:
+        self.server.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def fake_daemon(world: NetWorld) -> Iterator[tuple[Box, list[FakeDaemon]]]:
+    box = world.fresh_box()
+    made: list[FakeDaemon] = []
+    yield box, made
+    for fake in made:
+        fake.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(b'{"ok": false, "error": "unknown op \'open\'"}\n', id="an older stockade's daemon"),
+        pytest.param(b'{"ok": false, "error": "the proxy daemon is exiting", "retry": true}\n', id="an exiting daemon"),
+        pytest.param(None, id="a hung daemon"),
+    ],
+)
+def test_a_daemon_that_cannot_take_the_session_is_replaced(
+    world: NetWorld, fake_daemon: tuple[Box, list[FakeDaemon]], answer: bytes | None
+) -> None:
+    box, made = fake_daemon
+    fake = FakeDaemon(runtime_dir(box) / "proxy.sock", answer)
+    made.append(fake)
+    result = world.run(CURL, tag="replaced", box=box)
+    assert result.returncode == 0 and one(result, "code") == "200", result
+    assert b'"op":"open"' in fake.requests[0]  # it was asked once (a hung one was pinged too), then replaced
+    assert [request for request in fake.requests[1:] if b'"op":"ping"' not in request] == []
+    info = world.daemon_info(box)
+    assert info is not None and pid_alive(info["pid"]), info
+    assert [(r["path"], r["decision"]) for r in world.records("replaced", 1, box=box)][:1] == [("/start-probe", "allow")]
