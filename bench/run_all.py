@@ -44,7 +44,7 @@ from fixtures import FILES, KEEPALIVE, NAME, Origins  # noqa: E402
 from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare, bare_bwrap, find_srt  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = ("startup", "phases", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = ("startup", "phases", "first", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -136,41 +136,80 @@ def startup(bench: Bench) -> list[Section]:
 
 # The marks a run takes with STOCKADE_PHASES set (core/phases.py), in order, and what lies between them.
 PHASES = (
-    ("start", "plan", "options, imports and the stored plan read"),
-    ("plan", "checks", "checks before the start (journal, limits)"),
-    ("checks", "command", "bwrap and `true` (network session included)"),
-    ("command", "after", "checks after the run"),
+    ("loaded", "plan", "stockade's imports, options, the stored plan read"),
+    ("plan", "checks", "checks before the start (journal, limits; the network session's connection)"),
+    ("checks", "command", "bwrap and `true` (the network namespace and the daemon's answer included)"),
+    ("command", "after", "checks after the run (and the session's end)"),
 )
 
 
 def phases(bench: Bench) -> list[Section]:
-    """Where a cached run's milliseconds go: the interpreter start (whole run minus what the marks cover) and each phase."""
+    """Where a cached run's milliseconds go, read off its marks and the bench's own clock on either side of it."""
     runs = bench.plan.startup_runs
     progress(f"phases: a cached `true`, offline and warm, {count_of(runs, 'round')}")
     env = {**bench.world.env, "STOCKADE_PHASES": "1"}
     rows: dict[str, list[float]] = {}
 
     def sample(contender: Contender) -> list[float]:
-        started = time.perf_counter()
+        started = time.perf_counter()  # CLOCK_MONOTONIC, the clock the run's marks are on
         done = subprocess.run(contender.argv, cwd=contender.cwd, env=env, capture_output=True, text=True, check=True)
-        whole = time.perf_counter() - started
+        ended = time.perf_counter()
         line = next(line for line in done.stderr.splitlines() if line.startswith("stockade-phases: "))
-        marks = {name: float(ms) / 1000 for name, ms in (word.split("=") for word in line.split()[1:])}
+        words = dict(word.split("=") for word in line.split()[1:])
+        clock = float(words.pop("clock"))
+        marks = {name: float(ms) / 1000 for name, ms in words.items()}
         label = "offline" if contender.name == OFF else "warm"
-        rows.setdefault(f"{label}: interpreter start, to stockade's main", []).append(whole - marks["after"])
+        rows.setdefault(f"{label}: the interpreter's start, to stockade's first module", []).append(clock - started)
         for first, last, what in PHASES:
             rows.setdefault(f"{label}: {what}", []).append(marks[last] - marks[first])
-        return [whole]
+        rows.setdefault(f"{label}: the interpreter's exit", []).append(ended - clock - marks["after"])
+        return [ended - started]
 
     quiet = lambda tool, project: [TRUE]  # noqa: E731
     contenders = [c for c in bench.contenders("phases", [OFF, WARM], quiet) if c.name in (OFF, WARM)]
-    bare_runs = timed_rounds(bench.contenders("phases", [BWRAP], quiet), runs)
+    python = bench.world.stockade_python()
+    references = [
+        Contender(f"`{python} -c pass` (stockade's interpreter, with site)", [python, "-c", "pass"], bench.world.root, bench.world.env),
+        Contender(f"`{python} -I -S -c pass` (no site)", [python, "-I", "-S", "-c", "pass"], bench.world.root, bench.world.env),
+    ]
+    bare_runs = timed_rounds([*bench.contenders("phases", [BWRAP], quiet), *references], runs)
     wholes = rounds(contenders, runs, sample)
     series = [*bare_runs, *wholes, *(Series(name, tuple(values)) for name, values in rows.items())]
-    note = (f"A cached `stockade run -- true` with STOCKADE_PHASES set: the marks it takes (src/stockade/core/phases.py), "
-            f"median of {count_of(runs, 'round')}; the interpreter's start is the whole run's wall time less what the "
-            "marks cover (it includes the exit).")  # fmt: skip
+    note = (f"A cached `stockade run -- true` with STOCKADE_PHASES set: the marks it takes (src/stockade/core/phases.py) "
+            "and the bench's clock before the fork and after the exit, the same monotonic clock; median of "
+            f"{count_of(runs, 'round')}. The interpreter rows show what Python itself costs on this machine.")  # fmt: skip
     return [Section("Where a cached run's time goes", note, MS, series, BWRAP)]
+
+
+def first_request(bench: Bench) -> list[Section]:
+    """The first request of a run: with a cold daemon its connection waits in the sandbox's listener until the daemon is up."""
+    runs = bench.plan.startup_runs
+    progress(f"first: one small request as a run's first, {count_of(runs, 'round')}")
+    port = bench.origins.port("http")
+    curl = lambda tool, project: [  # noqa: E731
+        "curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{time_total}\n", f"http://{tool.host}:{port}/small",
+    ]  # fmt: skip
+    contenders = bench.contenders("first", [BARE, WARM, COLD, SRT_NET], curl)
+    walls: dict[str, list[float]] = {}
+    seen: dict[str, int] = {}
+
+    def sample(contender: Contender) -> list[float]:
+        if contender.before is not None:
+            contender.before()
+        started = time.perf_counter()
+        latency = float(run_checked(contender.argv, cwd=contender.cwd, env=contender.env).split()[-1])
+        seen[contender.name] = seen.get(contender.name, 0) + 1
+        if seen[contender.name] > 1:  # the first round is rounds()' warm-up
+            walls.setdefault(f"{contender.name}: the whole run", []).append(time.perf_counter() - started)
+        return [latency]
+
+    latencies = rounds(contenders, runs, sample)
+    series = [*latencies, *(Series(name, tuple(values)) for name, values in walls.items())]
+    note = (f"`curl` of a small body from a loopback origin over plain HTTP as the run's only command: curl's own "
+            "time_total (connect to last byte), and the whole run's wall time; median of "
+            f"{count_of(runs, 'interleaved round')}. Cold daemon: stopped (untimed) before each sample, so the request "
+            "waits in the sandbox's listener while the daemon starts.")  # fmt: skip
+    return [Section("The first request of a run (plain HTTP)", note, MS, series, BARE, [(WARM, SRT_NET), (COLD, SRT_NET)])]
 
 
 def loop(bench: Bench) -> list[Section]:
@@ -261,7 +300,7 @@ def keepalive(bench: Bench) -> list[Section]:
 
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
-    "phases": phases,
+    "phases": phases, "first": first_request,
     "startup": startup, "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 

@@ -75,6 +75,16 @@ class World:
         path.write_text(text)
         return path
 
+    def stockade_python(self) -> str:
+        """The interpreter the `stockade` console script starts (its #! line), or this one."""
+        found = shutil.which("stockade")
+        if found:
+            with open(found, "rb") as script:
+                line = script.readline()
+            if line.startswith(b"#!") and b"python" in line:
+                return line[2:].split()[0].decode()
+        return sys.executable
+
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 

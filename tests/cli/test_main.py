@@ -193,3 +193,46 @@ def test_a_lone_variable_does_not_make_a_nested_run(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(nested, "inside_stockade", lambda: False)
     monkeypatch.setattr(run_command, "run", lambda argv: 5)
     assert main.main(["run", "--", "ls"]) == 5
+
+
+# -- the process's exit (the console script's exit_with) --------------------------------------------------
+
+
+EXITS = """
+import sys
+from stockade.cli import main
+main._ran = {ran}
+print("x" * {size}, end="")  # buffered: must reach the pipe before the process ends
+atexit_marker = {marker!r}
+import atexit
+atexit.register(lambda: sys.stderr.write(atexit_marker))
+main.exit_with({code})
+"""
+
+
+@pytest.mark.parametrize("code, status", [(0, 0), (7, 7), (125, 125), (300, 44)])
+def test_after_a_run_the_process_ends_at_once_with_its_output_flushed(code: int, status: int) -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", EXITS.format(ran=True, marker="teardown ran", code=code, size=100_000)], capture_output=True, text=True)
+    assert done.returncode == status
+    assert len(done.stdout) == 100_000  # flushed by hand
+    assert "teardown ran" not in done.stderr  # the interpreter's teardown (atexit included) was skipped
+
+
+def test_other_commands_exit_the_usual_way() -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", EXITS.format(ran=False, marker="teardown ran", code=3, size=100_000)], capture_output=True, text=True)
+    assert done.returncode == 3 and len(done.stdout) == 100_000 and "teardown ran" in done.stderr
+
+
+def test_a_closed_stdout_after_a_run_is_no_noise() -> None:
+    import subprocess
+
+    reader, writer = subprocess.os.pipe()  # type: ignore[attr-defined]  # ten bytes stay in stdout's buffer until the exit
+    subprocess.os.close(reader)  # type: ignore[attr-defined]
+    done = subprocess.run([sys.executable, "-c", EXITS.format(ran=True, marker="", code=0, size=10)], stdout=writer, stderr=subprocess.PIPE, text=True,
+                          env={k: v for k, v in subprocess.os.environ.items() if k != "PYTHONUNBUFFERED"})  # type: ignore[attr-defined]  # fmt: skip
+    subprocess.os.close(writer)  # type: ignore[attr-defined]
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr

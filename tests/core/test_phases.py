@@ -21,4 +21,13 @@ def test_on_says_each_mark_since_the_first(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(phases.time, "perf_counter", lambda: next(clock))
     for name in ("start", "plan", "after"):
         phases.mark(name)
-    assert phases.said() == "stockade-phases: start=0.00 plan=2.50 after=10.00"
+    assert phases.said() == "stockade-phases: clock=10.000000 start=0.00 plan=2.50 after=10.00"
+
+
+def test_a_run_with_marks_on_has_a_first_mark_from_its_import(tmp_path: object) -> None:
+    import subprocess
+    import sys
+
+    code = "import time; before = time.perf_counter(); from stockade.core import phases; print(phases._marks[0][0], phases._marks[0][1] >= before)"
+    done = subprocess.run([sys.executable, "-c", code], env={"STOCKADE_PHASES": "1", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["loaded", "True"]

@@ -10,6 +10,7 @@ from stockade.core.errors import ExitCode, StockadeError
 from stockade.profiles.text import say
 
 HELP_FLAGS = frozenset({"-h", "--help"})
+_ran = False  # this process took the lean `run` path (see `exit_with`)
 
 
 def _report(error: BaseException, debug: bool) -> None:
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stockade {VERSION}")
         return 0
     if args and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:]))):
+        global _ran
+        _ran = True
         phases.mark("start")
         try:
             return _run(args[1:])
@@ -61,6 +64,26 @@ def main(argv: list[str] | None = None) -> int:
 
         report(error, debug)
         return ExitCode.USAGE
+
+
+def exit_with(code: int) -> None:
+    """End the process with `code` (the console script's last step).
+
+    After a `run`, the interpreter's own teardown (freeing every module and
+    object, 3 to 5 ms on 2 cores) is skipped: nothing on that path registers
+    an atexit handler or leaves a file half written, and stdout and stderr
+    are flushed here first. A stdout that is a closed pipe loses nothing
+    there is to lose, and no "Exception ignored" line is printed for it.
+    Every other command exits the usual way (Rich, Typer and logging have
+    their own exit work)."""
+    if _ran:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code & 0xFF)
+    sys.exit(code)
 
 
 def _run(argv: list[str]) -> int:
@@ -97,4 +120,4 @@ def _run_options_part(args: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())
