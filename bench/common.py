@@ -55,13 +55,15 @@ MB_S = Unit("MB/s", 1.0, digits=0, higher_is_better=True)
 
 @dataclass(frozen=True)
 class Contender:
-    """One way to run a workload's sample; `before` runs untimed ahead of each sample (stop a daemon, clear files)."""
+    """One way to run a workload's sample; `before` and `after` run untimed around each sample (stop a daemon, clear
+    files; wait for the daemon a cold run started, so its start does not load the next contender's sample)."""
 
     name: str
     argv: Sequence[str]
     cwd: Path
     env: dict[str, str]
     before: Callable[[], None] | None = None
+    after: Callable[[], None] | None = None
 
 
 def run_checked(argv: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -79,6 +81,8 @@ def time_once(contender: Contender) -> float:
     start = time.perf_counter()
     done = subprocess.run(list(contender.argv), cwd=contender.cwd, env=contender.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=900)
     elapsed = time.perf_counter() - start
+    if contender.after is not None:
+        contender.after()
     if done.returncode != 0:
         raise SystemExit(f"{contender.name}: exit {done.returncode}: {done.stderr.decode(errors='replace').strip()[-2000:]}")
     return elapsed

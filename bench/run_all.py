@@ -99,7 +99,9 @@ class Bench:
             if tool is None:
                 continue
             project = self.world.project(f"{workload} {name}")
-            made.append(Contender(name, tool.wrap(project, command(tool, project)), project, self.world.env, both(tool.before, before, project)))
+            made.append(
+                Contender(name, tool.wrap(project, command(tool, project)), project, self.world.env, both(tool.before, before, project), tool.after)
+            )
         return made
 
 
@@ -130,7 +132,8 @@ def startup(bench: Bench) -> list[Section]:
     progress(f"startup: `true`, {count_of(runs, 'round')}")
     contenders = bench.contenders("startup", [BARE, BWRAP, OFF, WARM, COLD, SRT_OFF, SRT_NET], lambda tool, project: [TRUE])
     note = (f"Wall time of one `true`, from fork to exit, median of {count_of(runs, 'interleaved round')}. Cold daemon: the "
-            "daemon is stopped (untimed) before each of its samples. srt starts its proxies on every run.")  # fmt: skip
+            "daemon is stopped (untimed) before each of its samples, and the one the run started is waited for (untimed) "
+            "after it, so its start loads no other sample. srt starts its proxies on every run.")  # fmt: skip
     return [Section("Startup: `true`", note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF), (WARM, SRT_NET), (COLD, SRT_NET)])]
 
 
@@ -198,9 +201,12 @@ def first_request(bench: Bench) -> list[Section]:
             contender.before()
         started = time.perf_counter()
         latency = float(run_checked(contender.argv, cwd=contender.cwd, env=contender.env).split()[-1])
+        ended = time.perf_counter()
+        if contender.after is not None:
+            contender.after()
         seen[contender.name] = seen.get(contender.name, 0) + 1
         if seen[contender.name] > 1:  # the first round is rounds()' warm-up
-            walls.setdefault(f"{contender.name}: the whole run", []).append(time.perf_counter() - started)
+            walls.setdefault(f"{contender.name}: the whole run", []).append(ended - started)
         return [latency]
 
     latencies = rounds(contenders, runs, sample)
@@ -311,7 +317,7 @@ def make_tools(stockade: Stockade, srt: Srt | None) -> dict[str, Tool]:
         Tool(BWRAP, bare_bwrap),
         Tool(OFF, stockade.off),
         Tool(WARM, stockade.net, host=NAME, proxied=True),
-        Tool(COLD, stockade.net, host=NAME, proxied=True, before=stockade.stop_daemon),
+        Tool(COLD, stockade.net, host=NAME, proxied=True, before=stockade.stop_daemon, after=stockade.await_daemon),
     ]
     if srt is not None:
         tools += [Tool(SRT_OFF, srt.off), Tool(SRT_NET, srt.net, proxied=True)]

@@ -41,6 +41,7 @@ class Tool:
     host: str = "127.0.0.1"
     proxied: bool = False
     before: Callable[[], None] | None = None  # untimed, ahead of every sample
+    after: Callable[[], None] | None = None  # untimed, after every sample
 
 
 @dataclass
@@ -144,6 +145,17 @@ class Stockade:
                 return
             time.sleep(0.01)
         os.kill(pid, signal.SIGKILL)
+
+    def await_daemon(self) -> None:
+        """Wait (untimed) until a daemon a cold run started is serving, so its start loads no other sample."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                pid = int(json.loads((self.home / ".local/state/stockade/run/proxy.port").read_text())["pid"])
+                os.kill(pid, 0)
+                return
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.01)
 
     def version(self) -> str:
         return first_line([*self.command, "--version"])
