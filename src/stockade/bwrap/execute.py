@@ -362,7 +362,7 @@ def _summary(
 
         lines += grouped_moves(quarantined)
     if denials:
-        from stockade.proxy.client import describe_denial  # already loaded: the bridge used it
+        from stockade.proxy.summary import describe_denial
 
         lines += [describe_denial(denial, origin) for denial in denials]
     if touched:
