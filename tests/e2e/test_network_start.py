@@ -163,3 +163,26 @@ def test_a_daemon_that_cannot_take_the_session_is_replaced(
     info = world.daemon_info(box)
     assert info is not None and pid_alive(info["pid"]), info
     assert [(r["path"], r["decision"]) for r in world.records("replaced", 1, box=box)][:1] == [("/start-probe", "allow")]
+
+
+# -- hostile review 8 ----------------------------------------------------------------
+
+
+def test_a_cold_refused_session_with_a_waiting_connection_ends_at_once(world: NetWorld) -> None:
+    """The refusal stops the sandbox; its end must not then wait for a second answer (it waited
+    the whole start timeout, 30 s) nor hand the stopped sandbox's listener to another daemon."""
+    import time
+
+    box = world.fresh_box()
+    blocked = box.root / "audit-is-a-folder.jsonl"
+    blocked.mkdir()
+    policy = world.policy("refused8", box=box).replace(json.dumps(str(world.audit_path("refused8", box))), json.dumps(str(blocked)))
+    started = time.monotonic()
+    result = world.run(CURL, tag="refused8", policy=policy, box=box)  # curl connects while the daemon still starts
+    took = time.monotonic() - started
+    assert result.returncode == 125 and "refused the session" in result.stderr, result
+    assert "code=200" not in result.stdout
+    assert took < 10, took
+    assert wait_for(lambda: len(daemons_of(box)) == 1, 5), daemons_of(box)  # the one it started, no replacement
+    control = world.run(CURL, tag="refused8", box=box)  # a policy whose log can be written: served, and quickly
+    assert control.returncode == 0 and one(control, "code") == "200", control

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,3 +222,37 @@ def test_a_broken_audit_log_at_the_end_is_the_runs_trouble_line(files: DaemonFil
     daemons.answer({"ok": True, "denials": [], "audit_error": "disk full", "refused": {"count": 2, "why": "budget"}})
     ended = session.end()
     assert ended.audit_error == "disk full" and "disk full" in ended.trouble and ended.refused
+
+
+# -- hostile review 8 ----------------------------------------------------------------
+
+
+def test_a_refused_session_ends_at_once_and_asks_no_other_daemon(
+    files: DaemonFiles, daemons: Daemons, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal stops the sandbox; the run's end must not wait for a second answer on that
+    connection, nor hand the stopped sandbox's listener to a new daemon (even with a connection queued)."""
+    monkeypatch.setattr(handover, "ping_or_hung", lambda files: (None, True))
+    session, door = opened(files, daemons)
+    queued = socket.create_connection(door.getsockname())  # the command connected before the refusal came
+    daemons.answer({"ok": False, "error": "audit log /a: permission denied"})
+    with pytest.raises(launch.ProxyDaemonError, match="refused the session"):
+        session.settle()
+    started = time.monotonic()
+    ended = session.end()
+    assert time.monotonic() - started < 0.5
+    assert len(daemons.ends) == 1  # no daemon was asked again
+    assert ended.denials == [] and session.conn is None and door.fileno() == -1
+    queued.close()
+
+
+def test_a_daemon_this_run_started_that_gave_up_is_not_waited_for_again(files: DaemonFiles, daemons: Daemons) -> None:
+    daemons.started = [True]
+    session, door = opened(files, daemons)
+    queued = socket.create_connection(door.getsockname())
+    with pytest.raises(launch.ProxyDaemonError, match="did not start within"):
+        session.overdue()
+    started = time.monotonic()
+    session.end()
+    assert time.monotonic() - started < 0.5 and len(daemons.ends) == 1
+    queued.close()

@@ -87,12 +87,10 @@ class Handover:
         assert self.conn is not None
         try:
             reply = read_reply(self.conn)
-        except ProxyDaemonError:
-            raise
+        except ProxyDaemonError as exc:  # oversized or malformed
+            raise self._failed(str(exc)) from None
         except OSError as exc:  # the daemon closed the connection: died, or never came up
-            if self.started:
-                raise ProxyDaemonError(f"the proxy daemon did not start: {last_log_line(self.files)} (log: {self.files.log})") from None
-            self._replace(f"the proxy daemon closed the control connection ({exc})")
+            self._lost(exc)
             return
         if reply.get("ok") and int(reply.get("protocol") or 0) >= PROTOCOL:
             self.settled = True
@@ -101,13 +99,13 @@ class Handover:
         if reply.get("retry") or not reply.get("ok") and str(reply.get("error", "")).startswith("unknown op"):
             self._replace(str(reply.get("error")))  # exiting, or an older stockade's daemon
             return
-        raise ProxyDaemonError(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
+        raise self._failed(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
 
     def overdue(self) -> None:
         """The deadline passed without an answer: a start that failed to finish fails; a running daemon
         that still answers a ping is only slow (busy) and gets longer; one that does not is hung and replaced."""
         if self.started:
-            raise ProxyDaemonError(f"the proxy daemon did not start within {START_TIMEOUT:.0f}s (log: {self.files.log})")
+            raise self._failed(f"the proxy daemon did not start within {START_TIMEOUT:.0f}s (log: {self.files.log})")
         if self.patience < IO_TIMEOUT and ping_or_hung(self.files)[0] is not None:
             self.patience = IO_TIMEOUT
             return
@@ -128,6 +126,9 @@ class Handover:
 
     def end(self) -> SessionEnd:
         """After the command: the session's denials; never raises (trouble becomes the end's line)."""
+        if self.conn is None:  # no daemon took the session (one refused it, or none could be had): nothing was served
+            self.close()
+            return SessionEnd([], None)
         try:
             if not self.settled:
                 if self.served_nothing():
@@ -178,9 +179,24 @@ class Handover:
         try:
             self._connect(replacing)
         except ProxyDaemonError as error:
-            raise ProxyDaemonError(f"{why}; {error}") from None
+            raise self._failed(f"{why}; {error}") from None
         self.patience = HUNG_AFTER
-        self._send()
+        try:
+            self._send()
+        except OSError as exc:
+            raise self._failed(f"{why}; the next proxy daemon closed the control connection ({exc})") from None
+
+    def _lost(self, exc: OSError) -> None:
+        """The daemon closed the connection: one this run started never came up; another is replaced."""
+        if self.started:
+            raise self._failed(f"the proxy daemon did not start: {last_log_line(self.files)} (log: {self.files.log})") from None
+        self._replace(f"the proxy daemon closed the control connection ({exc})")
+
+    def _failed(self, why: str) -> ProxyDaemonError:
+        """The session failed for good: let go of the daemon and the listener, so the run's end
+        neither waits for another answer nor hands a stopped sandbox's listener to a new daemon."""
+        self.close()
+        return ProxyDaemonError(why)
 
     def _abandon(self) -> None:
         """Nothing was served and nothing waits: close without waiting (the daemon ends the session)."""
