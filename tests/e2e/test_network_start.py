@@ -96,6 +96,9 @@ def test_a_refused_session_stops_the_sandbox_and_serves_nothing(world: NetWorld)
     assert control.returncode == 0 and one(control, "code") == "200", control
 
 
+CLOSE = b"close"
+
+
 class FakeDaemon:
     """Something else on a box's control socket: an older stockade's daemon, or a hung one."""
 
@@ -104,7 +107,7 @@ class FakeDaemon:
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen(16)
-        self.answer = answer  # None: accept, read, never answer
+        self.answer = answer  # None: accept, read, never answer; CLOSE: accept and close at once (an idle exit)
         self.requests: list[bytes] = []
         self.held: list[socket.socket] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -116,6 +119,10 @@ class FakeDaemon:
                 conn, _ = self.server.accept()
             except OSError:
                 return
+            if self.answer == CLOSE:
+                conn.close()
+                self.requests.append(b"")
+                continue
             self.held.append(conn)
             try:
                 data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 4)
@@ -186,3 +193,17 @@ def test_a_cold_refused_session_with_a_waiting_connection_ends_at_once(world: Ne
     assert wait_for(lambda: len(daemons_of(box)) == 1, 5), daemons_of(box)  # the one it started, no replacement
     control = world.run(CURL, tag="refused8", box=box)  # a policy whose log can be written: served, and quickly
     assert control.returncode == 0 and one(control, "code") == "200", control
+
+
+def test_a_daemon_that_closes_the_connection_before_the_session_is_sent_is_replaced(
+    world: NetWorld, fake_daemon: tuple[Box, list[FakeDaemon]]
+) -> None:
+    """A daemon exiting on idle as a run reaches it: the run's send fails; a new daemon is started, not 125."""
+    box, made = fake_daemon
+    fake = FakeDaemon(runtime_dir(box) / "proxy.sock", CLOSE)
+    made.append(fake)
+    result = world.run(CURL, tag="closed", box=box)
+    assert result.returncode == 0 and one(result, "code") == "200", result
+    assert fake.requests[:1] == [b""]  # it was reached first
+    denied = world.run('curl -s -o /dev/null -w "code=%{http_code}\\n" -x "$PX" "http://denied.test:$DP/x"', tag="closed", box=box)
+    assert one(denied, "code") == "403", denied  # the new daemon still filters

@@ -256,3 +256,28 @@ def test_a_daemon_this_run_started_that_gave_up_is_not_waited_for_again(files: D
     session.end()
     assert time.monotonic() - started < 0.5 and len(daemons.ends) == 1
     queued.close()
+
+
+def test_a_daemon_that_closed_before_the_request_was_sent_is_replaced(files: DaemonFiles, daemons: Daemons) -> None:
+    """A daemon exiting on idle just after the run connected: the send fails, a new daemon is asked."""
+    session = handover.Handover(files, dict(SPEC))
+    session.reach()
+    daemons.ends[0].close()  # gone before the namespace existed
+    door = listener()
+    session.send(door)  # type: ignore[arg-type]
+    assert len(daemons.ends) == 2 and daemons.replacing[1] == (1, 2)
+    message, fds = daemons.request(1)
+    assert message["op"] == "open" and len(fds) == 1
+    daemons.answer({"ok": True, "protocol": PROTOCOL}, 1)
+    session.settle()
+    assert session.settled
+
+
+def test_a_daemon_this_run_started_that_closed_before_the_send_fails_the_run(files: DaemonFiles, daemons: Daemons) -> None:
+    daemons.started = [True]
+    session = handover.Handover(files, dict(SPEC))
+    session.reach()
+    daemons.ends[0].close()
+    with pytest.raises(launch.ProxyDaemonError, match="did not start"):
+        session.send(listener())  # type: ignore[arg-type]
+    assert len(daemons.ends) == 1

@@ -72,7 +72,10 @@ class Handover:
     def send(self, listener: _socket.socket) -> None:
         """The sandbox's listener and the spec, in one request; no waiting for the answer."""
         self.listener = listener
-        self._send()
+        try:
+            self._send()
+        except OSError as exc:  # the daemon went between `reach` and now (an idle exit, a failed start)
+            self._lost(exc)
 
     def fileno(self) -> int:
         assert self.conn is not None
