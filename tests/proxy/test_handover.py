@@ -281,3 +281,58 @@ def test_a_daemon_this_run_started_that_closed_before_the_send_fails_the_run(fil
     with pytest.raises(launch.ProxyDaemonError, match="did not start"):
         session.send(listener())  # type: ignore[arg-type]
     assert len(daemons.ends) == 1
+
+
+def test_an_answer_that_came_after_the_sandbox_ended_is_read_not_abandoned(files: DaemonFiles, daemons: Daemons) -> None:
+    """The daemon answered, opened the door and took the queued connection between the sandbox's
+    end and the run's end: the listener's queue is empty, but the session served something, so
+    its denials must still be asked for."""
+    session, door = opened(files, daemons)
+    client = socket.create_connection(door.getsockname())
+    daemons.answer({"ok": True, "protocol": PROTOCOL, "session_id": "s1"})  # the answer, unread
+    served, _ = door.accept()  # the daemon's door took the connection: nothing waits in the queue
+    daemons.answer({"ok": True, "denials": [{"host": "x.test", "port": 443}], "audit_error": None, "refused": None})
+    ended = session.end()
+    assert ended.denials == [{"host": "x.test", "port": 443}]
+    daemons.request()
+    assert daemons.request()[0] == {"op": "end", "session_id": "s1"}
+    served.close()
+    client.close()
+
+
+def test_an_unanswered_session_with_nothing_queued_is_still_abandoned(files: DaemonFiles, daemons: Daemons) -> None:
+    session, _door = opened(files, daemons)
+    started = time.monotonic()
+    ended = session.end()
+    assert time.monotonic() - started < 0.5 and ended.denials == [] and session.conn is None
+
+
+def test_a_real_daemon_that_served_before_the_run_read_its_answer_reports_the_denial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a real daemon: the sandbox's connection was served (denied) before the run read the
+    answer, and nothing waits in the queue any more. The run's end must still collect the denial."""
+    from tests.netkit import stop_daemon
+
+    monkeypatch.setenv(launch.IDLE_ENV, "30")
+    files = DaemonFiles(str(tmp_path / "run"), str(tmp_path / "state"))
+    audit = tmp_path / "audit.jsonl"
+    spec = {**SPEC, "session_id": "late1", "audit_path": str(audit), "allow": ["allowed.test"]}
+    session = handover.Handover(files, spec)
+    try:
+        session.reach()  # cold: a real daemon is spawned
+        door = listener()
+        session.send(door)  # type: ignore[arg-type]
+        with socket.create_connection(door.getsockname(), timeout=30) as client:
+            client.sendall(b"GET http://denied.test/x HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+            assert client.recv(64).startswith(b"HTTP/1.1 403")  # served: the daemon answered and its door took it
+        ended = session.end()
+        assert [(d["host"], d["port"]) for d in ended.denials] == [("denied.test", 80)], ended
+        assert ended.trouble == ""
+        control = handover.Handover(files, {**spec, "session_id": "late2"})  # the legitimate end of a settled session
+        control.reach()
+        control.send(listener())  # type: ignore[arg-type]
+        control.wait()
+        assert control.end().denials == [] and control.conn is None
+    finally:
+        stop_daemon(Path(files.runtime))

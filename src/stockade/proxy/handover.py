@@ -124,8 +124,13 @@ class Handover:
                 self.overdue()
 
     def served_nothing(self) -> bool:
-        """Before an answer: whether the sandbox left no connection waiting (so none was ever served)."""
-        return self.listener is not None and not select.select([self.listener], [], [], 0)[0]
+        """Before an answer: whether the sandbox left no connection waiting (so none was ever served).
+
+        The queue first, then the answer: the daemon accepts only after its answer is sent, so a
+        queue found empty because the door took a connection means the answer is there by now."""
+        if self.listener is None or select.select([self.listener], [], [], 0)[0]:
+            return False
+        return self.conn is None or not select.select([self.conn], [], [], 0)[0]
 
     def end(self) -> SessionEnd:
         """After the command: the session's denials; never raises (trouble becomes the end's line)."""
