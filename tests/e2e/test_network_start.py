@@ -207,3 +207,29 @@ def test_a_daemon_that_closes_the_connection_before_the_session_is_sent_is_repla
     assert fake.requests[:1] == [b""]  # it was reached first
     denied = world.run('curl -s -o /dev/null -w "code=%{http_code}\\n" -x "$PX" "http://denied.test:$DP/x"', tag="closed", box=box)
     assert one(denied, "code") == "403", denied  # the new daemon still filters
+
+
+def test_a_daemon_stuck_in_its_start_does_not_hold_the_start_lock_for_ever(world: NetWorld) -> None:
+    """The starting daemon holds the start lock until it serves. One that never gets there (here
+    its test resolver is a FIFO nobody writes; in life a stalled disk) must not keep every later
+    run of its user waiting for that lock and failing with 125."""
+    import signal
+    import time
+
+    box = world.fresh_box()
+    fifo = box.root / "resolver.fifo"
+    os.mkfifo(fifo)
+    stuck = world.popen(CURL, tag="stuck", box=box, env={"STOCKADE_PROXY_TEST_RESOLVER": str(fifo)})
+    try:
+        assert wait_for(lambda: len(daemons_of(box)) == 1, 20), daemons_of(box)
+        (stuck_daemon,) = daemons_of(box)
+        stuck.kill()  # the run that started it is gone (killed, or gave up): the daemon is not
+        stuck.communicate(timeout=30)
+        started = time.monotonic()
+        later = world.run(CURL, tag="later", box=box, timeout=120)
+        assert later.returncode == 0 and one(later, "code") == "200", (time.monotonic() - started, later)
+        assert wait_for(lambda: not pid_alive(stuck_daemon), 10)
+        assert [(r["path"], r["decision"]) for r in world.records("later", 1, box=box)][:1] == [("/start-probe", "allow")]
+    finally:
+        for pid in daemons_of(box):
+            os.kill(pid, signal.SIGKILL)
