@@ -96,6 +96,9 @@ def test_a_refused_session_stops_the_sandbox_and_serves_nothing(world: NetWorld)
     assert control.returncode == 0 and one(control, "code") == "200", control
 
 
+CLOSE = b"close"
+
+
 class FakeDaemon:
     """Something else on a box's control socket: an older stockade's daemon, or a hung one."""
 
@@ -104,7 +107,7 @@ class FakeDaemon:
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen(16)
-        self.answer = answer  # None: accept, read, never answer
+        self.answer = answer  # None: accept, read, never answer; CLOSE: accept and close at once (an idle exit)
         self.requests: list[bytes] = []
         self.held: list[socket.socket] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -116,6 +119,10 @@ class FakeDaemon:
                 conn, _ = self.server.accept()
             except OSError:
                 return
+            if self.answer == CLOSE:
+                conn.close()
+                self.requests.append(b"")
+                continue
             self.held.append(conn)
             try:
                 data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 4)
@@ -163,3 +170,66 @@ def test_a_daemon_that_cannot_take_the_session_is_replaced(
     info = world.daemon_info(box)
     assert info is not None and pid_alive(info["pid"]), info
     assert [(r["path"], r["decision"]) for r in world.records("replaced", 1, box=box)][:1] == [("/start-probe", "allow")]
+
+
+# -- hostile review 8 ----------------------------------------------------------------
+
+
+def test_a_cold_refused_session_with_a_waiting_connection_ends_at_once(world: NetWorld) -> None:
+    """The refusal stops the sandbox; its end must not then wait for a second answer (it waited
+    the whole start timeout, 30 s) nor hand the stopped sandbox's listener to another daemon."""
+    import time
+
+    box = world.fresh_box()
+    blocked = box.root / "audit-is-a-folder.jsonl"
+    blocked.mkdir()
+    policy = world.policy("refused8", box=box).replace(json.dumps(str(world.audit_path("refused8", box))), json.dumps(str(blocked)))
+    started = time.monotonic()
+    result = world.run(CURL, tag="refused8", policy=policy, box=box)  # curl connects while the daemon still starts
+    took = time.monotonic() - started
+    assert result.returncode == 125 and "refused the session" in result.stderr, result
+    assert "code=200" not in result.stdout
+    assert took < 10, took
+    assert wait_for(lambda: len(daemons_of(box)) == 1, 5), daemons_of(box)  # the one it started, no replacement
+    control = world.run(CURL, tag="refused8", box=box)  # a policy whose log can be written: served, and quickly
+    assert control.returncode == 0 and one(control, "code") == "200", control
+
+
+def test_a_daemon_that_closes_the_connection_before_the_session_is_sent_is_replaced(
+    world: NetWorld, fake_daemon: tuple[Box, list[FakeDaemon]]
+) -> None:
+    """A daemon exiting on idle as a run reaches it: the run's send fails; a new daemon is started, not 125."""
+    box, made = fake_daemon
+    fake = FakeDaemon(runtime_dir(box) / "proxy.sock", CLOSE)
+    made.append(fake)
+    result = world.run(CURL, tag="closed", box=box)
+    assert result.returncode == 0 and one(result, "code") == "200", result
+    assert fake.requests[:1] == [b""]  # it was reached first
+    denied = world.run('curl -s -o /dev/null -w "code=%{http_code}\\n" -x "$PX" "http://denied.test:$DP/x"', tag="closed", box=box)
+    assert one(denied, "code") == "403", denied  # the new daemon still filters
+
+
+def test_a_daemon_stuck_in_its_start_does_not_hold_the_start_lock_for_ever(world: NetWorld) -> None:
+    """The starting daemon holds the start lock until it serves. One that never gets there (here
+    its test resolver is a FIFO nobody writes; in life a stalled disk) must not keep every later
+    run of its user waiting for that lock and failing with 125."""
+    import signal
+    import time
+
+    box = world.fresh_box()
+    fifo = box.root / "resolver.fifo"
+    os.mkfifo(fifo)
+    stuck = world.popen(CURL, tag="stuck", box=box, env={"STOCKADE_PROXY_TEST_RESOLVER": str(fifo)})
+    try:
+        assert wait_for(lambda: len(daemons_of(box)) == 1, 20), daemons_of(box)
+        (stuck_daemon,) = daemons_of(box)
+        stuck.kill()  # the run that started it is gone (killed, or gave up): the daemon is not
+        stuck.communicate(timeout=30)
+        started = time.monotonic()
+        later = world.run(CURL, tag="later", box=box, timeout=120)
+        assert later.returncode == 0 and one(later, "code") == "200", (time.monotonic() - started, later)
+        assert wait_for(lambda: not pid_alive(stuck_daemon), 10)
+        assert [(r["path"], r["decision"]) for r in world.records("later", 1, box=box)][:1] == [("/start-probe", "allow")]
+    finally:
+        for pid in daemons_of(box):
+            os.kill(pid, signal.SIGKILL)

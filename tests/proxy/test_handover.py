@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,3 +222,117 @@ def test_a_broken_audit_log_at_the_end_is_the_runs_trouble_line(files: DaemonFil
     daemons.answer({"ok": True, "denials": [], "audit_error": "disk full", "refused": {"count": 2, "why": "budget"}})
     ended = session.end()
     assert ended.audit_error == "disk full" and "disk full" in ended.trouble and ended.refused
+
+
+# -- hostile review 8 ----------------------------------------------------------------
+
+
+def test_a_refused_session_ends_at_once_and_asks_no_other_daemon(
+    files: DaemonFiles, daemons: Daemons, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal stops the sandbox; the run's end must not wait for a second answer on that
+    connection, nor hand the stopped sandbox's listener to a new daemon (even with a connection queued)."""
+    monkeypatch.setattr(handover, "ping_or_hung", lambda files: (None, True))
+    session, door = opened(files, daemons)
+    queued = socket.create_connection(door.getsockname())  # the command connected before the refusal came
+    daemons.answer({"ok": False, "error": "audit log /a: permission denied"})
+    with pytest.raises(launch.ProxyDaemonError, match="refused the session"):
+        session.settle()
+    started = time.monotonic()
+    ended = session.end()
+    assert time.monotonic() - started < 0.5
+    assert len(daemons.ends) == 1  # no daemon was asked again
+    assert ended.denials == [] and session.conn is None and door.fileno() == -1
+    queued.close()
+
+
+def test_a_daemon_this_run_started_that_gave_up_is_not_waited_for_again(files: DaemonFiles, daemons: Daemons) -> None:
+    daemons.started = [True]
+    session, door = opened(files, daemons)
+    queued = socket.create_connection(door.getsockname())
+    with pytest.raises(launch.ProxyDaemonError, match="did not start within"):
+        session.overdue()
+    started = time.monotonic()
+    session.end()
+    assert time.monotonic() - started < 0.5 and len(daemons.ends) == 1
+    queued.close()
+
+
+def test_a_daemon_that_closed_before_the_request_was_sent_is_replaced(files: DaemonFiles, daemons: Daemons) -> None:
+    """A daemon exiting on idle just after the run connected: the send fails, a new daemon is asked."""
+    session = handover.Handover(files, dict(SPEC))
+    session.reach()
+    daemons.ends[0].close()  # gone before the namespace existed
+    door = listener()
+    session.send(door)  # type: ignore[arg-type]
+    assert len(daemons.ends) == 2 and daemons.replacing[1] == (1, 2)
+    message, fds = daemons.request(1)
+    assert message["op"] == "open" and len(fds) == 1
+    daemons.answer({"ok": True, "protocol": PROTOCOL}, 1)
+    session.settle()
+    assert session.settled
+
+
+def test_a_daemon_this_run_started_that_closed_before_the_send_fails_the_run(files: DaemonFiles, daemons: Daemons) -> None:
+    daemons.started = [True]
+    session = handover.Handover(files, dict(SPEC))
+    session.reach()
+    daemons.ends[0].close()
+    with pytest.raises(launch.ProxyDaemonError, match="did not start"):
+        session.send(listener())  # type: ignore[arg-type]
+    assert len(daemons.ends) == 1
+
+
+def test_an_answer_that_came_after_the_sandbox_ended_is_read_not_abandoned(files: DaemonFiles, daemons: Daemons) -> None:
+    """The daemon answered, opened the door and took the queued connection between the sandbox's
+    end and the run's end: the listener's queue is empty, but the session served something, so
+    its denials must still be asked for."""
+    session, door = opened(files, daemons)
+    client = socket.create_connection(door.getsockname())
+    daemons.answer({"ok": True, "protocol": PROTOCOL, "session_id": "s1"})  # the answer, unread
+    served, _ = door.accept()  # the daemon's door took the connection: nothing waits in the queue
+    daemons.answer({"ok": True, "denials": [{"host": "x.test", "port": 443}], "audit_error": None, "refused": None})
+    ended = session.end()
+    assert ended.denials == [{"host": "x.test", "port": 443}]
+    daemons.request()
+    assert daemons.request()[0] == {"op": "end", "session_id": "s1"}
+    served.close()
+    client.close()
+
+
+def test_an_unanswered_session_with_nothing_queued_is_still_abandoned(files: DaemonFiles, daemons: Daemons) -> None:
+    session, _door = opened(files, daemons)
+    started = time.monotonic()
+    ended = session.end()
+    assert time.monotonic() - started < 0.5 and ended.denials == [] and session.conn is None
+
+
+def test_a_real_daemon_that_served_before_the_run_read_its_answer_reports_the_denial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a real daemon: the sandbox's connection was served (denied) before the run read the
+    answer, and nothing waits in the queue any more. The run's end must still collect the denial."""
+    from tests.netkit import stop_daemon
+
+    monkeypatch.setenv(launch.IDLE_ENV, "30")
+    files = DaemonFiles(str(tmp_path / "run"), str(tmp_path / "state"))
+    audit = tmp_path / "audit.jsonl"
+    spec = {**SPEC, "session_id": "late1", "audit_path": str(audit), "allow": ["allowed.test"]}
+    session = handover.Handover(files, spec)
+    try:
+        session.reach()  # cold: a real daemon is spawned
+        door = listener()
+        session.send(door)  # type: ignore[arg-type]
+        with socket.create_connection(door.getsockname(), timeout=30) as client:
+            client.sendall(b"GET http://denied.test/x HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+            assert client.recv(64).startswith(b"HTTP/1.1 403")  # served: the daemon answered and its door took it
+        ended = session.end()
+        assert [(d["host"], d["port"]) for d in ended.denials] == [("denied.test", 80)], ended
+        assert ended.trouble == ""
+        control = handover.Handover(files, {**spec, "session_id": "late2"})  # the legitimate end of a settled session
+        control.reach()
+        control.send(listener())  # type: ignore[arg-type]
+        control.wait()
+        assert control.end().denials == [] and control.conn is None
+    finally:
+        stop_daemon(Path(files.runtime))

@@ -37,6 +37,7 @@ from stockade.proxy.control import DaemonFiles
 from stockade.proxy.controlserver import ControlServer
 from stockade.proxy.decisions import Decisions
 from stockade.proxy.doors import Doors
+from stockade.proxy.launch import START_TIMEOUT
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.metering import Metering
 from stockade.proxy.sessions import Registry
@@ -164,6 +165,7 @@ class Daemon:
     def _let_go_of_lock(self) -> None:
         """Runs waiting to start a daemon go on: they find this one (or, after a failure, none)."""
         if self.lock_fd is not None:
+            signal.alarm(0)  # serving (or stopping): no longer a start that may hang
             os.close(self.lock_fd)
             self.lock_fd = None
 
@@ -332,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.stat(files.runtime).st_uid != os.getuid():
         parser.error(f"{files.runtime} belongs to another user")
     os.chmod(files.runtime, 0o700)  # the control socket's only fence besides SO_PEERCRED
+    if args.lock_fd is not None:
+        # Holding the start lock, every other run of this user waits for us: a start that hangs
+        # (a stalled disk) must end, and the lock with it. The kernel kills us, however stuck.
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(int(START_TIMEOUT))
     asyncio.run(
         serve(
             files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd, splice=not args.no_splice,

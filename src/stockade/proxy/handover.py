@@ -72,7 +72,10 @@ class Handover:
     def send(self, listener: _socket.socket) -> None:
         """The sandbox's listener and the spec, in one request; no waiting for the answer."""
         self.listener = listener
-        self._send()
+        try:
+            self._send()
+        except OSError as exc:  # the daemon went between `reach` and now (an idle exit, a failed start)
+            self._lost(exc)
 
     def fileno(self) -> int:
         assert self.conn is not None
@@ -87,12 +90,10 @@ class Handover:
         assert self.conn is not None
         try:
             reply = read_reply(self.conn)
-        except ProxyDaemonError:
-            raise
+        except ProxyDaemonError as exc:  # oversized or malformed
+            raise self._failed(str(exc)) from None
         except OSError as exc:  # the daemon closed the connection: died, or never came up
-            if self.started:
-                raise ProxyDaemonError(f"the proxy daemon did not start: {last_log_line(self.files)} (log: {self.files.log})") from None
-            self._replace(f"the proxy daemon closed the control connection ({exc})")
+            self._lost(exc)
             return
         if reply.get("ok") and int(reply.get("protocol") or 0) >= PROTOCOL:
             self.settled = True
@@ -101,13 +102,13 @@ class Handover:
         if reply.get("retry") or not reply.get("ok") and str(reply.get("error", "")).startswith("unknown op"):
             self._replace(str(reply.get("error")))  # exiting, or an older stockade's daemon
             return
-        raise ProxyDaemonError(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
+        raise self._failed(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
 
     def overdue(self) -> None:
         """The deadline passed without an answer: a start that failed to finish fails; a running daemon
         that still answers a ping is only slow (busy) and gets longer; one that does not is hung and replaced."""
         if self.started:
-            raise ProxyDaemonError(f"the proxy daemon did not start within {START_TIMEOUT:.0f}s (log: {self.files.log})")
+            raise self._failed(f"the proxy daemon did not start within {START_TIMEOUT:.0f}s (log: {self.files.log})")
         if self.patience < IO_TIMEOUT and ping_or_hung(self.files)[0] is not None:
             self.patience = IO_TIMEOUT
             return
@@ -123,11 +124,19 @@ class Handover:
                 self.overdue()
 
     def served_nothing(self) -> bool:
-        """Before an answer: whether the sandbox left no connection waiting (so none was ever served)."""
-        return self.listener is not None and not select.select([self.listener], [], [], 0)[0]
+        """Before an answer: whether the sandbox left no connection waiting (so none was ever served).
+
+        The queue first, then the answer: the daemon accepts only after its answer is sent, so a
+        queue found empty because the door took a connection means the answer is there by now."""
+        if self.listener is None or select.select([self.listener], [], [], 0)[0]:
+            return False
+        return self.conn is None or not select.select([self.conn], [], [], 0)[0]
 
     def end(self) -> SessionEnd:
         """After the command: the session's denials; never raises (trouble becomes the end's line)."""
+        if self.conn is None:  # no daemon took the session (one refused it, or none could be had): nothing was served
+            self.close()
+            return SessionEnd([], None)
         try:
             if not self.settled:
                 if self.served_nothing():
@@ -178,9 +187,24 @@ class Handover:
         try:
             self._connect(replacing)
         except ProxyDaemonError as error:
-            raise ProxyDaemonError(f"{why}; {error}") from None
+            raise self._failed(f"{why}; {error}") from None
         self.patience = HUNG_AFTER
-        self._send()
+        try:
+            self._send()
+        except OSError as exc:
+            raise self._failed(f"{why}; the next proxy daemon closed the control connection ({exc})") from None
+
+    def _lost(self, exc: OSError) -> None:
+        """The daemon closed the connection: one this run started never came up; another is replaced."""
+        if self.started:
+            raise self._failed(f"the proxy daemon did not start: {last_log_line(self.files)} (log: {self.files.log})") from None
+        self._replace(f"the proxy daemon closed the control connection ({exc})")
+
+    def _failed(self, why: str) -> ProxyDaemonError:
+        """The session failed for good: let go of the daemon and the listener, so the run's end
+        neither waits for another answer nor hands a stopped sandbox's listener to a new daemon."""
+        self.close()
+        return ProxyDaemonError(why)
 
     def _abandon(self) -> None:
         """Nothing was served and nothing waits: close without waiting (the daemon ends the session)."""

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
 IO_TIMEOUT = 10.0
+LOCK_MARGIN = 5.0  # how much longer than START_TIMEOUT a run waits for the start lock
 # A live daemon answers a ping or a registration in milliseconds; one that has not answered in
 # this long is taken as hung (stopped, wedged) and replaced. A merely slow one loses nothing:
 # a registration that timed out is retried with IO_TIMEOUT once a ping has found it alive.
@@ -223,7 +224,7 @@ def _private_dir(path: str) -> None:
 def _lock(path: str) -> int:
     """The start lock's descriptor, locked (closing it lets go); waits for whoever holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    deadline = time.monotonic() + START_TIMEOUT
+    deadline = time.monotonic() + START_TIMEOUT + LOCK_MARGIN  # a daemon holding it gives up on itself at START_TIMEOUT
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
