@@ -103,6 +103,7 @@ def test_the_lean_codec_agrees_with_json_on_any_value(value: object) -> None:
         pytest.param(b'{"a": 1\n', "delimiter", id="cut short"),
         pytest.param(b"\xff\n", "not UTF-8", id="not utf-8"),
         pytest.param(b"[" * 100_000, "nested too deeply", id="deep"),
+        pytest.param("\x85{}\n".encode(), "not JSON", id="whitespace json does not allow"),
     ],
 )
 def test_decode_refuses_what_is_not_one_object(line: bytes, error: str) -> None:

@@ -336,3 +336,10 @@ def test_a_real_daemon_that_served_before_the_run_read_its_answer_reports_the_de
         assert control.end().denials == [] and control.conn is None
     finally:
         stop_daemon(Path(files.runtime))
+
+
+def test_an_answer_with_a_protocol_that_is_no_number_is_an_older_daemons(files: DaemonFiles, daemons: Daemons) -> None:
+    session, _door = opened(files, daemons)
+    daemons.answer({"ok": True, "protocol": "3"})  # not ours: a daemon that answers this way is replaced, no traceback
+    with pytest.raises(launch.ProxyDaemonError):
+        session.settle()

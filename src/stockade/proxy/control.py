@@ -175,7 +175,7 @@ def decode(line: bytes) -> dict[str, Any]:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"control message is not UTF-8: {exc}") from None
-    message = _parse(text.strip())
+    message = _parse(text.strip(" \t\r\n"))  # JSON's own whitespace, as json.loads allows
     if not isinstance(message, dict):
         raise ValueError("control message must be a JSON object")
     return message

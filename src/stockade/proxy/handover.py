@@ -95,7 +95,8 @@ class Handover:
         except OSError as exc:  # the daemon closed the connection: died, or never came up
             self._lost(exc)
             return
-        if reply.get("ok") and int(reply.get("protocol") or 0) >= PROTOCOL:
+        protocol = reply.get("protocol")
+        if reply.get("ok") and isinstance(protocol, int) and protocol >= PROTOCOL:
             self.settled = True
             self._drop_listener()  # the daemon's copy is the only one now: its death closes the door
             return
