@@ -189,6 +189,8 @@ class _Checker:
     def value(self, table: str, key: str, value: Any) -> Any:
         kind = TABLES[table][key]
         name = f"{table}.{key}" if table else key
+        if kind is Kind.HTTP_TABLES:
+            return self.http_tables(value)
         if kind in LIST_KINDS:
             if not isinstance(value, list):
                 raise self.fail(f"'{name}' must be a {kind.value} (a list of strings), not {_type_name(value)}", table, key)
@@ -200,6 +202,47 @@ class _Checker:
             return self.scalar(kind, name, value)
         except ValueError as exc:
             raise self.fail(f"'{name}': {exc}", table, key) from None
+
+    def http_tables(self, value: Any) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """[network.http."HOST"] tables: {canonical host: (allow rules, deny rules)}, every rule canonical."""
+        from stockade.profiles.domains import parse_rule
+        from stockade.profiles.httprules import parse_http_rule
+
+        if not isinstance(value, dict):
+            raise self.fail(f"'network.http' must be a {Kind.HTTP_TABLES.value}, not {_type_name(value)}", "network", "http")
+        tables: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        for host, rules in value.items():
+            where = f"network.http.{host}"
+            try:
+                rule = parse_rule(host)
+            except ValueError as exc:
+                raise self.fail(f"[network.http.{json_key(host)}]: {exc}", where, "allow") from None
+            if rule.network is not None:
+                raise self.fail(
+                    f"[network.http.{json_key(host)}]: HTTP rules name hosts, not addresses (TLS to an address has no name to check)",
+                    where, "allow",
+                )  # fmt: skip
+            if not isinstance(rules, dict):
+                raise self.fail(f"[network.http.{json_key(host)}] must be a table with allow and deny lists, not {_type_name(rules)}", where, "allow")
+            unknown = [key for key in rules if key not in ("allow", "deny")]
+            if unknown:
+                raise self.fail(f"unknown key '{unknown[0]}' in [network.http.{json_key(host)}]; known keys: allow, deny", where, unknown[0])
+            lists: list[tuple[str, ...]] = []
+            for key in ("allow", "deny"):
+                items = rules.get(key, [])
+                if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+                    raise self.fail(f"'{key}' in [network.http.{json_key(host)}] must be a list of \"METHODS /path\" strings", where, key)
+                parsed = []
+                for item in items:
+                    try:
+                        parsed.append(str(parse_http_rule(item)))
+                    except ValueError as exc:
+                        raise self.fail(f"[network.http.{json_key(host)}] {key}: {exc}", where, key, item=item) from None
+                lists.append(tuple(dict.fromkeys(parsed)))
+            canonical = str(rule)
+            previous = tables.get(canonical, ((), ()))
+            tables[canonical] = (tuple(dict.fromkeys((*previous[0], *lists[0]))), tuple(dict.fromkeys((*previous[1], *lists[1]))))
+        return tables
 
     def item(self, kind: Kind, table: str, key: str, value: str) -> str:
         name = f"{table}.{key}" if table else key
@@ -259,6 +302,11 @@ class _Checker:
                     raise ValueError(f"value of {var} contains a NUL character")
             return dict(value)
         raise AssertionError(f"unhandled kind {kind}")
+
+
+def json_key(host: str) -> str:
+    """A host as a quoted TOML key, the way a [network.http."HOST"] header spells it."""
+    return '"' + host.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _str_or_int(value: Any, kind: Kind, allow_float: bool = False) -> Any:

@@ -91,8 +91,9 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
     if project.mode.rank > base.mode.rank:
         notes.append(f'network mode "{project.mode.value}" (yours is "{base.mode.value}")')
     mode = min(base.mode, project.mode, key=lambda m: m.rank)
+    http = _narrow_http(base.http, project.http, notes)
     if mode is NetworkMode.NONE:
-        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram)
+        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http)
     if base.mode is NetworkMode.OPEN:
         allow = project.allow if project.mode is NetworkMode.ALLOWLIST else base.allow
     elif project.mode is NetworkMode.OPEN:
@@ -101,7 +102,29 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
         base_rules = [parse_rule(r) for r in base.allow]
         allow = tuple(r for r in project.allow if any(b.covers(parse_rule(r)) for b in base_rules))
         notes += [f"network allow {r}" for r in project.allow if r not in allow]
-    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram)
+    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http)
+
+
+HttpTables = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+
+
+def _narrow_http(base: HttpTables, project: HttpTables, notes: list[str]) -> HttpTables:
+    """HTTP rules only ever narrow a host that is allowed at all, so a project's tables apply, with one
+    exception: where your own policy already limits a host's requests, the project may add denials
+    there but no allow rule (which would let through a request you limited away)."""
+    from stockade.profiles.merge import merge_http
+
+    limited = {host for host, _allow, _deny in base}
+    kept: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for host, allow, deny in project:
+        if host in limited:
+            ours = next(rules for name, *rules in base if name == host)
+            dropped = [rule for rule in allow if rule not in ours[0]]
+            notes += [f'HTTP rule "allow {rule}" for {host} (your own policy limits that host)' for rule in dropped]
+            allow = tuple(rule for rule in allow if rule in ours[0])
+        kept[host] = (allow, deny)
+    merged = merge_http({host: (allow, deny) for host, allow, deny in base}, kept)
+    return tuple((host, allow, deny) for host, (allow, deny) in sorted(merged.items()))
 
 
 def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules:

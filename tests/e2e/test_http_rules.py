@@ -1,0 +1,252 @@
+"""[network.http."HOST"]: the daemon terminates that host's TLS and judges each request, through real runs.
+
+Loopback HTTPS origins with a test CA: one HTTP/1.1 (Python), one that
+speaks HTTP/2 (Node's http2). Each case checks the request that must pass
+and the one that must not, with what reached the origin, what the client
+was told and what the audit log says.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.e2e.boxes import Box
+from tests.e2e.netfixtures import make_box, state_dir
+from tests.netkit import make_certificate, stop_daemon
+from tests.visible import force_rmtree, visible_root
+
+pytestmark = pytest.mark.e2e
+
+HOST = "api.test"
+OTHER = "plain.test"  # allowed, with no HTTP rules: spliced as before, never inspected
+
+NODE_H2 = r"""
+const http2 = require("http2"), fs = require("fs");
+const server = http2.createSecureServer({key: fs.readFileSync(process.argv[2]), cert: fs.readFileSync(process.argv[3]), allowHTTP1: true},
+  (req, res) => { res.end(`${req.httpVersion} ${req.method} ${req.url}\n`); });
+server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+"""
+
+
+class Origin(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.seen: list[tuple[str, str]] = []
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Origin
+
+    def answer(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        self.rfile.read(length)
+        self.server.seen.append((self.command, self.path))
+        body = f"{self.request_version} {self.command} {self.path}\n".encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = do_PUT = answer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    root = visible_root("h")
+    scratch = tmp_path_factory.mktemp("http")
+    cert, key = make_certificate(root, [HOST, OTHER])
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    origin = Origin(context)
+    node = shutil.which("node")
+    h2 = h2_port = None
+    if node:
+        script = root / "h2.js"
+        script.write_text(NODE_H2)
+        h2 = subprocess.Popen([node, str(script), str(key), str(cert)], stdout=subprocess.PIPE, text=True)
+        assert h2.stdout is not None
+        h2_port = int(h2.stdout.readline())
+    ports = [origin.server_address[1], *([h2_port] if h2_port else [])]
+    names = scratch / "names.json"
+    names.write_text(json.dumps({"names": {HOST: ["127.0.0.1"], OTHER: ["127.0.0.1"]}, "upstreams": [f"127.0.0.1:{p}" for p in ports]}))
+    box = make_box(root / "box")
+    box.env.update(STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60")
+    yield SimpleNamespace(box=box, origin=origin, port=origin.server_address[1], h2_port=h2_port, cert=cert, root=root)
+    stop_daemon(state_dir(box) / "run")
+    origin.shutdown()
+    if h2 is not None:
+        h2.kill()
+        h2.wait()
+    force_rmtree(root)
+
+
+def policy(allow: list[str], deny: list[str] = (), host: str = HOST) -> str:  # type: ignore[assignment]
+    return (
+        f'extends = ["default"]\n[network]\nallow = ["{HOST}", "{OTHER}"]\n'
+        f'[network.http."{host}"]\nallow = {json.dumps(allow)}\ndeny = {json.dumps(list(deny))}\n'
+    )
+
+
+def curl(world: SimpleNamespace, *requests: str, port: int | None = None, extra: str = "") -> str:
+    """A shell line running curl once over one connection for each METHOD /path (so keep-alive is used)."""
+    port = port or world.port
+    parts = []
+    for number, request in enumerate(requests):
+        method, path = request.split(" ", 1)
+        parts.append(f'{"--next " if number else ""}-sS -X {method} -w "[%{{http_code}}]\\n" https://{HOST}:{port}{path}')
+    return f"curl {extra} {' '.join(parts)}"
+
+
+def audit(world: SimpleNamespace) -> list[dict[str, object]]:
+    path = state_dir(world.box) / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def test_each_request_is_judged_on_one_kept_alive_connection(world: SimpleNamespace) -> None:
+    before = len(world.origin.seen)
+    rules = policy(["GET /repos/**", "POST /repos/*/issues"], ["* /repos/secret/**"])
+    script = curl(world, "GET /repos/a/b", "POST /repos/a/issues", "DELETE /repos/a", "GET /repos/secret/x", "GET /other", "GET /repos/last")
+    result = world.box.run(script, policy=rules)
+    assert result.returncode == 0, result
+    codes = [line[-5:] for line in result.stdout.splitlines() if line.endswith("]")]
+    assert codes == ["[200]", "[200]", "[403]", "[403]", "[403]", "[200]"], result.stdout
+    seen = world.origin.seen[before:]
+    assert seen == [("GET", "/repos/a/b"), ("POST", "/repos/a/issues"), ("GET", "/repos/last")]  # refused ones never reached it
+    assert 'add "DELETE /repos/a" to allow under [network.http."api.test"]' in result.stdout  # the 403 names the line
+    assert '"* /repos/secret/**" is under deny' in result.stdout
+    ends = [r for r in audit(world) if r.get("scheme") == "https" and r.get("phase") == "end"][-6:]
+    assert [(r["method"], r["path"], r["decision"], r["rule"]) for r in ends] == [
+        ("GET", "/repos/a/b", "allow", "http allow GET /repos/**"),
+        ("POST", "/repos/a/issues", "allow", "http allow POST /repos/*/issues"),
+        ("DELETE", "/repos/a", "deny", "no HTTP rule allows DELETE /repos/a"),
+        ("GET", "/repos/secret/x", "deny", "http deny * /repos/secret/**"),
+        ("GET", "/other", "deny", "no HTTP rule allows GET /other"),
+        ("GET", "/repos/last", "allow", "http allow GET /repos/**"),
+    ]
+    summary = [line for line in result.stderr.splitlines() if line.startswith("stockade: network: denied")]
+    assert len(summary) == 3 and any('add "GET /other" to allow' in line for line in summary), result.stderr
+
+
+def test_http2_streams_are_judged_one_by_one(world: SimpleNamespace) -> None:
+    if world.h2_port is None:
+        pytest.skip("node is not installed (the HTTP/2 origin)")
+    rules = policy(["GET /ok/**"])
+    script = curl(world, "GET /ok/1", "GET /no/2", "GET /ok/3", port=world.h2_port, extra="--http2")
+    result = world.box.run(script, policy=rules)
+    assert result.returncode == 0, result
+    assert "2.0 GET /ok/1" in result.stdout and "2.0 GET /ok/3" in result.stdout, result.stdout  # the origin saw HTTP/2
+    assert result.stdout.count("[200]") == 2 and result.stdout.count("[403]") == 1, result.stdout
+    assert "2.0 GET /no/2" not in result.stdout, result.stdout  # the refused stream never reached the origin
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/repos/%2e%2e/admin", "/repos/a%2Fb", "/repos//a", "/repos/./a"],
+)
+def test_a_path_that_servers_read_differently_is_refused(world: SimpleNamespace, path: str) -> None:
+    before = len(world.origin.seen)
+    result = world.box.run(curl(world, f"GET {path}", "GET /repos/plain", extra="--path-as-is"), policy=policy(["GET /repos/**"]))
+    assert result.stdout.count("[403]") == 1 and result.stdout.count("[200]") == 1, result.stdout
+    assert world.origin.seen[before:] == [("GET", "/repos/plain")]
+
+
+def test_a_host_without_http_rules_is_not_inspected(world: SimpleNamespace) -> None:
+    """plain.test has no table: its TLS passes through untouched, so only the origin's own certificate verifies."""
+    script = (
+        f'curl -sS -o /dev/null -w "plain=%{{http_code}}\\n" --cacert {world.cert} https://{OTHER}:{world.port}/x; '
+        f'curl -sS -o /dev/null -w "inspected=%{{http_code}}\\n" --cacert {world.cert} https://{HOST}:{world.port}/repos/x'
+    )
+    result = world.box.run(script, policy=policy(["GET /repos/**"]))
+    assert "plain=200" in result.stdout, result  # spliced: the origin's own certificate
+    assert "inspected=000" in result.stdout, result  # the daemon's certificate: not the origin's, so curl refuses it
+    tls = [r for r in audit(world) if r.get("scheme") == "tls" and r.get("host") == OTHER]
+    assert tls, "the plain host's tunnel was not recorded"
+
+
+def test_clients_trust_the_daemon_through_the_variables_and_never_see_its_key(world: SimpleNamespace) -> None:
+    script = (
+        'for v in SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_CERT NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO AWS_CA_BUNDLE; '
+        'do eval echo "$v=\\$$v"; done; '
+        "grep -c 'BEGIN CERTIFICATE' \"$SSL_CERT_FILE\"; "
+        f'env -u PYTHONPATH /usr/bin/python3 -c "import urllib.request; print(urllib.request.urlopen(\'https://{HOST}:{world.port}/repos/py\').status)"; '
+        f'cat {state_dir(world.box)}/mitmproxy/mitmproxy-ca.pem 2>&1 | head -c 200; echo'
+    )
+    result = world.box.run(script, policy=policy(["GET /repos/**"]))
+    lines = result.stdout.splitlines()
+    assert all(line.endswith("=/run/stockade/ca-bundle.pem") for line in lines[:7]), lines
+    assert int(lines[7]) > 1  # the system's roots and the daemon's CA
+    assert lines[8] == "200", result  # Python's own ssl module, through SSL_CERT_FILE and the proxy variables
+    assert "PRIVATE KEY" not in result.stdout and "No such file" in result.stdout, result.stdout  # the CA's key stays hidden
+    key = state_dir(world.box) / "mitmproxy" / "mitmproxy-ca.pem"
+    assert key.exists() and "PRIVATE KEY" in key.read_text() and os.stat(key).st_mode & 0o077 == 0  # control: it is there, 0600
+
+
+def test_an_origin_whose_certificate_does_not_verify_is_refused(world: SimpleNamespace) -> None:
+    """The daemon verifies the origin as a client would: with a CA it does not trust, the request fails."""
+    other_root = world.root / "other-ca"
+    other_root.mkdir(exist_ok=True)
+    other_cert, _ = make_certificate(other_root, [HOST])
+    box = make_box(world.root / "untrusting")
+    box.env.update({k: v for k, v in world.box.env.items() if k.startswith("STOCKADE_PROXY_")})
+    box.env["STOCKADE_PROXY_TEST_UPSTREAM_CA"] = str(other_cert)
+    before = len(world.origin.seen)
+    try:
+        result = box.run(curl(world, "GET /repos/x"), policy=policy(["GET /repos/**"]))
+    finally:
+        stop_daemon(state_dir(box) / "run")
+    assert "[200]" not in result.stdout, result
+    assert world.origin.seen[before:] == []  # the handshake failed before any request went up
+    control = world.box.run(curl(world, "GET /repos/x"), policy=policy(["GET /repos/**"]))
+    assert "[200]" in control.stdout, control
+
+
+def test_policy_errors_name_the_file_and_line(world: SimpleNamespace) -> None:
+    text = 'extends = ["default"]\n[network]\nallow = ["api.test"]\n\n[network.http."api.test"]\nallow = ["GET /a", "get /b"]\n'
+    result = world.box.run("true", policy=text)
+    assert result.returncode == 2, result
+    assert "policy.toml:6:" in result.stderr and "HTTP method in capitals" in result.stderr, result.stderr
+
+
+def test_an_untrusted_project_can_narrow_but_not_widen_a_hosts_requests(world: SimpleNamespace) -> None:
+    """Your own policy limits api.test to GET /repos/**; a cloned repository's file may add denials there, not allows."""
+    box = world.box
+    config = box.home / ".config" / "stockade"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(policy(["GET /repos/**"]))
+    (box.project / ".stockade.toml").write_text(
+        '[network.http."api.test"]\nallow = ["DELETE /repos/**"]\ndeny = ["GET /repos/private/**"]\n'
+    )
+    try:
+        before = len(world.origin.seen)
+        result = box.run(curl(world, "GET /repos/ok", "DELETE /repos/x", "GET /repos/private/y"))
+        assert [line[-5:] for line in result.stdout.splitlines() if line.endswith("]")] == ["[200]", "[403]", "[403]"], result
+        assert world.origin.seen[before:] == [("GET", "/repos/ok")]
+        assert "DELETE /repos/**" in result.stderr  # the dropped allowance is named
+    finally:
+        (config / "config.toml").unlink()
+        (box.project / ".stockade.toml").unlink()
+
+
+def test_dry_run_says_which_hosts_are_inspected(world: SimpleNamespace) -> None:
+    result = world.box.run("true", policy=policy(["GET /repos/**"]), options=["--dry-run"])
+    assert result.returncode == 0, result
+    assert "# TLS inspected for api.test (HTTP rules)" in result.stdout, result.stdout
