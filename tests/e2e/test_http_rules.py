@@ -16,12 +16,10 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests.e2e.boxes import Box
 from tests.e2e.netfixtures import make_box, state_dir
 from tests.netkit import make_certificate, stop_daemon
 from tests.visible import force_rmtree, visible_root

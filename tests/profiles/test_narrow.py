@@ -213,3 +213,23 @@ def test_kept_notes_of_an_unchanged_policy_is_empty() -> None:
     base = Policy(filesystem=FilesystemRules(deny_read=("/a", "/b")), limits=Limits(pids=3))
     assert kept_notes(base, base) == []
     assert kept_notes(base, narrow(base, Policy())[0]) == []
+
+
+def test_http_rules_of_an_untrusted_project_only_narrow() -> None:
+    mine = (("api.test", ("GET /repos/**",), ()),)
+    theirs = (
+        ("api.test", ("GET /repos/**", "DELETE /repos/**"), ("GET /repos/private/**",)),
+        ("free.test", ("GET /only/**",), ()),  # a host your policy allows whole: any table narrows it
+    )
+    narrowed, notes = narrow(net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=theirs))
+    assert narrowed.network.http == (
+        ("api.test", ("GET /repos/**",), ("GET /repos/private/**",)),
+        ("free.test", ("GET /only/**",), ()),
+    )
+    assert notes == ['HTTP rule "allow DELETE /repos/**" for api.test (your own policy limits that host)']
+
+
+def test_your_own_http_rules_stay_when_the_project_has_none() -> None:
+    mine = (("api.test", ("GET /a",), ("POST /b",)),)
+    narrowed, notes = narrow(net(NetworkMode.ALLOWLIST, "api.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test"))
+    assert narrowed.network.http == mine and notes == []

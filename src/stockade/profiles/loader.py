@@ -212,37 +212,43 @@ class _Checker:
             raise self.fail(f"'network.http' must be a {Kind.HTTP_TABLES.value}, not {_type_name(value)}", "network", "http")
         tables: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for host, rules in value.items():
-            where = f"network.http.{host}"
+            header = f"[network.http.{json_key(host)}]"
             try:
                 rule = parse_rule(host)
             except ValueError as exc:
-                raise self.fail(f"[network.http.{json_key(host)}]: {exc}", where, "allow") from None
+                raise self.http_fail(f"{header}: {exc}", host) from None
             if rule.network is not None:
-                raise self.fail(
-                    f"[network.http.{json_key(host)}]: HTTP rules name hosts, not addresses (TLS to an address has no name to check)",
-                    where, "allow",
-                )  # fmt: skip
+                raise self.http_fail(f"{header}: HTTP rules name hosts, not addresses (TLS to an address has no name to check)", host)
             if not isinstance(rules, dict):
-                raise self.fail(f"[network.http.{json_key(host)}] must be a table with allow and deny lists, not {_type_name(rules)}", where, "allow")
+                raise self.http_fail(f"{header} must be a table with allow and deny lists, not {_type_name(rules)}", host)
             unknown = [key for key in rules if key not in ("allow", "deny")]
             if unknown:
-                raise self.fail(f"unknown key '{unknown[0]}' in [network.http.{json_key(host)}]; known keys: allow, deny", where, unknown[0])
+                raise self.http_fail(f"unknown key '{unknown[0]}' in {header}; known keys: allow, deny", host, unknown[0])
             lists: list[tuple[str, ...]] = []
             for key in ("allow", "deny"):
                 items = rules.get(key, [])
                 if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-                    raise self.fail(f"'{key}' in [network.http.{json_key(host)}] must be a list of \"METHODS /path\" strings", where, key)
+                    raise self.http_fail(f"'{key}' in {header} must be a list of \"METHODS /path\" strings", host, key)
                 parsed = []
                 for item in items:
                     try:
                         parsed.append(str(parse_http_rule(item)))
                     except ValueError as exc:
-                        raise self.fail(f"[network.http.{json_key(host)}] {key}: {exc}", where, key, item=item) from None
+                        raise self.http_fail(f"{header} {key}: {exc}", host, key, item) from None
                 lists.append(tuple(dict.fromkeys(parsed)))
             canonical = str(rule)
             previous = tables.get(canonical, ((), ()))
             tables[canonical] = (tuple(dict.fromkeys((*previous[0], *lists[0]))), tuple(dict.fromkeys((*previous[1], *lists[1]))))
         return tables
+
+    def http_fail(self, message: str, host: str, key: str | None = None, item: str | None = None) -> PolicyError:
+        """An error in one host's HTTP table, at the line of its item, its key, its header, or [network]'s."""
+        table = f"network.http.{host}"  # as KeyLines spells a [network.http."HOST"] header
+        line = None
+        if key is not None:
+            line = self.lines.item(table, key, item) if item is not None else self.lines.key(table, key)
+        line = line or self.lines.table(table) or self.lines.table("network.http") or self.lines.key("network", "http")
+        return PolicyError(message, file=self.source, line=line or self.lines.table("network"))
 
     def item(self, kind: Kind, table: str, key: str, value: str) -> str:
         name = f"{table}.{key}" if table else key
