@@ -16,6 +16,7 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -248,3 +249,28 @@ def test_dry_run_says_which_hosts_are_inspected(world: SimpleNamespace) -> None:
     result = world.box.run("true", policy=policy(["GET /repos/**"]), options=["--dry-run"])
     assert result.returncode == 0, result
     assert "# TLS inspected for api.test (HTTP rules)" in result.stdout, result.stdout
+
+
+def test_plain_http_to_a_host_with_http_rules_is_judged_too(world: SimpleNamespace) -> None:
+    """The rules are the host's, whatever the scheme: a plain-HTTP request to api.test (direct to the proxy, or
+    inside a CONNECT tunnel) is judged like one inside its TLS."""
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    plain.seen = []  # type: ignore[attr-defined]
+    threading.Thread(target=plain.serve_forever, daemon=True).start()
+    names = Path(world.box.env["STOCKADE_PROXY_TEST_RESOLVER"])
+    table = json.loads(names.read_text())
+    table["upstreams"].append(f"127.0.0.1:{plain.server_address[1]}")
+    names.write_text(json.dumps(table))
+    port = plain.server_address[1]
+    script = (
+        f'curl -sS -o /dev/null -w "get=%{{http_code}}\\n" http://{HOST}:{port}/repos/ok; '
+        f'curl -sS -o /dev/null -w "delete=%{{http_code}}\\n" -X DELETE http://{HOST}:{port}/repos/x; '
+        f'curl -sS -o /dev/null -w "tunnelled=%{{http_code}}\\n" -X DELETE --proxytunnel http://{HOST}:{port}/repos/y'
+    )
+    try:
+        result = world.box.run(script, policy=policy(["GET /repos/**"]))
+    finally:
+        plain.shutdown()
+    assert "get=200" in result.stdout, result
+    assert "delete=403" in result.stdout and "tunnelled=403" in result.stdout, result.stdout
+    assert plain.seen == [("GET", "/repos/ok")]  # type: ignore[attr-defined]

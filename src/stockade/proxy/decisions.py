@@ -28,7 +28,7 @@ from mitmproxy import connection, dns, http
 from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
-from stockade.proxy.decide import Decision, HttpTable, canonical_target, check_resolved, decide, decide_request
+from stockade.proxy.decide import Decision, HttpTable, canonical_target, check_resolved, decide, decide_request, inspected
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.sessions import Session
 from stockade.proxy.state import META, SESSION, ClientState, Connections
@@ -69,8 +69,12 @@ class Decisions:
             state = self.connections.client(flow.client_conn)
             tunnel = state.tunnel
             decision = decide(session.rules, request.host, request.port)
-            if decision.allowed and tunnel is not None and state.inspected:
-                decision = _inspected_request(request, tunnel.record.host, state.inspected, decision)
+            if decision.allowed:
+                # A host with HTTP rules has each request judged: inside its terminated TLS, and in
+                # plain HTTP too (direct, or inside a CONNECT tunnel that carries no TLS).
+                tables = state.inspected if tunnel is not None and state.inspected else inspected(session.rules, request.host, request.port)
+                if tables:
+                    decision = _inspected_request(request, tunnel.record.host if tunnel is not None else decision.host, tables, decision)
             tracked = refusal.track(flow, session, decision, scheme=request.scheme or "http", path=request.path)
             mismatch = host_mismatch(request, in_tunnel=tunnel is not None)
             if mismatch:
@@ -103,7 +107,7 @@ class Decisions:
 
 
 def _inspected_request(request: http.Request, tunnel_host: str, tables: tuple[HttpTable, ...], decision: Decision) -> Decision:
-    """A request inside a tunnel whose TLS stockade terminated: for the tunnel's host only, judged by its HTTP rules."""
+    """A request to a host with HTTP rules: for the tunnel's host only (when it came through one), judged by those rules."""
     if decision.host != tunnel_host:
         return Decision(False, f"a request for {refusal.shown_host(request.host)} inside the tunnel to {tunnel_host}", "", decision.host)
     return decide_request(tables, tunnel_host, request.method, request.path)
