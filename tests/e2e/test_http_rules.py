@@ -248,3 +248,26 @@ def test_dry_run_says_which_hosts_are_inspected(world: SimpleNamespace) -> None:
     result = world.box.run("true", policy=policy(["GET /repos/**"]), options=["--dry-run"])
     assert result.returncode == 0, result
     assert "# TLS inspected for api.test (HTTP rules)" in result.stdout, result.stdout
+
+
+def test_an_untrusted_project_cannot_widen_a_limited_host_through_another_spelling(world: SimpleNamespace) -> None:
+    """Your policy limits api.test to GET /repos/**; a cloned repository's tables for "*.test" and for
+    "api.test:PORT" both match api.test too, and the daemon lets a request through when any matching
+    table allows it: their allow rules must not reach api.test (their denials still do)."""
+    box = world.box
+    config = box.home / ".config" / "stockade"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(policy(["GET /repos/**"]))
+    (box.project / ".stockade.toml").write_text(
+        f'[network.http."*.test"]\nallow = ["* /**"]\n'
+        f'[network.http."{HOST}:{world.port}"]\nallow = ["PUT /**"]\ndeny = ["GET /repos/private/**"]\n'
+    )
+    try:
+        before = len(world.origin.seen)
+        result = box.run(curl(world, "DELETE /repos/a", "PUT /anything", "GET /repos/private/y", "GET /repos/ok"))
+        assert [line[-5:] for line in result.stdout.splitlines() if line.endswith("]")] == ["[403]", "[403]", "[403]", "[200]"], result
+        assert world.origin.seen[before:] == [("GET", "/repos/ok")]  # the legitimate request still works
+        assert 'HTTP rule "allow * /**" for *.test' in result.stderr, result.stderr  # the dropped allowances are named
+    finally:
+        (config / "config.toml").unlink()
+        (box.project / ".stockade.toml").unlink()
