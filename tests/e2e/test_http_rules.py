@@ -55,6 +55,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         self.rfile.read(length)
         self.server.seen.append((self.command, self.path))
+        if self.headers.get("upgrade"):  # switches to anything asked (as an h2c-capable backend would)
+            self.send_response(101)
+            self.send_header("connection", "upgrade")
+            self.send_header("upgrade", self.headers["upgrade"])
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
+            for line in self.rfile:  # what comes after the switch: logged as raw lines
+                if line.strip():
+                    self.server.seen.append(("raw", line.decode("latin-1").strip()))
+            return
         body = f"{self.request_version} {self.command} {self.path}\n".encode()
         self.send_response(200)
         self.send_header("content-length", str(len(body)))
@@ -271,3 +282,38 @@ def test_an_untrusted_project_cannot_widen_a_limited_host_through_another_spelli
     finally:
         (config / "config.toml").unlink()
         (box.project / ".stockade.toml").unlink()
+
+
+RAW_UPGRADE = r"""
+import socket, ssl, sys, time
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(f"CONNECT api.test:{port} HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n".encode())
+assert s.recv(4096).startswith(b"HTTP/1.1 200")
+t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+t.sendall(b"GET /repos/ok HTTP/1.1\r\nHost: api.test\r\n\r\n")
+print(t.recv(4096).split(b"\r\n")[0].decode())
+t.sendall(b"GET /repos/up HTTP/1.1\r\nHost: api.test\r\nConnection: upgrade\r\nUpgrade: foo\r\n\r\n")
+time.sleep(0.5)
+try:
+    print(t.recv(4096).split(b"\r\n")[0].decode())
+    t.sendall(b"DELETE /repos/secret HTTP/1.1\r\nHost: api.test\r\n\r\n")
+    time.sleep(0.5)
+    print("after:", t.recv(4096))
+except (OSError, ssl.SSLError) as exc:
+    print("cut:", type(exc).__name__)
+"""
+
+
+def test_an_upgrade_to_raw_tcp_does_not_leave_later_requests_unjudged(world: SimpleNamespace) -> None:
+    """An allowed request asking `Upgrade: foo` (h2c smuggling and its kin): after the origin's 101 the
+    tunnel would carry raw bytes, so a DELETE the rules refuse would reach the origin unjudged."""
+    (world.box.project / "raw.py").write_text(RAW_UPGRADE)
+    before = len(world.origin.seen)
+    result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 raw.py {world.port}", policy=policy(["GET /repos/**"]))
+    seen = world.origin.seen[before:]
+    assert ("raw", "DELETE /repos/secret HTTP/1.1") not in seen, (seen, result)  # the attack failed
+    assert seen[:2] == [("GET", "/repos/ok"), ("GET", "/repos/up")], (seen, result)  # control: judged requests went through
+    assert result.stdout.startswith("HTTP/1.1 200"), result
+    cut = [r for r in audit(world) if r.get("rule", "").startswith("an upgrade to raw TCP on a host with HTTP rules")]
+    assert cut, "the refused upgrade was not recorded"
