@@ -317,3 +317,33 @@ def test_an_upgrade_to_raw_tcp_does_not_leave_later_requests_unjudged(world: Sim
     assert result.stdout.startswith("HTTP/1.1 200"), result
     cut = [r for r in audit(world) if r.get("rule", "").startswith("an upgrade to raw TCP on a host with HTTP rules")]
     assert cut, "the refused upgrade was not recorded"
+
+
+TUNNELED = r"""
+import http.client, sys
+connection = http.client.HTTPSConnection("127.0.0.1", 3128)
+connection.set_tunnel("api.test", int(sys.argv[1]))
+for request in sys.argv[2:]:
+    method, path = request.split(" ", 1)
+    connection.request(method, path)
+    response = connection.getresponse()
+    response.read()
+    print(response.status, request)
+"""
+
+
+def test_paths_that_servers_read_as_a_denied_one_are_refused(world: SimpleNamespace) -> None:
+    """`;parameters` (Tomcat, Jetty, Spring drop them), a trailing / (Express, Flask route /x/ as /x),
+    letter case (case-insensitive routers) and a raw # must not slip a request past a deny rule."""
+    (world.box.project / "tunneled.py").write_text(TUNNELED)
+    attacks = ["GET /repos/secret;x/y", "GET /repos/a/..;/secret/y", "DELETE /repos/x/", "DELETE /repos/X", "GET /Repos/Secret/y",
+               "GET /files/secret.bin;.txt", "GET /repos/a#/../../secret/y"]  # fmt: skip
+    controls = ["GET /repos/a;v=1/b", "DELETE /repos/y/", "GET /files/a.txt"]
+    rules = policy(["* /repos/**", "GET /files/*.txt"], ["* /repos/secret/**", "DELETE /repos/x"])
+    before = len(world.origin.seen)
+    words = " ".join(f"'{r}'" for r in [*attacks, *controls])
+    result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 tunneled.py {world.port} {words}", policy=rules)
+    statuses = dict(line.split(" ", 1)[::-1] for line in result.stdout.splitlines())
+    assert [statuses.get(r) for r in attacks] == ["403"] * len(attacks), result
+    assert [statuses.get(r) for r in controls] == ["200"] * len(controls), result
+    assert world.origin.seen[before:] == [(r.split(" ")[0], r.split(" ")[1]) for r in controls]
