@@ -347,3 +347,18 @@ def test_paths_that_servers_read_as_a_denied_one_are_refused(world: SimpleNamesp
     assert [statuses.get(r) for r in attacks] == ["403"] * len(attacks), result
     assert [statuses.get(r) for r in controls] == ["200"] * len(controls), result
     assert world.origin.seen[before:] == [(r.split(" ")[0], r.split(" ")[1]) for r in controls]
+
+
+def test_a_method_override_cannot_turn_an_allowed_post_into_a_denied_delete(world: SimpleNamespace) -> None:
+    """Rails, Express's method-override, Symfony, Laravel and Google's APIs act on X-HTTP-Method-Override
+    (and its kin, and a `_method` parameter) instead of the request line's method."""
+    rules = policy(["POST /repos/**", "GET /repos/**"], ["DELETE /repos/**"])
+    before = len(world.origin.seen)
+    script = curl(world, "POST /repos/a", "POST /repos/b", "POST /repos/c", "POST /repos/d?_method=DELETE", "POST /repos/ok", extra="")
+    headers = ["X-HTTP-Method-Override: DELETE", "X-HTTP-Method: DELETE", "X-Method-Override: delete", None, "X-HTTP-Method-Override: GET"]
+    parts = script.split(" --next ")
+    script = " --next ".join(part + (f" -H '{h}'" if h else "") for part, h in zip(parts, headers, strict=True))
+    result = world.box.run(script, policy=rules)
+    assert [line[-5:] for line in result.stdout.splitlines() if line.endswith("]")] == ["[403]"] * 4 + ["[200]"], result
+    assert world.origin.seen[before:] == [("POST", "/repos/ok")]  # the control went through, the overrides did not
+    assert "(asked by X-HTTP-Method-Override)" in result.stdout, result.stdout
