@@ -56,6 +56,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         self.rfile.read(length)
         self.server.seen.append((self.command, self.path))
+        if self.headers.get("upgrade"):  # switches to anything asked (as an h2c-capable backend would)
+            self.send_response(101)
+            self.send_header("connection", "upgrade")
+            self.send_header("upgrade", self.headers["upgrade"])
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
+            for line in self.rfile:  # what comes after the switch: logged as raw lines
+                if line.strip():
+                    self.server.seen.append(("raw", line.decode("latin-1").strip()))
+            return
         body = f"{self.request_version} {self.command} {self.path}\n".encode()
         self.send_response(200)
         self.send_header("content-length", str(len(body)))
@@ -274,3 +285,106 @@ def test_plain_http_to_a_host_with_http_rules_is_judged_too(world: SimpleNamespa
     assert "get=200" in result.stdout, result
     assert "delete=403" in result.stdout and "tunnelled=403" in result.stdout, result.stdout
     assert plain.seen == [("GET", "/repos/ok")]  # type: ignore[attr-defined]
+
+
+def test_an_untrusted_project_cannot_widen_a_limited_host_through_another_spelling(world: SimpleNamespace) -> None:
+    """Your policy limits api.test to GET /repos/**; a cloned repository's tables for "*.test" and for
+    "api.test:PORT" both match api.test too, and the daemon lets a request through when any matching
+    table allows it: their allow rules must not reach api.test (their denials still do)."""
+    box = world.box
+    config = box.home / ".config" / "stockade"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(policy(["GET /repos/**"]))
+    (box.project / ".stockade.toml").write_text(
+        f'[network.http."*.test"]\nallow = ["* /**"]\n'
+        f'[network.http."{HOST}:{world.port}"]\nallow = ["PUT /**"]\ndeny = ["GET /repos/private/**"]\n'
+    )
+    try:
+        before = len(world.origin.seen)
+        result = box.run(curl(world, "DELETE /repos/a", "PUT /anything", "GET /repos/private/y", "GET /repos/ok"))
+        assert [line[-5:] for line in result.stdout.splitlines() if line.endswith("]")] == ["[403]", "[403]", "[403]", "[200]"], result
+        assert world.origin.seen[before:] == [("GET", "/repos/ok")]  # the legitimate request still works
+        assert 'HTTP rule "allow * /**" for *.test' in result.stderr, result.stderr  # the dropped allowances are named
+    finally:
+        (config / "config.toml").unlink()
+        (box.project / ".stockade.toml").unlink()
+
+
+RAW_UPGRADE = r"""
+import socket, ssl, sys, time
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(f"CONNECT api.test:{port} HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n".encode())
+assert s.recv(4096).startswith(b"HTTP/1.1 200")
+t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+t.sendall(b"GET /repos/ok HTTP/1.1\r\nHost: api.test\r\n\r\n")
+print(t.recv(4096).split(b"\r\n")[0].decode())
+t.sendall(b"GET /repos/up HTTP/1.1\r\nHost: api.test\r\nConnection: upgrade\r\nUpgrade: foo\r\n\r\n")
+time.sleep(0.5)
+try:
+    print(t.recv(4096).split(b"\r\n")[0].decode())
+    t.sendall(b"DELETE /repos/secret HTTP/1.1\r\nHost: api.test\r\n\r\n")
+    time.sleep(0.5)
+    print("after:", t.recv(4096))
+except (OSError, ssl.SSLError) as exc:
+    print("cut:", type(exc).__name__)
+"""
+
+
+def test_an_upgrade_to_raw_tcp_does_not_leave_later_requests_unjudged(world: SimpleNamespace) -> None:
+    """An allowed request asking `Upgrade: foo` (h2c smuggling and its kin): after the origin's 101 the
+    tunnel would carry raw bytes, so a DELETE the rules refuse would reach the origin unjudged."""
+    (world.box.project / "raw.py").write_text(RAW_UPGRADE)
+    before = len(world.origin.seen)
+    result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 raw.py {world.port}", policy=policy(["GET /repos/**"]))
+    seen = world.origin.seen[before:]
+    assert ("raw", "DELETE /repos/secret HTTP/1.1") not in seen, (seen, result)  # the attack failed
+    assert seen[:2] == [("GET", "/repos/ok"), ("GET", "/repos/up")], (seen, result)  # control: judged requests went through
+    assert result.stdout.startswith("HTTP/1.1 200"), result
+    cut = [r for r in audit(world) if r.get("rule", "").startswith("an upgrade to raw TCP on a host with HTTP rules")]
+    assert cut, "the refused upgrade was not recorded"
+
+
+TUNNELED = r"""
+import http.client, sys
+connection = http.client.HTTPSConnection("127.0.0.1", 3128)
+connection.set_tunnel("api.test", int(sys.argv[1]))
+for request in sys.argv[2:]:
+    method, path = request.split(" ", 1)
+    connection.request(method, path)
+    response = connection.getresponse()
+    response.read()
+    print(response.status, request)
+"""
+
+
+def test_paths_that_servers_read_as_a_denied_one_are_refused(world: SimpleNamespace) -> None:
+    """`;parameters` (Tomcat, Jetty, Spring drop them), a trailing / (Express, Flask route /x/ as /x),
+    letter case (case-insensitive routers) and a raw # must not slip a request past a deny rule."""
+    (world.box.project / "tunneled.py").write_text(TUNNELED)
+    attacks = ["GET /repos/secret;x/y", "GET /repos/a/..;/secret/y", "DELETE /repos/x/", "DELETE /repos/X", "GET /Repos/Secret/y",
+               "GET /files/secret.bin;.txt", "GET /repos/a#/../../secret/y"]  # fmt: skip
+    controls = ["GET /repos/a;v=1/b", "DELETE /repos/y/", "GET /files/a.txt"]
+    rules = policy(["* /repos/**", "GET /files/*.txt"], ["* /repos/secret/**", "DELETE /repos/x"])
+    before = len(world.origin.seen)
+    words = " ".join(f"'{r}'" for r in [*attacks, *controls])
+    result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 tunneled.py {world.port} {words}", policy=rules)
+    statuses = dict(line.split(" ", 1)[::-1] for line in result.stdout.splitlines())
+    assert [statuses.get(r) for r in attacks] == ["403"] * len(attacks), result
+    assert [statuses.get(r) for r in controls] == ["200"] * len(controls), result
+    assert world.origin.seen[before:] == [(r.split(" ")[0], r.split(" ")[1]) for r in controls]
+
+
+def test_a_method_override_cannot_turn_an_allowed_post_into_a_denied_delete(world: SimpleNamespace) -> None:
+    """Rails, Express's method-override, Symfony, Laravel and Google's APIs act on X-HTTP-Method-Override
+    (and its kin, and a `_method` parameter) instead of the request line's method."""
+    rules = policy(["POST /repos/**", "GET /repos/**"], ["DELETE /repos/**"])
+    before = len(world.origin.seen)
+    script = curl(world, "POST /repos/a", "POST /repos/b", "POST /repos/c", "POST /repos/d?_method=DELETE", "POST /repos/ok", extra="")
+    headers = ["X-HTTP-Method-Override: DELETE", "X-HTTP-Method: DELETE", "X-Method-Override: delete", None, "X-HTTP-Method-Override: GET"]
+    parts = script.split(" --next ")
+    script = " --next ".join(part + (f" -H '{h}'" if h else "") for part, h in zip(parts, headers, strict=True))
+    result = world.box.run(script, policy=rules)
+    assert [line[-5:] for line in result.stdout.splitlines() if line.endswith("]")] == ["[403]"] * 4 + ["[200]"], result
+    assert world.origin.seen[before:] == [("POST", "/repos/ok")]  # the control went through, the overrides did not
+    assert "(asked by X-HTTP-Method-Override)" in result.stdout, result.stdout

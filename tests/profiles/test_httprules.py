@@ -124,3 +124,41 @@ def test_any_plain_path_is_under_slash_star_star_and_exactly_under_itself(parts:
     assert judge((parse_http_rule("* /**"),), (), method, path)[0]
     assert judge((parse_http_rule(f"{method} {path}"),), (), method, path)[0]
     assert not judge((parse_http_rule(f"{method} {path}"),), (), method, path + "/more")[0]
+
+
+@pytest.mark.parametrize(
+    "method, path, why",
+    [
+        ("GET", "/repos/secret;x/y", "deny * /repos/secret/**"),  # Tomcat, Jetty, Spring: /repos/secret/y
+        ("GET", "/repos/secret%3Bx/y", "deny * /repos/secret/**"),
+        ("GET", "/repos/a/..;/secret/y", ". or .. segment before a ;"),  # Tomcat: /repos/a/../secret/y
+        ("GET", "/repos/;x/secret", "only ;parameters"),
+        ("DELETE", "/repos/x/", "deny DELETE /repos/x"),  # Express, Flask: /repos/x
+        ("DELETE", "/repos/X", "deny DELETE /repos/x"),  # a server routing case-insensitively
+        ("GET", "/REPOS/Secret/k", "deny * /repos/secret/**"),
+        ("GET", "/files/secret.bin;.txt", "no HTTP rule allows it"),  # Tomcat serves secret.bin
+        ("GET", "/repos/a#/../../secret/k", "has a #"),  # a server keeping the # would read /secret/k
+        ("GET", "/repos/a%0a", "control character"),
+    ],
+)
+def test_every_reading_a_server_may_make_of_a_path_is_judged(method: str, path: str, why: str) -> None:
+    allow = (parse_http_rule("* /repos/**"), parse_http_rule("GET /files/*.txt"))
+    deny = (parse_http_rule("* /repos/secret/**"), parse_http_rule("DELETE /repos/x"))
+    allowed, reason = judge(allow, deny, method, path)
+    assert not allowed and why in reason, reason
+
+
+@pytest.mark.parametrize(
+    "method, path, rule",
+    [
+        ("GET", "/repos/a;v=1/b", "* /repos/**"),  # parameters are no reason to refuse a request every reading allows
+        ("DELETE", "/repos/y/", "* /repos/**"),
+        ("GET", "/Repos/Owner/Name", "GET /Repos/**"),  # allow rules match exactly: a case-sensitive API still works
+        ("POST", "/v1/items/", "POST /v1/items/"),  # an allow rule written with its trailing / lets exactly that pass
+        ("GET", "/files/a.txt", "GET /files/*.txt"),
+    ],
+)
+def test_plain_readings_still_pass(method: str, path: str, rule: str) -> None:
+    allow = (parse_http_rule("* /repos/**"), parse_http_rule("GET /files/*.txt"), parse_http_rule(rule))
+    deny = (parse_http_rule("* /repos/secret/**"), parse_http_rule("DELETE /repos/x"))
+    assert judge(allow, deny, method, path)[0]

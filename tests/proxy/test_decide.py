@@ -330,3 +330,17 @@ def test_a_host_with_http_rules_is_inspected_and_each_request_judged() -> None:
 def test_http_rules_for_an_address_are_refused_at_registration() -> None:
     with pytest.raises(ValueError, match="not addresses"):
         SessionRules.parse(["10.0.0.1"], [], "allowlist", [("10.0.0.1", ["GET /"], [])])
+
+
+def test_a_method_override_is_judged_as_well() -> None:
+    """Servers honouring X-HTTP-Method-Override (and kin) act on that method: it must be allowed too."""
+    from stockade.proxy.decide import decide_request, inspected
+
+    rules = SessionRules.parse(["api.test"], [], "allowlist", [("api.test", ["POST /repos/**", "GET /repos/**"], ["DELETE /repos/**"])])
+    tables = inspected(rules, "api.test", 443)
+    denied = decide_request(tables, "api.test", "POST", "/repos/a", (("X-HTTP-Method-Override", "DELETE"),))
+    assert (denied.allowed, denied.rule) == (False, "http deny DELETE /repos/** (asked by X-HTTP-Method-Override)")
+    missing = decide_request(tables, "api.test", "POST", "/repos/a", (("the _method parameter", "put"),))
+    assert not missing.allowed and missing.hint == '[network.http."api.test"] allow = ["PUT /repos/a"]'
+    assert decide_request(tables, "api.test", "POST", "/repos/a", (("X-HTTP-Method", "GET"),)).allowed  # control
+    assert decide_request(tables, "api.test", "POST", "/repos/a").allowed

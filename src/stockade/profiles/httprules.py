@@ -13,9 +13,18 @@ refuses, else a matching allow rule lets it through, else it is refused.
 
 Paths are compared as the origin server will read them: percent escapes
 are decoded first, and a path that decodes into something ambiguous (an
-escaped `/`, a `.` or `..` segment, an empty segment, a backslash, a NUL)
-is refused whatever the rules say, since servers disagree about those and
-a rule could be slipped past with them.
+escaped `/`, a `.` or `..` segment, an empty segment, a backslash, a
+control character, a `#`) is refused whatever the rules say, since servers
+disagree about those and a rule could be slipped past with them.
+
+Where common servers read one path in more than one way, every reading is
+judged: a `;` starts parameters that Tomcat, Jetty and Spring drop from a
+segment (`/secret;x/y` is their `/secret/y`): a request is refused when
+any reading is denied or refused, and passes only when every reading is
+allowed. Deny rules also cover what routers take for the same route: the
+path without its trailing `/` (Express, Flask: `/x/` is `/x`), and any
+letter case (servers that route case-insensitively); allow rules match
+exactly what they say.
 
 Used by the policy loader (validation and canonical spelling) and by the
 daemon (matching); nothing here is on a run's cached path.
@@ -26,6 +35,7 @@ from __future__ import annotations
 import re
 
 _METHOD = re.compile(r"^[A-Z][A-Z0-9_-]*$")  # RFC 9110 tokens, as methods are written
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # NUL and the other control characters, decoded
 _SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@%-]*$")  # a path segment's characters (RFC 3986 pchar), and *
 
 
@@ -51,10 +61,13 @@ class HttpRule:
     def __repr__(self) -> str:
         return f"HttpRule({str(self)!r})"
 
-    def matches(self, method: str, segments: tuple[str, ...]) -> bool:
-        """Whether a request (method upper-cased, path already through `request_segments`) is covered."""
+    def matches(self, method: str, segments: tuple[str, ...], *, any_case: bool = False) -> bool:
+        """Whether a request (method upper-cased, path already through `request_segments`) is covered;
+        `any_case` compares the path whatever its letters' case (for deny rules)."""
         if self.methods is not None and method not in self.methods:
             return False
+        if any_case:
+            return _match(tuple(part.casefold() for part in self.segments), tuple(part.casefold() for part in segments))
         return _match(self.segments, segments)
 
 
@@ -91,7 +104,9 @@ def parse_http_rule(text: str) -> HttpRule:
 
 def request_segments(path: str) -> tuple[str, ...] | str:
     """A request target's path as decoded segments, or why it is refused (see the module docstring)."""
-    raw = path.split("?", 1)[0].split("#", 1)[0]
+    if "#" in path:
+        return "the request target has a # (a fragment is never sent; servers read it in different ways)"
+    raw = path.split("?", 1)[0]
     if not raw.startswith("/"):
         return "the request path is not absolute"
     segments = []
@@ -100,8 +115,8 @@ def request_segments(path: str) -> tuple[str, ...] | str:
             decoded = _unquote(part)
         except ValueError as exc:
             return str(exc)
-        if "/" in decoded or "\\" in decoded or "\0" in decoded:
-            return "the request path hides a /, \\ or NUL in a percent escape"
+        if "/" in decoded or "\\" in decoded or _CONTROL.search(decoded):
+            return "the request path hides a /, \\ or NUL (or another control character) in a percent escape"
         if decoded in (".", ".."):
             return "the request path has a . or .. segment"
         segments.append(decoded)
@@ -110,19 +125,43 @@ def request_segments(path: str) -> tuple[str, ...] | str:
     return tuple(segments)
 
 
-def judge(allow: tuple[HttpRule, ...], deny: tuple[HttpRule, ...], method: str, path: str) -> tuple[bool, str]:
-    """(allowed, the rule that decided or why none did) for one request to a host with HTTP rules."""
+def request_readings(path: str) -> tuple[tuple[str, ...], ...] | str:
+    """Every way common servers read a request's path (see the module docstring), the plain one
+    first; or why the path is refused, when some reading is ambiguous in itself."""
     segments = request_segments(path)
     if isinstance(segments, str):
-        return False, segments
+        return segments
+    readings = [segments]
+    if any(";" in part for part in segments):  # path parameters: dropped by Tomcat, Jetty, Spring
+        bare = tuple(part.split(";", 1)[0] for part in segments)
+        if any(part in (".", "..") for part in bare):
+            return "the request path has a . or .. segment before a ; (servers that drop ;parameters read it as one)"
+        if "" in bare[:-1]:
+            return "the request path has a segment that is only ;parameters (an empty segment to some servers)"
+        readings.append(bare)
+    return tuple(dict.fromkeys(readings))
+
+
+def judge(allow: tuple[HttpRule, ...], deny: tuple[HttpRule, ...], method: str, path: str) -> tuple[bool, str]:
+    """(allowed, the rule that decided or why none did) for one request to a host with HTTP rules:
+    denied if any reading of its path is, allowed only if every reading is."""
+    readings = request_readings(path)
+    if isinstance(readings, str):
+        return False, readings
     method = method.upper()
-    for rule in deny:
-        if rule.matches(method, segments):
-            return False, f"deny {rule}"
-    for rule in allow:
-        if rule.matches(method, segments):
-            return True, f"allow {rule}"
-    return False, "no HTTP rule allows it"
+    # /x/ is /x to many routers: a deny rule for /x refuses /x/ too (an allow rule says itself which it means).
+    slashless = tuple(reading[:-1] for reading in readings if len(reading) > 1 and reading[-1] == "")
+    for segments in (*readings, *slashless):
+        for rule in deny:
+            if rule.matches(method, segments, any_case=True):
+                return False, f"deny {rule}"
+    decided = ""
+    for segments in readings:
+        found = next((rule for rule in allow if rule.matches(method, segments)), None)
+        if found is None:
+            return False, "no HTTP rule allows it"
+        decided = decided or f"allow {found}"
+    return True, decided
 
 
 def suggested_rule(method: str, path: str) -> str:

@@ -216,8 +216,25 @@ def inspected(rules: SessionRules, host: str, port: int) -> tuple[HttpTable, ...
     return tuple(table for table in rules.http if _matches(table.host, target, port))
 
 
-def decide_request(tables: tuple[HttpTable, ...], host: str, method: str, path: str) -> Decision:
-    """One request to a host with HTTP rules: every matching table's deny rules first, then their allow rules."""
+def decide_request(
+    tables: tuple[HttpTable, ...], host: str, method: str, path: str, overrides: tuple[tuple[str, str], ...] = ()
+) -> Decision:
+    """One request to a host with HTTP rules: every matching table's deny rules first, then their allow rules.
+
+    `overrides` are the (where, method) a server may act on instead of the request line's method
+    (X-HTTP-Method-Override and its kin, see decisions.py): each is judged as well, so an allowed
+    POST cannot become a DELETE the rules refuse."""
+    decision = _request_decision(tables, host, method, path)
+    for where, other in overrides:
+        if not decision.allowed:
+            break
+        instead = _request_decision(tables, host, other, path)
+        if not instead.allowed:
+            decision = Decision(False, f"{instead.rule} (asked by {where})", instead.hint, host)
+    return decision
+
+
+def _request_decision(tables: tuple[HttpTable, ...], host: str, method: str, path: str) -> Decision:
     allow = tuple(rule for table in tables for rule in table.allow)
     deny = tuple(rule for table in tables for rule in table.deny)
     allowed, why = judge(allow, deny, method, path)

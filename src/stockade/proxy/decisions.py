@@ -110,7 +110,19 @@ def _inspected_request(request: http.Request, tunnel_host: str, tables: tuple[Ht
     """A request to a host with HTTP rules: for the tunnel's host only (when it came through one), judged by those rules."""
     if decision.host != tunnel_host:
         return Decision(False, f"a request for {refusal.shown_host(request.host)} inside the tunnel to {tunnel_host}", "", decision.host)
-    return decide_request(tables, tunnel_host, request.method, request.path)
+    return decide_request(tables, tunnel_host, request.method, request.path, method_overrides(request))
+
+
+# Where servers take a method other than the request line's (Rails, Express method-override, Symfony,
+# Laravel, ASP.NET, Google APIs): the headers, and the `_method` query parameter.
+OVERRIDE_HEADERS = ("X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override")
+
+
+def method_overrides(request: http.Request) -> tuple[tuple[str, str], ...]:
+    """Each method a server may act on instead of the request's own, with where it was asked."""
+    found = [(name, value.strip()) for name in OVERRIDE_HEADERS for value in request.headers.get_all(name)]
+    found += [("the _method parameter", value.strip()) for value in request.query.get_all("_method")]
+    return tuple(found)
 
 
 def _reusable(state: ClientState, host: str, port: int) -> bool:

@@ -10,7 +10,8 @@
   with HTTP rules;
 - `tcp_start`: raw TCP in a tunnel is killed (only TLS or HTTP may tunnel),
   except the continuation of an allowed HTTP upgrade (101), which gets a
-  record of its own.
+  record of its own; never on a host with HTTP rules, whose later bytes
+  could hold requests nobody judged (only WebSocket, parsed, goes on there).
 
 mitmproxy swallows exceptions from hooks and carries on (the flow passes),
 so every hook here catches everything itself and denies.
@@ -32,6 +33,7 @@ from stockade.proxy.tracking import Tracked
 logger = logging.getLogger(__name__)
 
 RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP)"
+INSPECTED_UPGRADE = "an upgrade to raw TCP on a host with HTTP rules (its requests could no longer be judged)"
 
 
 class Tunnels:
@@ -83,7 +85,12 @@ class Tunnels:
                 record = dataclasses.replace(upgraded.record, scheme="tcp", time=now_iso(), bytes_up=0, bytes_down=0, error=None, path=None)
                 tracked = Tracked(upgraded.session, dataclasses.replace(record, flow=None))
                 flow.metadata[META] = tracked
-                if not tracked.opened():
+                rules = upgraded.session.rules
+                if self.connections.client(flow.client_conn).inspected or inspected(rules, upgraded.record.host, upgraded.record.port):
+                    # A host with HTTP rules has each request judged; raw bytes after a 101 could carry
+                    # any request (h2c smuggling). Only WebSocket (parsed messages) continues there.
+                    self._kill_tcp(flow, tracked, Decision(False, INSPECTED_UPGRADE, "", tracked.record.host))
+                elif not tracked.opened():
                     cut_tcp(flow)
                 return
             host = flow.server_conn.address[0] if flow.server_conn.address else "?"
