@@ -64,10 +64,14 @@ def world(net_world: NetWorld) -> NetWorld:
 
 @pytest.fixture(scope="module")
 def warm(world: NetWorld) -> NetWorld:
-    """The module's daemon, started cold by a first networked run."""
+    """The module's daemon, started cold by a first networked run, and serving.
+
+    A run whose command makes no connection does not wait for the daemon it starts
+    (proxy/handover.py): the daemon is waited for here, so the tests start warm."""
     if world.daemon_pid() is None:
         first = world.run("true", tag="warmup", timeout=60)
         assert first.returncode == 0, first.stderr
+    assert wait_for(lambda: world.daemon_pid() is not None, 30), "the daemon the warm-up run started never served"
     return world
 
 

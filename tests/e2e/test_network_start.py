@@ -224,7 +224,10 @@ def test_a_daemon_stuck_in_its_start_does_not_hold_the_start_lock_for_ever(world
         assert wait_for(lambda: len(daemons_of(box)) == 1, 20), daemons_of(box)
         (stuck_daemon,) = daemons_of(box)
         stuck.kill()  # the run that started it is gone (killed, or gave up): the daemon is not
-        stuck.communicate(timeout=30)
+        stuck.wait(timeout=30)  # its exit, not its pipes' end: a sandbox it left a moment before bwrap armed
+        for pipe in (stuck.stdout, stuck.stderr):  # --die-with-parent could hold them (and is not what this tests)
+            if pipe is not None:
+                pipe.close()
         started = time.monotonic()
         later = world.run(CURL, tag="later", box=box, timeout=120)
         assert later.returncode == 0 and one(later, "code") == "200", (time.monotonic() - started, later)

@@ -123,3 +123,15 @@ def test_http_table_errors_name_file_and_line(tmp_path: Path, text: str, line: i
     with pytest.raises(PolicyError, match=message) as caught:
         parse_layer(text, str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
     assert caught.value.line == line, caught.value
+
+
+@pytest.mark.parametrize("value", ["4", '"512"', '"512K"', '"15M"'])
+def test_a_memory_limit_too_small_to_start_anything_is_refused_with_its_line(tmp_path: Path, value: str) -> None:
+    with pytest.raises(PolicyError, match="too little for any command to start") as caught:
+        parse_layer(f"[limits]\nmemory = {value}\n", str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
+    assert caught.value.line == 2
+
+
+def test_a_memory_limit_of_sixteen_megabytes_or_more_is_kept(tmp_path: Path) -> None:
+    layer = parse_layer('[limits]\nmemory = "16M"\n', str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
+    assert layer.values["limits"]["memory"] == 16 << 20

@@ -50,7 +50,7 @@ def test_compose_builds_the_policy() -> None:
     policy = compose(
         [
             layer('[filesystem]\nallow_write = ["~/.cache/pip"]\n[env]\nset = { Z = "z", A = "a" }\n', "builtin:python"),
-            layer('[filesystem]\nallow_write = ["."]\nhome = "host"\n[limits]\nmemory = "1K"\n[audit]\nlog = "~/audit.jsonl"\n'),
+            layer('[filesystem]\nallow_write = ["."]\nhome = "host"\n[limits]\nmemory = "32M"\n[audit]\nlog = "~/audit.jsonl"\n'),
         ],
         project_dir=PROJECT,
         origin="/proj/.stockade.toml",
@@ -58,7 +58,7 @@ def test_compose_builds_the_policy() -> None:
     assert policy.filesystem.allow_write == ("/home/ann/.cache/pip", "/proj")
     assert policy.filesystem.home == "host"
     assert policy.env.set == (("A", "a"), ("Z", "z"))  # sorted by name
-    assert policy.limits.memory == 1024
+    assert policy.limits.memory == 32 << 20
     assert policy.audit.log == "/home/ann/audit.jsonl"
     assert policy.sources == ("builtin:python", "/proj/.stockade.toml")
     assert policy.protected_files == ("/proj/.stockade.toml",)  # built-ins are not files

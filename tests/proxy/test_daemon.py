@@ -822,6 +822,7 @@ def test_tunnels_without_splice(daemon_tools: SimpleNamespace, world: SimpleName
     """The same tunnel and plain-HTTP body on mitmproxy's own path (--no-splice): same bytes, same records."""
     locations = daemon_tools.make_locations(tmp_path / "nosplice")
     locations.runtime.mkdir(parents=True, mode=0o700)
+    locations.state.mkdir(parents=True, mode=0o700, exist_ok=True)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "stockade.proxy.daemon", "--runtime-dir", str(locations.runtime), "--state-dir", str(locations.state),
          "--test-resolver", str(world.root / "names.json"), "--no-splice"],
@@ -1426,3 +1427,26 @@ def test_a_streamed_request_body_is_cut_when_its_session_ends(world: SimpleNames
     finally:
         names.write_text(saved)
         origin.close()
+
+
+def test_a_daemon_whose_folders_are_gone_before_it_starts_makes_nothing_and_exits(tmp_path: Path) -> None:
+    """A run makes the daemon's folders, then starts it without waiting: if that HOME is removed in
+    between, the daemon must not make the folders again and live on there (a leftover daemon)."""
+    gone = tmp_path / "removed-home"
+    done = subprocess.run(
+        [sys.executable, "-m", "stockade.proxy.daemon", "--runtime-dir", str(gone / "run"), "--state-dir", str(gone / "state")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and "is gone" in done.stderr, done
+    assert not gone.exists()
+    (gone / "run").mkdir(parents=True)  # control: with both folders there it starts (and stops at once on SIGTERM)
+    (gone / "state").mkdir()
+    started = subprocess.Popen(
+        [sys.executable, "-m", "stockade.proxy.daemon", "--runtime-dir", str(gone / "run"), "--state-dir", str(gone / "state")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: (gone / "run" / "proxy.port").exists(), timeout=30)
+    finally:
+        started.terminate()
+        started.wait(timeout=30)

@@ -281,7 +281,14 @@ class _Checker:
                 raise ValueError(f"must be {kind.value}, not {value!r}")
             return value
         if kind is Kind.SIZE:
-            return units.parse_size(_str_or_int(value, kind))
+            size = units.parse_size(_str_or_int(value, kind))
+            if name == "limits.memory" and size < MIN_MEMORY:
+                unit = "" if isinstance(value, str) and not value.strip().isdigit() else " (a number without a unit is bytes)"
+                raise ValueError(
+                    f"{value!r} is {size} bytes{unit}: too little for any command to start (bwrap itself is killed); "
+                    'give at least "16M", for example "512M"'
+                )
+            return size
         if kind is Kind.DURATION:
             return units.parse_duration(_str_or_int(value, kind, allow_float=True))
         if kind is Kind.COUNT:
@@ -313,6 +320,9 @@ class _Checker:
 def json_key(host: str) -> str:
     """A host as a quoted TOML key, the way a [network.http."HOST"] header spells it."""
     return '"' + host.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+MIN_MEMORY = 16 << 20  # below this, bwrap and the shell cannot start: the run would fail with a killed bwrap
 
 
 def _str_or_int(value: Any, kind: Kind, allow_float: bool = False) -> Any:

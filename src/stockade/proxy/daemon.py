@@ -277,7 +277,8 @@ def build_master(
     lock_fd: int | None = None,
 ) -> Master:
     """mitmproxy configured as a filter: no interception, lazy connects, streamed bodies."""
-    os.makedirs(files.state, mode=0o700, exist_ok=True)
+    if not os.path.isdir(files.state):
+        raise SystemExit(f"stockade proxy daemon: {files.state} is gone (its HOME was removed?): not starting")
     headlimit.install()
     options = Options(
         listen_host="127.0.0.1",
@@ -337,7 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     files = DaemonFiles(runtime=os.path.abspath(args.runtime_dir), state=os.path.abspath(args.state_dir))
     os.chdir("/")  # hold no directory of the run that started us
     raise_descriptor_limit()
-    os.makedirs(files.runtime, mode=0o700, exist_ok=True)
+    # The run that starts a daemon makes both folders first (launch._private_dir) and does not wait for
+    # it: one that finds them gone was started for a HOME removed since, and must not make it again.
+    if not os.path.isdir(files.runtime) or not os.path.isdir(files.state):
+        print(f"stockade proxy daemon: {files.runtime} or {files.state} is gone (its HOME was removed?): not starting", file=sys.stderr)
+        return 1
     if os.stat(files.runtime).st_uid != os.getuid():
         parser.error(f"{files.runtime} belongs to another user")
     os.chmod(files.runtime, 0o700)  # the control socket's only fence besides SO_PEERCRED
