@@ -388,3 +388,40 @@ def test_a_method_override_cannot_turn_an_allowed_post_into_a_denied_delete(worl
     assert [line[-5:] for line in result.stdout.splitlines() if line.endswith("]")] == ["[403]"] * 4 + ["[200]"], result
     assert world.origin.seen[before:] == [("POST", "/repos/ok")]  # the control went through, the overrides did not
     assert "(asked by X-HTTP-Method-Override)" in result.stdout, result.stdout
+
+
+PLAIN_UPGRADE = r"""
+import socket, sys, time
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(f"GET http://api.test:{port}/repos/up HTTP/1.1\r\nHost: api.test:{port}\r\nConnection: upgrade\r\nUpgrade: foo\r\n\r\n".encode())
+time.sleep(0.5)
+try:
+    print(s.recv(4096).split(b"\r\n")[0].decode())
+    s.sendall(b"DELETE /repos/secret HTTP/1.1\r\nHost: api.test\r\n\r\n")
+    time.sleep(0.5)
+    print("after:", s.recv(4096))
+except OSError as exc:
+    print("cut:", type(exc).__name__)
+"""
+
+
+def test_a_plain_http_upgrade_on_a_host_with_rules_leaves_no_unjudged_bytes(world: SimpleNamespace) -> None:
+    """The same smuggling as inside TLS, over plain HTTP: after a 101 no raw bytes may go on to a host with rules."""
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    plain.seen = []  # type: ignore[attr-defined]
+    threading.Thread(target=plain.serve_forever, daemon=True).start()
+    names = Path(world.box.env["STOCKADE_PROXY_TEST_RESOLVER"])
+    table = json.loads(names.read_text())
+    table["upstreams"].append(f"127.0.0.1:{plain.server_address[1]}")
+    names.write_text(json.dumps(table))
+    (world.box.project / "plain_upgrade.py").write_text(PLAIN_UPGRADE)
+    try:
+        result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 plain_upgrade.py {plain.server_address[1]}", policy=policy(["GET /repos/**"]))
+        control = world.box.run(f"curl -sS -o /dev/null -w 'get=%{{http_code}}' http://{HOST}:{plain.server_address[1]}/repos/ok", policy=policy(["GET /repos/**"]))
+    finally:
+        plain.shutdown()
+    seen = plain.seen  # type: ignore[attr-defined]
+    assert ("raw", "DELETE /repos/secret HTTP/1.1") not in seen, (seen, result)  # the attack failed
+    assert ("GET", "/repos/up") in seen and ("GET", "/repos/ok") in seen, (seen, result)  # control: judged requests went through
+    assert "get=200" in control.stdout, control
