@@ -236,3 +236,23 @@ def test_a_daemon_stuck_in_its_start_does_not_hold_the_start_lock_for_ever(world
     finally:
         for pid in daemons_of(box):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_daemons_own_socket_is_no_host_socket_to_a_plan(world: NetWorld) -> None:
+    """The daemon's control socket lives in stockade's hidden state: no plan masks it, and a daemon coming
+    up after a plan was made (the cold start a run no longer waits for) leaves that plan in use."""
+    box = world.fresh_box()
+    policy = box.root / "own-socket.toml"
+    # The real home, read-only (as the agent profiles have it): the state folder is then hidden by the floor alone.
+    policy.write_text(world.policy("own", box=box) + '[filesystem]\nhome = "host"\n')  # written once: a rewritten policy is a new input
+    plans = box.home / ".cache" / "stockade" / "plans"
+    first = box.run("true", options=["--policy", str(policy)], env=world.env)
+    assert first.returncode == 0, first
+    assert wait_for(lambda: world.daemon_pid(box) is not None, 30)  # its socket came after the plan was made
+    stored = {path: path.stat().st_mtime_ns for path in plans.glob("*.plan")}
+    assert stored
+    second = box.run("true", options=["--policy", str(policy)], env=world.env)
+    assert second.returncode == 0 and second.stderr == "", second
+    assert {path: path.stat().st_mtime_ns for path in plans.glob("*.plan")} == stored, "the daemon's socket made the plan stale"
+    dry = box.run("true", options=["--policy", str(policy), "--dry-run"], env=world.env)
+    assert "proxy.sock" not in dry.stdout, dry.stdout

@@ -72,10 +72,11 @@ def paths(keep: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def scoped(scope: tuple[str | None, tuple[str, ...], tuple[str, ...]]) -> tuple[str, ...]:
-    """The host sockets a sandbox of this scope (mounts.View.socket_scope) sees, as they are now."""
-    home, exposed, keep = scope
-    return visible(paths(keep), home, exposed)
+def scoped(scope: tuple[str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> tuple[str, ...]:
+    """The host sockets a sandbox of this scope (mounts.View.socket_scope) sees, as they are now:
+    none in stockade's own hidden folders (`unseen`), which no sandbox enters."""
+    home, exposed, keep, unseen = scope
+    return tuple(path for path in visible(paths(keep), home, exposed) if not _inside(path, unseen))
 
 
 def visible(found: tuple[str, ...], home: str | None, exposed: tuple[str, ...]) -> tuple[str, ...]:

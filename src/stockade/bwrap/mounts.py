@@ -60,7 +60,7 @@ class View:
     shown_from: dict[str, str] = field(default_factory=dict)  # shown places that show another path: {path: real source}
     sockets: tuple[str, ...] = ()  # the host sockets the sandbox would see (host_sockets.py), hidden unless listed
     # (private home, writable and shown places, places of /tmp and /run the sandbox sees): host_sockets.paths and visible
-    socket_scope: tuple[str | None, tuple[str, ...], tuple[str, ...]] = (None, (), ())
+    socket_scope: tuple[str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...]] = (None, (), (), ())
     socket_masks: list[str] = field(default_factory=list)  # those the sandbox would see: masked at the start (execute.py)
     shared_files: list[str] = field(default_factory=list)  # writable files with other hard links: copied before a run
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
@@ -215,12 +215,15 @@ def plan_view(
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
     listed = {os.path.realpath(path) for path in policy.network.unix_sockets}
     exposed = tuple((*roots, *view.shown, *view.shown_from.values()))  # a shown link shows its target
-    view.socket_scope = (view.home, exposed, tuple(p for p in exposed if host_sockets.private(p)))
-    view.sockets = host_sockets.scoped(view.socket_scope)
-    sockets = [path for path in view.sockets if not any(is_within(os.path.realpath(path), place) for place in listed)]
     from stockade.proxy.audit import generations
 
     private = [*floor.hidden, *generations(policy.audit.log)]  # ESCAPES 15, 82
+    # Sockets in stockade's own hidden folders (the daemon's control socket) need no mask, and a daemon
+    # starting or leaving there must not make every stored plan stale.
+    unseen = tuple(dict.fromkeys((*floor.hidden, *(os.path.realpath(p) for p in floor.hidden))))
+    view.socket_scope = (view.home, exposed, tuple(p for p in exposed if host_sockets.private(p)), unseen)
+    view.sockets = host_sockets.scoped(view.socket_scope)
+    sockets = [path for path in view.sockets if not any(is_within(os.path.realpath(path), place) for place in listed)]
     locked = [folder for folder in locked if _root_of(folder, roots) is not None]  # elsewhere no chmod is possible
     view.notes += [
         f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)"

@@ -223,7 +223,7 @@ def store(
     walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]],
     note: str | None,
     own_files_extra: tuple[str, ...] = (),
-    sockets: tuple[tuple[str | None, tuple[str, ...], tuple[str, ...]], tuple[str, ...]] | None = None,
+    sockets: tuple[tuple[str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...]], tuple[str, ...]] | None = None,
 ) -> bool:
     """Keep this plan for later runs; False (and nothing written) when it cannot be checked later.
 
