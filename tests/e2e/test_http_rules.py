@@ -262,9 +262,8 @@ def test_dry_run_says_which_hosts_are_inspected(world: SimpleNamespace) -> None:
     assert "# TLS inspected for api.test (HTTP rules)" in result.stdout, result.stdout
 
 
-def test_plain_http_to_a_host_with_http_rules_is_judged_too(world: SimpleNamespace) -> None:
-    """The rules are the host's, whatever the scheme: a plain-HTTP request to api.test (direct to the proxy, or
-    inside a CONNECT tunnel) is judged like one inside its TLS."""
+def plain_origin(world: SimpleNamespace) -> http.server.ThreadingHTTPServer:
+    """A plain-HTTP origin with the same handler (requests in `.seen`), which the daemon's resolver may reach."""
     plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     plain.seen = []  # type: ignore[attr-defined]
     threading.Thread(target=plain.serve_forever, daemon=True).start()
@@ -272,6 +271,13 @@ def test_plain_http_to_a_host_with_http_rules_is_judged_too(world: SimpleNamespa
     table = json.loads(names.read_text())
     table["upstreams"].append(f"127.0.0.1:{plain.server_address[1]}")
     names.write_text(json.dumps(table))
+    return plain
+
+
+def test_plain_http_to_a_host_with_http_rules_is_judged_too(world: SimpleNamespace) -> None:
+    """The rules are the host's, whatever the scheme: a plain-HTTP request to api.test (direct to the proxy, or
+    inside a CONNECT tunnel) is judged like one inside its TLS."""
+    plain = plain_origin(world)
     port = plain.server_address[1]
     script = (
         f'curl -sS -o /dev/null -w "get=%{{http_code}}\\n" http://{HOST}:{port}/repos/ok; '
@@ -408,13 +414,7 @@ except OSError as exc:
 
 def test_a_plain_http_upgrade_on_a_host_with_rules_leaves_no_unjudged_bytes(world: SimpleNamespace) -> None:
     """The same smuggling as inside TLS, over plain HTTP: after a 101 no raw bytes may go on to a host with rules."""
-    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    plain.seen = []  # type: ignore[attr-defined]
-    threading.Thread(target=plain.serve_forever, daemon=True).start()
-    names = Path(world.box.env["STOCKADE_PROXY_TEST_RESOLVER"])
-    table = json.loads(names.read_text())
-    table["upstreams"].append(f"127.0.0.1:{plain.server_address[1]}")
-    names.write_text(json.dumps(table))
+    plain = plain_origin(world)
     (world.box.project / "plain_upgrade.py").write_text(PLAIN_UPGRADE)
     try:
         result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 plain_upgrade.py {plain.server_address[1]}", policy=policy(["GET /repos/**"]))
