@@ -51,6 +51,7 @@ BWRAP = "bare bwrap"
 OFF = "stockade, network off"
 WARM = "stockade, allowlist, warm daemon"
 COLD = "stockade, allowlist, cold daemon"
+INSPECTED = "stockade, inspected host (HTTP rules)"
 SRT_OFF = "srt, network off"
 SRT_NET = "srt, allowlist"
 
@@ -273,9 +274,10 @@ def download(bench: Bench) -> list[Section]:
         port = bench.origins.port(scheme)
         curl = lambda tool, project, scheme=scheme, port=port: [  # noqa: E731
             "curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{speed_download}\n",
-            "--cacert", str(bench.origins.cert), f"{scheme}://{tool.host}:{port}/big",
+            *([] if tool.inspected else ["--cacert", str(bench.origins.cert)]), f"{scheme}://{tool.host}:{port}/big",
         ]  # fmt: skip
-        contenders = bench.contenders(f"download {scheme}", [BARE, WARM, SRT_NET], curl)
+        names = [BARE, WARM, *([INSPECTED] if scheme == "https" else []), SRT_NET]
+        contenders = bench.contenders(f"download {scheme}", names, curl)
         speeds = rounds(contenders, plan.download_runs, lambda c: [float(run_checked(c.argv, cwd=c.cwd, env=c.env).split()[-1]) / 1e6], warmup=0)
         how = "plain HTTP: the proxy handles the body" if scheme == "http" else "HTTPS: a CONNECT tunnel"
         note = (f"`curl -o /dev/null` of {plan.size_mb} MB from a loopback origin, {how}; MB/s as curl reports it (the "
@@ -294,8 +296,9 @@ def keepalive(bench: Bench) -> list[Section]:
     for scheme in ("http", "https"):
         port = str(bench.origins.port(scheme))
         request = lambda tool, project, scheme=scheme, port=port: [HOST_PYTHON, str(script), scheme, tool.host, port, str(plan.request_count),  # noqa: E731
-                                         str(bench.origins.cert), "proxy" if tool.proxied else "direct"]  # fmt: skip
-        contenders = bench.contenders(f"keepalive {scheme}", [BARE, WARM, SRT_NET], request)
+                                         "" if tool.inspected else str(bench.origins.cert), "proxy" if tool.proxied else "direct"]  # fmt: skip
+        names = [BARE, WARM, *([INSPECTED] if scheme == "https" else []), SRT_NET]
+        contenders = bench.contenders(f"keepalive {scheme}", names, request)
         latencies = rounds(contenders, plan.request_runs, lambda c: list(json.loads(run_checked(c.argv, cwd=c.cwd, env=c.env))))
         note = (f"{plan.request_count} small GETs on one kept-alive connection ({scheme.upper()}), direct or through the "
                 f"sandbox's proxy; the figure is per request, over all requests of {count_of(plan.request_runs, 'round')}.")  # fmt: skip
@@ -318,6 +321,7 @@ def make_tools(stockade: Stockade, srt: Srt | None) -> dict[str, Tool]:
         Tool(OFF, stockade.off),
         Tool(WARM, stockade.net, host=NAME, proxied=True),
         Tool(COLD, stockade.net, host=NAME, proxied=True, before=stockade.stop_daemon, after=stockade.await_daemon),
+        Tool(INSPECTED, stockade.inspected, host=NAME, proxied=True, inspected=True),
     ]
     if srt is not None:
         tools += [Tool(SRT_OFF, srt.off), Tool(SRT_NET, srt.net, proxied=True)]
@@ -449,6 +453,7 @@ def main() -> None:
     srt_binary, srt_notes = find_srt(args.with_srt, args.srt_version)
     world = World.create()
     origins = Origins.start(world.root, plan.size_mb)
+    world.env["STOCKADE_PROXY_TEST_UPSTREAM_CA"] = str(origins.cert)  # the daemon verifies the inspected origin against it
     ports = [origins.port("http"), origins.port("https")]
     stockade = Stockade(world)
     stockade.route(ports)

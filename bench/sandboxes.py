@@ -42,6 +42,7 @@ class Tool:
     proxied: bool = False
     before: Callable[[], None] | None = None  # untimed, ahead of every sample
     after: Callable[[], None] | None = None  # untimed, after every sample
+    inspected: bool = False  # the daemon terminates its TLS (HTTP rules): clients trust the sandbox's CA bundle
 
 
 @dataclass
@@ -63,6 +64,8 @@ class World:
             "STOCKADE_PROXY_TEST_RESOLVER": str(root / "names.json"),
             "STOCKADE_PROXY_IDLE": "900",  # no idle exit in the middle of a run
         }
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]  # a stockade tree being measured from its checkout
         return cls(root, env)
 
     def project(self, label: str) -> Path:
@@ -116,6 +119,9 @@ class Stockade:
         self.world = world
         self.home = Path(world.env["HOME"])
         self.net_policy = world.write("net.toml", f'extends = ["default"]\n[network]\nallow = ["{NAME}"]\n')
+        self.inspect_policy = world.write(
+            "inspect.toml", f'extends = ["default"]\n[network]\nallow = ["{NAME}"]\n[network.http."{NAME}"]\nallow = ["GET /**"]\n'
+        )
 
     def route(self, ports: Sequence[int]) -> None:
         """Tell the daemon's test resolver that NAME is on loopback, and that these origins may be reached there."""
@@ -127,6 +133,9 @@ class Stockade:
 
     def net(self, project: Path, command: Sequence[str]) -> list[str]:
         return [*self.command, "run", "--quiet", "--policy", str(self.net_policy), "--", *command]
+
+    def inspected(self, project: Path, command: Sequence[str]) -> list[str]:
+        return [*self.command, "run", "--quiet", "--policy", str(self.inspect_policy), "--", *command]
 
     def stop_daemon(self) -> None:
         """Stop this HOME's daemon and wait until it is gone, so the next run starts a cold one."""

@@ -155,7 +155,7 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
             events.append("stop")
 
     view = SimpleNamespace(walk="walk", socket_scope="scope", sockets=["s"], shared_files=["/p/f"])
-    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log="/l/a.jsonl")), quiet=True)
+    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log="/l/a.jsonl")), quiet=True, ca_bundle=None)
     request = SimpleNamespace(locations="locs")
     planned = launch(status=11)
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
@@ -178,3 +178,24 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
     events.clear()
     assert run.LinuxBackend()._plan_and_run(invocation(), False) == 11
     assert events == [("clear", "/state"), "plan", ("own", ["/p/f"], True)]  # not cacheable: nothing recorded or stored
+
+
+def test_the_ca_bundle_a_plan_made_is_stamped_as_stockades_own_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning writes the bundle (proxy/cabundle.py): stamped by identity after planning, like the audit log,
+    or the next run would see it as changed and plan again."""
+    stored: list[tuple[str, ...]] = []
+    monkeypatch.setattr(plan_cache, "store", lambda key, launch, recorder, walk, note, own, sockets: stored.append(own) or True)
+    monkeypatch.setattr(plan_cache, "Recorder", lambda: SimpleNamespace(start=lambda: SimpleNamespace(stop=lambda: None)))
+    view = SimpleNamespace(walk="walk", socket_scope="scope", sockets=["s"], shared_files=[])
+    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log=None)), quiet=True, ca_bundle="/c/ca/bundle-1.pem")
+    from stockade.bwrap import backend, placeholders
+    from stockade.profiles import resolve
+
+    monkeypatch.setattr(placeholders, "clear_leftovers", lambda state: None)
+    monkeypatch.setattr(resolve, "request_for", lambda invocation: (SimpleNamespace(locations="locs"), None))
+    monkeypatch.setattr(backend, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
+    monkeypatch.setattr(backend, "launch_of", lambda plan: launch())
+    monkeypatch.setattr(run, "run_launch", lambda launch, invocation, locations: 0)
+    monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
+    assert run.LinuxBackend()._plan_and_run(invocation(), True) == 0
+    assert stored == [("/c/ca/bundle-1.pem",)]

@@ -87,6 +87,44 @@ def test_builtins_include_the_required_ones() -> None:
     assert {"default", "offline", "pypi", "npm", "github", "agent"} <= set(builtin_names())
 
 
+HTTP_POLICY = """[network]
+allow = ["api.test"]
+
+[network.http."API.test"]
+allow = ["HEAD,GET /repos/**"]
+deny = ["* /repos/*/admin"]
+
+[network.http."*.cdn.test"]
+allow = ["GET /**"]
+"""
+
+
+def test_http_tables_are_read_in_one_spelling(tmp_path: Path) -> None:
+    layer = parse_layer(HTTP_POLICY, str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
+    assert layer.values["network"]["http"] == {
+        "api.test": (("GET,HEAD /repos/**",), ("* /repos/*/admin",)),
+        "*.cdn.test": (("GET /**",), ()),
+    }
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ('[network.http."api.test"]\nallow = ["GET /a", "POST b"]\n', 2, "must start with /"),
+        ('[network.http."api.test"]\nallowed = ["GET /a"]\n', 2, "unknown key 'allowed'"),
+        ('[network.http."api.test"]\nallow = "GET /a"\n', 2, "must be a list"),
+        ('[network.http."10.0.0.1"]\nallow = ["GET /a"]\n', 1, "name hosts, not addresses"),  # the header names the host
+        ('[network.http."a b"]\nallow = ["GET /a"]\n', 1, "not a valid host name"),
+        ("[network]\nhttp = 3\n", 2, "'network.http' must be a table"),
+        ('[network.http]\n"api.test" = 3\n', 1, "must be a table with allow and deny"),
+    ],
+)
+def test_http_table_errors_name_file_and_line(tmp_path: Path, text: str, line: int, message: str) -> None:
+    with pytest.raises(PolicyError, match=message) as caught:
+        parse_layer(text, str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
+    assert caught.value.line == line, caught.value
+
+
 @pytest.mark.parametrize("value", ["4", '"512"', '"512K"', '"15M"'])
 def test_a_memory_limit_too_small_to_start_anything_is_refused_with_its_line(tmp_path: Path, value: str) -> None:
     with pytest.raises(PolicyError, match="too little for any command to start") as caught:

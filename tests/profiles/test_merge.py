@@ -134,3 +134,10 @@ def test_writable_inside_hidden_from_a_builtin_names_no_file() -> None:
 )
 def test_allowed_combinations(text: str) -> None:
     compose([layer(text)], project_dir=PROJECT, origin="x")
+
+
+def test_http_rules_merge_per_host_across_layers() -> None:
+    from stockade.profiles.merge import merge_http
+
+    merged = merge_http({"a.test": (("GET /x",), ())}, {"a.test": (("GET /y", "GET /x"), ("* /z",)), "b.test": (("GET /",), ())})
+    assert merged == {"a.test": (("GET /x", "GET /y"), ("* /z",)), "b.test": (("GET /",), ())}

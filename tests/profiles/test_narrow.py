@@ -213,3 +213,57 @@ def test_kept_notes_of_an_unchanged_policy_is_empty() -> None:
     base = Policy(filesystem=FilesystemRules(deny_read=("/a", "/b")), limits=Limits(pids=3))
     assert kept_notes(base, base) == []
     assert kept_notes(base, narrow(base, Policy())[0]) == []
+
+
+def test_http_rules_of_an_untrusted_project_only_narrow() -> None:
+    mine = (("api.test", ("GET /repos/**",), ()),)
+    theirs = (
+        ("api.test", ("GET /repos/**", "DELETE /repos/**"), ("GET /repos/private/**",)),
+        ("free.test", ("GET /only/**",), ()),  # a host your policy allows whole: any table narrows it
+    )
+    narrowed, notes = narrow(net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=theirs))
+    assert narrowed.network.http == (
+        ("api.test", ("GET /repos/**",), ("GET /repos/private/**",)),
+        ("free.test", ("GET /only/**",), ()),
+    )
+    assert notes == ['HTTP rule "allow DELETE /repos/**" for api.test (your own policy limits that host)']
+
+
+def test_your_own_http_rules_stay_when_the_project_has_none() -> None:
+    mine = (("api.test", ("GET /a",), ("POST /b",)),)
+    narrowed, notes = narrow(net(NetworkMode.ALLOWLIST, "api.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test"))
+    assert narrowed.network.http == mine and notes == []
+
+
+@pytest.mark.parametrize(
+    ("mine_host", "their_host"),
+    [
+        ("api.test", "*.test"),  # their wildcard reaches your host
+        ("api.test", "api.test:443"),  # their port-bound table reaches your any-port one
+        ("api.test:443", "api.test"),
+        ("*.test", "api.test"),  # your wildcard limits their host too
+        ("*.test", "*.api.test"),
+        ("*.test:443", "api.test"),
+    ],
+)
+def test_a_project_table_for_an_overlapping_host_adds_no_allow_rule(mine_host: str, their_host: str) -> None:
+    """The daemon lets a request through when any table matching its host allows it: a project's table
+    for another spelling of a host you limit must not bring its allow rules there (it still adds denials)."""
+    mine = ((mine_host, ("GET /repos/**",), ()),)
+    theirs = ((their_host, ("GET /repos/**", "* /**"), ("GET /repos/private/**",)),)
+    narrowed, notes = narrow(net(NetworkMode.ALLOWLIST, "api.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test", http=theirs))
+    tables = dict((host, (allow, deny)) for host, allow, deny in narrowed.network.http)
+    assert tables[mine_host][0] == ("GET /repos/**",)
+    assert "* /**" not in tables[their_host][0] and tables[their_host][1] == ("GET /repos/private/**",)
+    assert notes == [f'HTTP rule "allow * /**" for {their_host} (your own policy limits that host)']
+
+
+def test_a_project_table_for_a_host_you_do_not_limit_keeps_its_allow_rules() -> None:
+    """Control: tables that cannot meet yours (another name, another port) apply whole."""
+    mine = (("api.test:443", ("GET /repos/**",), ()), ("*.a.test", ("GET /x",), ()))
+    theirs = (("api.test:8443", ("* /**",), ()), ("b.test", ("* /**",), ()), ("*.b.test", ("* /**",), ()))
+    narrowed, notes = narrow(net(NetworkMode.ALLOWLIST, "api.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test", http=theirs))
+    assert notes == []
+    assert {host: allow for host, allow, _deny in narrowed.network.http if host in ("api.test:8443", "b.test", "*.b.test")} == dict.fromkeys(
+        ("api.test:8443", "b.test", "*.b.test"), ("* /**",)
+    )

@@ -144,3 +144,18 @@ def test_the_hint_comes_only_when_no_built_in_contributed(sources: tuple[str, ..
     notes = open_ends(policy(deny_read=(), sources=sources), HOME)
     assert (notes[-1] == REMOVE_EXTENDS) is hint
     assert len(notes) == 1 + int(hint)
+
+
+def test_http_rules_for_a_host_that_is_not_allowed_are_said_to_change_nothing() -> None:
+    tables = (("api.test", ("GET /a",), ()), ("*.cdn.test", ("GET /**",), ()), ("other.test:8443", ("GET /",), ()))
+    policy = Policy(
+        filesystem=FilesystemRules(deny_read=("/h/.ssh",), allow_write=("/p",)),
+        network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("api.test", "*.cdn.test", "other.test"), http=(*tables, ("nope.test", ("GET /",), ()))),
+        project_dir=Path("/p"),
+        sources=("builtin:default",),
+    )
+    notes = open_ends(policy, "/h")
+    assert notes == [
+        '[network.http."nope.test"] changes nothing: nope.test is not in [network] allow, and HTTP rules only narrow '
+        'what an allowed host may be sent (add "nope.test" to allow)'
+    ]

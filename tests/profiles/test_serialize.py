@@ -57,6 +57,7 @@ def test_policy_to_dict() -> None:
         "deny": ["10.0.0.0/8"],
         "unix_sockets": ["/run/a.sock"],
         "unix_datagram": True,
+        "http": {},
     }
     assert data["env"] == {"deny": ["AWS_*"], "set": {"CI": "1", "LANG": "C.UTF-8"}, "pass": ["TERM"]}
     assert data["limits"] == {"memory": 4 << 30, "pids": 256, "wall_time": 1800.0, "file_size": 1536, "tmp_size": 512 << 20}
@@ -132,3 +133,11 @@ def test_wall_time_spellings(seconds: float, spelled: str) -> None:
 def test_a_tiny_wall_time_loads_back() -> None:
     policy = compose([parse_layer('[limits]\nwall_time = "0.4ms"\n', "p.toml", base=PROJECT, home=PROJECT)], project_dir=PROJECT, origin="p")
     assert reloaded(policy).limits.wall_time == pytest.approx(0.0004)
+
+
+def test_http_tables_are_written_as_tables_that_read_back() -> None:
+    policy = Policy(network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("api.test",), http=(("api.test", ("GET /a/**",), ("* /a/x",)),)))
+    text = policy_to_toml(policy)
+    assert '[network.http."api.test"]' in text
+    assert tomllib.loads(text)["network"]["http"] == {"api.test": {"allow": ["GET /a/**"], "deny": ["* /a/x"]}}
+    assert policy_to_dict(policy)["network"]["http"] == {"api.test": {"allow": ["GET /a/**"], "deny": ["* /a/x"]}}

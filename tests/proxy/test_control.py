@@ -126,3 +126,13 @@ def test_the_json_fallback_reads_and_writes_the_same() -> None:
     assert parse('{"a": [1, "x"]}') == {"a": [1, "x"]}
     with pytest.raises(ValueError):
         parse('{"a": Infinity}')
+
+
+def test_the_spec_carries_http_tables_and_checks_their_shape() -> None:
+    spec = SessionSpec("s", ["true"], "/", ("api.test",), http=(("api.test", ("GET /a",), ("* /b",)),))
+    data = decode(encode({"spec": spec.to_dict()}))["spec"]
+    assert data["http"] == [["api.test", ["GET /a"], ["* /b"]]]
+    assert SessionSpec.from_dict({**data, "audit_path": "/a"}).http == (("api.test", ("GET /a",), ("* /b",)),)
+    for bad in ({"x": 1}, [["api.test", ["GET /a"]]], [["api.test", "GET /a", []]], [[1, [], []]]):
+        with pytest.raises(ValueError, match="spec.http must be"):
+            SessionSpec.from_dict({"session_id": "s", "audit_path": "/a", "http": bad})

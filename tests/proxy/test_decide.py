@@ -303,3 +303,44 @@ def test_allow_line_escapes_quotes() -> None:
 def test_decision_is_frozen() -> None:
     with pytest.raises(AttributeError):
         Decision(True, "x").allowed = False  # type: ignore[misc]
+
+
+def test_a_host_with_http_rules_is_inspected_and_each_request_judged() -> None:
+    from stockade.proxy.decide import decide_request, inspected
+
+    rules = SessionRules.parse(
+        ["api.test", "*.cdn.test"], [], "allowlist",
+        [("api.test", ["GET /repos/**"], ["* /repos/x/admin"]), ("*.cdn.test", ["GET /**"], []), ("api.test:8443", ["POST /only"], [])],
+    )  # fmt: skip
+    assert inspected(rules, "plain.test", 443) == ()
+    assert [str(t.host) for t in inspected(rules, "API.test.", 443)] == ["api.test"]
+    assert [str(t.host) for t in inspected(rules, "api.test", 8443)] == ["api.test", "api.test:8443"]  # every table that matches
+    tables = inspected(rules, "api.test", 443)
+    assert decide_request(tables, "api.test", "GET", "/repos/a").rule == "http allow GET /repos/**"
+    denied = decide_request(tables, "api.test", "GET", "/repos/x/admin")
+    assert (denied.allowed, denied.rule, denied.hint) == (False, "http deny * /repos/x/admin", "")
+    missing = decide_request(tables, "api.test", "PUT", "/users/me?x=1")
+    assert (missing.allowed, missing.rule) == (False, "no HTTP rule allows PUT /users/me")
+    assert missing.hint == '[network.http."api.test"] allow = ["PUT /users/me"]'
+    odd = decide_request(tables, "api.test", "GET", "/repos/%2Fx")
+    assert not odd.allowed and odd.rule.startswith("refused: ") and odd.hint == ""
+    assert decide_request(inspected(rules, "api.test", 8443), "api.test", "POST", "/only").allowed
+
+
+def test_http_rules_for_an_address_are_refused_at_registration() -> None:
+    with pytest.raises(ValueError, match="not addresses"):
+        SessionRules.parse(["10.0.0.1"], [], "allowlist", [("10.0.0.1", ["GET /"], [])])
+
+
+def test_a_method_override_is_judged_as_well() -> None:
+    """Servers honouring X-HTTP-Method-Override (and kin) act on that method: it must be allowed too."""
+    from stockade.proxy.decide import decide_request, inspected
+
+    rules = SessionRules.parse(["api.test"], [], "allowlist", [("api.test", ["POST /repos/**", "GET /repos/**"], ["DELETE /repos/**"])])
+    tables = inspected(rules, "api.test", 443)
+    denied = decide_request(tables, "api.test", "POST", "/repos/a", (("X-HTTP-Method-Override", "DELETE"),))
+    assert (denied.allowed, denied.rule) == (False, "http deny DELETE /repos/** (asked by X-HTTP-Method-Override)")
+    missing = decide_request(tables, "api.test", "POST", "/repos/a", (("the _method parameter", "put"),))
+    assert not missing.allowed and missing.hint == '[network.http."api.test"] allow = ["PUT /repos/a"]'
+    assert decide_request(tables, "api.test", "POST", "/repos/a", (("X-HTTP-Method", "GET"),)).allowed  # control
+    assert decide_request(tables, "api.test", "POST", "/repos/a").allowed

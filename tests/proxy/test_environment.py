@@ -48,3 +48,11 @@ def test_the_bypass_list(no_proxy: tuple[str, ...], joined: str, java: str) -> N
 
 def test_no_bypass_list_gives_java_none() -> None:
     assert "nonProxyHosts" not in proxy_environment(3128)["JAVA_TOOL_OPTIONS"]
+
+
+def test_every_ca_variable_names_the_bundle() -> None:
+    from stockade.proxy.environment import CA_VARIABLES, ca_environment
+
+    env = ca_environment("/run/stockade/ca-bundle.pem")
+    assert set(env) == set(CA_VARIABLES) and set(env.values()) == {"/run/stockade/ca-bundle.pem"}
+    assert {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "GIT_SSL_CAINFO", "CARGO_HTTP_CAINFO", "AWS_CA_BUNDLE"} <= set(env)

@@ -46,3 +46,14 @@ def test_refused_line(refused: object, expected: str) -> None:
 def test_trouble_lines_name_the_cause() -> None:
     assert "(connection refused)" in summary.daemon_gone(ConnectionRefusedError("connection refused"))
     assert summary.audit_failed("disk full") == "the audit log could not be written (disk full): every request after that was refused"
+
+
+def test_http_denials_say_which_table_takes_the_entry_and_denials_say_where_they_are_listed() -> None:
+    line = summary.describe_denial(
+        {"host": "api.test", "port": 443, "rule": "no HTTP rule allows PUT /x", "hint": '[network.http."api.test"] allow = ["PUT /x"]'}, "/p/.stockade.toml"
+    )
+    assert line.endswith('to allow it, add "PUT /x" to allow under [network.http."api.test"] in /p/.stockade.toml'), line
+    listed = summary.describe_denial({"host": "api.test", "port": 443, "rule": "http deny * /x", "hint": ""}, "/p/.stockade.toml")
+    assert listed.endswith("it is under deny in /p/.stockade.toml"), listed
+    plain = summary.describe_denial({"host": "b.test", "port": 443, "rule": 'deny "b.test"', "hint": ""}, "/p/.stockade.toml")
+    assert plain.endswith("it is under deny in /p/.stockade.toml"), plain

@@ -383,3 +383,24 @@ def test_both_backends_set_the_same_proxy_variables() -> None:
     assert set(linux) == set(macos) and len(linux) >= 15
     assert macos["NO_PROXY"] == "" and linux["NO_PROXY"] == "localhost,127.0.0.1,::1"
     assert macos["npm_config_proxy"] == "http://stockade:t0ken@127.0.0.1:4321"
+
+
+def test_hosts_with_http_rules_get_the_ca_bundle_readable_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stockade.profiles.model import NetworkMode, NetworkRules
+    from stockade.proxy import cabundle
+
+    locations = sup.locations(tmp_path)
+    made = str(locations.cache / "ca" / "bundle-0123456789abcdef.pem")
+    monkeypatch.setattr(cabundle, "bundle", lambda files, cache: made)
+    policy = replace(_policy("npm"), network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("api.test",), http=(("api.test", ("GET /**",), ()),)))
+    request = RunRequest(policy=policy, command=("true",), cwd=sup.PROJECT, host_env=HOST_ENV, locations=locations)
+    plan = SeatbeltPlanner(proxy_port=41234, temp_base=tmp_path).build(request)
+    assert plan.environment["SSL_CERT_FILE"] == plan.environment["NODE_EXTRA_CA_CERTS"] == made
+    text = plan.profile.text
+    allowed = next(name for name, value in plan.profile.params if value == made)
+    hidden = text.index('(subpath (param "HIDDEN_0"))')
+    assert hidden < text.index(f'(allow file-read*\n  (literal (param "{allowed}"))')  # after the hidden cache's deny: it wins
+    dry = SeatbeltPlanner(temp_base=tmp_path).build(request)  # a dry run makes nothing
+    assert "SSL_CERT_FILE" not in dry.environment and made not in dict(dry.profile.params).values()
+    plain = SeatbeltPlanner(proxy_port=41234, temp_base=tmp_path).build(_request(_policy("npm")))
+    assert "SSL_CERT_FILE" not in plain.environment

@@ -21,6 +21,8 @@ from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say
 
+SANDBOX_CA = "/run/stockade/ca-bundle.pem"  # proxy.cabundle.SANDBOX_PATH, where the sandbox finds the CA bundle
+
 # New namespaces for everything; no nested user namespaces; no capabilities even as root.
 # The network namespace is bwrap's own when the network is off, else stockade's (bwrap/netns.py).
 SEALED = ("--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
@@ -46,6 +48,7 @@ class BwrapPlan:
     locations: Locations
     host_env: Mapping[str, str] = field(default_factory=dict)  # for explain: what was withheld
     troubles: list[str] = field(default_factory=list)  # the request's: the run adds why its audit record is incomplete
+    ca_bundle: str | None = None  # the CA bundle bound at SANDBOX_CA (hosts with HTTP rules): proxy/cabundle.py
 
     @property
     def network(self) -> bool:
@@ -102,7 +105,23 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
         from stockade.bwrap.network import proxy_environment
 
         env.update(proxy_environment())
+        if request.policy.network.http:
+            from stockade.proxy.cabundle import SANDBOX_PATH
+            from stockade.proxy.environment import ca_environment
+
+            env.update(ca_environment(SANDBOX_PATH))
     return env
+
+
+def _ca_bundle(request: RunRequest) -> str | None:
+    """The bundle a sandbox trusts when the daemon terminates TLS for some host (proxy/cabundle.py);
+    None without HTTP rules, and on a dry run (which makes nothing; explain says so)."""
+    if request.policy.network.mode is NetworkMode.NONE or not request.policy.network.http or request.dry_run:
+        return None
+    from stockade.proxy.cabundle import bundle
+    from stockade.proxy.launch import daemon_files
+
+    return bundle(daemon_files(request.locations), str(request.locations.cache))
 
 
 class BwrapPlanner:
@@ -127,7 +146,9 @@ class BwrapPlanner:
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE
-        pieces = _sealing(interactive, network) + view.pieces() + [bw.Chdir(cwd)]
+        ca_bundle = _ca_bundle(request)
+        trusted = [bw.ReadOnlyBindFrom(ca_bundle, SANDBOX_CA)] if ca_bundle else []
+        pieces = _sealing(interactive, network) + view.pieces() + trusted + [bw.Chdir(cwd)]
         session = request.session_id or new_session_id()
         return BwrapPlan(
             bwrap=bwrap,
@@ -143,6 +164,7 @@ class BwrapPlanner:
             locations=request.locations,
             host_env=request.host_env,
             troubles=request.troubles,
+            ca_bundle=ca_bundle,
         )
 
     def explain(self, plan: BwrapPlan) -> str:
@@ -170,6 +192,13 @@ class BwrapPlanner:
                 f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, "
                 "a listener handed to the proxy daemon"
             )
+            if plan.policy.network.http:
+                hosts = ", ".join(host for host, _allow, _deny in plan.policy.network.http)
+                where = plan.ca_bundle or "made at the first run"
+                lines.append(
+                    f"# TLS inspected for {hosts} (HTTP rules): the daemon terminates it with this user's CA; the sandbox "
+                    f"trusts it through {SANDBOX_CA} ({where}), named by SSL_CERT_FILE and the other CA variables"
+                )
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")
         lines.append(

@@ -70,7 +70,8 @@ class LinuxBackend:
         launch = launch_of(plan)
         if recorder is not None:
             plan_cache.store(
-                plan_cache.run_key(invocation), launch, recorder, plan.view.walk, note, tuple(generations(plan.policy.audit.log)),
+                plan_cache.run_key(invocation), launch, recorder, plan.view.walk, note,
+                (*generations(plan.policy.audit.log), *((plan.ca_bundle,) if plan.ca_bundle else ())),
                 (plan.view.socket_scope, plan.view.sockets),
             )
         if plan.view.shared_files:

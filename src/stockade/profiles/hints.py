@@ -29,6 +29,22 @@ def rule_of(hint: str) -> str | None:
     return rule if isinstance(rule, str) else None
 
 
+_HTTP_LINE = re.compile(r'^\[network\.http\.(".*")\] allow = \[(".*")\]$')
+
+
+def http_fix(hint: str, where: str) -> str | None:
+    """For an HTTP rule's hint (`[network.http."HOST"] allow = ["GET /x"]`): the sentence saying
+    which entry to add to which table; None for any other hint."""
+    match = _HTTP_LINE.match(hint.strip())
+    if not match:
+        return None
+    try:
+        host, rule = json.loads(match.group(1)), json.loads(match.group(2))
+    except ValueError:
+        return None
+    return f'to allow it, add "{rule}" to allow under [network.http."{host}"] in {where}'
+
+
 def allow_command(hint: str, origin: str) -> str:
     """`stockade allow RULE` for the policy the run used: `--policy FILE` for a file,
     `--profile NAME` for a built-in other than the default; "" when the hint names no rule."""

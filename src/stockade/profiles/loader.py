@@ -189,6 +189,8 @@ class _Checker:
     def value(self, table: str, key: str, value: Any) -> Any:
         kind = TABLES[table][key]
         name = f"{table}.{key}" if table else key
+        if kind is Kind.HTTP_TABLES:
+            return self.http_tables(value)
         if kind in LIST_KINDS:
             if not isinstance(value, list):
                 raise self.fail(f"'{name}' must be a {kind.value} (a list of strings), not {_type_name(value)}", table, key)
@@ -200,6 +202,53 @@ class _Checker:
             return self.scalar(kind, name, value)
         except ValueError as exc:
             raise self.fail(f"'{name}': {exc}", table, key) from None
+
+    def http_tables(self, value: Any) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """[network.http."HOST"] tables: {canonical host: (allow rules, deny rules)}, every rule canonical."""
+        from stockade.profiles.domains import parse_rule
+        from stockade.profiles.httprules import parse_http_rule
+
+        if not isinstance(value, dict):
+            raise self.fail(f"'network.http' must be a {Kind.HTTP_TABLES.value}, not {_type_name(value)}", "network", "http")
+        tables: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        for host, rules in value.items():
+            header = f"[network.http.{json_key(host)}]"
+            try:
+                rule = parse_rule(host)
+            except ValueError as exc:
+                raise self.http_fail(f"{header}: {exc}", host) from None
+            if rule.network is not None:
+                raise self.http_fail(f"{header}: HTTP rules name hosts, not addresses (TLS to an address has no name to check)", host)
+            if not isinstance(rules, dict):
+                raise self.http_fail(f"{header} must be a table with allow and deny lists, not {_type_name(rules)}", host)
+            unknown = [key for key in rules if key not in ("allow", "deny")]
+            if unknown:
+                raise self.http_fail(f"unknown key '{unknown[0]}' in {header}; known keys: allow, deny", host, unknown[0])
+            lists: list[tuple[str, ...]] = []
+            for key in ("allow", "deny"):
+                items = rules.get(key, [])
+                if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+                    raise self.http_fail(f"'{key}' in {header} must be a list of \"METHODS /path\" strings", host, key)
+                parsed = []
+                for item in items:
+                    try:
+                        parsed.append(str(parse_http_rule(item)))
+                    except ValueError as exc:
+                        raise self.http_fail(f"{header} {key}: {exc}", host, key, item) from None
+                lists.append(tuple(dict.fromkeys(parsed)))
+            canonical = str(rule)
+            previous = tables.get(canonical, ((), ()))
+            tables[canonical] = (tuple(dict.fromkeys((*previous[0], *lists[0]))), tuple(dict.fromkeys((*previous[1], *lists[1]))))
+        return tables
+
+    def http_fail(self, message: str, host: str, key: str | None = None, item: str | None = None) -> PolicyError:
+        """An error in one host's HTTP table, at the line of its item, its key, its header, or [network]'s."""
+        table = f"network.http.{host}"  # as KeyLines spells a [network.http."HOST"] header
+        line = None
+        if key is not None:
+            line = self.lines.item(table, key, item) if item is not None else self.lines.key(table, key)
+        line = line or self.lines.table(table) or self.lines.table("network.http") or self.lines.key("network", "http")
+        return PolicyError(message, file=self.source, line=line or self.lines.table("network"))
 
     def item(self, kind: Kind, table: str, key: str, value: str) -> str:
         name = f"{table}.{key}" if table else key
@@ -266,6 +315,11 @@ class _Checker:
                     raise ValueError(f"value of {var} contains a NUL character")
             return dict(value)
         raise AssertionError(f"unhandled kind {kind}")
+
+
+def json_key(host: str) -> str:
+    """A host as a quoted TOML key, the way a [network.http."HOST"] header spells it."""
+    return '"' + host.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 MIN_MEMORY = 16 << 20  # below this, bwrap and the shell cannot start: the run would fail with a killed bwrap

@@ -30,6 +30,8 @@ def merge_values(layers: list[Layer]) -> dict[str, dict[str, Any]]:
                     target[key] = tuple(dict.fromkeys((*target.get(key, ()), *value)))
                 elif kind is Kind.ENV_TABLE:
                     target[key] = {**target.get(key, {}), **value}
+                elif kind is Kind.HTTP_TABLES:
+                    target[key] = merge_http(target.get(key, {}), value)
                 else:
                     target[key] = value
     return merged
@@ -62,6 +64,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
             deny=net.get("deny", ()),
             unix_sockets=net.get("unix_sockets", ()),
             unix_datagram=net.get("unix_datagram", False),
+            http=tuple((host, allow_rules, deny_rules) for host, (allow_rules, deny_rules) in sorted(net.get("http", {}).items())),
         ),
         env=EnvRules(
             deny=env.get("deny", ()),
@@ -75,6 +78,17 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
         sources=tuple(layer.source for layer in layers),
         protected_files=tuple(dict.fromkeys(layer.source for layer in layers if not layer.is_builtin)),
     )
+
+
+def merge_http(
+    base: dict[str, tuple[tuple[str, ...], tuple[str, ...]]], more: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Two layers' HTTP rules: per host, the union of each list (a later layer's deny still wins over any allow)."""
+    merged = dict(base)
+    for host, (allow, deny) in more.items():
+        known_allow, known_deny = merged.get(host, ((), ()))
+        merged[host] = (tuple(dict.fromkeys((*known_allow, *allow))), tuple(dict.fromkeys((*known_deny, *deny))))
+    return merged
 
 
 def _opened_by_user(layers: list[Layer], key: str) -> list[str]:

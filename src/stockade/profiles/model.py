@@ -41,6 +41,9 @@ class NetworkRules:
     deny: tuple[str, ...] = ()
     unix_sockets: tuple[str, ...] = ()  # absolute socket paths (or folders of them) the sandbox may connect to
     unix_datagram: bool = False  # AF_UNIX datagram sockets (syslog's /dev/log): can sendto() any socket by path
+    # [network.http."HOST"]: (host rule, allow rules, deny rules), canonical (profiles/httprules.py), sorted by host.
+    # Such a host's TLS is terminated by the daemon so each request can be judged (it must still be allowed).
+    http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

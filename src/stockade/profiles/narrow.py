@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stockade.profiles.domains import parse_rule
+from stockade.profiles.domains import HostRule, parse_rule
 from stockade.profiles.model import EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
 from stockade.profiles.paths import is_within
 
@@ -91,8 +91,9 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
     if project.mode.rank > base.mode.rank:
         notes.append(f'network mode "{project.mode.value}" (yours is "{base.mode.value}")')
     mode = min(base.mode, project.mode, key=lambda m: m.rank)
+    http = _narrow_http(base.http, project.http, notes)
     if mode is NetworkMode.NONE:
-        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram)
+        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http)
     if base.mode is NetworkMode.OPEN:
         allow = project.allow if project.mode is NetworkMode.ALLOWLIST else base.allow
     elif project.mode is NetworkMode.OPEN:
@@ -101,7 +102,50 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
         base_rules = [parse_rule(r) for r in base.allow]
         allow = tuple(r for r in project.allow if any(b.covers(parse_rule(r)) for b in base_rules))
         notes += [f"network allow {r}" for r in project.allow if r not in allow]
-    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram)
+    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http)
+
+
+HttpTables = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+
+
+def _narrow_http(base: HttpTables, project: HttpTables, notes: list[str]) -> HttpTables:
+    """HTTP rules only ever narrow a host that is allowed at all, so a project's tables apply, with one
+    exception: where your own policy already limits a host's requests, the project may add denials
+    there but no allow rule (which would let through a request you limited away).
+
+    The daemon lets a request through when any table matching its host allows it (decide.py
+    `decide_request`), so "there" is every host both tables can match, not only the same
+    spelling: a project's "*.example.com" or "api.example.com:443" table reaches your
+    "api.example.com" too. Such a table keeps only the allow rules every one of your tables
+    it meets has as well."""
+    from stockade.profiles.merge import merge_http
+
+    kept: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for host, allow, deny in project:
+        met = [ours for name, ours, _deny in base if _overlap(parse_rule(name), parse_rule(host))]
+        if met:
+            dropped = [rule for rule in allow if not all(rule in ours for ours in met)]
+            notes += [f'HTTP rule "allow {rule}" for {host} (your own policy limits that host)' for rule in dropped]
+            allow = tuple(rule for rule in allow if rule not in dropped)
+        previous = kept.get(host, ((), ()))
+        kept[host] = (_union(previous[0], allow), _union(previous[1], deny))
+    merged = merge_http({host: (allow, deny) for host, allow, deny in base}, kept)
+    return tuple((host, allow, deny) for host, (allow, deny) in sorted(merged.items()))
+
+
+def _overlap(one: HostRule, other: HostRule) -> bool:
+    """Whether some host:port matches both name rules (HTTP tables name hosts, never addresses)."""
+    if one.port is not None and other.port is not None and one.port != other.port:
+        return False
+    if one.network is not None or other.network is not None:
+        return one.network is not None and other.network is not None and one.network.overlaps(other.network)
+    if one.wildcard and other.wildcard:
+        return one.host == other.host or one.host.endswith("." + other.host) or other.host.endswith("." + one.host)
+    if one.wildcard:
+        return other.host.endswith("." + one.host)
+    if other.wildcard:
+        return one.host.endswith("." + other.host)
+    return one.host == other.host
 
 
 def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules:

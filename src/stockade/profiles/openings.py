@@ -23,6 +23,7 @@ def open_ends(policy: Policy, home: str) -> list[str]:
     if fs.home == "host" and not any(is_within(path.split("*", 1)[0].rstrip("/") or "/", home) for path in fs.deny_read):
         notes.append(f'home = "host" with nothing under {home} in deny_read: ~/.ssh, ~/.aws and every other secret there are readable inside')
     notes += _loopback(policy)
+    notes += _http_without_allow(policy)
     if not notes:
         return []
     return notes + ['to build on your own policy instead, remove `extends = []` (or write extends = ["default"])'] if _from_nothing(policy) else notes
@@ -41,6 +42,25 @@ def _loopback(policy: Policy) -> list[str]:
                 f'allow "{text}": the host\'s loopback is reachable only by a client told to use the proxy '
                 "(curl --proxy \"$HTTP_PROXY\" --noproxy \"\"); NO_PROXY sends 127.0.0.1 and localhost to the "
                 "sandbox's own loopback, and plain TCP clients (databases) cannot reach it"
+            )
+    return said
+
+
+def _http_without_allow(policy: Policy) -> list[str]:
+    """HTTP rules only narrow: a table for a host that `allow` does not let through changes nothing."""
+    from stockade.profiles.domains import parse_rule
+    from stockade.profiles.model import NetworkMode
+
+    if policy.network.mode is NetworkMode.OPEN or not policy.network.http:
+        return []
+    allowed = [parse_rule(text) for text in policy.network.allow]
+    said = []
+    for host, _allow, _deny in policy.network.http:
+        rule = parse_rule(host)
+        if not any(grant.covers(rule) or (rule.port is not None and grant.covers(parse_rule(host.rsplit(":", 1)[0]))) for grant in allowed):
+            said.append(
+                f'[network.http."{host}"] changes nothing: {host} is not in [network] allow, and HTTP rules only narrow '
+                f'what an allowed host may be sent (add "{host}" to allow)'
             )
     return said
 

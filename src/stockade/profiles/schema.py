@@ -20,6 +20,7 @@ class Kind(str, Enum):
     COUNT = "positive integer"
     PATH = "path"
     BOOL = "true or false"
+    HTTP_TABLES = 'table of "HOST" = { allow = [...], deny = [...] } HTTP rules'
 
 
 TABLES: dict[str, dict[str, Kind]] = {
@@ -37,6 +38,7 @@ TABLES: dict[str, dict[str, Kind]] = {
         "deny": Kind.HOST_RULES,
         "unix_sockets": Kind.PATHS,
         "unix_datagram": Kind.BOOL,
+        "http": Kind.HTTP_TABLES,  # [network.http."HOST"]: profiles/httprules.py
     },
     "env": {"deny": Kind.ENV_GLOBS, "set": Kind.ENV_TABLE, "pass": Kind.ENV_NAMES},
     "limits": {

@@ -29,6 +29,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "deny": list(policy.network.deny),
             "unix_sockets": list(policy.network.unix_sockets),
             "unix_datagram": policy.network.unix_datagram,
+            "http": {host: {"allow": list(allow), "deny": list(deny)} for host, allow, deny in policy.network.http},
         },
         "env": {
             "deny": list(policy.env.deny),
@@ -73,10 +74,15 @@ def policy_to_toml(policy: Policy) -> str:
         "tmp_size": format_size(limits.tmp_size) if limits.tmp_size else None,
     }
     out = [f"# effective policy from {policy.origin}", f"# built from: {', '.join(policy.sources)}"]
+    http = data["network"].pop("http")
     for table in ("filesystem", "network", "env", "limits", "audit"):
         out.append(f"\n[{table}]")
         for key, value in data[table].items():
             if value is None or value == {} and key != "set":
                 continue
             out.append(f"{key} = {_toml_value(value)}")
+        if table == "network":
+            for host, rules in http.items():
+                out.append(f"\n[network.http.{_toml_value(host)}]")
+                out += [f"{key} = {_toml_value(value)}" for key, value in rules.items() if value]
     return "\n".join(out) + "\n"

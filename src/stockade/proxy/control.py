@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
-PROTOCOL = 3  # 2: "listen" (the daemon serves the sandbox's listener itself); 3: "open" (register and listen at once)
+PROTOCOL = 4  # 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules (an older daemon would ignore them)
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 
 
@@ -95,6 +95,7 @@ class SessionSpec:
     audit_path: str
     origin: str  # the policy file a user edits; named in every hint
     mode: str  # "allowlist" | "open" | "none"
+    http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]  # (host rule, allow, deny) HTTP rules: profiles/httprules.py
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -107,8 +108,10 @@ class SessionSpec:
         audit_path: str = "",
         origin: str = "",
         mode: str = "allowlist",
+        http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (),
     ) -> None:
-        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode)
+        tables = tuple((str(host), tuple(allow_rules), tuple(deny_rules)) for host, allow_rules, deny_rules in http)
+        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables)
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
 
@@ -128,7 +131,9 @@ class SessionSpec:
         return "SessionSpec(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: list(value) if isinstance(value, tuple | list) else value for name, value in zip(self.__slots__, self._values(), strict=True)}
+        plain = {name: list(value) if isinstance(value, tuple | list) else value for name, value in zip(self.__slots__, self._values(), strict=True)}
+        plain["http"] = [[host, list(allow), list(deny)] for host, allow, deny in self.http]
+        return plain
 
     @classmethod
     def from_dict(cls, data: object) -> SessionSpec:
@@ -148,6 +153,21 @@ class SessionSpec:
                 raise ValueError(f"spec.{name} must be a list of strings")
             return value
 
+        def tables() -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+            value = data.get("http", [])
+            shape = "spec.http must be a list of [host, [allow rules], [deny rules]]"
+            if not isinstance(value, list):
+                raise ValueError(shape)
+            found = []
+            for entry in value:
+                if not isinstance(entry, list) or len(entry) != 3 or not isinstance(entry[0], str):
+                    raise ValueError(shape)
+                lists = entry[1:]
+                if not all(isinstance(rules, list) and all(isinstance(rule, str) for rule in rules) for rules in lists):
+                    raise ValueError(shape)
+                found.append((entry[0], tuple(lists[0]), tuple(lists[1])))
+            return tuple(found)
+
         return cls(
             session_id=text("session_id"),
             command=strings("command"),
@@ -157,6 +177,7 @@ class SessionSpec:
             audit_path=text("audit_path"),
             origin=text("origin", required=False),
             mode=text("mode", required=False) or "allowlist",
+            http=tables(),
         )
 
 

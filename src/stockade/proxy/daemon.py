@@ -33,11 +33,12 @@ from stockade.proxy import headlimit
 from stockade.proxy.accepting import raise_descriptor_limit
 from stockade.proxy.auth import SessionAuth
 from stockade.proxy.backstop import Backstop
+from stockade.proxy.cabundle import system_roots
 from stockade.proxy.control import DaemonFiles
 from stockade.proxy.controlserver import ControlServer
 from stockade.proxy.decisions import Decisions
 from stockade.proxy.doors import Doors
-from stockade.proxy.launch import START_TIMEOUT
+from stockade.proxy.launch import START_TIMEOUT, TEST_UPSTREAM_CA_ENV
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.metering import Metering
 from stockade.proxy.sessions import Registry
@@ -289,6 +290,12 @@ def build_master(
     filt = Filter()
     # mitmproxy's own addons first: NextLayer must have chosen a layer before Metering wraps it.
     master.addons.add(*proxy_addons(), *filt.chain(), Daemon(files, filt, ready_fd, control_fd, lock_fd))
+    # A host with HTTP rules has its TLS terminated here; the origin is then verified as a client
+    # would: against the system's roots (mitmproxy's own default is certifi's copy), or in tests
+    # against the test origins' CA only.
+    trusted = os.environ.get(TEST_UPSTREAM_CA_ENV) or system_roots()
+    if trusted:
+        options.update(ssl_verify_upstream_trusted_ca=trusted)
     options.update(
         connection_strategy="lazy",  # nothing is dialed before the ClientHello was checked
         stream_large_bodies="1m",

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stockade.profiles.domains import HostRule, IPAddress, IPNetwork, canonical_name, parse_rule
+from stockade.profiles.httprules import HttpRule, judge, parse_http_rule, suggested_rule
 
 _V4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -75,22 +76,41 @@ class Target:
 
 
 @dataclass(frozen=True)
+class HttpTable:
+    """One [network.http."HOST"] table: the host rule it is for, and the requests it allows and denies."""
+
+    host: HostRule
+    allow: tuple[HttpRule, ...]
+    deny: tuple[HttpRule, ...]
+
+
+@dataclass(frozen=True)
 class SessionRules:
     """A session's network rules, parsed once at registration."""
 
     allow: tuple[HostRule, ...] = ()
     deny: tuple[HostRule, ...] = ()
     mode: str = "allowlist"  # "allowlist" | "open" | "none"
+    http: tuple[HttpTable, ...] = ()
 
     @classmethod
-    def parse(cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist") -> SessionRules:
+    def parse(
+        cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist", http: Iterable[tuple[str, Iterable[str], Iterable[str]]] = ()
+    ) -> SessionRules:
         """Parse canonical rule strings from `profiles`; ValueError names the bad entry."""
         if mode not in ("allowlist", "open", "none"):
             raise ValueError(f"unknown network mode {mode!r} (expected allowlist, open or none)")
+        tables = []
+        for host, allow_rules, deny_rules in http:
+            rule = parse_rule(host)
+            if rule.network is not None:
+                raise ValueError(f"HTTP rules name hosts, not addresses: {host!r}")
+            tables.append(HttpTable(rule, tuple(parse_http_rule(r) for r in allow_rules), tuple(parse_http_rule(r) for r in deny_rules)))
         return cls(
             allow=tuple(_normalise_rule(parse_rule(r)) for r in allow),
             deny=tuple(_normalise_rule(parse_rule(r)) for r in deny),
             mode=mode,
+            http=tuple(tables),
         )
 
 
@@ -182,6 +202,55 @@ def decide(rules: SessionRules, host: str, port: int) -> Decision:
         # Listed for other ports only: suggest exactly this port, not every port.
         return Decision(False, f"no allow rule matches port {port}", allow_line(f"{shown}:{port}"), shown)
     return Decision(False, NO_ALLOW_RULE, allow_line(shown), shown)
+
+
+def inspected(rules: SessionRules, host: str, port: int) -> tuple[HttpTable, ...]:
+    """The HTTP tables for host:port (several may match: "*.example.com" and "api.example.com");
+    when there are any, the daemon terminates the tunnel's TLS and judges each request."""
+    if not rules.http:
+        return ()
+    try:
+        target = canonical_target(host)
+    except ValueError:
+        return ()
+    return tuple(table for table in rules.http if _matches(table.host, target, port))
+
+
+def decide_request(
+    tables: tuple[HttpTable, ...], host: str, method: str, path: str, overrides: tuple[tuple[str, str], ...] = ()
+) -> Decision:
+    """One request to a host with HTTP rules: every matching table's deny rules first, then their allow rules.
+
+    `overrides` are the (where, method) a server may act on instead of the request line's method
+    (X-HTTP-Method-Override and its kin, see decisions.py): each is judged as well, so an allowed
+    POST cannot become a DELETE the rules refuse."""
+    decision = _request_decision(tables, host, method, path)
+    for where, other in overrides:
+        if not decision.allowed:
+            break
+        instead = _request_decision(tables, host, other, path)
+        if not instead.allowed:
+            decision = Decision(False, f"{instead.rule} (asked by {where})", instead.hint, host)
+    return decision
+
+
+def _request_decision(tables: tuple[HttpTable, ...], host: str, method: str, path: str) -> Decision:
+    allow = tuple(rule for table in tables for rule in table.allow)
+    deny = tuple(rule for table in tables for rule in table.deny)
+    allowed, why = judge(allow, deny, method, path)
+    if allowed:
+        return Decision(True, f"http {why}", "", host)
+    if why.startswith("deny "):
+        return Decision(False, f"http {why}", "", host)
+    if why.startswith("no "):
+        shown = f"{method.upper()} {path.split('?', 1)[0][:200]}"
+        return Decision(False, f"{why.removesuffix(' it')} {shown}", http_line(tables[0].host, suggested_rule(method, path)), host)
+    return Decision(False, f"refused: {why}", "", host)
+
+
+def http_line(host: HostRule, rule: str) -> str:
+    """Where a refused request's rule goes: the table's header and the allow entry to add."""
+    return f"[network.http.{json.dumps(str(host))}] allow = [{json.dumps(rule)}]"
 
 
 def address_kind(address: IPAddress) -> str | None:

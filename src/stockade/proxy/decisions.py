@@ -1,8 +1,10 @@
 """Allow or deny each request of an admitted session, before anything is looked up or dialed.
 
 - `http_connect` (CONNECT host:port): 403 before any lookup or dial;
-- `requestheaders` (plain HTTP): judged on `request.host` (the request
-  target), and a `Host` header that disagrees with it is a 403;
+- `requestheaders` (plain HTTP, and each request inside a tunnel whose TLS
+  stockade terminated for a host with HTTP rules): judged on `request.host`
+  (the request target), and a `Host` header that disagrees with it is a 403;
+  inside an inspected tunnel, by the host's HTTP rules too (method and path);
 - `dns_request`: always REFUSED (the sandbox has no resolver).
 
 An allowed name is looked up and its addresses checked here too, so a name
@@ -26,7 +28,7 @@ from mitmproxy import connection, dns, http
 from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
-from stockade.proxy.decide import Decision, canonical_target, check_resolved, decide
+from stockade.proxy.decide import Decision, HttpTable, canonical_target, check_resolved, decide, decide_request, inspected
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.sessions import Session
 from stockade.proxy.state import META, SESSION, ClientState, Connections
@@ -67,6 +69,12 @@ class Decisions:
             state = self.connections.client(flow.client_conn)
             tunnel = state.tunnel
             decision = decide(session.rules, request.host, request.port)
+            if decision.allowed:
+                # A host with HTTP rules has each request judged: inside its terminated TLS, and in
+                # plain HTTP too (direct, or inside a CONNECT tunnel that carries no TLS).
+                tables = state.inspected if tunnel is not None and state.inspected else inspected(session.rules, request.host, request.port)
+                if tables:
+                    decision = _inspected_request(request, tunnel.record.host if tunnel is not None else decision.host, tables, decision)
             tracked = refusal.track(flow, session, decision, scheme=request.scheme or "http", path=request.path)
             mismatch = host_mismatch(request, in_tunnel=tunnel is not None)
             if mismatch:
@@ -96,6 +104,25 @@ class Decisions:
             self.connections.client(client).pending[(host, port)] = resolved
             return decision
         return checked
+
+
+def _inspected_request(request: http.Request, tunnel_host: str, tables: tuple[HttpTable, ...], decision: Decision) -> Decision:
+    """A request to a host with HTTP rules: for the tunnel's host only (when it came through one), judged by those rules."""
+    if decision.host != tunnel_host:
+        return Decision(False, f"a request for {refusal.shown_host(request.host)} inside the tunnel to {tunnel_host}", "", decision.host)
+    return decide_request(tables, tunnel_host, request.method, request.path, method_overrides(request))
+
+
+# Where servers take a method other than the request line's (Rails, Express method-override, Symfony,
+# Laravel, ASP.NET, Google APIs): the headers, and the `_method` query parameter.
+OVERRIDE_HEADERS = ("X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override")
+
+
+def method_overrides(request: http.Request) -> tuple[tuple[str, str], ...]:
+    """Each method a server may act on instead of the request's own, with where it was asked."""
+    found = [(name, value.strip()) for name in OVERRIDE_HEADERS for value in request.headers.get_all(name)]
+    found += [("the _method parameter", value.strip()) for value in request.query.get_all("_method")]
+    return tuple(found)
 
 
 def _reusable(state: ClientState, host: str, port: int) -> bool:

@@ -33,3 +33,26 @@ def proxy_environment(port: int, *, credential: str = "", no_proxy: tuple[str, .
         java += " -Dhttp.nonProxyHosts=" + "|".join(host for host in no_proxy if ":" not in host)
     env["JAVA_TOOL_OPTIONS"] = java  # Java takes no credential here: on macOS its requests get a 407
     return env
+
+
+# The variables that name a CA bundle, for the clients that read one (the README's table lists them).
+# Set only when the daemon terminates TLS for some host (HTTP rules): the bundle is the system's roots
+# and the daemon's CA (proxy/cabundle.py), so every other host verifies as it would outside.
+CA_VARIABLES = (
+    "SSL_CERT_FILE",  # OpenSSL: Python's ssl, Ruby, PHP, many C tools
+    "REQUESTS_CA_BUNDLE",  # Python requests
+    "CURL_CA_BUNDLE",  # curl, and pip's vendored requests
+    "PIP_CERT",  # pip
+    "NODE_EXTRA_CA_CERTS",  # Node.js adds these to its own roots
+    "GIT_SSL_CAINFO",  # git over HTTPS
+    "CARGO_HTTP_CAINFO",  # cargo
+    "AWS_CA_BUNDLE",  # AWS CLI and SDKs
+    "DENO_CERT",  # Deno
+    "npm_config_cafile",  # npm
+    "HTTPLIB2_CA_CERTS",  # httplib2 (Google's older client libraries)
+)
+
+
+def ca_environment(path: str) -> dict[str, str]:
+    """Every CA variable pointing at the bundle at `path` inside the sandbox."""
+    return dict.fromkeys(CA_VARIABLES, path)

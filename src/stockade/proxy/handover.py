@@ -228,4 +228,5 @@ def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str,
         "audit_path": str(rules["audit_path"]),
         "origin": str(rules["origin"]),
         "mode": str(rules["mode"]),
+        "http": [[host, list(allow), list(deny)] for host, allow, deny in rules.get("http", [])],
     }

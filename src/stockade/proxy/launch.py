@@ -42,6 +42,7 @@ LOCK_MARGIN = 5.0  # how much longer than START_TIMEOUT a run waits for the star
 HUNG_AFTER = 1.0
 IDLE_ENV = "STOCKADE_PROXY_IDLE"  # seconds a daemon with no sessions and no connections lives on
 TEST_RESOLVER_ENV = "STOCKADE_PROXY_TEST_RESOLVER"  # tests only: JSON name table (see proxy/resolver.py)
+TEST_UPSTREAM_CA_ENV = "STOCKADE_PROXY_TEST_UPSTREAM_CA"  # tests only: the one CA inspected origins are verified against
 _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 

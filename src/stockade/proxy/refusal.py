@@ -12,7 +12,7 @@ from typing import Any
 
 from mitmproxy import connection, ctx, http, tcp
 
-from stockade.profiles.hints import allow_command
+from stockade.profiles.hints import allow_command, http_fix
 from stockade.profiles.text import shown
 from stockade.proxy.audit import AuditRecord, redact_path
 from stockade.proxy.decide import Decision, canonical_target
@@ -115,12 +115,19 @@ def denial_text(host: str, port: int, decision: Decision, origin: str) -> str:
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     where = origin or "the stockade policy"
     command = allow_command(decision.hint, origin) if decision.hint else ""
-    if command:
+    http = http_fix(decision.hint, where) if decision.hint else None
+    if http is not None:
+        fix = http
+    elif command:
         fix = f"to allow it, run: {command}"
     elif decision.hint:
         fix = f"to allow it, add `{decision.hint}` under [network] in {where}"
     elif decision.rule.startswith('deny "'):
         fix = f"it is listed under deny in [network] of {where}"
+    elif decision.rule.startswith("http deny "):
+        fix = f'"{decision.rule.removeprefix("http deny ")}" is under deny in a [network.http] table of {where}'
+    elif decision.rule.startswith("refused: "):
+        fix = "no HTTP rule can allow a path servers read in different ways; send it as a plain path"
     else:
         fix = "no policy change allows this request"
     return f"stockade: the sandbox's policy blocked {target} ({decision.rule}); going around the proxy will not work; {fix}\n"

@@ -79,6 +79,7 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
         "deny": list(policy.network.deny),
         "audit_path": policy.audit.log or str(locations.default_audit_log),
         "origin": policy.origin,
+        "http": [[host, list(allow), list(deny)] for host, allow, deny in policy.network.http],
     }
 
 
@@ -98,6 +99,7 @@ def open_session_with(locations: Locations, session_id: str, command: list[str],
         deny=tuple(rules["deny"]),
         audit_path=str(rules["audit_path"]),
         origin=str(rules["origin"]),
+        http=tuple((str(host), tuple(allow), tuple(deny)) for host, allow, deny in rules.get("http", [])),
     )
     try:
         ensure_daemon(locations)

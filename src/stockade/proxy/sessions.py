@@ -68,7 +68,7 @@ class Session:
     spec: SessionSpec
     rules: SessionRules
     writer: AuditWriter
-    denials: dict[tuple[str, int], Denial] = field(default_factory=dict)
+    denials: dict[tuple[str, int, str, str], Denial] = field(default_factory=dict)  # (host, port, hint, HTTP rule)
     ended: bool = False
     denial_lines: int = 0  # denials written as lines of their own
     repeats: dict[tuple[str, int, str], Repeats] = field(default_factory=dict)
@@ -84,7 +84,8 @@ class Session:
         return None
 
     def note_denial(self, host: str, port: int, decision: Decision) -> None:
-        key = (host, port)
+        # Each kind of request refused by a host's HTTP rules gets a line of its own.
+        key = (host, port, decision.hint, decision.rule if decision.rule.startswith(("http ", "refused: ", "no HTTP")) else "")
         if key in self.denials:
             self.denials[key].count += 1
         elif len(self.denials) < MAX_COUNTED:
@@ -137,7 +138,7 @@ class Registry:
         """Add a session and return its new token; ValueError for bad rules, AuditError for a bad log."""
         if spec.session_id in self._by_id:
             raise ValueError(f"session {spec.session_id!r} is already registered")
-        rules = SessionRules.parse(spec.allow, spec.deny, spec.mode)
+        rules = SessionRules.parse(spec.allow, spec.deny, spec.mode, spec.http)
         writer = self._writers.get(spec.audit_path)
         if writer is None or writer.broken:
             writer = self._open_writer(spec.audit_path)

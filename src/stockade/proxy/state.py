@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from mitmproxy import connection
 
-    from stockade.proxy.decide import Decision
+    from stockade.proxy.decide import Decision, HttpTable
     from stockade.proxy.meter import Meter
     from stockade.proxy.resolver import Resolved
     from stockade.proxy.sessions import Session
@@ -37,6 +37,7 @@ class ClientState:
     tunnel: Tracked | None = None  # the allowed CONNECT tunnel's record, until the connection ends
     meter: Meter | None = None  # the layer that counts and cuts the tunnel's content
     splicer: Splicer | None = None  # moves the checked tunnel's bytes once it was handed over
+    inspected: tuple[HttpTable, ...] = ()  # the tunnel's host has HTTP rules: its TLS is terminated, each request judged
     # Addresses checked for a request, waiting for the backstop to dial them: (host, port) -> lookup.
     pending: dict[tuple[str, int], Resolved] = field(default_factory=dict)
     # Dials the backstop refused for a plain-HTTP flow, waiting for the flow's `error` hook to record them.

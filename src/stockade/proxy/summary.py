@@ -16,9 +16,15 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
     count = int(str(denial.get("count") or 1))
     where = f"network: denied {denial.get('host')}:{denial.get('port')}" + (f" ({count} times)" if count > 1 else "")
     if not denial.get("hint"):
-        return f"{where} ({denial.get('rule')}); no policy change allows this"
-    from stockade.profiles.hints import allow_command
+        rule = str(denial.get("rule"))
+        if rule.startswith('deny "') or rule.startswith("http deny "):
+            return f"{where} ({rule}); it is under deny in {origin}"
+        return f"{where} ({rule}); no policy change allows this"
+    from stockade.profiles.hints import allow_command, http_fix
 
+    fix = http_fix(str(denial.get("hint")), origin)
+    if fix is not None:
+        return f"{where} ({denial.get('rule')}); {fix}"
     command = allow_command(str(denial.get("hint")), origin)
     if command:
         return f"{where}; to allow it, run: {command}"

@@ -1,13 +1,17 @@
-"""What may travel inside an allowed CONNECT tunnel: checked TLS passed through untouched, nothing else.
+"""What may travel inside an allowed CONNECT tunnel: checked TLS, passed through or inspected; nothing else.
 
 - `tls_clienthello`: the SNI must be the CONNECT host; then the TLS stream
-  passes through untouched (`ignore_connection`). On a mismatch the tunnel
-  is cut by the `Meter` around it (metering.py), never "ignored" (that
-  would pass it);
-- `tls_start_client`: stockade never terminates a client's TLS;
+  passes through untouched (`ignore_connection`), unless the host has HTTP
+  rules ([network.http."HOST"]): then mitmproxy terminates it with
+  stockade's CA and Decisions judges each request inside. On a mismatch
+  the tunnel is cut by the `Meter` around it (metering.py), never
+  "ignored" (that would pass it);
+- `tls_start_client`: stockade terminates a client's TLS only for a host
+  with HTTP rules;
 - `tcp_start`: raw TCP in a tunnel is killed (only TLS or HTTP may tunnel),
   except the continuation of an allowed HTTP upgrade (101), which gets a
-  record of its own.
+  record of its own; never on a host with HTTP rules, whose later bytes
+  could hold requests nobody judged (only WebSocket, parsed, goes on there).
 
 mitmproxy swallows exceptions from hooks and carries on (the flow passes),
 so every hook here catches everything itself and denies.
@@ -21,7 +25,7 @@ import logging
 from mitmproxy import connection, tcp, tls
 
 from stockade.proxy.audit import now_iso
-from stockade.proxy.decide import Decision, canonical_target
+from stockade.proxy.decide import Decision, canonical_target, inspected
 from stockade.proxy.refusal import INTERNAL_ERROR, cut_tcp, shown_host
 from stockade.proxy.state import META, Connections
 from stockade.proxy.tracking import Tracked
@@ -29,6 +33,7 @@ from stockade.proxy.tracking import Tracked
 logger = logging.getLogger(__name__)
 
 RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP)"
+INSPECTED_UPGRADE = "an upgrade to raw TCP on a host with HTTP rules (its requests could no longer be judged)"
 
 
 class Tunnels:
@@ -49,6 +54,11 @@ class Tunnels:
             if reason:
                 tracked.deny(Decision(False, reason, "", tracked.record.host))
                 return
+            tables = inspected(tracked.session.rules, tracked.record.host, tracked.record.port)
+            if tables:
+                state.inspected = tables  # TlsConfig makes the certificate; every request is judged (decisions.py)
+                data.establish_server_tls_first = True  # the origin's ALPN (h2 or http/1.1) is the one offered back
+                return
             data.establish_server_tls_first = False
             data.ignore_connection = True  # pass the TLS stream through, untouched
             if state.meter is not None:
@@ -59,9 +69,12 @@ class Tunnels:
             tracked.deny(Decision(False, INTERNAL_ERROR, "", tracked.record.host))
 
     def tls_start_client(self, data: tls.TlsData) -> None:
-        """stockade never intercepts TLS: any attempt to terminate a client's TLS fails the connection."""
+        """Only a tunnel to a host with HTTP rules has its TLS terminated; any other attempt fails the connection."""
+        state = self.connections.client(data.context.client)
+        if state.inspected and state.tunnel is not None and not state.tunnel.cut:
+            return  # TlsConfig (before us) set up the connection with stockade's CA
         data.ssl_conn = None
-        tracked = self.connections.client(data.context.client).tunnel
+        tracked = state.tunnel
         if tracked is not None and not tracked.cut:
             tracked.deny(Decision(False, "TLS interception refused", "", tracked.record.host))
 
@@ -72,7 +85,12 @@ class Tunnels:
                 record = dataclasses.replace(upgraded.record, scheme="tcp", time=now_iso(), bytes_up=0, bytes_down=0, error=None, path=None)
                 tracked = Tracked(upgraded.session, dataclasses.replace(record, flow=None))
                 flow.metadata[META] = tracked
-                if not tracked.opened():
+                rules = upgraded.session.rules
+                if self.connections.client(flow.client_conn).inspected or inspected(rules, upgraded.record.host, upgraded.record.port):
+                    # A host with HTTP rules has each request judged; raw bytes after a 101 could carry
+                    # any request (h2c smuggling). Only WebSocket (parsed messages) continues there.
+                    self._kill_tcp(flow, tracked, Decision(False, INSPECTED_UPGRADE, "", tracked.record.host))
+                elif not tracked.opened():
                     cut_tcp(flow)
                 return
             host = flow.server_conn.address[0] if flow.server_conn.address else "?"

@@ -29,7 +29,7 @@ from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say
 from stockade.profiles.units import format_duration
-from stockade.proxy.environment import proxy_environment
+from stockade.proxy.environment import ca_environment, proxy_environment
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.logstream import LOG_COMMAND, LogStream
 from stockade.seatbelt.profile import Profile, ProfileSpec, render
@@ -200,7 +200,10 @@ class SeatbeltPlanner:
             request.host_env, str(request.cwd),
         )
         floor = replace(floor, read_only=tuple(dict.fromkeys((*floor.read_only, *git))))
-        spec = ProfileSpec(policy=policy, floor=floor, home=str(request.locations.home), temp_dir=str(temp_dir), tag=tag, proxy_port=port)
+        ca_bundle = self._ca_bundle(request)
+        spec = ProfileSpec(
+            policy=policy, floor=floor, home=str(request.locations.home), temp_dir=str(temp_dir), tag=tag, proxy_port=port, ca_bundle=ca_bundle,
+        )  # fmt: skip
         paths = HostPaths(writable_roots=(*policy.filesystem.allow_write, str(temp_dir)))
         try:
             profile = render(spec, paths)
@@ -211,6 +214,8 @@ class SeatbeltPlanner:
         env["TMPDIR"] = str(temp_dir)
         if port is not None:
             env.update(proxy_env(port, self.proxy_token))
+        if ca_bundle is not None:
+            env.update(ca_environment(ca_bundle))
         argv = (self.sandbox_exec, *profile.sandbox_exec_args(), "--", *request.command)
         return SeatbeltPlan(
             argv=argv,
@@ -228,6 +233,17 @@ class SeatbeltPlanner:
             withheld_env=tuple(withheld(request.host_env, policy.env)),
             notes=tuple(notes + _limit_notes(policy)),
         )
+
+    def _ca_bundle(self, request: RunRequest) -> str | None:
+        """Hosts with HTTP rules: the bundle the sandbox reads where it is (proxy/cabundle.py). None on a
+        dry run (the placeholder port: nothing is made) and without HTTP rules."""
+        policy = request.policy
+        if policy.network.mode is NetworkMode.NONE or not policy.network.http or self.proxy_port is None:
+            return None
+        from stockade.proxy.cabundle import bundle
+        from stockade.proxy.launch import daemon_files
+
+        return bundle(daemon_files(request.locations), str(request.locations.cache))
 
     def _temp_base(self) -> Path:
         return Path(os.path.realpath(self.temp_base or tempfile.gettempdir()))

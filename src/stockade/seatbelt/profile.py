@@ -156,6 +156,7 @@ class ProfileSpec:
     temp_dir: str  # the run's private, writable temp dir (its TMPDIR)
     tag: str  # per-run tag in every denial message, to find them in the log
     proxy_port: int | None = None  # loopback port of the proxy; 0 is a dry-run placeholder
+    ca_bundle: str | None = None  # hosts with HTTP rules: the CA bundle in stockade's (hidden) cache, readable alone
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,9 @@ def render(spec: ProfileSpec, paths: PathResolver = LexicalPaths()) -> Profile:
     read_only = w.entries("floor.read_only", "READ_ONLY", floor.read_only, "deny", "file-write*", deny=True)
     deny_read = w.entries("deny_read", "DENY_READ", fs.deny_read, "deny", "file-read* file-write*", deny=True, globs=True)
     hidden = w.entries("floor.hidden", "HIDDEN", _hidden(policy, floor), "deny", "file-read* file-write*", deny=True)
+    if spec.ca_bundle:
+        w.add(";; ---- the CA bundle for hosts with HTTP rules: one file of the hidden cache, read only ----")
+        w.entries("ca_bundle", "CA_BUNDLE", (spec.ca_bundle,), "allow", "file-read*", deny=False, kind=LITERAL)
 
     roots = (*fs.allow_write, spec.temp_dir)
     w.add(";; ---- guards: protected paths cannot be moved away or renamed into place ----")
