@@ -214,6 +214,8 @@ def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None) -> tup
         info_read, info_write = os.pipe()
         os.set_inheritable(info_write, True)
         tail: list[bw.Piece] = [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
+        if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
+            tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
         args_fd = _args_fd(launch.args + bw.encode(tail))
         try:

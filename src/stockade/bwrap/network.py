@@ -17,6 +17,7 @@ from stockade.bwrap.netns import PROXY_PORT, receive_listener
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from stockade.proxy.credentials import Resolved
     from stockade.proxy.handover import Handover
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # servers the command starts inside stay reachable directly
@@ -38,6 +39,7 @@ class Bridge:
 
     __slots__ = (
         "session_id", "rules", "runtime", "state", "command", "cwd", "channel", "child_channel_fd", "handover", "denials", "trouble", "refused",
+        "credentials",
     )  # fmt: skip
 
     def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
@@ -53,13 +55,15 @@ class Bridge:
         self.denials: list[dict[str, object]] = []
         self.trouble = ""  # why the run's network record may be incomplete (the audit log failed, the daemon died)
         self.refused = ""  # connections the daemon refused over the session's budget, as one line
+        self.credentials: list[Resolved] = []  # read by the run (proxy/credentials.py); the sandbox gets their placeholders
 
     def open(self) -> None:
         """Before bwrap starts: a connection to the daemon (a starting one will do), and the child's channel."""
         from stockade.proxy.control import DaemonFiles
         from stockade.proxy.handover import Handover, spec_message
 
-        self.handover = Handover(DaemonFiles(self.runtime, self.state), spec_message(self.session_id, list(self.command), self.cwd, self.rules))
+        spec = spec_message(self.session_id, list(self.command), self.cwd, self.rules, self.credentials)
+        self.handover = Handover(DaemonFiles(self.runtime, self.state), spec)
         self.handover.reach()
         parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.channel = parent

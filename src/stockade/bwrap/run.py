@@ -93,6 +93,11 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
         else:
             runtime, state = runtime_folder(invocation.env), state_folder(invocation.env)
         bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
+        credentials = launch.session_rules.get("credentials")
+        if credentials:
+            from stockade.proxy.credentials import resolve
+
+            bridge.credentials = resolve(credentials, invocation.env)  # type: ignore[arg-type]
     code = execute(launch, invocation.session_id, bridge)
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)

@@ -113,7 +113,9 @@ def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
     values: dict[str, dict[str, Any]] = {}
     extends: tuple[str, ...] = ()
     for key, value in document.items():
-        if isinstance(value, dict):
+        if key == "credentials":
+            values[key] = checker.credentials(value)
+        elif isinstance(value, dict):
             if key not in TABLES or key == "":
                 checker.unknown_table(key)
             values[key] = checker.table(key, value)
@@ -240,6 +242,82 @@ class _Checker:
             previous = tables.get(canonical, ((), ()))
             tables[canonical] = (tuple(dict.fromkeys((*previous[0], *lists[0]))), tuple(dict.fromkeys((*previous[1], *lists[1]))))
         return tables
+
+    def credentials(self, value: Any) -> dict[str, Any]:
+        """[credentials.NAME] tables: {NAME: Credential}, every value checked, no secret read."""
+        from stockade.profiles import credentials as grammar
+        from stockade.profiles.domains import parse_rule
+
+        if not isinstance(value, dict):
+            raise PolicyError(
+                f"'credentials' must be tables such as [credentials.GH_TOKEN], not {_type_name(value)}",
+                file=self.source, line=self.lines.key("", "credentials"),
+            )  # fmt: skip
+        found: dict[str, Any] = {}
+        for name, table in value.items():
+            where = f"[credentials.{name}]"
+
+            def fail(message: str, key: str | None = None, item: str | None = None, name: str = name) -> PolicyError:
+                section = f"credentials.{name}"
+                line = None
+                if key is not None:
+                    line = self.lines.item(section, key, item) if item is not None else self.lines.key(section, key)
+                line = line or self.lines.table(section) or self.lines.table("credentials") or self.lines.key("", "credentials")
+                return PolicyError(message, file=self.source, line=line)
+
+            try:
+                grammar.check_name(name)
+            except ValueError as exc:
+                raise fail(f"{where}: {exc}") from None
+            if not isinstance(table, dict):
+                raise fail(f"{where} must be a table (env, file or command; hosts; header or query), not {_type_name(table)}")
+            unknown = [key for key in table if key not in grammar.KEYS]
+            if unknown:
+                raise fail(f"unknown key '{unknown[0]}' in {where}; known keys: {', '.join(grammar.KEYS)}", unknown[0])
+            sources = [key for key in grammar.SOURCES if key in table]
+            if len(sources) != 1:
+                said = "none" if not sources else " and ".join(sources)
+                raise fail(
+                    f'{where} needs exactly one of env = "VAR", file = "PATH" or command = [...] (where its value lives outside), not {said}',
+                    sources[1] if len(sources) > 1 else None,
+                )
+            source = sources[0]
+            try:
+                if source == "env":
+                    place = grammar.check_env_source(table["env"])
+                elif source == "command":
+                    place = grammar.check_command(table["command"])
+                else:
+                    if not isinstance(table["file"], str):
+                        raise ValueError(f"file must be a path, not {_type_name(table['file'])}")
+                    place = (normalise_path(table["file"], base=self.base, home=self.home, allow_glob=False),)
+            except ValueError as exc:
+                raise fail(f"{where} {source}: {exc}", source) from None
+            hosts = table.get("hosts")
+            if not isinstance(hosts, list) or not hosts or not all(isinstance(host, str) for host in hosts):
+                at = "hosts" if "hosts" in table else None
+                raise fail(f'{where} needs hosts = ["api.example.com", ...]: the only hosts its value is sent to', at)
+            rules = []
+            for host in hosts:
+                try:
+                    rule = parse_rule(host)
+                except ValueError as exc:
+                    raise fail(f"{where} hosts: {exc}", "hosts", host) from None
+                if rule.network is not None:
+                    why = "a credential goes to a host by name, over TLS checked for that name"
+                    raise fail(f"{where} hosts: {host!r} is an address; {why}", "hosts", host)
+                rules.append(str(rule))
+            try:
+                header = grammar.check_header(table["header"]) if "header" in table else None
+                query = grammar.check_query(table["query"]) if "query" in table else None
+            except ValueError as exc:
+                raise fail(f"{where} {exc}", "header" if "header" in table else "query") from None
+            if header is None and query is None:
+                header = "Authorization"
+            found[name] = grammar.Credential(
+                name=name, source=source, where=place, hosts=tuple(dict.fromkeys(rules)), header=header, query=query, origin=self.source
+            )
+        return found
 
     def http_fail(self, message: str, host: str, key: str | None = None, item: str | None = None) -> PolicyError:
         """An error in one host's HTTP table, at the line of its item, its key, its header, or [network]'s."""

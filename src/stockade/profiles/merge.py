@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from stockade.profiles import anywhere
+from stockade.profiles.credentials import Credential
 from stockade.profiles.loader import Layer
 from stockade.profiles.model import (
     AuditRules,
@@ -24,6 +25,9 @@ def merge_values(layers: list[Layer]) -> dict[str, dict[str, Any]]:
     for layer in layers:
         for table, content in layer.values.items():
             target = merged.setdefault(table, {})
+            if table == "credentials":
+                target.update(content)  # a later file's credential of the same name replaces the earlier one whole
+                continue
             for key, value in content.items():
                 kind = TABLES[table][key]
                 if kind in LIST_KINDS:
@@ -48,11 +52,14 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
     env = values.get("env", {})
     limits = values.get("limits", {})
     audit = values.get("audit", {})
+    credentials = tuple(credential for _name, credential in sorted(values.get("credentials", {}).items()))
     allow = net.get("allow", ())
     mode = net.get("mode", NetworkMode.ALLOWLIST if allow else NetworkMode.NONE)
+    _refuse_credential_conflicts(layers, credentials, env)
+    hidden_sources = tuple(c.where[0] for c in credentials if c.source == "file")  # a credential's file is never readable inside
     return Policy(
         filesystem=FilesystemRules(
-            deny_read=anywhere.spread(fs.get("deny_read", ()), project, (*writable, *shown)),
+            deny_read=anywhere.spread(tuple(dict.fromkeys((*fs.get("deny_read", ()), *hidden_sources))), project, (*writable, *shown)),
             allow_write=fs.get("allow_write", ()),
             deny_write=anywhere.spread(fs.get("deny_write", ()), project, writable),
             home=fs.get("home", "private"),
@@ -67,12 +74,13 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
             http=tuple((host, allow_rules, deny_rules) for host, (allow_rules, deny_rules) in sorted(net.get("http", {}).items())),
         ),
         env=EnvRules(
-            deny=env.get("deny", ()),
+            deny=tuple(dict.fromkeys((*env.get("deny", ()), *(c.where[0] for c in credentials if c.source == "env")))),
             set=tuple(sorted(env.get("set", {}).items())),
             passthrough=env.get("pass", ()),
         ),
         limits=Limits(**limits),
         audit=AuditRules(log=audit.get("log")),
+        credentials=credentials,
         project_dir=project_dir,
         origin=origin,
         sources=tuple(layer.source for layer in layers),
@@ -89,6 +97,42 @@ def merge_http(
         known_allow, known_deny = merged.get(host, ((), ()))
         merged[host] = (tuple(dict.fromkeys((*known_allow, *allow))), tuple(dict.fromkeys((*known_deny, *deny))))
     return merged
+
+
+def _refuse_credential_conflicts(layers: list[Layer], credentials: tuple[Credential, ...], env: dict[str, Any]) -> None:
+    """A credential's value must not reach the sandbox another way: not through `[env] pass` of the
+    variable it comes from, and its own name is not also set by `[env] set`."""
+    from stockade.core.errors import PolicyError
+
+    passed = env.get("pass", ())
+    for credential in credentials:
+        if credential.source == "env" and credential.where[0] in passed:
+            layer = next((one for one in reversed(layers) if credential.where[0] in one.values.get("env", {}).get("pass", ())), None)
+            origin = layer.source if layer is not None else credential.origin
+            raise PolicyError(
+                f"[credentials.{credential.name}] comes from the variable {credential.where[0]}, which [env] pass lets into the sandbox: "
+                "remove it from pass (the sandbox gets a placeholder in its place)",
+                file=_file_of(layers, origin), line=_key_line_of(layers, origin, "env", "pass"),
+            )  # fmt: skip
+        if credential.name in env.get("set", {}):
+            raise PolicyError(
+                f"[credentials.{credential.name}] and [env] set both give the variable {credential.name}: keep one",
+                file=_file_of(layers, credential.origin), line=_key_line_of(layers, credential.origin, f"credentials.{credential.name}", None),
+            )  # fmt: skip
+
+
+def _file_of(layers: list[Layer], source: str) -> str | None:
+    return source if any(layer.source == source and not layer.is_builtin for layer in layers) else None
+
+
+def _key_line_of(layers: list[Layer], source: str, table: str, key: str | None) -> int | None:
+    from stockade.profiles.toml_lines import KeyLines
+
+    layer = next((one for one in layers if one.source == source and not one.is_builtin), None)
+    if layer is None:
+        return None
+    lines = KeyLines(layer.text)
+    return (lines.key(table, key) if key else None) or lines.table(table)
 
 
 def _opened_by_user(layers: list[Layer], key: str) -> list[str]:

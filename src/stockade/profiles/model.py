@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from stockade.profiles.credentials import Credential
+
 
 class NetworkMode(str, Enum):
     NONE = "none"
@@ -76,6 +78,7 @@ class Policy:
     env: EnvRules = field(default_factory=EnvRules)
     limits: Limits = field(default_factory=Limits)
     audit: AuditRules = field(default_factory=AuditRules)
+    credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/inject.py)
     project_dir: Path = Path("/")  # where "." of built-in profiles points, and the run's default cwd
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy
     sources: tuple[str, ...] = ()  # every file or built-in that contributed, in load order

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from stockade.profiles.credentials import Credential
 from stockade.profiles.domains import HostRule, parse_rule
 from stockade.profiles.model import EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
 from stockade.profiles.paths import is_within
@@ -33,6 +34,7 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
             network=_narrow_network(base.network, project.network, notes),
             env=_narrow_env(base.env, project.env, notes),
             limits=_narrow_limits(base.limits, project.limits),
+            credentials=_narrow_credentials(base, project, notes),
             project_dir=project.project_dir,
             origin=project.origin,
             sources=tuple(dict.fromkeys((*base.sources, *project.sources))),
@@ -40,6 +42,13 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
         ),
         notes,
     )
+
+
+def _narrow_credentials(base: Policy, project: Policy, notes: list[str]) -> tuple[Credential, ...]:
+    """Only your own credentials: an untrusted file that adds one (or changes where one goes)
+    would send your secret where it chose."""
+    notes += [f"[credentials.{c.name}] (an untrusted policy cannot add credentials)" for c in project.credentials if c not in base.credentials]
+    return base.credentials
 
 
 def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:

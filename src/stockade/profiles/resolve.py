@@ -146,6 +146,7 @@ def resolve(
     from stockade.profiles.trust import TrustStore, chain_digest
 
     layers = _Expander(project_dir, locations, implicit=implicit).from_file(project_file)
+    _refuse_project_commands(layers)
     project = compose(layers, project_dir=project_dir, origin=str(project_file))
     store = TrustStore(locations.trust_file)
     if store.is_trusted(project_file, chain_digest(layers)):
@@ -155,6 +156,24 @@ def resolve(
         effective, project_file=project_file, trusted=False, dropped=tuple(dropped), kept=tuple(kept_notes(base, effective)),
         changed=store.was_trusted(project_file),
     )  # fmt: skip
+
+
+def _refuse_project_commands(layers: list[Layer]) -> None:
+    """A project's files (trusted or not) may not name a credential by a command: it would run
+    outside the sandbox, as you, at every run. Such a credential belongs in your own config."""
+    for layer in layers:
+        if layer.implicit or layer.is_builtin:
+            continue
+        for name, credential in layer.values.get("credentials", {}).items():
+            if credential.source == "command":
+                from stockade.profiles.toml_lines import KeyLines
+
+                lines = KeyLines(layer.text)
+                raise PolicyError(
+                    f"[credentials.{name}] runs a command outside the sandbox to get its value, which a project's policy may not do; "
+                    "move this table to your own config (~/.config/stockade/config.toml), or use env = or file =",
+                    file=layer.source, line=lines.key(f"credentials.{name}", "command") or lines.table(f"credentials.{name}"),
+                )
 
 
 def project_chain(project_file: Path, locations: Locations) -> list[Layer]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from stockade.profiles.credentials import Credential
 from stockade.profiles.model import Policy
 from stockade.profiles.text import escaped_literal
 from stockade.profiles.units import format_duration, format_size
@@ -44,7 +45,19 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "tmp_size": limits.tmp_size,
         },
         "audit": {"log": policy.audit.log},
+        "credentials": {c.name: _credential(c) for c in policy.credentials},
     }
+
+
+def _credential(credential: Credential) -> dict[str, Any]:
+    """Where a credential's value comes from and where it may go: never the value."""
+    where: Any = list(credential.where) if credential.source == "command" else credential.where[0]
+    shown: dict[str, Any] = {credential.source: where, "hosts": list(credential.hosts)}
+    if credential.header:
+        shown["header"] = credential.header
+    if credential.query:
+        shown["query"] = credential.query
+    return shown
 
 
 def _toml_value(value: Any) -> str:
@@ -75,6 +88,7 @@ def policy_to_toml(policy: Policy) -> str:
     }
     out = [f"# effective policy from {policy.origin}", f"# built from: {', '.join(policy.sources)}"]
     http = data["network"].pop("http")
+    credentials = data.pop("credentials")
     for table in ("filesystem", "network", "env", "limits", "audit"):
         out.append(f"\n[{table}]")
         for key, value in data[table].items():
@@ -85,4 +99,7 @@ def policy_to_toml(policy: Policy) -> str:
             for host, rules in http.items():
                 out.append(f"\n[network.http.{_toml_value(host)}]")
                 out += [f"{key} = {_toml_value(value)}" for key, value in rules.items() if value]
+    for name, shown in credentials.items():
+        out.append(f"\n[credentials.{name}]")
+        out += [f"{key} = {_toml_value(value)}" for key, value in shown.items()]
     return "\n".join(out) + "\n"

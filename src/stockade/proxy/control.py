@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
-PROTOCOL = 4  # 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules (an older daemon would ignore them)
+# 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials"
+# (an older daemon would ignore what it does not know, so it is replaced)
+PROTOCOL = 5
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 
 
@@ -84,6 +86,48 @@ class DaemonFiles:
         return self.state + "/mitmproxy"
 
 
+class SessionCredential:
+    """One credential of a session, as the daemon needs it: the run's placeholder, the value it
+    stands for, and where that value may go (profiles/credentials.py). Its repr hides the value,
+    so no log or error message can carry it."""
+
+    __slots__ = ("name", "placeholder", "value", "hosts", "header", "query")
+
+    def __init__(self, name: str, placeholder: str, value: str, hosts: tuple[str, ...], header: str = "", query: str = "") -> None:
+        self.name = name
+        self.placeholder = placeholder
+        self.value = value
+        self.hosts = tuple(hosts)
+        self.header = header  # "" when it may not travel in a header
+        self.query = query  # "" when it may not travel in the query
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: list(getattr(self, name)) if name == "hosts" else getattr(self, name) for name in self.__slots__}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SessionCredential) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"SessionCredential({self.name!r}, hosts={self.hosts!r}, header={self.header!r}, query={self.query!r})"
+
+    @classmethod
+    def from_dict(cls, data: object) -> SessionCredential:
+        shape = "spec.credentials must be a list of {name, placeholder, value, hosts, header, query}"
+        if not isinstance(data, dict):
+            raise ValueError(shape)
+        fields = [data.get(name) for name in ("name", "placeholder", "value", "header", "query")]
+        hosts = data.get("hosts")
+        if not all(isinstance(v, str) for v in fields) or not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            raise ValueError(shape)
+        name, placeholder, value, header, query = fields
+        if not name or len(placeholder) < 32 or not value or not hosts or not (header or query):  # type: ignore[arg-type]
+            raise ValueError(f"spec.credentials: {name!r} is incomplete (a placeholder of 32 characters or more, a value, hosts, a place)")
+        return cls(name, placeholder, value, tuple(hosts), header, query)  # type: ignore[arg-type]
+
+
 class SessionSpec:
     """What a backend tells the daemon about one sandboxed run; immutable, compared by value."""
 
@@ -96,6 +140,7 @@ class SessionSpec:
     origin: str  # the policy file a user edits; named in every hint
     mode: str  # "allowlist" | "open" | "none"
     http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]  # (host rule, allow, deny) HTTP rules: profiles/httprules.py
+    credentials: tuple[SessionCredential, ...]  # swapped in by proxy/inject.py
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -109,9 +154,10 @@ class SessionSpec:
         origin: str = "",
         mode: str = "allowlist",
         http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (),
+        credentials: tuple[SessionCredential, ...] = (),
     ) -> None:
         tables = tuple((str(host), tuple(allow_rules), tuple(deny_rules)) for host, allow_rules, deny_rules in http)
-        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables)
+        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials))
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
 
@@ -133,6 +179,7 @@ class SessionSpec:
     def to_dict(self) -> dict[str, Any]:
         plain = {name: list(value) if isinstance(value, tuple | list) else value for name, value in zip(self.__slots__, self._values(), strict=True)}
         plain["http"] = [[host, list(allow), list(deny)] for host, allow, deny in self.http]
+        plain["credentials"] = [credential.to_dict() for credential in self.credentials]
         return plain
 
     @classmethod
@@ -168,6 +215,15 @@ class SessionSpec:
                 found.append((entry[0], tuple(lists[0]), tuple(lists[1])))
             return tuple(found)
 
+        def credentials() -> tuple[SessionCredential, ...]:
+            value = data.get("credentials", [])
+            if not isinstance(value, list):
+                raise ValueError("spec.credentials must be a list")
+            found = tuple(SessionCredential.from_dict(entry) for entry in value)
+            if len({c.name for c in found}) != len(found) or len({c.placeholder for c in found}) != len(found):
+                raise ValueError("spec.credentials: names and placeholders must differ")
+            return found
+
         return cls(
             session_id=text("session_id"),
             command=strings("command"),
@@ -178,6 +234,7 @@ class SessionSpec:
             origin=text("origin", required=False),
             mode=text("mode", required=False) or "allowlist",
             http=tables(),
+            credentials=credentials(),
         )
 
 

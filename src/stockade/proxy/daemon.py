@@ -44,6 +44,7 @@ from stockade.proxy.metering import Metering
 from stockade.proxy.sessions import Registry
 from stockade.proxy.splicing import SpliceOffers
 from stockade.proxy.state import Connections
+from stockade.proxy.swapping import Swapping
 from stockade.proxy.tunnels import Tunnels
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Filter:
         self.decisions = Decisions(self.connections, self.lookup)
         self.tunnels = Tunnels(self.connections)
         self.metering = Metering(self.connections)
+        self.swapping = Swapping()
         self.splicing = SpliceOffers(self.connections)
         self.backstop = Backstop(self.connections, self.lookup)
 
@@ -83,6 +85,9 @@ class Filter:
             # Wraps the tunnel in its Meter (next_layer) and counts bodies: after Decisions,
             # before SpliceOffers, which hands over that very Meter and counted body.
             self.metering,
+            # Wraps Metering's counters: watches request bodies for placeholders and masks
+            # swapped credentials in answers (proxy/inject.py).
+            self.swapping,
             self.splicing,
             # server_connect: judges again below everything; reads the session Auth bound
             # and the lookup Decisions checked, and refusals Tunnels left for it.

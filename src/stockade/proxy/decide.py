@@ -22,9 +22,13 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from stockade.profiles.domains import HostRule, IPAddress, IPNetwork, canonical_name, parse_rule
 from stockade.profiles.httprules import HttpRule, judge, parse_http_rule, suggested_rule
+
+if TYPE_CHECKING:
+    from stockade.proxy.inject import Secret
 
 _V4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -92,6 +96,7 @@ class SessionRules:
     deny: tuple[HostRule, ...] = ()
     mode: str = "allowlist"  # "allowlist" | "open" | "none"
     http: tuple[HttpTable, ...] = ()
+    secrets: tuple[Secret, ...] = ()  # the session's credentials (proxy/inject.py); their hosts' TLS is terminated too
 
     @classmethod
     def parse(
@@ -317,6 +322,11 @@ def endpoint(address: IPAddress, port: int) -> str:
 def allow_line(entry: str) -> str:
     """The exact line that would allow `entry`, ready to paste under [network]."""
     return f"allow = [{json.dumps(entry)}]"
+
+
+def host_matches(rule: HostRule, target: Target, port: int) -> bool:
+    """Does a host rule of the policy cover this canonical target and port?"""
+    return _matches(_normalise_rule(rule), target, port)
 
 
 def _matches(rule: HostRule, target: Target, port: int) -> bool:

@@ -29,9 +29,10 @@ from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
 from stockade.proxy.decide import Decision, HttpTable, canonical_target, check_resolved, decide, decide_request, inspected
+from stockade.proxy.inject import Swap, judge, swap
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.sessions import Session
-from stockade.proxy.state import META, SESSION, ClientState, Connections
+from stockade.proxy.state import META, SESSION, SWAPPED, ClientState, Connections
 from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,10 @@ class Decisions:
         try:
             request = flow.request
             decision = decide(session.rules, request.host, request.port)
+            if session.rules.secrets:
+                judged = judge(session.rules.secrets, request, decision.host, tls=False)
+                if isinstance(judged, Decision) or judged:  # a CONNECT carries a credential nowhere
+                    decision = judged if isinstance(judged, Decision) else Decision(False, "a credential in a CONNECT request", "", decision.host)
             tracked = refusal.track(flow, session, decision, scheme="connect", path=None)
             if decision.allowed:
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
@@ -83,7 +88,18 @@ class Decisions:
                 # Inside a tunnel the connection is the CONNECT's, checked when it was made; a kept-alive
                 # connection to this very host:port was checked when it was dialed (a new one would be too).
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
-            await _goes_on(flow, session, tracked, decision)
+            swaps: list[Swap] = []
+            if session.rules.secrets:
+                judged = judge(session.rules.secrets, request, decision.host, tls=flow.client_conn.tls)
+                if isinstance(judged, Decision):
+                    decision = judged  # a placeholder where it may not go: said as such, whatever else was decided
+                elif judged and decision.allowed:
+                    swaps = judged
+                    names = ", ".join(one.secret.name for one in swaps)
+                    tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
+            if await _goes_on(flow, session, tracked, decision) and swaps:
+                swap(request, swaps)
+                flow.metadata[SWAPPED] = [one.secret.value for one in swaps]
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
             refusal.fail(flow)

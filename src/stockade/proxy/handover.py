@@ -45,7 +45,10 @@ from stockade.proxy.sessionclient import SessionEnd
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import _socket
+    from collections.abc import Sequence
     from typing import Any
+
+    from stockade.proxy.credentials import Resolved
 
 ATTEMPTS = 3  # daemons asked in all before a run gives up (one replaced, one raced)
 
@@ -217,8 +220,9 @@ class Handover:
             self.listener = None
 
 
-def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str, Any]) -> dict[str, Any]:
-    """The spec of `open`/`register` from a plan's session rules (proxy.sessionclient.session_rules)."""
+def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str, Any], credentials: Sequence[Resolved] = ()) -> dict[str, Any]:
+    """The spec of `open`/`register` from a plan's session rules (proxy.sessionclient.session_rules)
+    and the run's credentials, read (proxy/credentials.py)."""
     return {
         "session_id": session_id,
         "command": list(command),
@@ -229,4 +233,5 @@ def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str,
         "origin": str(rules["origin"]),
         "mode": str(rules["mode"]),
         "http": [[host, list(allow), list(deny)] for host, allow, deny in rules.get("http", [])],
+        "credentials": [credential.to_dict() for credential in credentials],
     }

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from stockade.core.locations import Locations
     from stockade.profiles.model import Policy  # a cached run's network session never loads the policy model
+    from stockade.proxy.credentials import Resolved
 
 _held: dict[str, _socket.socket] = {}  # session id -> the control connection that keeps it alive
 
@@ -72,7 +73,10 @@ class SessionEnd:
 
 
 def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
-    """What of a policy the daemon needs for a session, as plain data (a cached plan stores it)."""
+    """What of a policy the daemon needs for a session, as plain data (a cached plan stores it):
+    of each credential, where its value lives; the run reads it (proxy/credentials.py)."""
+    from stockade.proxy.credentials import plan_entry
+
     return {
         "mode": policy.network.mode.value,
         "allow": list(policy.network.allow),
@@ -80,6 +84,7 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
         "audit_path": policy.audit.log or str(locations.default_audit_log),
         "origin": policy.origin,
         "http": [[host, list(allow), list(deny)] for host, allow, deny in policy.network.http],
+        "credentials": [plan_entry(c.name, c.source, c.where, c.hosts, c.header, c.query, c.origin) for c in policy.credentials],
     }
 
 
@@ -88,8 +93,12 @@ def open_session(locations: Locations, session_id: str, command: list[str], cwd:
     return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations))
 
 
-def open_session_with(locations: Locations, session_id: str, command: list[str], cwd: str, rules: dict[str, Any]) -> SessionTicket:
-    """open_session from `session_rules` already taken from the policy."""
+def open_session_with(
+    locations: Locations, session_id: str, command: list[str], cwd: str, rules: dict[str, Any], credentials: list[Resolved] | None = None
+) -> SessionTicket:
+    """open_session from `session_rules` already taken from the policy, with the run's credentials read."""
+    from stockade.proxy.control import SessionCredential
+
     spec = SessionSpec(
         session_id=session_id,
         command=command,
@@ -100,6 +109,7 @@ def open_session_with(locations: Locations, session_id: str, command: list[str],
         audit_path=str(rules["audit_path"]),
         origin=str(rules["origin"]),
         http=tuple((str(host), tuple(allow), tuple(deny)) for host, allow, deny in rules.get("http", [])),
+        credentials=tuple(SessionCredential(c.name, c.placeholder, c.value, tuple(c.hosts), c.header, c.query) for c in credentials or ()),
     )
     try:
         ensure_daemon(locations)

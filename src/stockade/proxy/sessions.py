@@ -139,6 +139,10 @@ class Registry:
         if spec.session_id in self._by_id:
             raise ValueError(f"session {spec.session_id!r} is already registered")
         rules = SessionRules.parse(spec.allow, spec.deny, spec.mode, spec.http)
+        if spec.credentials:
+            from stockade.proxy.inject import secrets_of
+
+            rules = dataclasses.replace(rules, secrets=secrets_of(spec.credentials))
         writer = self._writers.get(spec.audit_path)
         if writer is None or writer.broken:
             writer = self._open_writer(spec.audit_path)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 META = "stockade"  # flow.metadata key holding the flow's Tracked
 SESSION = "stockade_session"  # flow.metadata key holding the Session the flow was admitted for
+SWAPPED = "stockade_swapped"  # flow.metadata key holding the credential values swapped into the request (proxy/inject.py)
 
 
 @dataclass(eq=False)
@@ -37,7 +38,8 @@ class ClientState:
     tunnel: Tracked | None = None  # the allowed CONNECT tunnel's record, until the connection ends
     meter: Meter | None = None  # the layer that counts and cuts the tunnel's content
     splicer: Splicer | None = None  # moves the checked tunnel's bytes once it was handed over
-    inspected: tuple[HttpTable, ...] = ()  # the tunnel's host has HTTP rules: its TLS is terminated, each request judged
+    inspected: tuple[HttpTable, ...] = ()  # the tunnel's host has HTTP rules: each request is judged by them
+    terminated: bool = False  # stockade terminated the tunnel's TLS (HTTP rules, or credentials that go there)
     # Addresses checked for a request, waiting for the backstop to dial them: (host, port) -> lookup.
     pending: dict[tuple[str, int], Resolved] = field(default_factory=dict)
     # Dials the backstop refused for a plain-HTTP flow, waiting for the flow's `error` hook to record them.

@@ -26,6 +26,7 @@ from mitmproxy import connection, tcp, tls
 
 from stockade.proxy.audit import now_iso
 from stockade.proxy.decide import Decision, canonical_target, inspected
+from stockade.proxy.inject import carried
 from stockade.proxy.refusal import INTERNAL_ERROR, cut_tcp, shown_host
 from stockade.proxy.state import META, Connections
 from stockade.proxy.tracking import Tracked
@@ -54,9 +55,11 @@ class Tunnels:
             if reason:
                 tracked.deny(Decision(False, reason, "", tracked.record.host))
                 return
-            tables = inspected(tracked.session.rules, tracked.record.host, tracked.record.port)
-            if tables:
+            rules = tracked.session.rules
+            tables = inspected(rules, tracked.record.host, tracked.record.port)
+            if tables or carried(rules.secrets, tracked.record.host, tracked.record.port):
                 state.inspected = tables  # TlsConfig makes the certificate; every request is judged (decisions.py)
+                state.terminated = True
                 data.establish_server_tls_first = True  # the origin's ALPN (h2 or http/1.1) is the one offered back
                 return
             data.establish_server_tls_first = False
@@ -71,7 +74,7 @@ class Tunnels:
     def tls_start_client(self, data: tls.TlsData) -> None:
         """Only a tunnel to a host with HTTP rules has its TLS terminated; any other attempt fails the connection."""
         state = self.connections.client(data.context.client)
-        if state.inspected and state.tunnel is not None and not state.tunnel.cut:
+        if state.terminated and state.tunnel is not None and not state.tunnel.cut:
             return  # TlsConfig (before us) set up the connection with stockade's CA
         data.ssl_conn = None
         tracked = state.tunnel
@@ -86,7 +89,8 @@ class Tunnels:
                 tracked = Tracked(upgraded.session, dataclasses.replace(record, flow=None))
                 flow.metadata[META] = tracked
                 rules = upgraded.session.rules
-                if self.connections.client(flow.client_conn).inspected or inspected(rules, upgraded.record.host, upgraded.record.port):
+                host, port = upgraded.record.host, upgraded.record.port
+                if self.connections.client(flow.client_conn).terminated or inspected(rules, host, port) or carried(rules.secrets, host, port):
                     # A host with HTTP rules has each request judged; raw bytes after a 101 could carry
                     # any request (h2c smuggling). Only WebSocket (parsed messages) continues there.
                     self._kill_tcp(flow, tracked, Decision(False, INSPECTED_UPGRADE, "", tracked.record.host))

@@ -1,0 +1,71 @@
+"""The bodies around a credential's swap: requests watched for placeholders, responses masked.
+
+Decisions judges a request's line and headers and swaps each value in
+(proxy/inject.py); bodies stream, so they are handled here, on the way,
+wrapped around Metering's counters (this addon runs after Metering):
+- a request body of a session with credentials is watched: a placeholder in
+  it stops the request there, recorded as a denial;
+- a response to a request a value was swapped into has that value masked in
+  its headers and body, so a server that echoes it (an error page, a debug
+  endpoint) does not hand it to the sandbox.
+
+mitmproxy swallows exceptions from hooks and carries on (the flow passes),
+so every hook here catches everything itself and stops the flow.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from mitmproxy import http
+
+from stockade.proxy import refusal
+from stockade.proxy.decide import Decision
+from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_headers
+from stockade.proxy.sessions import Session
+from stockade.proxy.state import META, SESSION, SWAPPED
+from stockade.proxy.tracking import Tracked
+
+logger = logging.getLogger(__name__)
+
+ENCODED_ANSWER = "an answer in a content coding to a request that carried a credential (it cannot be checked for the value)"
+
+
+class Swapping:
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        session: Session | None = flow.metadata.get(SESSION)
+        tracked: Tracked | None = flow.metadata.get(META)
+        if session is None or not session.rules.secrets or tracked is None or tracked.written or flow.response is not None:
+            return
+        try:
+            inner = flow.request.stream if callable(flow.request.stream) else None
+
+            def found(secret: Secret) -> None:
+                tracked.deny(Decision(False, f"credential {secret.name} in the request body, where it may not travel", "", tracked.record.host))
+                refusal.cut(flow)
+
+            flow.request.stream = BodyWatch(session.rules.secrets, inner, found)
+        except Exception:
+            logger.exception("requestheaders failed; stopping %s", refusal.where(flow))
+            refusal.cut(flow)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        values: list[str] | None = flow.metadata.get(SWAPPED)
+        tracked: Tracked | None = flow.metadata.get(META)
+        response = flow.response
+        if not values or response is None:
+            return
+        try:
+            mask_headers(response, values)
+            coding = response.headers.get("content-encoding", "").strip().lower()
+            inner = response.stream if callable(response.stream) else None
+
+            def encoded() -> None:
+                if tracked is not None:
+                    tracked.deny(Decision(False, ENCODED_ANSWER, "", tracked.record.host))
+                refusal.cut(flow)
+
+            response.stream = ResponseMask(values, inner, "" if coding in ("", "identity") else coding, encoded)
+        except Exception:
+            logger.exception("responseheaders failed; stopping %s", refusal.where(flow))
+            refusal.cut(flow)
