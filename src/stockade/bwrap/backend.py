@@ -105,7 +105,7 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
         from stockade.bwrap.network import proxy_environment
 
         env.update(proxy_environment())
-        if request.policy.network.http:
+        if request.policy.terminated_hosts:
             from stockade.proxy.cabundle import SANDBOX_PATH
             from stockade.proxy.environment import ca_environment
 
@@ -116,7 +116,7 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
 def _ca_bundle(request: RunRequest) -> str | None:
     """The bundle a sandbox trusts when the daemon terminates TLS for some host (proxy/cabundle.py);
     None without HTTP rules, and on a dry run (which makes nothing; explain says so)."""
-    if request.policy.network.mode is NetworkMode.NONE or not request.policy.network.http or request.dry_run:
+    if request.policy.network.mode is NetworkMode.NONE or not request.policy.terminated_hosts or request.dry_run:
         return None
     from stockade.proxy.cabundle import bundle
     from stockade.proxy.launch import daemon_files
@@ -192,11 +192,11 @@ class BwrapPlanner:
                 f"# network: {plan.policy.network.mode.value}: a private namespace whose only way out is 127.0.0.1:3128, "
                 "a listener handed to the proxy daemon"
             )
-            if plan.policy.network.http:
-                hosts = ", ".join(host for host, _allow, _deny in plan.policy.network.http)
+            if plan.policy.terminated_hosts:
+                hosts = ", ".join(plan.policy.terminated_hosts)
                 where = plan.ca_bundle or "made at the first run"
                 lines.append(
-                    f"# TLS inspected for {hosts} (HTTP rules): the daemon terminates it with this user's CA; the sandbox "
+                    f"# TLS inspected for {hosts} (HTTP rules, credentials): the daemon terminates it with this user's CA; the sandbox "
                     f"trusts it through {SANDBOX_CA} ({where}), named by SSL_CERT_FILE and the other CA variables"
                 )
         else:

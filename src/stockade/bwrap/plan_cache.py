@@ -247,7 +247,9 @@ def store(
     rules = launch.session_rules or {}
     own_files = {str(rules.get("audit_path", "")), *own_files_extra}
     entry = {
-        "key": key,
+        # The key's digest, not the key: the key holds the whole host environment, and a plan on
+        # disk must not keep a copy of every token the shell had (a credential's value among them).
+        "key": sha256(key).digest(),
         # stockade's own files are stamped now: planning itself creates a missing audit log
         "files": [
             (path, path in own_files, file_stamp(path, True) if path in own_files else file_stamp(path, False, first.get(path, False)))
@@ -266,7 +268,7 @@ def store(
 def load(key: bytes) -> tuple[Launch, str | None] | None:
     """The stored plan for this key if every stamp still matches; None otherwise."""
     entry = _read(plans_folder(os.environ), key)
-    if not isinstance(entry, dict) or entry.get("key") != key:
+    if not isinstance(entry, dict) or entry.get("key") != sha256(key).digest():
         return None
     try:
         if not all(file_stamp(path, identity) == stamp for path, identity, stamp in entry["files"]):

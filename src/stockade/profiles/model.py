@@ -83,3 +83,10 @@ class Policy:
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy
     sources: tuple[str, ...] = ()  # every file or built-in that contributed, in load order
     protected_files: tuple[str, ...] = ()  # policy files read for this run: always read-only inside
+
+    @property
+    def terminated_hosts(self) -> tuple[str, ...]:
+        """Hosts whose TLS the daemon terminates: those with HTTP rules, and those credentials go to.
+        The sandbox then trusts stockade's CA (proxy/cabundle.py)."""
+        hosts = [host for host, _allow, _deny in self.network.http] + [host for c in self.credentials for host in c.hosts]
+        return tuple(dict.fromkeys(hosts))

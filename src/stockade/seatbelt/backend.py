@@ -238,7 +238,7 @@ class SeatbeltPlanner:
         """Hosts with HTTP rules: the bundle the sandbox reads where it is (proxy/cabundle.py). None on a
         dry run (the placeholder port: nothing is made) and without HTTP rules."""
         policy = request.policy
-        if policy.network.mode is NetworkMode.NONE or not policy.network.http or self.proxy_port is None:
+        if policy.network.mode is NetworkMode.NONE or not policy.terminated_hosts or self.proxy_port is None:
             return None
         from stockade.proxy.cabundle import bundle
         from stockade.proxy.launch import daemon_files

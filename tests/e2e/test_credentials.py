@@ -1,0 +1,267 @@
+"""[credentials.NAME]: a token the sandbox never sees, swapped in by the daemon, through real runs.
+
+A loopback HTTPS "API" under a test CA records every request it gets (headers,
+path, body) and can echo a header back. Each case checks what must pass and
+what must not: what reached the origin, what the sandbox saw, what the audit
+log and stockade's own output say, and that the real value is in none of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.e2e.netfixtures import make_box, state_dir
+from tests.netkit import make_certificate, stop_daemon
+from tests.visible import force_rmtree, visible_root
+
+pytestmark = pytest.mark.e2e
+
+API = "api.test"
+OTHER = "other.test"  # allowed, but not one of the credential's hosts
+SECRET = "ghp_S3cretValueThatMustNeverBeSeenInside0123"
+
+
+class Origin(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.seen: list[dict[str, object]] = []
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Origin
+
+    def answer(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length)
+        if len(body) < length:
+            return  # a request cut short is never acted on (as a real server would not)
+        self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body})
+        if self.path.startswith("/echo"):  # a debug endpoint that reflects what it got: the value must not come back
+            text = f"you sent {self.headers.get('authorization')} to {self.path}\n".encode()
+            self.send_response(200)
+            self.send_header("x-echo", str(self.headers.get("authorization")))
+        else:
+            text = f"ok {self.command} {self.path}\n".encode()
+            self.send_response(200)
+        self.send_header("content-length", str(len(text)))
+        self.end_headers()
+        self.wfile.write(text)
+
+    do_GET = do_POST = do_PUT = answer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    root = visible_root("cred")
+    scratch = tmp_path_factory.mktemp("cred")
+    cert, key = make_certificate(root, [API, OTHER])
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    origin = Origin(context)
+    port = origin.server_address[1]
+    names = scratch / "names.json"
+    names.write_text(json.dumps({"names": {API: ["127.0.0.1"], OTHER: ["127.0.0.1"]}, "upstreams": [f"127.0.0.1:{port}"]}))
+    box = make_box(root / "box")
+    box.env.update(
+        STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60", HOST_TOKEN=SECRET
+    )
+    yield SimpleNamespace(box=box, origin=origin, port=port, root=root, cert=cert)
+    stop_daemon(state_dir(box) / "run")
+    origin.shutdown()
+    force_rmtree(root)
+
+
+def policy(credential: str = 'env = "HOST_TOKEN"\nhosts = ["api.test"]\n', name: str = "GH_TOKEN") -> str:
+    return f'extends = ["default"]\n[network]\nallow = ["{API}", "{OTHER}"]\n[credentials.{name}]\n{credential}'
+
+
+def get(world: SimpleNamespace, url: str, *headers: str, extra: str = "") -> str:
+    said = " ".join(f'-H "{header}"' for header in headers)
+    return f'curl -sS {extra} {said} -w "[%{{http_code}}]\\n" "https://{url.replace("PORT", str(world.port))}"'
+
+
+def audit_text(world: SimpleNamespace) -> str:
+    path = state_dir(world.box) / "audit.jsonl"
+    return path.read_text() if path.exists() else ""
+
+
+def audit(world: SimpleNamespace) -> list[dict[str, object]]:
+    return [json.loads(line) for line in audit_text(world).splitlines() if line.strip()]
+
+
+def everything_outside(world: SimpleNamespace) -> str:
+    """Every file stockade wrote for this box (audit log, daemon log, plan cache): none may hold the value."""
+    found = []
+    for path in world.box.home.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                found.append(path.read_bytes().decode("latin-1"))
+            except OSError:
+                continue
+    return "\n".join(found)
+
+
+def test_the_placeholder_is_swapped_for_its_host_and_the_value_never_enters(world: SimpleNamespace) -> None:
+    before = len(world.origin.seen)
+    script = (
+        'echo "inside=$GH_TOKEN"; env | grep -c S3cretValue; '
+        + get(world, f"{API}:PORT/user", 'Authorization: Bearer $GH_TOKEN')
+        + "; "
+        + get(world, f"{API}:PORT/echo", 'Authorization: token $GH_TOKEN', extra="-D -")
+    )
+    result = world.box.run(script, policy=policy())
+    assert result.returncode == 0, result
+    inside = next(line for line in result.stdout.splitlines() if line.startswith("inside="))
+    assert inside.startswith("inside=stockade-placeholder-gh-token-") and SECRET not in inside, inside
+    assert result.stdout.count("[200]") == 2, result.stdout
+    seen = world.origin.seen[before:]
+    assert [entry["headers"]["Authorization"] for entry in seen] == [f"Bearer {SECRET}", f"token {SECRET}"]  # type: ignore[index]
+    # The echo endpoint reflected it, in a header and the body: masked, same length, on the way back.
+    assert SECRET not in result.stdout and SECRET not in result.stderr, result
+    assert "stockade-masked-" in result.stdout
+    records = [r for r in audit(world) if r.get("host") == API and r.get("scheme") == "https" and r.get("phase") == "end"][-2:]
+    assert all(r["decision"] == "allow" and "credential GH_TOKEN swapped in" in str(r["rule"]) for r in records), records
+    assert SECRET not in everything_outside(world)
+
+
+def test_basic_credentials_and_a_query_parameter_are_swapped_in_their_own_place(world: SimpleNamespace) -> None:
+    before = len(world.origin.seen)
+    basic = base64.b64encode(b"x-access-token:PLACEHOLDER").decode()
+    script = (
+        f'B=$(printf "x-access-token:%s" "$GH_TOKEN" | base64 -w0); {get(world, f"{API}:PORT/basic", "Authorization: Basic $B")}; '
+        + get(world, f"{API}:PORT/q?key=$KEY_TOKEN&page=2")
+    )
+    rules = policy() + '[credentials.KEY_TOKEN]\nenv = "HOST_TOKEN"\nhosts = ["api.test"]\nquery = "key"\n'
+    result = world.box.run(script, policy=rules)
+    assert result.stdout.count("[200]") == 2, result
+    seen = world.origin.seen[before:]
+    decoded = base64.b64decode(str(seen[0]["headers"]["Authorization"]).split()[1]).decode()  # type: ignore[index]
+    assert decoded == f"x-access-token:{SECRET}" and basic  # Basic credentials are decoded, swapped, encoded again
+    assert seen[1]["path"] == f"/q?key={SECRET}&page=2", seen[1]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "another host, in the header",
+        "another header of its host",
+        "the path of its host",
+        "a query parameter of its host",
+        "a request body to its host",
+        "plain HTTP to its host",
+    ],
+)
+def test_the_placeholder_anywhere_else_is_refused_and_audited(world: SimpleNamespace, case: str) -> None:
+    before = len(world.origin.seen)
+    attempt = {
+        "another host, in the header": get(world, f"{OTHER}:PORT/steal", "Authorization: Bearer $GH_TOKEN").replace("https://", "http://"),
+        "another header of its host": get(world, f"{API}:PORT/x", "X-Debug: $GH_TOKEN"),
+        "the path of its host": get(world, f"{API}:PORT/log/$GH_TOKEN"),
+        "a query parameter of its host": get(world, f"{API}:PORT/x?t=$GH_TOKEN"),
+        "a request body to its host": get(world, f"{API}:PORT/x", extra='-X POST --data "token=$GH_TOKEN"'),
+        "plain HTTP to its host": get(world, f"{API}:PORT/x", "Authorization: Bearer $GH_TOKEN").replace("https://", "http://"),
+    }[case]
+    control = get(world, f"{API}:PORT/fine", "Authorization: Bearer $GH_TOKEN")
+    result = world.box.run(f"{attempt}; {control}", policy=policy())
+    assert result.stdout.rstrip().endswith("[200]"), result  # control: the same run's proper use passes
+    seen = world.origin.seen[before:]
+    assert [entry["path"] for entry in seen] == ["/fine"], seen  # the attempt never reached an origin whole
+    assert all(SECRET not in json.dumps(entry, default=str) or entry["path"] == "/fine" for entry in seen)
+    denials = [r for r in audit(world) if r.get("decision") == "deny" and "credential GH_TOKEN" in str(r.get("rule"))]
+    assert denials, (case, audit(world)[-3:])
+    assert SECRET not in audit_text(world)
+
+
+def test_a_host_whose_tls_is_passed_through_gets_the_placeholder_only(world: SimpleNamespace) -> None:
+    """The daemon cannot see inside TLS it passes through, so it cannot refuse there; it swaps nothing there either."""
+    before = len(world.origin.seen)
+    script = get(world, f"{OTHER}:PORT/steal", "Authorization: Bearer $GH_TOKEN", extra=f"--cacert {world.cert}")  # the origin's own certificate
+    result = world.box.run(script, policy=policy())
+    assert result.stdout.rstrip().endswith("[200]"), result
+    got = str(world.origin.seen[before:][0]["headers"]["Authorization"])  # type: ignore[index]
+    assert got.startswith("Bearer stockade-placeholder-gh-token-") and SECRET not in got
+
+
+def test_an_untrusted_project_file_cannot_add_a_credential(world: SimpleNamespace) -> None:
+    before = len(world.origin.seen)
+    project_policy = world.box.project / ".stockade.toml"
+    project_policy.write_text(policy())
+    try:
+        result = world.box.run(get(world, f"{API}:PORT/user", "Authorization: Bearer $GH_TOKEN") + '; echo "inside=${GH_TOKEN:-unset}"')
+    finally:
+        project_policy.unlink()
+    assert "an untrusted policy cannot add credentials" in result.stderr, result.stderr
+    assert "inside=unset" in result.stdout, result.stdout
+    assert all(SECRET not in json.dumps(entry, default=str) for entry in world.origin.seen[before:])
+
+
+def test_a_file_credential_is_hidden_inside_and_a_command_one_runs_outside(world: SimpleNamespace) -> None:
+    token_file = world.box.home / ".config" / "api" / "token"
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.write_text(SECRET + "\n")
+    before = len(world.origin.seen)
+    rules = policy(f'file = "{token_file}"\nhosts = ["api.test"]\n') + (
+        f'[credentials.CMD_TOKEN]\ncommand = ["cat", "{token_file}"]\nhosts = ["api.test"]\nheader = "X-Api-Key"\n'
+    )
+    rules = rules.replace('[network]\n', f'[filesystem]\nallow_read = ["{token_file.parent}"]\n[network]\n')
+    script = f"cat {token_file} 2>&1 | head -c 100; echo; " + get(world, f"{API}:PORT/f", "Authorization: Bearer $GH_TOKEN", "X-Api-Key: $CMD_TOKEN")
+    result = world.box.run(script, policy=rules)
+    assert SECRET not in result.stdout, result.stdout  # the folder is shown, its credential file is not
+    assert result.stdout.rstrip().endswith("[200]"), result
+    headers = world.origin.seen[before:][0]["headers"]
+    assert headers["Authorization"] == f"Bearer {SECRET}" and headers["X-Api-Key"] == SECRET  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("credential", "message"),
+    [
+        ('env = "NOT_SET_ANYWHERE"\nhosts = ["api.test"]\n', "the variable NOT_SET_ANYWHERE is not set"),
+        ('command = ["false"]\nhosts = ["api.test"]\n', "exited with 1"),
+        ('file = "/nonexistent/token"\nhosts = ["api.test"]\n', "cannot read /nonexistent/token"),
+    ],
+)
+def test_a_credential_that_cannot_be_read_stops_the_run_with_2(world: SimpleNamespace, credential: str, message: str) -> None:
+    result = world.box.run("echo ran", policy=policy(credential))
+    assert result.returncode == 2, result
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert "ran" not in result.stdout
+
+
+def test_a_project_file_may_not_run_a_command_for_a_credential(world: SimpleNamespace) -> None:
+    project_policy = world.box.project / ".stockade.toml"
+    project_policy.write_text(policy('command = ["cat", "/etc/hostname"]\nhosts = ["api.test"]\n'))
+    try:
+        result = world.box.run("echo ran")
+    finally:
+        project_policy.unlink()
+    assert result.returncode == 2 and "a project's policy may not do" in result.stderr, result
+    assert f"{project_policy}:" in result.stderr  # FILE:LINE
+
+
+def test_check_reports_a_bad_credential_table_at_its_line(world: SimpleNamespace, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = world.root / "bad.toml"
+    bad.write_text('[network]\nallow = ["api.test"]\n\n[credentials.T]\nenv = "X"\nhosts = ["api.test"]\nheader = "Host"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "stockade.cli.main", "check", "--policy", str(bad)], env=world.box.env, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and f"{bad}:7" in result.stderr and "routes or frames" in result.stderr, result
