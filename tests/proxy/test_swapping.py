@@ -1,0 +1,72 @@
+"""The bodies around a swap, through the daemon's own addon chain: request bodies watched, answers masked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from mitmproxy import http
+from mitmproxy.test import tutils
+
+from stockade.proxy.control import SessionCredential, SessionSpec
+from stockade.proxy.state import SWAPPED
+from tests.proxy.filterkit import FakeResolver, FilterChain, get_flow, register
+
+PLACEHOLDER = "stockade-placeholder-t-" + "cd" * 20
+VALUE = "the-real-value-7"
+
+
+def spec_with_credential(make_spec: Callable[..., SessionSpec]) -> SessionSpec:
+    return make_spec(credentials=(SessionCredential("T", PLACEHOLDER, VALUE, ("allowed.test",), "Authorization"),))
+
+
+def audit(tmp_path: Path) -> list[dict[str, object]]:
+    path = tmp_path / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_a_swapped_request_has_its_answer_masked(chain: FilterChain, make_spec: Callable[..., SessionSpec], tmp_path: Path) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, spec_with_credential(make_spec))
+    with chain.context():
+        f = get_flow("allowed.test", 8443, token, path=b"/user")
+        f.client_conn.tls = True  # the tunnel's TLS, terminated by the daemon
+        f.request.headers["Authorization"] = f"Bearer {PLACEHOLDER}"
+        await chain.requestheaders(f)
+        assert f.response is None and f.request.headers["Authorization"] == f"Bearer {VALUE}"
+        assert f.metadata[SWAPPED] == [VALUE]
+        f.response = tutils.tresp(headers=http.Headers(x_echo=VALUE), content=b"")
+        chain.responseheaders(f)
+        assert VALUE not in f.response.headers["x-echo"]
+        assert callable(f.response.stream)
+        body = f.response.stream(b"echo: " + VALUE.encode() + b"!") + f.response.stream(b"")  # type: ignore[operator]
+        assert VALUE.encode() not in body and len(body) == len(b"echo: " + VALUE.encode() + b"!")
+    starts = [r for r in audit(tmp_path) if r.get("phase") == "start"]
+    assert "credential T swapped in" in str(starts[-1]["rule"])
+    assert VALUE not in (tmp_path / "audit.jsonl").read_text()
+
+
+async def test_a_placeholder_in_a_body_stops_the_request(chain: FilterChain, make_spec: Callable[..., SessionSpec], tmp_path: Path) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, spec_with_credential(make_spec))
+    with chain.context():
+        f = get_flow("allowed.test", 8443, token, path=b"/upload")
+        f.client_conn.tls = True
+        await chain.requestheaders(f)
+        assert callable(f.request.stream)
+        first = f.request.stream(b"harmless start ")  # type: ignore[operator]
+        second = f.request.stream(PLACEHOLDER.encode())  # type: ignore[operator]
+        assert first == b"harmless start " and second == b""
+    denials = [r for r in audit(tmp_path) if r.get("decision") == "deny"]
+    assert denials and "credential T in the request body" in str(denials[-1]["rule"])
+
+
+async def test_a_session_without_credentials_is_left_alone(chain: FilterChain, make_spec: Callable[..., SessionSpec]) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, make_spec())
+    with chain.context():
+        f = get_flow("allowed.test", 8443, token, path=b"/x")
+        f.request.headers["Authorization"] = f"Bearer {PLACEHOLDER}"
+        await chain.requestheaders(f)
+        assert f.response is None and f.request.headers["Authorization"] == f"Bearer {PLACEHOLDER}" and SWAPPED not in f.metadata
