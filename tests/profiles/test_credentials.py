@@ -104,3 +104,15 @@ def test_explain_shows_where_a_value_lives_never_a_value() -> None:
     policy = compose([layer('[credentials.T]\ncommand = ["gh", "auth", "token"]\nhosts = ["a.test"]\n')], project_dir=PROJECT, origin="x")
     assert policy_to_dict(policy)["credentials"] == {"T": {"command": ["gh", "auth", "token"], "hosts": ["a.test"], "header": "Authorization"}}
     assert '[credentials.T]\ncommand = [\n    "gh",' in policy_to_toml(policy)
+
+
+def test_a_credential_for_a_host_the_network_does_not_reach_is_said() -> None:
+    from stockade.profiles.openings import open_ends
+
+    text = '[network]\nallow = ["a.test"]\n[credentials.T]\nenv = "A"\nhosts = ["a.test", "b.test"]\n'
+    notes = open_ends(compose([layer(text)], project_dir=PROJECT, origin="x"), "/home/u")
+    assert [n for n in notes if "credentials" in n] == [
+        '[credentials.T] goes to b.test, which [network] allow does not list: it is never sent there (add "b.test" to allow)'
+    ]
+    off = open_ends(compose([layer('[credentials.T]\nenv = "A"\nhosts = ["a.test"]\n')], project_dir=PROJECT, origin="x"), "/home/u")
+    assert any("the network is off" in n for n in off)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from stockade.core.invocation import Invocation
+from stockade.profiles.credentials import Credential
 from stockade.profiles.model import NetworkMode
 from stockade.proxy import client
 from stockade.seatbelt import run
@@ -37,9 +38,9 @@ class FakePlanner:
         return f"explained {plan}"
 
 
-def request(mode: NetworkMode, quiet: bool = False) -> Any:
-    policy = SimpleNamespace(network=SimpleNamespace(mode=mode), origin="policy.toml")
-    return SimpleNamespace(policy=policy, locations="where", command=("curl", "x"), cwd="/p", quiet=quiet)
+def request(mode: NetworkMode, quiet: bool = False, credentials: tuple[Credential, ...] = ()) -> Any:
+    policy = SimpleNamespace(network=SimpleNamespace(mode=mode), origin="policy.toml", credentials=credentials)
+    return SimpleNamespace(policy=policy, locations="where", command=("curl", "x"), cwd="/p", quiet=quiet, host_env={"HOST_T": "v4lue"})
 
 
 @pytest.fixture
@@ -56,8 +57,9 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setattr(run, "request_for", lambda inv: (state.request, None))
     monkeypatch.setattr(run, "say", state.said.append)
 
-    def open_session(locations: Any, session: str, command: list[str], cwd: str, policy: Any) -> Any:
+    def open_session(locations: Any, session: str, command: list[str], cwd: str, policy: Any, credentials: Any = None) -> Any:
         state.opened.append((locations, session, command, cwd, policy))
+        state.credentials = credentials
         return SimpleNamespace(port=4321, token="tok")
 
     def close_session(locations: Any, session: str) -> Any:
@@ -90,9 +92,17 @@ def test_a_session_is_opened_handed_to_the_planner_and_closed(world: SimpleNames
     inv = invocation()
     assert run.MacOSBackend().run(inv) == 7
     assert world.opened == [("where", "abc123abc123", ["curl", "x"], "/p", world.request.policy)]
-    assert FakePlanner.made[0].kwargs == {"proxy_port": 4321, "session_id": "abc123abc123", "proxy_token": "tok"}
+    assert FakePlanner.made[0].kwargs == {"proxy_port": 4321, "session_id": "abc123abc123", "proxy_token": "tok", "placeholders": {}}
     assert world.closed == [("where", "abc123abc123")]
     assert inv.troubles == [] and world.said == []
+
+
+def test_credentials_are_read_for_the_daemon_and_the_sandbox_gets_placeholders(world: SimpleNamespace) -> None:
+    world.request = request(NetworkMode.ALLOWLIST, credentials=(Credential("T", "env", ("HOST_T",), ("api.test",)),))
+    run.MacOSBackend().run(invocation())
+    (read,) = world.credentials
+    assert read.value == "v4lue" and read.hosts == ["api.test"]
+    assert FakePlanner.made[0].kwargs["placeholders"] == {"T": read.placeholder} and "v4lue" not in read.placeholder
 
 
 def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> None:

@@ -199,6 +199,11 @@ class BwrapPlanner:
                     f"# TLS inspected for {hosts} (HTTP rules, credentials): the daemon terminates it with this user's CA; the sandbox "
                     f"trusts it through {SANDBOX_CA} ({where}), named by SSL_CERT_FILE and the other CA variables"
                 )
+            for credential in plan.policy.credentials:
+                lines.append(
+                    f"# credential {credential.name}: read at each run from {credential.described()}; the sandbox gets a placeholder "
+                    f"in ${credential.name}, swapped for the value on requests to {', '.join(credential.hosts)} in {credential.places()}"
+                )
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")
         lines.append(

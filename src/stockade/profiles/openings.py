@@ -24,6 +24,7 @@ def open_ends(policy: Policy, home: str) -> list[str]:
         notes.append(f'home = "host" with nothing under {home} in deny_read: ~/.ssh, ~/.aws and every other secret there are readable inside')
     notes += _loopback(policy)
     notes += _http_without_allow(policy)
+    notes += _credentials_going_nowhere(policy)
     if not notes:
         return []
     return notes + ['to build on your own policy instead, remove `extends = []` (or write extends = ["default"])'] if _from_nothing(policy) else notes
@@ -63,6 +64,28 @@ def _http_without_allow(policy: Policy) -> list[str]:
                 f'what an allowed host may be sent (add "{host}" to allow)'
             )
     return said
+
+
+def _credentials_going_nowhere(policy: Policy) -> list[str]:
+    """A credential goes only to hosts the network rules let through: with the network off, or a
+    host `allow` does not list, it is never sent (the placeholder is set all the same)."""
+    from stockade.profiles.domains import parse_rule
+    from stockade.profiles.model import NetworkMode
+
+    if not policy.credentials:
+        return []
+    if policy.network.mode is NetworkMode.NONE:
+        names = ", ".join(c.name for c in policy.credentials)
+        return [f"credentials {names}: the network is off, so they are never sent (give [network] allow their hosts)"]
+    if policy.network.mode is NetworkMode.OPEN:
+        return []
+    allowed = [parse_rule(text) for text in policy.network.allow]
+    return [
+        f"[credentials.{credential.name}] goes to {host}, which [network] allow does not list: it is never sent there (add \"{host}\" to allow)"
+        for credential in policy.credentials
+        for host in credential.hosts
+        if not any(grant.covers(parse_rule(host)) for grant in allowed)
+    ]
 
 
 def _from_nothing(policy: Policy) -> bool:

@@ -17,7 +17,9 @@ from stockade.core.errors import PolicyError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
+
+    from stockade.profiles.credentials import Credential
 
 MAX_VALUE = 16 << 10  # bytes: far above any token, and a header's value has to stay a header
 COMMAND_TIMEOUT = 30.0  # seconds for `gh auth token` and its kin
@@ -50,6 +52,11 @@ def plan_entry(
 ) -> list[object]:
     """What a cached plan keeps of one credential (proxy.sessionclient.session_rules): where its value lives, not the value."""
     return [name, source, list(where), list(hosts), header or "", query or "", origin]
+
+
+def read_all(credentials: Sequence[Credential], host_env: Mapping[str, str]) -> list[Resolved]:
+    """`resolve` for a policy's credentials, read straight from it (macOS, which keeps no plan)."""
+    return resolve([plan_entry(c.name, c.source, c.where, c.hosts, c.header, c.query, c.origin) for c in credentials], host_env)
 
 
 def resolve(entries: list[list[object]], host_env: Mapping[str, str]) -> list[Resolved]:

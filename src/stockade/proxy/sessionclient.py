@@ -88,9 +88,12 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
     }
 
 
-def open_session(locations: Locations, session_id: str, command: list[str], cwd: str, policy: Policy) -> SessionTicket:
-    """Start (or reuse) the daemon and register one run's network rules; fails closed with exit 125."""
-    return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations))
+def open_session(
+    locations: Locations, session_id: str, command: list[str], cwd: str, policy: Policy, credentials: list[Resolved] | None = None
+) -> SessionTicket:
+    """Start (or reuse) the daemon and register one run's network rules and its credentials, read
+    (proxy/credentials.py); fails closed with exit 125."""
+    return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations), credentials)
 
 
 def open_session_with(

@@ -164,6 +164,7 @@ class SeatbeltPlanner:
         sandbox_exec: str = SANDBOX_EXEC,
         log_command: str = LOG_COMMAND,
         proxy_token: str | None = None,
+        placeholders: dict[str, str] | None = None,
     ) -> None:
         """`proxy_port`: the proxy daemon's loopback port (None in a dry run without a daemon).
 
@@ -174,6 +175,7 @@ class SeatbeltPlanner:
             raise ValueError(f"proxy port {proxy_port} out of range")
         self.proxy_port = proxy_port
         self.proxy_token = proxy_token
+        self.placeholders = placeholders or {}  # credential name -> this run's placeholder (proxy/credentials.py)
         self.session_id = session_id
         self.temp_base = temp_base
         self.sandbox_exec = sandbox_exec
@@ -216,6 +218,8 @@ class SeatbeltPlanner:
             env.update(proxy_env(port, self.proxy_token))
         if ca_bundle is not None:
             env.update(ca_environment(ca_bundle))
+        if port is not None:
+            env.update(self.placeholders)  # over any variable of the same name: the sandbox holds no value
         argv = (self.sandbox_exec, *profile.sandbox_exec_args(), "--", *request.command)
         return SeatbeltPlan(
             argv=argv,

@@ -23,11 +23,16 @@ class MacOSBackend:
             planner = SeatbeltPlanner()
             return planner.run(planner.build(request))
         from stockade.proxy import client
+        from stockade.proxy.credentials import read_all
 
         session, policy = invocation.session_id, request.policy
-        ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy)
+        credentials = read_all(policy.credentials, request.host_env)
+        ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials)
         try:
-            planner = SeatbeltPlanner(proxy_port=ticket.port, session_id=session, proxy_token=ticket.token)
+            planner = SeatbeltPlanner(
+                proxy_port=ticket.port, session_id=session, proxy_token=ticket.token,
+                placeholders={credential.name: credential.placeholder for credential in credentials},
+            )  # fmt: skip
             return planner.run(planner.build(request))
         finally:
             ended = client.close_session(request.locations, session)
