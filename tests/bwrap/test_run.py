@@ -20,6 +20,7 @@ class FakeBridge:
     def __init__(self, session_id: str, rules: object, runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
         self.args = (session_id, rules, runtime, state, command, cwd)
         self.trouble = ""
+        self.credentials: list[Any] = []
         FakeBridge.made.append(self)
 
 
@@ -56,7 +57,7 @@ def test_run_launch_passes_the_status_through_and_makes_no_bridge_without_rules(
 
 
 def test_a_network_session_gets_a_bridge_with_the_given_locations(executed: list[tuple[Any, str, Any]]) -> None:
-    rules = object()
+    rules = {"allow": ["x.test"]}
     where = SimpleNamespace(runtime=Path("/r/stockade"), state=Path("/s/stockade"))
     assert run.run_launch(launch(rules, status=3), invocation(), where) == 3  # type: ignore[arg-type]
     (bridge,) = FakeBridge.made
@@ -65,8 +66,20 @@ def test_a_network_session_gets_a_bridge_with_the_given_locations(executed: list
 
 
 def test_without_locations_the_bridge_takes_the_folders_as_strings(executed: list[tuple[Any, str, Any]]) -> None:
-    run.run_launch(launch(object()), invocation(), None)
+    run.run_launch(launch({}), invocation(), None)
     assert FakeBridge.made[0].args[2:4] == ("/located/run", "/located/state")
+
+
+def test_a_runs_credentials_are_read_once_for_its_bridge(executed: list[tuple[Any, str, Any]]) -> None:
+    from stockade.proxy.credentials import plan_entry
+
+    rules = {"credentials": [plan_entry("T", "env", ("HOST_T",), ("api.test",), "Authorization", None, "/p/policy.toml")]}
+    inv = invocation()
+    inv.env = {"HOST_T": "s3cret"}
+    run.run_launch(launch(rules), inv, None)
+    (bridge,) = FakeBridge.made
+    (credential,) = bridge.credentials
+    assert credential.name == "T" and credential.value == "s3cret" and "s3cret" not in credential.placeholder
 
 
 def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,7 +89,7 @@ def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, s
 
     monkeypatch.setattr(execute_module, "execute", troubled_execute)
     inv = invocation()
-    assert run.run_launch(launch(object()), inv, None) == 9
+    assert run.run_launch(launch({}), inv, None) == 9
     assert inv.troubles == ["the daemon died"]
 
 

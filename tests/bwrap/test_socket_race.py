@@ -80,6 +80,7 @@ def test_a_networked_run_gets_a_new_proxy_session_for_the_second_start(
 
     class Bridge:
         handover = None
+        credentials: list[object] = []
 
         def open(self) -> None:
             steps.append("open")

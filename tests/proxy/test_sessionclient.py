@@ -52,6 +52,7 @@ def test_session_rules_are_the_policy_as_plain_data(fresh_locations: Callable[[s
         "audit_path": str(locations.default_audit_log),
         "origin": "/p/.stockade.toml",
         "http": [],
+        "credentials": [],
     }
     logged = Policy(audit=AuditRules(log="/var/log/a.jsonl"))
     assert sessionclient.session_rules(logged, locations)["audit_path"] == "/var/log/a.jsonl"
