@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import http.server
 import json
+import shutil
 import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +30,15 @@ pytestmark = pytest.mark.e2e
 API = "api.test"
 OTHER = "other.test"  # allowed, but not one of the credential's hosts
 SECRET = "ghp_S3cretValueThatMustNeverBeSeenInside0123"
+
+
+NODE_H2 = r"""
+const http2 = require("http2"), fs = require("fs");
+const server = http2.createSecureServer({key: fs.readFileSync(process.argv[2]), cert: fs.readFileSync(process.argv[3])},
+  (req, res) => { fs.appendFileSync(process.argv[4], `${req.httpVersion} ${req.url} ${req.headers["authorization"]}\n`);
+                  res.end(`you sent ${req.headers["authorization"]}\n`); });
+server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+"""
 
 
 class Origin(http.server.ThreadingHTTPServer):
@@ -76,15 +87,26 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
     context.load_cert_chain(cert, key)
     origin = Origin(context)
     port = origin.server_address[1]
+    node, h2, h2_port, h2_log = shutil.which("node"), None, None, root / "h2.log"
+    if node:
+        script = root / "h2.js"
+        script.write_text(NODE_H2)
+        h2 = subprocess.Popen([node, str(script), str(key), str(cert), str(h2_log)], stdout=subprocess.PIPE, text=True)
+        assert h2.stdout is not None
+        h2_port = int(h2.stdout.readline())
     names = scratch / "names.json"
-    names.write_text(json.dumps({"names": {API: ["127.0.0.1"], OTHER: ["127.0.0.1"]}, "upstreams": [f"127.0.0.1:{port}"]}))
+    upstreams = [f"127.0.0.1:{p}" for p in (port, h2_port) if p]
+    names.write_text(json.dumps({"names": {API: ["127.0.0.1"], OTHER: ["127.0.0.1"]}, "upstreams": upstreams}))
     box = make_box(root / "box")
     box.env.update(
         STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60", HOST_TOKEN=SECRET
     )
-    yield SimpleNamespace(box=box, origin=origin, port=port, root=root, cert=cert)
+    yield SimpleNamespace(box=box, origin=origin, port=port, root=root, cert=cert, h2_port=h2_port, h2_log=h2_log)
     stop_daemon(state_dir(box) / "run")
     origin.shutdown()
+    if h2 is not None:
+        h2.kill()
+        h2.wait()
     force_rmtree(root)
 
 
@@ -139,6 +161,18 @@ def test_the_placeholder_is_swapped_for_its_host_and_the_value_never_enters(worl
     records = [r for r in audit(world) if r.get("host") == API and r.get("scheme") == "https" and r.get("phase") == "end"][-2:]
     assert all(r["decision"] == "allow" and "credential GH_TOKEN swapped in" in str(r["rule"]) for r in records), records
     assert SECRET not in everything_outside(world)
+
+
+
+
+def test_http2_streams_get_the_swap_and_the_mask(world: SimpleNamespace) -> None:
+    if world.h2_port is None:
+        pytest.skip("node is not installed (the HTTP/2 origin)")
+    first, second = (get(world, f"{API}:{world.h2_port}/{path}", "Authorization: Bearer $GH_TOKEN", extra="--http2") for path in "ab")
+    result = world.box.run(f"{first}; {second}", policy=policy())
+    assert result.stdout.count("[200]") == 2, result
+    assert world.h2_log.read_text().splitlines()[-2:] == [f"2.0 /a Bearer {SECRET}", f"2.0 /b Bearer {SECRET}"]
+    assert SECRET not in result.stdout and "you sent Bearer stockade-masked-" in result.stdout, result.stdout
 
 
 def test_basic_credentials_and_a_query_parameter_are_swapped_in_their_own_place(world: SimpleNamespace) -> None:
