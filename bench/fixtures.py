@@ -86,6 +86,8 @@ import base64, http.client, json, os, ssl, sys, time, urllib.parse
 scheme, host, port, count, cafile, via = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] or None, sys.argv[6]
 context = ssl.create_default_context(cafile=cafile)
 headers, target = {"Host": f"{host}:{port}"}, "/small"
+if os.environ.get("BENCH_TOKEN"):  # the credential row: a placeholder the daemon swaps for the value
+    headers["Authorization"] = "Bearer " + os.environ["BENCH_TOKEN"]
 if via == "direct":
     conn = http.client.HTTPSConnection(host, port, context=context) if scheme == "https" else http.client.HTTPConnection(host, port)
 else:

@@ -44,6 +44,8 @@ from fixtures import FILES, KEEPALIVE, NAME, Origins  # noqa: E402
 from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare, bare_bwrap, find_srt  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
+WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
 WORKLOADS = ("startup", "phases", "first", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
@@ -52,6 +54,7 @@ OFF = "stockade, network off"
 WARM = "stockade, allowlist, warm daemon"
 COLD = "stockade, allowlist, cold daemon"
 INSPECTED = "stockade, inspected host (HTTP rules)"
+CREDENTIAL = "stockade, credential swapped in"
 SRT_OFF = "srt, network off"
 SRT_NET = "srt, allowlist"
 
@@ -273,10 +276,11 @@ def download(bench: Bench) -> list[Section]:
     for scheme in ("http", "https"):
         port = bench.origins.port(scheme)
         curl = lambda tool, project, scheme=scheme, port=port: [  # noqa: E731
+            *(WITH_TOKEN if tool.credential else []),
             "curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{speed_download}\n",
             *([] if tool.inspected else ["--cacert", str(bench.origins.cert)]), f"{scheme}://{tool.host}:{port}/big",
         ]  # fmt: skip
-        names = [BARE, WARM, *([INSPECTED] if scheme == "https" else []), SRT_NET]
+        names = [BARE, WARM, *([INSPECTED, CREDENTIAL] if scheme == "https" else []), SRT_NET]
         contenders = bench.contenders(f"download {scheme}", names, curl)
         speeds = rounds(contenders, plan.download_runs, lambda c: [float(run_checked(c.argv, cwd=c.cwd, env=c.env).split()[-1]) / 1e6], warmup=0)
         how = "plain HTTP: the proxy handles the body" if scheme == "http" else "HTTPS: a CONNECT tunnel"
@@ -297,7 +301,7 @@ def keepalive(bench: Bench) -> list[Section]:
         port = str(bench.origins.port(scheme))
         request = lambda tool, project, scheme=scheme, port=port: [HOST_PYTHON, str(script), scheme, tool.host, port, str(plan.request_count),  # noqa: E731
                                          "" if tool.inspected else str(bench.origins.cert), "proxy" if tool.proxied else "direct"]  # fmt: skip
-        names = [BARE, WARM, *([INSPECTED] if scheme == "https" else []), SRT_NET]
+        names = [BARE, WARM, *([INSPECTED, CREDENTIAL] if scheme == "https" else []), SRT_NET]
         contenders = bench.contenders(f"keepalive {scheme}", names, request)
         latencies = rounds(contenders, plan.request_runs, lambda c: list(json.loads(run_checked(c.argv, cwd=c.cwd, env=c.env))))
         note = (f"{plan.request_count} small GETs on one kept-alive connection ({scheme.upper()}), direct or through the "
@@ -322,6 +326,7 @@ def make_tools(stockade: Stockade, srt: Srt | None) -> dict[str, Tool]:
         Tool(WARM, stockade.net, host=NAME, proxied=True),
         Tool(COLD, stockade.net, host=NAME, proxied=True, before=stockade.stop_daemon, after=stockade.await_daemon),
         Tool(INSPECTED, stockade.inspected, host=NAME, proxied=True, inspected=True),
+        Tool(CREDENTIAL, stockade.credential, host=NAME, proxied=True, inspected=True, credential=True),
     ]
     if srt is not None:
         tools += [Tool(SRT_OFF, srt.off), Tool(SRT_NET, srt.net, proxied=True)]
@@ -454,6 +459,7 @@ def main() -> None:
     world = World.create()
     origins = Origins.start(world.root, plan.size_mb)
     world.env["STOCKADE_PROXY_TEST_UPSTREAM_CA"] = str(origins.cert)  # the daemon verifies the inspected origin against it
+    world.env["BENCH_SECRET"] = "bench-secret-value-0123456789abcdef"  # the credential row's value, swapped in by the daemon
     ports = [origins.port("http"), origins.port("https")]
     stockade = Stockade(world)
     stockade.route(ports)

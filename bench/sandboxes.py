@@ -43,6 +43,7 @@ class Tool:
     before: Callable[[], None] | None = None  # untimed, ahead of every sample
     after: Callable[[], None] | None = None  # untimed, after every sample
     inspected: bool = False  # the daemon terminates its TLS (HTTP rules): clients trust the sandbox's CA bundle
+    credential: bool = False  # requests carry $BENCH_TOKEN, a placeholder the daemon swaps for the value
 
 
 @dataclass
@@ -122,6 +123,10 @@ class Stockade:
         self.inspect_policy = world.write(
             "inspect.toml", f'extends = ["default"]\n[network]\nallow = ["{NAME}"]\n[network.http."{NAME}"]\nallow = ["GET /**"]\n'
         )
+        self.credential_policy = world.write(
+            "credential.toml",
+            f'extends = ["default"]\n[network]\nallow = ["{NAME}"]\n[credentials.BENCH_TOKEN]\nenv = "BENCH_SECRET"\nhosts = ["{NAME}"]\n',
+        )
 
     def route(self, ports: Sequence[int]) -> None:
         """Tell the daemon's test resolver that NAME is on loopback, and that these origins may be reached there."""
@@ -136,6 +141,9 @@ class Stockade:
 
     def inspected(self, project: Path, command: Sequence[str]) -> list[str]:
         return [*self.command, "run", "--quiet", "--policy", str(self.inspect_policy), "--", *command]
+
+    def credential(self, project: Path, command: Sequence[str]) -> list[str]:
+        return [*self.command, "run", "--quiet", "--policy", str(self.credential_policy), "--", *command]
 
     def stop_daemon(self) -> None:
         """Stop this HOME's daemon and wait until it is gone, so the next run starts a cold one."""
