@@ -334,6 +334,16 @@ def test_check_proxy_daemon(monkeypatch: pytest.MonkeyPatch, home: Path) -> None
 
 
 def test_linux_checks_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_proxy_daemon"):
+    for name in ("check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_proxy_daemon"):
         monkeypatch.setattr(probe, name, lambda name=name: Check(name, True, ""))
-    assert [check.name for check in linux_checks()] == ["check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_proxy_daemon"]
+    assert [check.name for check in linux_checks()] == ["check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_proxy_daemon"]
+
+
+def test_the_folders_check_names_a_file_in_the_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    assert probe.check_folders().ok  # control: nothing made yet, and all of it can be
+    (tmp_path / ".cache").write_text("oops")
+    check = probe.check_folders()
+    assert not check.ok and check.detail == f"{tmp_path / '.cache'} is a file, not a folder" and "mv " in check.fix

@@ -113,10 +113,11 @@ def test_on_macos_it_checks_sandbox_exec(project: Path, capsys: pytest.CaptureFi
     from stockade.bwrap import probe
 
     monkeypatch.setattr(probe, "linux_checks", lambda: pytest.fail("the Linux checks ran on macOS"))
+    monkeypatch.setattr(probe, "check_folders", lambda: Check("stockade's folders", True, "mine"))
     monkeypatch.setattr(os, "access", lambda path, mode: present and path == "/usr/bin/sandbox-exec")
     monkeypatch.setattr(sys, "platform", "darwin")
     code, out, _ = run_cli(capsys, "doctor")
-    assert rows(out) == [row]
+    assert rows(out) == [row, ["stockade's folders", "ok", "mine", ""]]
     assert code == (0 if present else ExitCode.SETUP)
 
 

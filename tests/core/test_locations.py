@@ -120,3 +120,17 @@ def test_the_folder_functions_load_neither_pathlib_nor_dataclasses() -> None:
         [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True, env={"PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_file_where_a_folder_belongs_is_one_clear_setup_error(tmp_path: Path) -> None:
+    from stockade.core.errors import SandboxSetupError
+
+    (tmp_path / "state").write_text("not a folder")
+    where = Locations(home=tmp_path, config=tmp_path / "config", state=tmp_path / "state" / "stockade", cache=tmp_path / "c", runtime=tmp_path / "r")
+    with pytest.raises(SandboxSetupError) as caught:
+        where.ensure()
+    assert caught.value.exit_code == 125
+    assert f"{tmp_path / 'state'} is a file, not a folder" in str(caught.value) and "mv " in str(caught.value)
+    (tmp_path / "state").unlink()
+    where.ensure()  # control: with the file gone, every folder is made
+    assert (tmp_path / "state" / "stockade").is_dir()

@@ -161,5 +161,19 @@ def check_proxy_daemon() -> Check:
     )
 
 
+def check_folders() -> Check:
+    """stockade's own folders (state, cache, runtime, config) are folders it can make or write."""
+    from stockade.core.locations import locate
+
+    where = locate()
+    for folder in (*where.private_dirs(), where.config):
+        existing = next(p for p in (folder, *folder.parents) if os.path.lexists(p))
+        if not existing.is_dir():
+            return Check("stockade's folders", False, f"{existing} is a file, not a folder", f"move it aside: mv {existing} {existing}.old")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return Check("stockade's folders", False, f"{existing} is not writable by you", f"give your user write access to {existing}")
+    return Check("stockade's folders", True, f"{where.state}, {where.cache}, {where.runtime}")
+
+
 def linux_checks() -> list[Check]:
-    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_proxy_daemon()]
+    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_folders(), check_proxy_daemon()]

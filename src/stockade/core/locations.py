@@ -103,8 +103,22 @@ class Locations:
         sandbox with a writable home could then plant a filter cache, a
         placeholder record or a config of its own in it (ESCAPES 15, 63).
         """
+        from stockade.core.errors import SandboxSetupError
+
         for folder in (*self.private_dirs(), self.config):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except (FileExistsError, NotADirectoryError):
+                blocker = next((str(p) for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), str(folder))
+                raise SandboxSetupError(
+                    f"stockade keeps its files in {folder}, but {blocker} is a file, not a folder: move it aside "
+                    f"(mv {blocker} {blocker}.old) and run again"
+                ) from None
+            except PermissionError:
+                raise SandboxSetupError(
+                    f"stockade cannot make its folder {folder} (permission denied): give your user write access to "
+                    f"{folder.parent}, or point XDG_STATE_HOME / XDG_CACHE_HOME / XDG_RUNTIME_DIR elsewhere"
+                ) from None
 
 
 def locate(env: Mapping[str, str] | None = None) -> Locations:
