@@ -57,3 +57,19 @@ def test_http_denials_say_which_table_takes_the_entry_and_denials_say_where_they
     assert listed.endswith("it is under deny in /p/.stockade.toml"), listed
     plain = summary.describe_denial({"host": "b.test", "port": 443, "rule": 'deny "b.test"', "hint": ""}, "/p/.stockade.toml")
     assert plain.endswith("it is under deny in /p/.stockade.toml"), plain
+
+
+def test_a_profile_runs_hint_says_to_run_without_the_profile_afterwards() -> None:
+    denial = {"host": "example.com", "port": 443, "rule": "no allow rule matches", "hint": 'allow = ["example.com"]'}
+    line = summary.describe_denial(denial, "builtin:github")
+    assert "stockade allow example.com --profile github" in line
+    assert "then run without --profile, which reads that file" in line
+    control = summary.describe_denial(denial, "/p/.stockade.toml")  # a file's run: the command alone is enough
+    assert control.endswith("stockade allow example.com --policy /p/.stockade.toml")
+
+
+def test_a_credential_denial_says_which_table_decides_where_it_goes() -> None:
+    denial = {"host": "api.test", "port": 443, "rule": "credential GH_TOKEN in the header x-debug, where it may not travel", "hint": ""}
+    line = summary.describe_denial(denial, "/p/policy.toml")
+    assert line.endswith("where it may go is [credentials.GH_TOKEN] in /p/policy.toml")
+    assert "no policy change" not in line

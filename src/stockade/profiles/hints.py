@@ -45,6 +45,15 @@ def http_fix(hint: str, where: str) -> str | None:
     return f'to allow it, add "{rule}" to allow under [network.http."{host}"] in {where}'
 
 
+def after_allow(origin: str) -> str:
+    """What a `--profile NAME` run must do after `stockade allow ... --profile NAME`: that writes the
+    project's .stockade.toml extending NAME, which a `--profile` run does not read."""
+    name = origin.removeprefix("builtin:") if origin.startswith("builtin:") else "default"
+    if name == "default":
+        return ""
+    return f" (it writes .stockade.toml extending {name}; then run without --profile, which reads that file)"
+
+
 def allow_command(hint: str, origin: str) -> str:
     """`stockade allow RULE` for the policy the run used: `--policy FILE` for a file,
     `--profile NAME` for a built-in other than the default; "" when the hint names no rule."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from mitmproxy import connection, ctx, http, tcp
 
-from stockade.profiles.hints import allow_command, http_fix
+from stockade.profiles.hints import after_allow, allow_command, http_fix
 from stockade.profiles.text import shown
 from stockade.proxy.audit import AuditRecord, redact_path
 from stockade.proxy.decide import Decision, canonical_target
@@ -119,13 +119,15 @@ def denial_text(host: str, port: int, decision: Decision, origin: str) -> str:
     if http is not None:
         fix = http
     elif command:
-        fix = f"to allow it, run: {command}"
+        fix = f"to allow it, run: {command}{after_allow(origin)}"
     elif decision.hint:
         fix = f"to allow it, add `{decision.hint}` under [network] in {where}"
     elif decision.rule.startswith('deny "'):
         fix = f"it is listed under deny in [network] of {where}"
     elif decision.rule.startswith("http deny "):
         fix = f'"{decision.rule.removeprefix("http deny ")}" is under deny in a [network.http] table of {where}'
+    elif decision.rule.startswith("credential "):
+        fix = f"where it may go is [credentials.{decision.rule.split(' ', 2)[1]}] in {where}"
     elif decision.rule.startswith("refused: "):
         fix = "no HTTP rule can allow a path servers read in different ways; send it as a plain path"
     else:

@@ -19,15 +19,18 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
         rule = str(denial.get("rule"))
         if rule.startswith('deny "') or rule.startswith("http deny "):
             return f"{where} ({rule}); it is under deny in {origin}"
+        if rule.startswith("credential "):
+            name = rule.split(" ", 2)[1]
+            return f"{where} ({rule}); where it may go is [credentials.{name}] in {origin}"
         return f"{where} ({rule}); no policy change allows this"
-    from stockade.profiles.hints import allow_command, http_fix
+    from stockade.profiles.hints import after_allow, allow_command, http_fix
 
     fix = http_fix(str(denial.get("hint")), origin)
     if fix is not None:
         return f"{where} ({denial.get('rule')}); {fix}"
     command = allow_command(str(denial.get("hint")), origin)
     if command:
-        return f"{where}; to allow it, run: {command}"
+        return f"{where}; to allow it, run: {command}{after_allow(origin)}"
     return f"{where}; to allow it, add {denial.get('hint')} under [network] in {origin}"
 
 
