@@ -142,7 +142,7 @@ def test_a_policy_from_nothing_ends_with_how_to_build_on_your_own() -> None:
 )
 def test_the_hint_comes_only_when_no_built_in_contributed(sources: tuple[str, ...], hint: bool) -> None:
     notes = open_ends(policy(deny_read=(), sources=sources), HOME)
-    assert (notes[-1] == REMOVE_EXTENDS) is hint
+    assert ("to build on your own policy instead" in notes[-1]) is hint
     assert len(notes) == 1 + int(hint)
 
 
@@ -159,3 +159,20 @@ def test_http_rules_for_a_host_that_is_not_allowed_are_said_to_change_nothing() 
         '[network.http."nope.test"] changes nothing: nope.test is not in [network] allow, and HTTP rules only narrow '
         'what an allowed host may be sent (add "nope.test" to allow)'
     ]
+
+
+def test_an_allow_entry_a_deny_entry_covers_is_said() -> None:
+    base = policy(allow=("api.example.com", "pypi.org"))
+    denied = Policy(
+        filesystem=base.filesystem, project_dir=PROJECT, sources=DEFAULT,
+        network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("api.example.com", "pypi.org"), deny=("*.example.com",)),
+    )  # fmt: skip
+    assert open_ends(denied, HOME) == ['allow "api.example.com" changes nothing: deny "*.example.com" covers it, and deny wins (remove one of them)']
+    assert open_ends(base, HOME) == []  # control: without the deny, nothing to say
+
+
+def test_a_chain_of_files_from_nothing_is_told_to_extend_default_not_to_remove_an_empty_extends() -> None:
+    chain = ("/home/me/proj/base.toml", "/home/me/proj/.stockade.toml")
+    notes = open_ends(policy(deny_read=(), sources=chain), HOME)
+    assert notes[-1] == 'to build on your own policy instead, add "default" to the extends of /home/me/proj/.stockade.toml'
+    assert open_ends(policy(deny_read=(), sources=FROM_NOTHING), HOME)[-1] == REMOVE_EXTENDS

@@ -25,9 +25,14 @@ def open_ends(policy: Policy, home: str) -> list[str]:
     notes += _loopback(policy)
     notes += _http_without_allow(policy)
     notes += _credentials_going_nowhere(policy)
+    notes += _denied_allows(policy)
     if not notes:
         return []
-    return notes + ['to build on your own policy instead, remove `extends = []` (or write extends = ["default"])'] if _from_nothing(policy) else notes
+    if not _from_nothing(policy):
+        return notes
+    if len(policy.sources) > 1:  # its extends names files only, none of which builds on a built-in
+        return [*notes, f'to build on your own policy instead, add "default" to the extends of {policy.sources[-1]}']
+    return [*notes, 'to build on your own policy instead, remove `extends = []` (or write extends = ["default"])']
 
 
 def _loopback(policy: Policy) -> list[str]:
@@ -63,6 +68,22 @@ def _http_without_allow(policy: Policy) -> list[str]:
                 f'[network.http."{host}"] changes nothing: {host} is not in [network] allow, and HTTP rules only narrow '
                 f'what an allowed host may be sent (add "{host}" to allow)'
             )
+    return said
+
+
+def _denied_allows(policy: Policy) -> list[str]:
+    """An allow entry that a deny entry covers whole changes nothing: deny wins."""
+    from stockade.profiles.domains import parse_rule
+
+    if not policy.network.deny:
+        return []
+    denies = [(text, parse_rule(text)) for text in policy.network.deny]
+    said = []
+    for text in policy.network.allow:
+        rule = parse_rule(text)
+        cover = next((deny for deny, parsed in denies if parsed.covers(rule)), None)
+        if cover is not None:
+            said.append(f'allow "{text}" changes nothing: deny "{cover}" covers it, and deny wins (remove one of them)')
     return said
 
 
