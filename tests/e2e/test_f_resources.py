@@ -154,6 +154,9 @@ def test_case_72_file_size_limit(vbox: Box) -> None:
         assert not path.exists() or path.stat().st_size <= 1 << 20, (name, path.stat().st_size)
     assert "dd=0" not in attack.stdout and "fallocate=0" not in attack.stdout, attack
     assert "SMALL-OK" in attack.stdout, attack
+    killed = vbox.run(argv=["dd", "if=/dev/zero", "of=big3", "bs=1M", "count=10"], policy=policy)
+    assert killed.returncode == 128 + 25 and "file_size limit 1M reached" in killed.stderr, killed  # the summary names the limit
+    assert "file_size limit" not in attack.stderr  # control: the shell that lived on was not killed by it
 
 
 # --- case 73 ----------------------------------------------------------------------------------------

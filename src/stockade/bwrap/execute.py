@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from _signal import SIGXFSZ  # the builtin module: `signal` imports enum
 
 from stockade.bwrap import args as bw
 from stockade.bwrap import changes
@@ -291,6 +292,8 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
         outcome, masked = _supervised(launch, limits, bridge)
         phases.mark("command")
         hits = limit_hit(limits) if limits.cgroup_dirs else []
+        if launch.file_size and outcome.exit_code in (-SIGXFSZ, 128 + SIGXFSZ):
+            hits.append("file_size")  # the command itself died writing past the limit
     finally:
         if bridge is not None:
             bridge.close()
@@ -357,6 +360,13 @@ def _summary(
         )
     if "pids" in hits:
         lines.append(f"pids limit {launch.pids} reached: new processes were refused (raise pids under [limits] in {origin})")
+    if "file_size" in hits:
+        from stockade.profiles.units import format_size
+
+        lines.append(
+            f"file_size limit {format_size(launch.file_size or 0)} reached: the command was killed writing past it "
+            f"(raise file_size under [limits] in {origin})"
+        )
     if "memory" in hits:
         lines.append(f"memory limit reached: the sandbox was out of memory (raise memory under [limits] in {origin})")
     if quarantined:
