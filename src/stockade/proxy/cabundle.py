@@ -44,11 +44,9 @@ def ca_certificate(files: DaemonFiles) -> bytes:
             return handle.read()
     except FileNotFoundError:
         pass
-    from stockade.proxy.launch import _lock, _private_dir
+    from stockade.proxy.launch import start_lock
 
-    _private_dir(files.runtime)
-    _private_dir(files.state)
-    lock = _lock(files.lock)  # a daemon starting now makes its CA under this very lock
+    lock = start_lock(files)  # a daemon starting now makes its CA under this very lock
     try:
         if not os.path.exists(path):
             from mitmproxy.certs import CertStore  # only the first time: it loads cryptography

@@ -40,7 +40,7 @@ from stockade.proxy.launch import (
     send_with_fds,
     socket_identity,
 )
-from stockade.proxy.sessionclient import SessionEnd
+from stockade.proxy.summary import SessionEnd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class Handover:
         try:
             if not self.settled:
                 if self.served_nothing():
-                    self._abandon()
+                    self.close()  # nothing was served and nothing waits: the daemon ends the session
                     return SessionEnd([], None)
                 self.wait()
             assert self.conn is not None
@@ -209,10 +209,6 @@ class Handover:
         neither waits for another answer nor hands a stopped sandbox's listener to a new daemon."""
         self.close()
         return ProxyDaemonError(why)
-
-    def _abandon(self) -> None:
-        """Nothing was served and nothing waits: close without waiting (the daemon ends the session)."""
-        self.close()
 
     def _drop_listener(self) -> None:
         if self.listener is not None:

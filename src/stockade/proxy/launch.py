@@ -65,9 +65,7 @@ def reach(files: DaemonFiles, *, replacing: tuple[int, int] | None = None) -> tu
             return connect(files, IO_TIMEOUT), False
         except OSError:
             pass
-    _private_dir(files.runtime)
-    _private_dir(files.state)
-    lock = _lock(files.lock)  # held by a daemon another run started until that daemon serves
+    lock = start_lock(files)  # held by a daemon another run started until that daemon serves
     try:
         if replacing is None or socket_identity(files) != replacing:
             try:
@@ -100,9 +98,7 @@ def ensure_daemon(locations: Locations, *, idle_timeout: float | None = None, te
     if port is not None:
         return port
     hung_socket = pinged if hung else None
-    _private_dir(files.runtime)
-    _private_dir(files.state)
-    lock = _lock(files.lock)
+    lock = start_lock(files)
     try:
         # Another run may have started one while we waited; a daemon that just failed to answer
         # in HUNG_AFTER is not asked again (its socket unchanged): a new one replaces it.
@@ -210,6 +206,14 @@ def _alive_or_hung(files: DaemonFiles) -> tuple[int | None, bool]:
     if reply and not reply.get("exiting") and reply.get("port") == recorded.get("port") and reply.get("protocol", 1) >= PROTOCOL:
         return int(reply["port"]), False
     return None, hung  # none, dying, hung, or an older stockade's daemon: a new one takes over the files
+
+
+def start_lock(files: DaemonFiles) -> int:
+    """The daemon's folders made (0700, this user's own), then its start lock taken: a descriptor
+    to close when done. Whoever starts a daemon, or makes what a daemon would make, holds it."""
+    _private_dir(files.runtime)
+    _private_dir(files.state)
+    return _lock(files.lock)
 
 
 def _private_dir(path: str) -> None:

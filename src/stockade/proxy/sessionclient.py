@@ -26,6 +26,7 @@ from stockade.proxy.launch import (
     read_reply,
     send_with_fds,
 )
+from stockade.proxy.summary import SessionEnd
 
 TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
 if TYPE_CHECKING:
@@ -51,25 +52,6 @@ class SessionTicket:
 
     def __repr__(self) -> str:
         return f"SessionTicket(port={self.port!r}, session_id={self.session_id!r})"  # never the token
-
-
-class SessionEnd:
-    """What a session's end tells the run (plain slots: this is on every networked run's path)."""
-
-    __slots__ = ("denials", "audit_error", "trouble", "refused")
-
-    def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "") -> None:
-        self.denials = denials  # dicts with host, port, rule, hint, count, origin
-        self.audit_error = audit_error  # why the session's audit log could not be written, if it could not
-        self.trouble = trouble  # one line: why this run's network record is incomplete ("" when it is whole)
-        self.refused = refused  # one line: connections the session's budget refused ("" when none)
-
-    def __eq__(self, other: object) -> bool:
-        fields = ("denials", "audit_error", "trouble", "refused")
-        return isinstance(other, SessionEnd) and all(getattr(self, name) == getattr(other, name) for name in fields)
-
-    def __repr__(self) -> str:
-        return f"SessionEnd({self.denials!r}, {self.audit_error!r}, trouble={self.trouble!r}, refused={self.refused!r})"
 
 
 def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:

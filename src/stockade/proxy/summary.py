@@ -1,4 +1,5 @@
-"""What a person reads about a run's network at its end: one line per denial, refusal or broken record.
+"""What a run learns of its network at the end (`SessionEnd`), and the lines a person reads about it:
+one per denial, refusal or broken record.
 
 Imported on the hot path (through `client`): standard library only; the
 policy hints are imported only when a denial has one to show.
@@ -9,6 +10,25 @@ from __future__ import annotations
 TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
 if TYPE_CHECKING:
     from typing import Any
+
+
+class SessionEnd:
+    """What a session's end tells the run (plain slots: this is on every networked run's path)."""
+
+    __slots__ = ("denials", "audit_error", "trouble", "refused")
+
+    def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "") -> None:
+        self.denials = denials  # dicts with host, port, rule, hint, count, origin
+        self.audit_error = audit_error  # why the session's audit log could not be written, if it could not
+        self.trouble = trouble  # one line: why this run's network record is incomplete ("" when it is whole)
+        self.refused = refused  # one line: connections the session's budget refused ("" when none)
+
+    def __eq__(self, other: object) -> bool:
+        fields = ("denials", "audit_error", "trouble", "refused")
+        return isinstance(other, SessionEnd) and all(getattr(self, name) == getattr(other, name) for name in fields)
+
+    def __repr__(self) -> str:
+        return f"SessionEnd({self.denials!r}, {self.audit_error!r}, trouble={self.trouble!r}, refused={self.refused!r})"
 
 
 def describe_denial(denial: dict[str, Any], origin: str) -> str:
