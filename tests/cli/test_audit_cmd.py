@@ -368,3 +368,13 @@ def test_follow_with_json_prints_records(project: Path, capsys: pytest.CaptureFi
     log = write_log(project / "audit.jsonl", record(host="a.test"))
     code, out, _ = run_cli(capsys, "audit", "--log", str(log), "-f", "--json")
     assert code == 0 and [json.loads(line)["host"] for line in out.splitlines()] == ["a.test"] and len(followed) == 1
+
+
+def test_the_table_says_the_day(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    one_day = write_log(project / "one.jsonl", *LOG[:2])
+    _code, out, _ = run_cli(capsys, "audit", "--log", str(one_day))
+    assert "records of 2026-01-01 (UTC)" in out and [row[0] for row in rows(out)] == ["00:00:00", "00:00:01"]
+    two_days = write_log(project / "two.jsonl", *LOG)
+    _code, out, _ = run_cli(capsys, "audit", "--log", str(two_days))
+    assert "records of" not in out and [row[0] for row in rows(out)] == ["01-01 00:00:00", "01-01 00:00:01", "01-02 00:00:00"]

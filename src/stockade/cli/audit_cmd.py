@@ -59,11 +59,16 @@ def audit(
     noted = any(record.get("incomplete") for record in ordered)
     if noted:
         columns.append("note")
-    table = Table(show_header=True, header_style="bold", expand=False)
+    days = sorted({str(record.get("time", ""))[:10] for record in ordered})
+    one_day = len(days) == 1 and len(days[0]) == 10
+    table = Table(show_header=True, header_style="bold", expand=False, title=f"records of {days[0]} (UTC)" if one_day else None)
     for column in columns:
         table.add_column(column, overflow="fold", no_wrap=column in ("time", "session", "decision"))
     for record in ordered:
         cells = _cells(record)
+        if not one_day:  # records of several days: each row says its day
+            stamp = printable(record.get("time", ""))
+            cells[0] = f"{stamp[5:10]} {stamp[11:19]}" if len(stamp) >= 19 else stamp
         if narrow:
             moved = f"{_short(record.get('bytes_up'))}/{_short(record.get('bytes_down'))}" if cells[6] or cells[7] else ""
             cells = [cells[0], *cells[2:6], moved, cells[8]]
