@@ -17,7 +17,7 @@ def replace_app(monkeypatch: pytest.MonkeyPatch, body: Callable[[], None]) -> li
     seen: list[list[str]] = []
 
     def fake_app(*, args: list[str], prog_name: str, standalone_mode: bool) -> None:
-        assert prog_name == "stockade" and standalone_mode is True
+        assert prog_name == "stockade" and standalone_mode is False
         seen.append(args)
         body()
 
@@ -94,7 +94,7 @@ def test_without_debug_no_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pyt
 
 
 def test_through_a_real_typer_app(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """Typer's standalone mode turns its exits into SystemExit; errors from a command still reach run_app."""
+    """Typer's exits give their code; errors from a command still reach run_app; its usage errors are one line."""
     small = typer.Typer()
 
     @small.command()
@@ -114,8 +114,9 @@ def test_through_a_real_typer_app(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     assert app_module.run_app(["ok", "--code", "7"]) == 7
     assert app_module.run_app(["fails"]) == 125
     assert app_module.run_app(["interrupted"]) == 130
-    assert app_module.run_app(["nosuch"]) == 2  # Typer's own usage error
     capsys.readouterr()
+    assert app_module.run_app(["nosuch"]) == 2  # Typer's own usage error, as one line
+    assert capsys.readouterr().err == "stockade: error: no such command 'nosuch'; `stockade --help` lists the commands\n"
 
 
 def test_the_real_app_version_help_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,8 +125,9 @@ def test_the_real_app_version_help_and_usage_errors(capsys: pytest.CaptureFixtur
     assert app_module.run_app(["run", "--help"]) == 0
     assert "-- COMMAND" in capsys.readouterr().out
     assert app_module.run_app(["no-such-command"]) == 2
-    assert app_module.run_app([]) in (0, 2)  # no_args_is_help
     capsys.readouterr()
+    assert app_module.run_app([]) == 2  # no_args_is_help: the help, on stderr
+    assert "Usage: stockade" in capsys.readouterr().err
 
 
 def test_typers_run_command_hands_the_lean_parser_the_same_words(monkeypatch: pytest.MonkeyPatch) -> None:

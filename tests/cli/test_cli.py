@@ -51,7 +51,20 @@ def test_trust_and_revoke(project: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_unknown_command_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "frobnicate")
-    assert code == ExitCode.USAGE and "No such command" in err
+    assert code == ExitCode.USAGE and err == "stockade: error: no such command 'frobnicate'; `stockade --help` lists the commands\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["allow"], "allow: missing argument 'host'; `stockade allow --help` lists the options"),
+        (["audit", "--since"], "option '--since' requires an argument; `stockade COMMAND --help` lists a command's options"),
+        (["doctor", "--x"], "doctor: no such option: --x; `stockade doctor --help` lists the options"),
+    ],
+)
+def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFixture[str], args: list[str], line: str) -> None:
+    code, out, err = run_cli(capsys, *args)
+    assert code == ExitCode.USAGE and out == "" and err == f"stockade: error: {line}\n"
 
 
 def test_run_without_command_is_usage(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+try:  # the click Typer raises from: its own copy (typer 0.20 and later), else click itself
+    from typer._click import exceptions as clicks
+except ImportError:  # pragma: no cover - an older Typer
+    from click import exceptions as clicks  # type: ignore[no-redef]
 
 from stockade.cli import allow, audit_cmd, check, doctor, explain, init, install, trust
 from stockade.cli.console import error_line
@@ -103,15 +109,40 @@ def hook(ctx: typer.Context, agent: Annotated[str, typer.Argument(metavar="AGENT
     raise typer.Exit(hook_main([agent, *ctx.args]))
 
 
+def usage_line(error: clicks.UsageError) -> str:
+    """A usage error as one line: the command, what is wrong, where the help is."""
+    path = error.ctx.command_path if error.ctx is not None else "stockade"
+    where = path.removeprefix("stockade").strip()
+    message = error.format_message().strip().rstrip(".")
+    message = message[:1].lower() + message[1:]
+    if where:
+        return f"{where}: {message}; `{path} --help` lists the options"
+    if message.startswith("option"):  # an option of a command, told before its context was made
+        return f"{message}; `stockade COMMAND --help` lists a command's options"
+    return f"{message}; `stockade --help` lists the commands"
+
+
 def run_app(args: list[str], *, debug: bool = False) -> int:
     """Run Typer with one error handler: one line on stderr, DESIGN.md exit codes.
 
-    Typer's standalone mode reports its own usage errors (exit 2, like ours);
-    stockade's errors are caught here, once.
+    Click's usage errors (an unknown command or option, a missing value) become
+    one line with exit 2, like stockade's own errors, which are caught here, once.
     """
     debug = debug or "--debug" in args
     try:
-        app(args=args, prog_name="stockade", standalone_mode=True)
+        result = app(args=args, prog_name="stockade", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except clicks.UsageError as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # `stockade` alone: the help, as --help shows it
+            print(error.ctx.get_help() if error.ctx is not None else "", file=sys.stderr)
+            return ExitCode.USAGE
+        error_line(usage_line(error))
+        return ExitCode.USAGE
+    except clicks.ClickException as error:
+        error_line(error.format_message())
+        return int(error.exit_code)
+    except typer.Abort:
+        return ExitCode.SIGNAL_BASE + 2
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else ExitCode.USAGE)
     except StockadeError as error:
