@@ -129,3 +129,15 @@ def test_nothing_writable_means_no_writable_bind(root: Path, project: Path) -> N
     view = view_of(root, project, allow_write=())
     assert view.writable == []
     assert not any(type(m.piece) is Bind and m.path.startswith(str(project)) for m in view.mounts)
+
+
+@pytest.mark.parametrize("path", ["/home/u/proj/..", "/home/u/./proj", "/home/u//proj", "home/u", "/home/u/"])
+def test_a_mount_path_that_is_not_plain_is_refused(path: str) -> None:
+    """Mounts are ordered by how deep they are; `/a/b/..` counts deeper than `/a/x` and would cover it."""
+    from stockade.core.errors import SandboxSetupError
+
+    view = View()
+    with pytest.raises(SandboxSetupError, match="not a plain absolute path"):
+        view.add(path, 0, Bind(path))
+    view.add("/home/u/proj", 0, Bind("/home/u/proj"))  # control: a plain path is planned
+    assert [m.path for m in view.mounts] == ["/home/u/proj"]

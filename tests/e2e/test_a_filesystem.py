@@ -557,3 +557,18 @@ def test_setuid_bits_cannot_be_set_in_writable_places(vbox: Box) -> None:
     assert not mode & (stat.S_ISUID | stat.S_ISGID), oct(mode)
     control = vbox.run("chmod 0750 ./suid && chmod +x ./suid && echo CONTROL")
     assert "CONTROL" in control.stdout and (vbox.project / "suid").stat().st_mode & 0o777 == 0o751, control
+
+
+@pytest.mark.parametrize("spelling", ["../policy.toml", "./../policy.toml", "..//policy.toml"])
+def test_a_policy_named_through_dot_dot_keeps_the_homes_walls(vbox: Box, spelling: str) -> None:
+    """`--policy ../policy.toml` from a project inside HOME: the file was named `/home/proj/../policy.toml`,
+    which string checks took for a path inside the project; the home (`/home/proj/..`) was then bound
+    writable over every mount that hid a secret in it."""
+    project = vbox.home / "proj"
+    project.mkdir()
+    (vbox.home / "policy.toml").write_text('extends = ["default"]\n[filesystem]\nhome = "host"\n')
+    script = "cat ~/.ssh/id_test; echo planted >> ~/.bashrc && echo WROTE-BASHRC; echo ok > made && echo WROTE-PROJECT"
+    result = vbox.run(argv=["/bin/sh", "-c", script], options=["--policy", spelling], cwd=project)
+    assert "CANARY-SSH" not in result.stdout and "WROTE-BASHRC" not in result.stdout, result
+    assert not (vbox.home / ".bashrc").exists()
+    assert "WROTE-PROJECT" in result.stdout and (project / "made").read_text() == "ok\n", result  # control: the project is writable

@@ -135,3 +135,13 @@ def test_a_memory_limit_too_small_to_start_anything_is_refused_with_its_line(tmp
 def test_a_memory_limit_of_sixteen_megabytes_or_more_is_kept(tmp_path: Path) -> None:
     layer = parse_layer('[limits]\nmemory = "16M"\n', str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
     assert layer.values["limits"]["memory"] == 16 << 20
+
+
+def test_a_file_named_through_dot_dot_is_named_by_its_real_folder(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "p.toml").write_text("[network]\nallow = []\n")
+    layer = load_file(tmp_path / "proj" / ".." / "p.toml", home=tmp_path)
+    assert layer.source == str(tmp_path / "p.toml")
+    linked = tmp_path / "link"
+    linked.symlink_to(tmp_path / "proj")
+    assert load_file(linked / ".." / "p.toml", home=tmp_path).source == str(tmp_path / "p.toml")  # `..` of the real folder, as the kernel reads it

@@ -81,6 +81,9 @@ class View:
         return base + [m.piece for m in ordered]
 
     def add(self, path: str, rank: int, piece: Piece) -> None:
+        if not path.startswith("/") or os.path.normpath(path) != path:
+            # Mounts are ordered by depth, counted in "/": `/a/b/..` would sort below `/a/x` and cover it.
+            raise SandboxSetupError(f"cannot plan a mount at {path!r}: not a plain absolute path; name it without '.', '..' or '//'")
         if not any(m.path == path and m.rank >= rank for m in self.mounts):
             self.mounts.append(Mount(path, rank, piece))
 
@@ -138,7 +141,10 @@ def _check_inside(root: str, path: str, why: str) -> None:
 def _pin_parents(view: View, root: str, path: str) -> None:
     """Bind each folder between root and path onto itself: a mount point cannot be renamed away."""
     current = root
-    for part in os.path.relpath(os.path.dirname(path), root).split("/"):
+    between = os.path.relpath(os.path.dirname(path), root)
+    if between == ".." or between.startswith("../"):
+        return  # not below root at all: nothing of root's to pin
+    for part in between.split("/"):
         if part in ("", "."):
             continue
         current = os.path.join(current, part)

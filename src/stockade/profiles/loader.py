@@ -65,7 +65,12 @@ def load_builtin(name: str, *, project_dir: Path, home: Path) -> Layer:
 
 
 def load_file(path: Path, *, home: Path, base: Path | None = None) -> Layer:
-    """Load a policy file; relative paths resolve against `base` (default: its directory)."""
+    """Load a policy file; relative paths resolve against `base` (default: its directory).
+
+    The file is named by its folder's real path: `--policy ../p.toml` must not become a source
+    spelled `/proj/../p.toml`, which string comparisons would take for a path inside /proj (the
+    sandbox would then protect and pin the wrong folders)."""
+    path = Path(os.path.realpath(path.parent)) / path.name
     return parse_layer(read_policy(path), str(path), base=base or path.parent, home=home)
 
 
