@@ -28,6 +28,7 @@ REFUSALS = {"EROFS", "EACCES", "EPERM"}
 BWRAP_SETUP = ("/newroot/", "/oldroot/")
 ABSENT = {"ENOENT", "ENOTDIR"}
 MAX_REPORTED = 12  # lines of the report; the rest are counted
+GROUPED = 3  # past this many paths of one rule and kind, one line says them all
 CREATING = ("O_CREAT", "O_TMPFILE")
 WRITING = ("O_WRONLY", "O_RDWR", "O_TRUNC", "O_APPEND")
 OPERATIONS = {
@@ -223,9 +224,14 @@ def report(found: list[Denial], dropped: int = 0) -> list[str]:
         by_rule.setdefault(denial.rule, []).append(denial)
     lines = [f"--trace: {len(found)} file access{'es' if len(found) != 1 else ''} refused{_dropped(dropped)}:"]
     for rule, group in by_rule.items():
+        kinds: dict[tuple[str, str], list[str]] = {}
         for denial in group:
-            failure = denial.failure
-            lines.append(f"  {failure.operation} {failure.path} ({failure.error}): {rule}")
+            kinds.setdefault((denial.failure.operation, denial.failure.error), []).append(denial.failure.path)
+        for (operation, error), paths in kinds.items():
+            if len(paths) <= GROUPED:
+                lines += [f"  {operation} {path} ({error}): {rule}" for path in paths]
+            else:
+                lines.append(f"  {operation} {len(paths)} paths ({error}): {rule} (e.g. {', '.join(paths[:2])}, ...)")
     if len(lines) > MAX_REPORTED + 1:
         lines = [*lines[:MAX_REPORTED], f"  ... and {len(lines) - MAX_REPORTED} more"]
     return lines
