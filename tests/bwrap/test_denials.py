@@ -77,6 +77,11 @@ def test_lines_that_are_not_a_failed_path_syscall_are_skipped(line: str) -> None
     assert parse_line(line) is None
 
 
+def test_short_pids_padded_by_strace_are_read() -> None:
+    failure = parse_line('663   openat(AT_FDCWD, "/usr/static-f", O_WRONLY|O_CREAT, 0644) = -1 EROFS (Read-only file system)')
+    assert failure is not None and (failure.pid, failure.path, failure.operation) == (663, "/usr/static-f", "create")
+
+
 def test_escapes_in_paths_are_decoded() -> None:
     failure = parse_line('1 openat(AT_FDCWD, "/p/a\\"b\\\\c\\x0a\\xc3\\xa9\\0", O_RDONLY) = -1 EACCES (Permission denied)')
     assert failure is not None and failure.path == '/p/a"b\\c\né\0'

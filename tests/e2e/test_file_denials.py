@@ -68,3 +68,17 @@ def test_a_run_that_was_refused_nothing_reports_nothing(vbox: Box) -> None:
 def test_without_trace_nothing_is_traced(vbox: Box) -> None:
     result = vbox.run("echo x > ~/f", policy=HOST_HOME)
     assert "--trace" not in result.stderr and "Read-only file system" in result.stderr, result
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a static binary")
+def test_a_static_binary_is_traced_too(vbox: Box) -> None:
+    """ptrace sees syscalls, not libc: a statically linked program's refusal is reported (an LD_PRELOAD shim would miss it)."""
+    import subprocess
+
+    source = vbox.outside / "w.c"
+    source.write_text('#include <fcntl.h>\nint main(void) { return open("/usr/stockade-static", O_WRONLY | O_CREAT, 0644) < 0; }\n')
+    binary = vbox.outside / "w"
+    subprocess.run(["gcc", "-static", "-O2", "-o", str(binary), str(source)], check=True, capture_output=True)
+    result = vbox.run(argv=[str(binary)], options=["--trace"])
+    assert result.returncode == 1, result
+    assert any("create /usr/stockade-static (EROFS): outside allow_write" in line for line in _report(result.stderr)), result.stderr

@@ -79,7 +79,7 @@ class Denial:
 def parse_line(line: str) -> Failure | None:
     """`PID syscall(args) = -1 ERRNO (text)`, as strace -f -x writes it; anything else is None."""
     pid_text, _space, rest = line.partition(" ")
-    name, paren, args = rest.partition("(")
+    name, paren, args = rest.lstrip(" ").partition("(")  # strace pads short pids to line them up
     if not pid_text.isdigit() or not paren or not name.isidentifier():
         return None
     tail = args.rfind(") = -1 ")
