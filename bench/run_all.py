@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -51,6 +52,7 @@ WORKLOADS = ("startup", "phases", "first", "loop", "files", "json", "download", 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
 OFF = "stockade, network off"
+TRACED = "stockade, network off, --trace"
 WARM = "stockade, allowlist, warm daemon"
 COLD = "stockade, allowlist, cold daemon"
 INSPECTED = "stockade, inspected host (HTTP rules)"
@@ -253,11 +255,12 @@ def files(bench: Bench) -> list[Section]:
         """Last sample's files gone and on disk, so no sample pays for another's writeback."""
         run_checked(["sh", "-c", 'rm -rf "$1" && sync', "clear", str(project / "f")])
 
-    contenders = bench.contenders("files", [BARE, BWRAP, OFF, SRT_OFF], lambda tool, project: [HOST_PYTHON, str(script), str(count)], clear)
+    contenders = bench.contenders("files", [BARE, BWRAP, OFF, TRACED, SRT_OFF], lambda tool, project: [HOST_PYTHON, str(script), str(count)], clear)
     note = (f"One sandboxed `python3` that writes {count:,} files of 200 bytes into the project, then reads them all "
             f"back; median of {count_of(runs, 'round')}, each in a fresh folder (the last one's removed and synced to disk, untimed).")  # fmt: skip
     return [
-        Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF)])
+        Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs, warmup=0), BWRAP,
+                [(OFF, SRT_OFF)])  # the --trace row is read against the untraced one in the table (pairs are stockade/srt)
     ]
 
 
@@ -323,6 +326,7 @@ def make_tools(stockade: Stockade, srt: Srt | None) -> dict[str, Tool]:
         Tool(BARE, bare),
         Tool(BWRAP, bare_bwrap),
         Tool(OFF, stockade.off),
+        *([Tool(TRACED, stockade.traced)] if shutil.which("strace") else []),  # --trace runs strace, when installed
         Tool(WARM, stockade.net, host=NAME, proxied=True),
         Tool(COLD, stockade.net, host=NAME, proxied=True, before=stockade.stop_daemon, after=stockade.await_daemon),
         Tool(INSPECTED, stockade.inspected, host=NAME, proxied=True, inspected=True),

@@ -136,6 +136,10 @@ class Stockade:
     def off(self, project: Path, command: Sequence[str]) -> list[str]:
         return [*self.command, "run", "--quiet", "--profile", "offline", "--", *command]
 
+    def traced(self, project: Path, command: Sequence[str]) -> list[str]:
+        """--trace: the report after the run is on stderr, which the bench drops."""
+        return [*self.command, "run", "--quiet", "--trace", "--profile", "offline", "--", *command]
+
     def net(self, project: Path, command: Sequence[str]) -> list[str]:
         return [*self.command, "run", "--quiet", "--policy", str(self.net_policy), "--", *command]
 

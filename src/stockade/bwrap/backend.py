@@ -278,7 +278,22 @@ def launch_of(plan: BwrapPlan) -> Launch:
         origin=str(plan.policy.origin),
         interactive=plan.interactive,
         quiet=plan.quiet,
+        walls=walls_of(view),
     )
+
+
+def walls_of(view: View) -> dict[str, object]:
+    """What --trace needs to name the wall a refused file access hit (denials.py): the hidden and
+    read-only places with why each is, and the private home with what it shows."""
+    def why(path: str) -> str:
+        return view.reasons.get(path) or view.reasons.get(os.path.realpath(path)) or ""
+
+    return {
+        "hidden": [[path, why(path)] for path in view.masked],
+        "read_only": [[path, why(path)] for path in view.read_only],
+        "home": view.home,
+        "shown": list(view.shown),
+    }
 
 
 def _session_rules(plan: BwrapPlan) -> dict[str, object]:

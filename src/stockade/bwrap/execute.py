@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.globs import Tree
     from stockade.bwrap.limits import LimitPlan
     from stockade.bwrap.network import Bridge
+    from stockade.bwrap.trace import Tracer
 
 # bwrap runs on the host before any namespace or filter exists, so it gets no
 # variable from the policy or the caller: LD_PRELOAD in a policy's [env] set
@@ -67,6 +68,7 @@ class Launch:
     origin: str  # where the policy came from, for the summary's "raise X in ..."
     interactive: bool
     quiet: bool
+    walls: dict[str, object]  # hidden and read-only places and why, for --trace (backend.walls_of, denials.py)
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -199,7 +201,7 @@ def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:
         return False
 
 
-def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None) -> tuple[Outcome, list[str]]:
+def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None, tracer: Tracer | None = None) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
     Each host socket planning saw is masked only if still there: bwrap cannot mount over a
@@ -220,8 +222,9 @@ def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None) -> tup
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
         args_fd = _args_fd(launch.args + bw.encode(tail))
         try:
+            argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
             outcome = supervise(
-                [launch.bwrap, "--args", str(args_fd), "--", *launch.command],
+                tracer.wrap(argv) if tracer is not None else argv,
                 env=BWRAP_ENV,
                 pass_fds=(args_fd, seccomp_fd, info_write),
                 info_read_fd=info_read,
@@ -259,9 +262,15 @@ def _remove_made_mount_points(masked: list[str], writable: list[str], since: flo
                 pass
 
 
-def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
-    """Run it; `bridge` (network runs) is opened here and closed after."""
+def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: bool = False) -> int:
+    """Run it; `bridge` (network runs) is opened here and closed after; `trace` (--trace) runs bwrap
+    under strace and reports the file accesses the sandbox refused (trace.py, denials.py)."""
     resolve_command(launch.command, launch.env)
+    tracer = None
+    if trace:
+        from stockade.bwrap.trace import Tracer
+
+        tracer = Tracer()
     started = time.monotonic()
     wall_started = time.time()
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
@@ -289,7 +298,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
         phases.mark("checks")
-        outcome, masked = _supervised(launch, limits, bridge)
+        outcome, masked = _supervised(launch, limits, bridge, tracer)
         phases.mark("command")
         hits = limit_hit(limits) if limits.cgroup_dirs else []
         if launch.file_size and outcome.exit_code in (-SIGXFSZ, 128 + SIGXFSZ):
@@ -299,6 +308,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
             bridge.close()
         if cgroups:
             remove_cgroups(limits)
+        traced = tracer.finish() if tracer is not None else []
     _remove_made_mount_points(masked, launch.writable, wall_started)
     denials = bridge.denials if bridge else []
     quarantined: list[tuple[str, str]] = []
@@ -314,9 +324,20 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None) -> int:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
         _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble)
+    if tracer is not None:
+        _trace_report(launch, traced, tracer.dropped)
     phases.mark("after")
     code = outcome.exit_code
     return 128 - code if code < 0 else code
+
+
+def _trace_report(launch: Launch, lines: list[str], dropped: int) -> None:
+    """--trace's block, after the summary: every file access the sandbox refused and the wall that did."""
+    from stockade.bwrap.denials import denials, report
+
+    found = denials(lines, launch.walls, launch.writable, launch.cwd, launch.origin)
+    for line in report(found, dropped):
+        say(f"stockade: {line}")
 
 
 def _no_network_line(launch: Launch) -> str:

@@ -24,7 +24,7 @@ from stockade.bwrap.sweep import LINK_PIN
 from stockade.core.errors import SandboxSetupError
 from stockade.core.locations import Locations
 from stockade.profiles import gitdirs
-from stockade.profiles.floor import floor_for
+from stockade.profiles.floor import Floor, floor_for
 from stockade.profiles.model import Policy
 from stockade.profiles.paths import below_home, glob_base, is_glob, is_within
 
@@ -67,6 +67,8 @@ class View:
     watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project
     # the project walk's patterns and, per folder, what of it the plan depends on (plan_cache.py)
     walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = ((), {})
+    # why each protected or hidden path is: the policy entry or floor item (denials.py names it for --trace)
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -204,20 +206,24 @@ def plan_view(
     floor = floor_for(
         tuple(r for r in roots if r not in linked), locations.with_home(type(locations.home)(real_home)), policy.protected_files, tuple(anchors)
     )
+    _note_reasons(view, policy, matches, floor, locations)
     for path in floor.read_only:
         if not _behind_linked_git(path):
             _protect(view, path, roots, watch_absent=True)
     for path in gitdirs.protected_paths(repositories, real_home, env) + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
+        view.reasons.setdefault(path, f"floor: git's {os.path.basename(path)} runs code later (git)")
         _protect(view, path, roots, watch_absent=True)
     for path in [p for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]:
         _protect(view, path, roots, watch_absent=True)  # absent, at any depth: moved aside if the run makes it
     for folder in path_dirs:
         real = os.path.realpath(folder)
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
+            view.reasons.setdefault(real, f"floor: {folder} is on PATH, so it stays read-only")
             _protect(view, real, roots, watch_absent=False)
     _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)))
     view.shared_files = [path for path in hardlinks.to_copy(shared) if _root_of(path, roots) is not None]
     for path in extra_read_only:
+        view.reasons.setdefault(os.path.realpath(path), "floor: a CI runner's channel into later steps")
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
     listed = {os.path.realpath(path) for path in policy.network.unix_sockets}
     exposed = tuple((*roots, *view.shown, *view.shown_from.values()))  # a shown link shows its target
@@ -235,12 +241,40 @@ def plan_view(
         f"{folder} may not be read or searched by its owner, so stockade cannot check what is inside: hidden (chmod u+rx to use it)"
         for folder in locked
     ]
+    for path in private:
+        view.reasons.setdefault(os.path.realpath(path), "floor: stockade's own state")
+    for folder in locked:
+        view.reasons.setdefault(folder, "a folder its owner may not read, hidden whole")
     hidden = [*real_denied, *_symlink_targets(real_denied), *(os.path.realpath(p) for p in private), *locked]
     for path in sorted(dict.fromkeys(hidden), key=len):  # outer masks first; anything inside one is hidden already
         _mask(view, path, roots)
     for path in sockets:
         _mask(view, path, roots, socket=True)
     return view
+
+
+def _note_reasons(view: View, policy: Policy, matches: dict[str, list[str]], floor: Floor, locations: Locations) -> None:
+    """Which policy entry or floor item each protected or hidden path comes from (View.reasons)."""
+    from stockade.profiles.runs_later import TABLE
+
+    home = str(locations.home).rstrip("/")
+
+    def spelled(path: str) -> str:
+        return "~" + path[len(home):] if home and is_within(path, home) else path
+
+    fs = policy.filesystem
+    for pattern in fs.deny_read:
+        for path in matches[pattern]:
+            view.reasons.setdefault(os.path.realpath(path), f"deny_read {spelled(pattern)}")
+    for pattern in fs.deny_write:
+        for path in matches[pattern] or _literal(pattern):
+            view.reasons.setdefault(path, f"deny_write {spelled(pattern)}")
+    for path in floor.read_only:
+        entry = next((e for e in TABLE if path.endswith("/" + e.path)), None)
+        if entry is not None:
+            view.reasons.setdefault(path, f"floor: {entry.path} runs code later ({entry.source.split(':')[0]})")
+        else:
+            view.reasons.setdefault(path, f"floor: {spelled(path)} (stockade's config or a policy file) stays read-only")
 
 
 def _show_home(

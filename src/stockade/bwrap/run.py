@@ -98,7 +98,7 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
             from stockade.proxy.credentials import resolve
 
             bridge.credentials = resolve(credentials, invocation.env)  # type: ignore[arg-type]
-    code = execute(launch, invocation.session_id, bridge)
+    code = execute(launch, invocation.session_id, bridge, trace=invocation.trace)
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)
     return code

@@ -68,6 +68,7 @@ def run(
     ci: Annotated[bool, typer.Option("--ci", help=_help("ci"))] = False,
     report: Annotated[Path | None, typer.Option("--report", help=_help("report"), metavar="FILE")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help=_help("verbose"))] = False,
+    trace: Annotated[bool, typer.Option("--trace", help=_help("trace"))] = False,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
     # console script sends `run` to the lean parser first.
@@ -80,7 +81,7 @@ def run(
     ):  # fmt: skip
         if value is not None:
             argv += [flag, str(value)]
-    argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci + ["--verbose"] * verbose
+    argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci + ["--verbose"] * verbose + ["--trace"] * trace
     raise typer.Exit(lean_run([*argv, "--", *ctx.args]) if ctx.args or shell else lean_run(argv))
 
 

@@ -57,4 +57,5 @@ def invocation_of(args: RunArgs) -> Invocation:
         verbose=args.verbose,
         dry_run=args.dry_run,
         reuse_plans=not (args.dry_run or args.ci or args.report or args.platform),
+        trace=args.trace,
     )

@@ -46,6 +46,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("ci", ("--ci",), False, "CI job mode: a Markdown summary in $GITHUB_STEP_SUMMARY when set, and a one-line result on stderr."),
     RunOption("report", ("--report",), True, "Write a JSON report of the run (exit status, duration, hosts, denials) to FILE.", "FILE"),
     RunOption("verbose", ("--verbose",), False, "Also say after the run what the plan skipped (allow_write folders that could not be made)."),
+    RunOption(
+        "trace",
+        ("--trace",),
+        False,
+        "Trace the sandbox's file syscalls (with strace, outside it) and report every refused access with the rule that refused it.",
+    ),
 )
 
 BY_FLAG: dict[str, RunOption] = {flag: option for option in RUN_OPTIONS for flag in option.flags}
@@ -65,6 +71,7 @@ class RunArgs:
         self.ci = False
         self.report: str | None = None
         self.verbose = False
+        self.trace = False
         self.command: list[str] = []
 
 

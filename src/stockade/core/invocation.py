@@ -26,7 +26,7 @@ class Invocation:
     """The command, where and how it was asked to run; the backend fills in the last three fields."""
 
     __slots__ = (
-        "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id",
+        "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
         "policy", "locations", "troubles",
     )  # fmt: skip
 
@@ -43,6 +43,7 @@ class Invocation:
         dry_run: bool = False,
         reuse_plans: bool = True,
         session_id: str = "",
+        trace: bool = False,
     ) -> None:
         self.command = command
         self.cwd = cwd  # as the user's shell spells it (os.getcwd())
@@ -54,6 +55,7 @@ class Invocation:
         self.dry_run = dry_run  # only the plan is wanted: change nothing on the host
         self.reuse_plans = reuse_plans  # a stored plan may be used and this one stored (not for CI reports)
         self.session_id = session_id or new_session_id()
+        self.trace = trace  # --trace: trace the sandbox's file syscalls and report the refused ones
         self.policy: Policy | None = None  # the effective policy, once the backend has read it
         self.locations: Locations | None = None  # stockade's folders, once the backend has found them
         self.troubles: list[str] = []  # why the run's audit record may be incomplete (the daemon died...)
