@@ -37,6 +37,7 @@ class ClientState:
     tunnel: Tracked | None = None  # the allowed CONNECT tunnel's record, until the connection ends
     meter: Meter | None = None  # the layer that counts and cuts the tunnel's content
     splicer: Splicer | None = None  # moves the checked tunnel's bytes once it was handed over
+    raw: bool = False  # the tunnel carries raw TCP its host:port rule allows (ssh): tunnels.py
     inspected: tuple[HttpTable, ...] = ()  # the tunnel's host has HTTP rules: its TLS is terminated, each request judged
     # Addresses checked for a request, waiting for the backstop to dial them: (host, port) -> lookup.
     pending: dict[tuple[str, int], Resolved] = field(default_factory=dict)

@@ -11,7 +11,11 @@
 - `tcp_start`: raw TCP in a tunnel is killed (only TLS or HTTP may tunnel),
   except the continuation of an allowed HTTP upgrade (101), which gets a
   record of its own; never on a host with HTTP rules, whose later bytes
-  could hold requests nobody judged (only WebSocket, parsed, goes on there).
+  could hold requests nobody judged (only WebSocket, parsed, goes on there);
+  and except a tunnel whose port an allow rule names (`github.com:22`, not
+  80 or 443, not a host with HTTP rules: `decide.raw_tcp_allowed`), which
+  passes as it is, metered like a TLS pass-through (scheme "ssh" when it
+  opens like SSH, else "tcp").
 
 mitmproxy swallows exceptions from hooks and carries on (the flow passes),
 so every hook here catches everything itself and denies.
@@ -25,7 +29,7 @@ import logging
 from mitmproxy import connection, tcp, tls
 
 from stockade.proxy.audit import now_iso
-from stockade.proxy.decide import Decision, canonical_target, inspected
+from stockade.proxy.decide import HTTP_PORTS, Decision, allow_line, canonical_target, has_http_rules, inspected, raw_tcp_allowed
 from stockade.proxy.refusal import INTERNAL_ERROR, cut_tcp, shown_host
 from stockade.proxy.state import META, Connections
 from stockade.proxy.tracking import Tracked
@@ -94,14 +98,36 @@ class Tunnels:
                     cut_tcp(flow)
                 return
             host = flow.server_conn.address[0] if flow.server_conn.address else "?"
-            tunnel = self.connections.client(flow.client_conn).tunnel
+            state = self.connections.client(flow.client_conn)
+            tunnel = state.tunnel
             if tunnel is not None:
                 tunnel.record.scheme = "tcp"
                 host = tunnel.record.host
-            self._kill_tcp(flow, tunnel, Decision(False, RAW_TCP, "", host))
+                if not state.inspected and raw_tcp_allowed(tunnel.session.rules, host, tunnel.record.port):
+                    state.raw = True  # allowed by its host:port rule; the Meter counts it, the splicer may take it
+                    if state.meter is not None:
+                        state.meter.passthrough = True
+                    return
+            self._kill_tcp(flow, tunnel, Decision(False, RAW_TCP, _raw_hint(tunnel), host))
         except Exception:
             logger.exception("tcp_start failed; killing the flow")
             self._kill_tcp(flow, None, Decision(False, INTERNAL_ERROR))
+
+    def tcp_message(self, flow: tcp.TCPFlow) -> None:
+        """An allowed raw tunnel: named "ssh" when it opens like SSH; its messages are not kept (the Meter counted them)."""
+        state = self.connections.client(flow.client_conn)
+        if META in flow.metadata or not state.raw:
+            return
+        try:
+            tracked = state.tunnel
+            first = flow.messages[0] if flow.messages else None
+            if tracked is not None and tracked.record.scheme == "tcp" and first is not None and first.from_client:
+                if first.content.startswith(b"SSH-"):
+                    tracked.record.scheme = "ssh"
+            flow.messages.clear()  # relayed already; keep memory flat on long connections
+        except Exception:
+            logger.exception("tcp_message failed; cutting the tunnel")
+            cut_tcp(flow)
 
     def _take_upgrade(self, server: connection.Server) -> Tracked | None:
         """The allowed upgrade (101) whose raw TCP continuation this server connection carries, once."""
@@ -116,6 +142,18 @@ class Tunnels:
         if tracked is not None:
             tracked.deny(decision)
         cut_tcp(flow)  # an upgrade's server is connected already: refusing the dial alone would not stop it
+
+
+def _raw_hint(tunnel: Tracked | None) -> str:
+    """The allow line that opens raw TCP to this tunnel's host:port (none for 80 and 443, nor a host with HTTP rules)."""
+    if tunnel is None or tunnel.record.port in HTTP_PORTS or has_http_rules(tunnel.session.rules, tunnel.record.host):
+        return ""
+    return allow_line(endpoint_text(tunnel.record.host, tunnel.record.port))
+
+
+def endpoint_text(host: str, port: int) -> str:
+    """host:port as a rule spells it ([v6]:port for an IPv6 address)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def sni_mismatch(sni: str | None, host: str) -> str | None:
