@@ -112,17 +112,19 @@ class Sshd:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"sshd exited: {self.log.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            if "Server listening on" in self.log.read_text(errors="replace"):  # not a probe: it would count as a connection
                 break
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         else:
             raise RuntimeError(f"sshd did not listen: {self.log.read_text()}")
 
     def known_hosts_line(self, name: str) -> str:
         """The known_hosts line for this server as ssh looks it up under `name` on this port."""
         return f"[{name}]:{self.port} {Path(f'{self.host_key}.pub').read_text().split(' ')[0]} {Path(f'{self.host_key}.pub').read_text().split(' ')[1]}\n"
+
+    def connections(self) -> int:
+        """How many TCP connections reached it so far (from its log)."""
+        return self.log.read_text(errors="replace").count("Connection from ")
 
     def accepted(self) -> int:
         """How many logins it accepted so far (from its log)."""
