@@ -109,8 +109,7 @@ def _ssh(request: RunRequest) -> tuple[tuple[str, ...], list[bw.Piece], dict[str
         return (), [], {}
     system = os.path.isfile(sshroute.SYSTEM_CONFIG)
     files = sshroute.ssh_files(
-        str(request.locations.cache), str(request.locations.home), rules, script_at=sshroute.SCRIPT, known_at=sshroute.KNOWN_HOSTS,
-        include=sshroute.HOST_CONFIG if system else None,
+        str(request.locations.cache), str(request.locations.home), rules, inside=True, include=sshroute.HOST_CONFIG if system else None
     )
     binds: list[bw.Piece] = [
         bw.ReadOnlyBindFrom(files.script, sshroute.SCRIPT),

@@ -85,8 +85,15 @@ case $status in
         exit 1 ;;
 esac
 cat <&3 &
+reader=$!
 cat >&3
-wait
+# Input ended: ssh closes it when it is done with the connection (bash cannot half-close a
+# socket, so the other side would wait for more). The answer's tail gets a moment, then both end.
+(sleep 2; kill "$reader" 2>/dev/null) &
+timer=$!
+wait "$reader"
+kill "$timer" 2>/dev/null
+exit 0
 """
 
 
@@ -105,6 +112,7 @@ def raw_tcp_rules(allow: tuple[str, ...] | list[str]) -> tuple[HostRule, ...]:
 
 def config_text(script: str, known_hosts: str, include: str | None) -> str:
     """The ssh config: every host through the ProxyCommand, host keys from the filtered file, then the host's own config."""
+    script, known_hosts, include = _quoted(script), _quoted(known_hosts), _quoted(include) if include else None
     lines = [
         "# stockade: ssh goes through this sandbox's proxy, which lets through only the policy's",
         "# host:port allow entries (README, \"SSH and git over SSH\"). Host keys: the lines of your",
@@ -117,6 +125,11 @@ def config_text(script: str, known_hosts: str, include: str | None) -> str:
     if include:
         lines.append(f"    Include {include}")
     return "\n".join(lines) + "\n"
+
+
+def _quoted(path: str) -> str:
+    """A path as ssh_config (and the shell running ProxyCommand) reads it: quoted when it holds a space."""
+    return f'"{path}"' if any(c in path for c in ' \t') else path
 
 
 def known_hosts_for(text: str, rules: tuple[HostRule, ...]) -> str:
@@ -158,8 +171,9 @@ def _wanted(patterns: str, names: set[str], wild: list[HostRule]) -> bool:
         if any(_ssh_match(name, pattern) for name in names):
             return True
         host, port = _split_known(pattern)
-        if any(host.endswith("." + r.host) and port == (r.port or 22) for r in wild) and "*" not in host and "?" not in host:
-            return True
+        for rule in wild:
+            if port == rule.port and (host == f"*.{rule.host}" or host.endswith(f".{rule.host}") and not any(c in host for c in "*?")):
+                return True
     return False
 
 
@@ -208,22 +222,23 @@ class SshFiles:
         return (self.script, self.config, self.known_hosts)
 
 
-def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, script_at: str, known_at: str, include: str | None) -> SshFiles:
-    """Make the files for a policy whose raw-TCP `rules` are given; `script_at` and `known_at` are where the
-    sandbox will find the script and the known hosts, `include` the host config the config includes (or None)."""
+def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: bool, include: str | None) -> SshFiles:
+    """Make the files for a policy whose raw-TCP `rules` are given. `inside`: the config names the script and
+    the known hosts where Linux binds them (SCRIPT, KNOWN_HOSTS); else where they are (macOS reads them there).
+    `include` is the host config the config includes, or None."""
     try:
         with open(os.path.join(home, ".ssh", "known_hosts"), encoding="utf-8", errors="replace") as handle:
             known = handle.read()
     except OSError:
         known = ""
     folder = os.path.join(cache, "ssh")
-    return SshFiles(
-        script=write_once(folder, "ssh-proxy", SCRIPT_TEXT.encode(), 0o755),
-        config=write_once(folder, "ssh_config", config_text(script_at, known_at, include).encode()),
-        known_hosts=write_once(folder, "known_hosts", known_hosts_for(known, rules).encode()),
-    )
+    script = write_once(folder, "ssh-proxy", SCRIPT_TEXT.encode(), 0o755)
+    known_hosts = write_once(folder, "known_hosts", known_hosts_for(known, rules).encode())
+    text = config_text(SCRIPT if inside else script, KNOWN_HOSTS if inside else known_hosts, include)
+    return SshFiles(script=script, config=write_once(folder, "ssh_config", text.encode()), known_hosts=known_hosts)
 
 
 def ssh_environment(config: str) -> dict[str, str]:
-    """The variables that send git's ssh through the config at `config` (the sandbox's path)."""
-    return {"GIT_SSH_COMMAND": f"ssh -F {config}"}
+    """The variables that send git's ssh through the config at `config` (where the sandbox reads it); a plain
+    ssh reads it from STOCKADE_SSH_CONFIG where it cannot be bound over /etc/ssh/ssh_config (macOS)."""
+    return {"GIT_SSH_COMMAND": f"ssh -F {config}", "STOCKADE_SSH_CONFIG": config}
