@@ -164,3 +164,12 @@ def test_the_proxy_command_finds_the_proxy_in_any_variable(tmp_path: Path, varia
     env = {"PATH": os.environ["PATH"], variable: f"http://127.0.0.1:{proxy.port}/"}
     done = subprocess.run(["bash", str(script(tmp_path)), "h.test", "22"], input=b"x", env=env, capture_output=True, timeout=10)
     assert done.stdout == b"X" and proxy.head.startswith(b"CONNECT h.test:22 ")
+
+
+def test_the_policys_own_git_ssh_command_wins() -> None:
+    assert sshroute.ssh_environment("/run/stockade/ssh_config") == {
+        "GIT_SSH_COMMAND": "ssh -F /run/stockade/ssh_config",
+        "STOCKADE_SSH_CONFIG": "/run/stockade/ssh_config",
+    }
+    assert sshroute.ssh_environment("/a b/c", (("GIT_SSH_COMMAND", "ssh -v"),)) == {"STOCKADE_SSH_CONFIG": "/a b/c"}
+    assert sshroute.ssh_environment("/a b/c")["GIT_SSH_COMMAND"] == 'ssh -F "/a b/c"'

@@ -118,7 +118,7 @@ def _ssh(request: RunRequest) -> tuple[tuple[str, ...], list[bw.Piece], dict[str
     ]
     if system:  # a plain `ssh host` reads it: ours first, the host's own included by ours
         binds += [bw.ReadOnlyBindFrom(sshroute.SYSTEM_CONFIG, sshroute.HOST_CONFIG), bw.ReadOnlyBindFrom(files.config, sshroute.SYSTEM_CONFIG)]
-    return files.paths(), binds, sshroute.ssh_environment(sshroute.CONFIG)
+    return files.paths(), binds, sshroute.ssh_environment(sshroute.CONFIG, request.policy.env.set)
 
 
 def _environment(request: RunRequest, view: View) -> dict[str, str]:

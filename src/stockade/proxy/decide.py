@@ -222,7 +222,7 @@ HTTP_PORTS = (80, 443)
 
 
 def raw_tcp_allowed(rules: SessionRules, host: str, port: int) -> bool:
-    """May a CONNECT tunnel to host:port (already allowed) carry raw TCP (ssh, a database protocol)?
+    """May a CONNECT tunnel to host:port (already allowed) carry raw TCP? (Tunnels lets only SSH use it.)
 
     Only when an allow rule names this very port (`github.com:22`; a rule without a port allows
     TLS and HTTP only), the port is not an HTTP one and the host has no HTTP rules on any port

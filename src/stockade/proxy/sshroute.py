@@ -1,7 +1,7 @@
 """ssh (and git over ssh) inside a sandbox, through the proxy: a ProxyCommand, an ssh config, the host keys.
 
-The daemon lets raw TCP through a CONNECT tunnel only to a `host:port` an
-allow rule names (decide.raw_tcp_allowed); ssh itself knows no HTTP proxy.
+The daemon lets SSH through a CONNECT tunnel only to a `host:port` an
+allow rule names (decide.raw_tcp_allowed, tunnels.py); ssh itself knows no HTTP proxy.
 So when a policy has such a rule, the sandbox gets three read-only files,
 made here in stockade's cache under names taken from their content:
 
@@ -238,7 +238,10 @@ def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: boo
     return SshFiles(script=script, config=write_once(folder, "ssh_config", text.encode()), known_hosts=known_hosts)
 
 
-def ssh_environment(config: str) -> dict[str, str]:
+def ssh_environment(config: str, policy_set: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     """The variables that send git's ssh through the config at `config` (where the sandbox reads it); a plain
-    ssh reads it from STOCKADE_SSH_CONFIG where it cannot be bound over /etc/ssh/ssh_config (macOS)."""
-    return {"GIT_SSH_COMMAND": f"ssh -F {config}", "STOCKADE_SSH_CONFIG": config}
+    ssh reads it from STOCKADE_SSH_CONFIG where it cannot be bound over /etc/ssh/ssh_config (macOS). They
+    replace what the host's environment passed in, not what the policy's [env] set names (its choice)."""
+    chosen = {name for name, _value in policy_set}
+    env = {"GIT_SSH_COMMAND": f"ssh -F {_quoted(config)}", "STOCKADE_SSH_CONFIG": config}
+    return {name: value for name, value in env.items() if name not in chosen}

@@ -12,10 +12,12 @@
   except the continuation of an allowed HTTP upgrade (101), which gets a
   record of its own; never on a host with HTTP rules, whose later bytes
   could hold requests nobody judged (only WebSocket, parsed, goes on there);
-  and except a tunnel whose port an allow rule names (`github.com:22`, not
-  80 or 443, not a host with HTTP rules: `decide.raw_tcp_allowed`), which
-  passes as it is, metered like a TLS pass-through (scheme "ssh" when it
-  opens like SSH, else "tcp").
+  and except SSH in a tunnel whose port an allow rule names (`github.com:22`,
+  not 80 or 443, not a host with HTTP rules: `decide.raw_tcp_allowed`):
+  `next_layer` lets raw TCP there only when the client's first bytes are an
+  SSH banner ("SSH-"), so the port carries no TLS with another SNI and no
+  HTTP nobody judged; it then passes as it is, metered like a TLS
+  pass-through, its record's scheme "ssh".
 
 mitmproxy swallows exceptions from hooks and carries on (the flow passes),
 so every hook here catches everything itself and denies.
@@ -27,6 +29,8 @@ import dataclasses
 import logging
 
 from mitmproxy import connection, tcp, tls
+from mitmproxy.proxy import layer
+from mitmproxy.proxy.layers import TCPLayer
 
 from stockade.proxy.audit import now_iso
 from stockade.proxy.decide import HTTP_PORTS, Decision, allow_line, canonical_target, has_http_rules, inspected, raw_tcp_allowed
@@ -36,7 +40,8 @@ from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
 
-RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP)"
+RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP, and SSH to a host:port allow entry)"
+SSH_BANNER = b"SSH-"  # how an SSH client opens (RFC 4253 4.2): the only raw TCP a host:port rule lets through
 INSPECTED_UPGRADE = "an upgrade to raw TCP on a host with HTTP rules (its requests could no longer be judged)"
 
 
@@ -82,6 +87,25 @@ class Tunnels:
         if tracked is not None and not tracked.cut:
             tracked.deny(Decision(False, "TLS interception refused", "", tracked.record.host))
 
+    def next_layer(self, nextlayer: layer.NextLayer) -> None:
+        """Raw TCP chosen for a tunnel a host:port rule opens: SSH (its first bytes say so) may pass; else tcp_start kills it."""
+        state = self.connections.client(nextlayer.context.client)
+        tracked = state.tunnel
+        if tracked is None or state.meter is not None or state.raw or not isinstance(nextlayer.layer, TCPLayer):
+            return
+        try:
+            if state.inspected or not raw_tcp_allowed(tracked.session.rules, tracked.record.host, tracked.record.port):
+                return
+            data = nextlayer.data_client()
+            if data.startswith(SSH_BANNER):
+                state.raw = True
+                tracked.record.scheme = "ssh"
+            elif SSH_BANNER.startswith(data):
+                nextlayer.layer = None  # a banner in pieces: decide on more bytes
+        except Exception:
+            logger.exception("next_layer failed; cutting the tunnel")
+            tracked.deny(Decision(False, INTERNAL_ERROR, "", tracked.record.host))
+
     def tcp_start(self, flow: tcp.TCPFlow) -> None:
         try:
             upgraded = self._take_upgrade(flow.server_conn)
@@ -103,8 +127,8 @@ class Tunnels:
             if tunnel is not None:
                 tunnel.record.scheme = "tcp"
                 host = tunnel.record.host
-                if not state.inspected and raw_tcp_allowed(tunnel.session.rules, host, tunnel.record.port):
-                    state.raw = True  # allowed by its host:port rule; the Meter counts it, the splicer may take it
+                if state.raw and not state.inspected and raw_tcp_allowed(tunnel.session.rules, host, tunnel.record.port):
+                    tunnel.record.scheme = "ssh"  # next_layer saw its banner; the Meter counts it, the splicer may take it
                     if state.meter is not None:
                         state.meter.passthrough = True
                     return
@@ -114,20 +138,9 @@ class Tunnels:
             self._kill_tcp(flow, None, Decision(False, INTERNAL_ERROR))
 
     def tcp_message(self, flow: tcp.TCPFlow) -> None:
-        """An allowed raw tunnel: named "ssh" when it opens like SSH; its messages are not kept (the Meter counted them)."""
-        state = self.connections.client(flow.client_conn)
-        if META in flow.metadata or not state.raw:
-            return
-        try:
-            tracked = state.tunnel
-            first = flow.messages[0] if flow.messages else None
-            if tracked is not None and tracked.record.scheme == "tcp" and first is not None and first.from_client:
-                if first.content.startswith(b"SSH-"):
-                    tracked.record.scheme = "ssh"
+        """An allowed SSH tunnel: its messages are not kept (the Meter counted them)."""
+        if META not in flow.metadata and self.connections.client(flow.client_conn).raw:
             flow.messages.clear()  # relayed already; keep memory flat on long connections
-        except Exception:
-            logger.exception("tcp_message failed; cutting the tunnel")
-            cut_tcp(flow)
 
     def _take_upgrade(self, server: connection.Server) -> Tracked | None:
         """The allowed upgrade (101) whose raw TCP continuation this server connection carries, once."""
@@ -145,8 +158,11 @@ class Tunnels:
 
 
 def _raw_hint(tunnel: Tracked | None) -> str:
-    """The allow line that opens raw TCP to this tunnel's host:port (none for 80 and 443, nor a host with HTTP rules)."""
+    """The allow line that opens SSH to this tunnel's host:port (none for 80 and 443, nor a host with HTTP rules,
+    nor where that rule is there already: then what was refused was not SSH)."""
     if tunnel is None or tunnel.record.port in HTTP_PORTS or has_http_rules(tunnel.session.rules, tunnel.record.host):
+        return ""
+    if raw_tcp_allowed(tunnel.session.rules, tunnel.record.host, tunnel.record.port):
         return ""
     return allow_line(endpoint_text(tunnel.record.host, tunnel.record.port))
 

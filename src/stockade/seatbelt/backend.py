@@ -261,7 +261,7 @@ class SeatbeltPlanner:
             return (), {}
         include = sshroute.SYSTEM_CONFIG if os.path.isfile(sshroute.SYSTEM_CONFIG) else None
         files = sshroute.ssh_files(str(request.locations.cache), str(request.locations.home), rules, inside=False, include=include)
-        return files.paths(), sshroute.ssh_environment(files.config)
+        return files.paths(), sshroute.ssh_environment(files.config, policy.env.set)
 
     def _temp_base(self) -> Path:
         return Path(os.path.realpath(self.temp_base or tempfile.gettempdir()))
