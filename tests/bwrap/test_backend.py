@@ -158,12 +158,11 @@ def test_a_raw_tcp_rule_binds_ssh_its_proxy_command_config_and_host_keys(tmp_pat
         "/run/stockade/ssh-proxy": script,
         "/run/stockade/ssh_config": config,
         "/run/stockade/ssh_known_hosts": known,
-        "/run/stockade/ssh_config.host": "/etc/ssh/ssh_config",  # the host's own, which ours includes
         "/etc/ssh/ssh_config": config,  # a plain `ssh` reads ours
     }
     assert env == {"GIT_SSH_COMMAND": "ssh -F /run/stockade/ssh_config", "STOCKADE_SSH_CONFIG": "/run/stockade/ssh_config"}
     assert Path(known).read_text() == "github.com ssh-ed25519 AAAAC3Nza\n"
-    assert "Include /run/stockade/ssh_config.host" in Path(config).read_text()
+    assert "the host's /etc/ssh/ssh_config" in Path(config).read_text()
 
 
 @pytest.mark.parametrize(

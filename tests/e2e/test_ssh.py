@@ -156,13 +156,14 @@ def test_git_clone_and_push_over_ssh(world: SimpleNamespace) -> None:
 
 def test_keys_under_home_ssh_stay_unreadable(world: SimpleNamespace) -> None:
     script = (
-        "cat ~/.ssh/id_ed25519 ~/.ssh/known_hosts 2>&1; echo ---; cat /etc/ssh/ssh_config; echo ---; cat /run/stockade/ssh_known_hosts\n"
+        "cat ~/.ssh/id_ed25519 ~/.ssh/known_hosts 2>&1; echo @@CONFIG@@; cat /etc/ssh/ssh_config; echo @@KNOWN@@; cat /run/stockade/ssh_known_hosts\n"
         + ssh(world, "echo NOPE", key=False)
     )
     result = world.box.run(script, policy=policy(f"{HOST}:{world.port}"))
     assert "PRIVATE KEY" not in result.stdout and "NOPE" not in result.stdout
     assert "Permission denied (publickey)" in result.stderr  # ssh got through, but had no key to offer
-    own, config, known = result.stdout.split("---\n")[:3]
+    own, rest = result.stdout.split("@@CONFIG@@\n", 1)
+    config, known = rest.split("@@KNOWN@@\n", 1)
     assert "ProxyCommand /bin/bash /run/stockade/ssh-proxy %h %p" in config
     assert f"[{HOST}]:{world.port} ssh-ed25519" in known and "elsewhere.example" not in known  # only the allowed host's line
     # The control: the same key, readable where the policy shows it, gets in.

@@ -67,18 +67,33 @@ def test_brackets_in_known_hosts_are_literal() -> None:
     assert sshroute.known_hosts_for(f"[git.test]:2222 {KEY}\n", rules) == ""
 
 
-def test_config_sets_the_proxy_command_first_and_includes_the_hosts_own() -> None:
-    text = sshroute.config_text("/run/stockade/ssh-proxy", "/run/stockade/ssh_known_hosts", "/run/stockade/ssh_config.host")
-    lines = [line.strip() for line in text.splitlines() if not line.startswith("#")]
+def test_config_sets_the_proxy_command_first_and_carries_the_hosts_own_on() -> None:
+    text = sshroute.config_text("/run/stockade/ssh-proxy", "/run/stockade/ssh_known_hosts", "Host *\n    SendEnv LANG\n")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert lines == [
         "Host *",
         "ProxyCommand /bin/bash /run/stockade/ssh-proxy %h %p",
         "UserKnownHostsFile /run/stockade/ssh_known_hosts",
         "CheckHostIP no",
-        "Include /run/stockade/ssh_config.host",
+        "Host *",
+        "SendEnv LANG",
     ]
-    spaced = sshroute.config_text("/Users/a b/ssh-proxy", "/Users/a b/known", None)
-    assert 'ProxyCommand /bin/bash "/Users/a b/ssh-proxy" %h %p' in spaced and "Include" not in spaced
+    spaced = sshroute.config_text("/Users/a b/ssh-proxy", "/Users/a b/known")
+    assert 'ProxyCommand /bin/bash "/Users/a b/ssh-proxy" %h %p' in spaced and "host's" not in spaced
+
+
+def test_the_hosts_config_is_copied_with_its_includes_expanded(tmp_path: Path) -> None:
+    """ssh checks an included file's owner (root or the user); inside a user namespace root's files are nobody's.
+    So the host's config is copied whole, each Include replaced by what it names."""
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "20-b.conf").write_text("Host b\n    User bee\n")
+    (tmp_path / "conf.d" / "10-a.conf").write_text("Host a\n    User ay\n")
+    (tmp_path / "conf.d" / "notes.txt").write_text("Host never\n")
+    (tmp_path / "ssh_config").write_text(f"Include {tmp_path}/conf.d/*.conf\nInclude {tmp_path}/absent\nHost *\n    SendEnv LANG\n")
+    text = sshroute.expanded(str(tmp_path / "ssh_config"))
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert lines == ["Host a", "User ay", "Host b", "User bee", "Host *", "SendEnv LANG"]
+    assert sshroute.expanded(str(tmp_path / "none")) == ""
 
 
 def test_files_are_made_once_under_names_from_their_content(tmp_path: Path) -> None:
@@ -86,15 +101,15 @@ def test_files_are_made_once_under_names_from_their_content(tmp_path: Path) -> N
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "known_hosts").write_text(f"github.com {KEY}\nprivate.example {KEY}\n")
     rules = sshroute.raw_tcp_rules(["github.com:22"])
-    files = sshroute.ssh_files(str(tmp_path / "cache"), str(home), rules, inside=True, include=None)
-    again = sshroute.ssh_files(str(tmp_path / "cache"), str(home), rules, inside=True, include=None)
+    files = sshroute.ssh_files(str(tmp_path / "cache"), str(home), rules, inside=True, system=None)
+    again = sshroute.ssh_files(str(tmp_path / "cache"), str(home), rules, inside=True, system=None)
     assert files.paths() == again.paths()
     assert Path(files.known_hosts).read_text() == f"github.com {KEY}\n"
     assert os.stat(files.script).st_mode & 0o777 == 0o755
     assert "ProxyCommand /bin/bash /run/stockade/ssh-proxy %h %p" in Path(files.config).read_text()
-    outside = sshroute.ssh_files(str(tmp_path / "cache"), str(home), rules, inside=False, include=None)
+    outside = sshroute.ssh_files(str(tmp_path / "cache"), str(home), rules, inside=False, system=None)
     assert f"ProxyCommand /bin/bash {outside.script} %h %p" in Path(outside.config).read_text()
-    none = sshroute.ssh_files(str(tmp_path / "cache"), str(tmp_path / "nobody"), rules, inside=True, include=None)
+    none = sshroute.ssh_files(str(tmp_path / "cache"), str(tmp_path / "nobody"), rules, inside=True, system=None)
     assert Path(none.known_hosts).read_text() == ""
 
 

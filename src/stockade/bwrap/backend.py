@@ -109,15 +109,15 @@ def _ssh(request: RunRequest) -> tuple[tuple[str, ...], list[bw.Piece], dict[str
         return (), [], {}
     system = os.path.isfile(sshroute.SYSTEM_CONFIG)
     files = sshroute.ssh_files(
-        str(request.locations.cache), str(request.locations.home), rules, inside=True, include=sshroute.HOST_CONFIG if system else None
+        str(request.locations.cache), str(request.locations.home), rules, inside=True, system=sshroute.SYSTEM_CONFIG if system else None
     )
     binds: list[bw.Piece] = [
         bw.ReadOnlyBindFrom(files.script, sshroute.SCRIPT),
         bw.ReadOnlyBindFrom(files.config, sshroute.CONFIG),
         bw.ReadOnlyBindFrom(files.known_hosts, sshroute.KNOWN_HOSTS),
     ]
-    if system:  # a plain `ssh host` reads it: ours first, the host's own included by ours
-        binds += [bw.ReadOnlyBindFrom(sshroute.SYSTEM_CONFIG, sshroute.HOST_CONFIG), bw.ReadOnlyBindFrom(files.config, sshroute.SYSTEM_CONFIG)]
+    if system:  # a plain `ssh host` reads it: ours, which carries the host's own on
+        binds.append(bw.ReadOnlyBindFrom(files.config, sshroute.SYSTEM_CONFIG))
     return files.paths(), binds, sshroute.ssh_environment(sshroute.CONFIG, request.policy.env.set)
 
 

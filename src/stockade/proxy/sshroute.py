@@ -11,10 +11,13 @@ made here in stockade's cache under names taken from their content:
   its `read` takes a socket byte by byte, so nothing past the answer's head
   is swallowed, and `/dev/tcp` makes the connection;
 - an ssh config whose `Host *` sets that ProxyCommand and the known-hosts
-  file below, then includes the host's own /etc/ssh/ssh_config, so its
-  settings hold where they do not conflict (ssh takes each option's first
-  value). Linux binds it over /etc/ssh/ssh_config, so a plain `ssh host`
-  uses it; both backends name it in GIT_SSH_COMMAND (`ssh -F`);
+  file below, followed by the text of the host's own /etc/ssh/ssh_config
+  (its Include lines expanded in place), so its settings hold where they do
+  not conflict (ssh takes each option's first value). Copied, not
+  included: ssh checks that an included file is owned by root or the user,
+  and in a user namespace root's files belong to nobody. Linux binds it
+  over /etc/ssh/ssh_config, so a plain `ssh host` uses it; both backends
+  name it in GIT_SSH_COMMAND (`ssh -F`);
 - the lines of the user's ~/.ssh/known_hosts for the hosts those rules
   name, and no other: ~/.ssh stays hidden (keys, config), host keys are
   checked as they would be outside, and the list of every host the user
@@ -39,7 +42,6 @@ SANDBOX_DIR = "/run/stockade"
 SCRIPT = f"{SANDBOX_DIR}/ssh-proxy"
 CONFIG = f"{SANDBOX_DIR}/ssh_config"
 KNOWN_HOSTS = f"{SANDBOX_DIR}/ssh_known_hosts"
-HOST_CONFIG = f"{SANDBOX_DIR}/ssh_config.host"  # the host's /etc/ssh/ssh_config, included by CONFIG
 SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 BASH = "/bin/bash"
 HTTP_PORTS = (80, 443)  # decide.HTTP_PORTS: never raw TCP
@@ -110,9 +112,9 @@ def raw_tcp_rules(allow: tuple[str, ...] | list[str]) -> tuple[HostRule, ...]:
     return tuple(rules)
 
 
-def config_text(script: str, known_hosts: str, include: str | None) -> str:
+def config_text(script: str, known_hosts: str, host_config: str = "") -> str:
     """The ssh config: every host through the ProxyCommand, host keys from the filtered file, then the host's own config."""
-    script, known_hosts, include = _quoted(script), _quoted(known_hosts), _quoted(include) if include else None
+    script, known_hosts = _quoted(script), _quoted(known_hosts)
     lines = [
         "# stockade: ssh goes through this sandbox's proxy, which lets through only the policy's",
         "# host:port allow entries (README, \"SSH and git over SSH\"). Host keys: the lines of your",
@@ -122,9 +124,46 @@ def config_text(script: str, known_hosts: str, include: str | None) -> str:
         f"    UserKnownHostsFile {known_hosts}",
         "    CheckHostIP no",
     ]
-    if include:
-        lines.append(f"    Include {include}")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if host_config:
+        text += f"\n# ---- the host's {SYSTEM_CONFIG}, its Include lines expanded ----\n" + host_config.rstrip("\n") + "\n"
+    return text
+
+
+def expanded(path: str, depth: int = 0) -> str:
+    """An ssh config file's text with each Include replaced by the files it names (as ssh reads them: a relative
+    path is under /etc/ssh, globs in name order); "" for a file that cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return ""
+    out = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0].lower() != "include" or depth >= 8:
+            out.append(line)
+            continue
+        out.append(f"# {line.strip()}")
+        for pattern in words[1:]:
+            pattern = pattern.strip('"')
+            if not os.path.isabs(pattern):
+                pattern = os.path.join(os.path.dirname(SYSTEM_CONFIG), pattern)
+            for name in _glob(pattern):
+                out.append(expanded(name, depth + 1).rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
+def _glob(pattern: str) -> list[str]:
+    """The files a pattern with wildcards in its last part names, in name order (planning reads through os only)."""
+    folder, last = os.path.split(pattern)
+    if not any(c in last for c in "*?["):
+        return [pattern] if os.path.isfile(pattern) else []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names if not n.startswith(".") and _ssh_match(n, last) and os.path.isfile(os.path.join(folder, n))]
 
 
 def _quoted(path: str) -> str:
@@ -222,10 +261,10 @@ class SshFiles:
         return (self.script, self.config, self.known_hosts)
 
 
-def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: bool, include: str | None) -> SshFiles:
+def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: bool, system: str | None) -> SshFiles:
     """Make the files for a policy whose raw-TCP `rules` are given. `inside`: the config names the script and
     the known hosts where Linux binds them (SCRIPT, KNOWN_HOSTS); else where they are (macOS reads them there).
-    `include` is the host config the config includes, or None."""
+    `system` is the host's ssh config the config carries on with, or None."""
     try:
         with open(os.path.join(home, ".ssh", "known_hosts"), encoding="utf-8", errors="replace") as handle:
             known = handle.read()
@@ -234,7 +273,7 @@ def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: boo
     folder = os.path.join(cache, "ssh")
     script = write_once(folder, "ssh-proxy", SCRIPT_TEXT.encode(), 0o755)
     known_hosts = write_once(folder, "known_hosts", known_hosts_for(known, rules).encode())
-    text = config_text(SCRIPT if inside else script, KNOWN_HOSTS if inside else known_hosts, include)
+    text = config_text(SCRIPT if inside else script, KNOWN_HOSTS if inside else known_hosts, expanded(system) if system else "")
     return SshFiles(script=script, config=write_once(folder, "ssh_config", text.encode()), known_hosts=known_hosts)
 
 

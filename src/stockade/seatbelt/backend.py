@@ -259,8 +259,8 @@ class SeatbeltPlanner:
         rules = sshroute.raw_tcp_rules(policy.network.allow)
         if not rules:
             return (), {}
-        include = sshroute.SYSTEM_CONFIG if os.path.isfile(sshroute.SYSTEM_CONFIG) else None
-        files = sshroute.ssh_files(str(request.locations.cache), str(request.locations.home), rules, inside=False, include=include)
+        system = sshroute.SYSTEM_CONFIG if os.path.isfile(sshroute.SYSTEM_CONFIG) else None
+        files = sshroute.ssh_files(str(request.locations.cache), str(request.locations.home), rules, inside=False, system=system)
         return files.paths(), sshroute.ssh_environment(files.config, policy.env.set)
 
     def _temp_base(self) -> Path:
