@@ -139,3 +139,40 @@ def test_ensure_audit_log_leaves_a_symlink_alone(tmp_path: Path) -> None:
     log.symlink_to(tmp_path / "elsewhere")
     backend._ensure_audit_log(Policy(audit=AuditRules(log=str(log))))
     assert not (tmp_path / "elsewhere").exists()
+
+
+def ssh_request(tmp_path: Path, allow: tuple[str, ...], *, mode: NetworkMode = NetworkMode.ALLOWLIST, dry_run: bool = False) -> Any:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True, exist_ok=True)
+    (home / ".ssh" / "known_hosts").write_text("github.com ssh-ed25519 AAAAC3Nza\nelsewhere.example ssh-ed25519 AAAAC3Nzb\n")
+    policy = Policy(origin="/p/.stockade.toml", network=NetworkRules(mode=mode, allow=allow))
+    return SimpleNamespace(policy=policy, dry_run=dry_run, locations=SimpleNamespace(cache=tmp_path / "cache", home=home))
+
+
+def test_a_raw_tcp_rule_binds_ssh_its_proxy_command_config_and_host_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os.path, "isfile", lambda path: path == "/etc/ssh/ssh_config" or os.path.exists(path) and not os.path.isdir(path))
+    files, binds, env = backend._ssh(ssh_request(tmp_path, ("pypi.org", "github.com:22")))
+    targets = {piece.dest: piece.source for piece in binds if isinstance(piece, bw.ReadOnlyBindFrom)}
+    script, config, known = files
+    assert targets == {
+        "/run/stockade/ssh-proxy": script,
+        "/run/stockade/ssh_config": config,
+        "/run/stockade/ssh_known_hosts": known,
+        "/etc/ssh/ssh_config": config,  # a plain `ssh` reads ours
+    }
+    assert env == {"GIT_SSH_COMMAND": "ssh -F /run/stockade/ssh_config", "STOCKADE_SSH_CONFIG": "/run/stockade/ssh_config"}
+    assert Path(known).read_text() == "github.com ssh-ed25519 AAAAC3Nza\n"
+    assert "the host's /etc/ssh/ssh_config" in Path(config).read_text()
+
+
+@pytest.mark.parametrize(
+    "allow, mode, dry_run",
+    [
+        (("github.com", "pypi.org:443", "plain.test:80"), NetworkMode.ALLOWLIST, False),  # no raw-TCP port named
+        (("github.com:22",), NetworkMode.NONE, False),
+        (("github.com:22",), NetworkMode.ALLOWLIST, True),  # a dry run makes nothing
+    ],
+)
+def test_without_a_raw_tcp_rule_nothing_of_ssh_is_made(tmp_path: Path, allow: tuple[str, ...], mode: NetworkMode, dry_run: bool) -> None:
+    assert backend._ssh(ssh_request(tmp_path, allow, mode=mode, dry_run=dry_run)) == ((), [], {})
+    assert not (tmp_path / "cache").exists()

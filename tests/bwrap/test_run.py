@@ -168,7 +168,7 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
             events.append("stop")
 
     view = SimpleNamespace(walk="walk", socket_scope="scope", sockets=["s"], shared_files=["/p/f"])
-    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log="/l/a.jsonl")), quiet=True, ca_bundle=None)
+    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log="/l/a.jsonl")), quiet=True, ca_bundle=None, ssh_files=())
     request = SimpleNamespace(locations="locs")
     planned = launch(status=11)
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
@@ -193,14 +193,16 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
     assert events == [("clear", "/state"), "plan", ("own", ["/p/f"], True)]  # not cacheable: nothing recorded or stored
 
 
-def test_the_ca_bundle_a_plan_made_is_stamped_as_stockades_own_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Planning writes the bundle (proxy/cabundle.py): stamped by identity after planning, like the audit log,
+def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning writes the CA bundle (proxy/cabundle.py) and ssh's files (proxy/sshroute.py): stamped by identity after planning, like the audit log,
     or the next run would see it as changed and plan again."""
     stored: list[tuple[str, ...]] = []
     monkeypatch.setattr(plan_cache, "store", lambda key, launch, recorder, walk, note, own, sockets: stored.append(own) or True)
     monkeypatch.setattr(plan_cache, "Recorder", lambda: SimpleNamespace(start=lambda: SimpleNamespace(stop=lambda: None)))
     view = SimpleNamespace(walk="walk", socket_scope="scope", sockets=["s"], shared_files=[])
-    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log=None)), quiet=True, ca_bundle="/c/ca/bundle-1.pem")
+    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log=None)), quiet=True, ca_bundle="/c/ca/bundle-1.pem",
+        ssh_files=("/c/ssh/ssh-proxy-1", "/c/ssh/ssh_config-1", "/c/ssh/known_hosts-1"),
+    )
     from stockade.bwrap import backend, placeholders
     from stockade.profiles import resolve
 
@@ -211,4 +213,4 @@ def test_the_ca_bundle_a_plan_made_is_stamped_as_stockades_own_file(monkeypatch:
     monkeypatch.setattr(run, "run_launch", lambda launch, invocation, locations: 0)
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
     assert run.LinuxBackend()._plan_and_run(invocation(), True) == 0
-    assert stored == [("/c/ca/bundle-1.pem",)]
+    assert stored == [("/c/ca/bundle-1.pem", "/c/ssh/ssh-proxy-1", "/c/ssh/ssh_config-1", "/c/ssh/known_hosts-1")]

@@ -15,6 +15,7 @@ from stockade.proxy.decide import (
     check_resolved,
     decide,
     parse_ipv4_loose,
+    raw_tcp_allowed,
 )
 
 RULES = SessionRules.parse(
@@ -344,3 +345,30 @@ def test_a_method_override_is_judged_as_well() -> None:
     assert not missing.allowed and missing.hint == '[network.http."api.test"] allow = ["PUT /repos/a"]'
     assert decide_request(tables, "api.test", "POST", "/repos/a", (("X-HTTP-Method", "GET"),)).allowed  # control
     assert decide_request(tables, "api.test", "POST", "/repos/a").allowed
+
+
+@pytest.mark.parametrize(
+    "allow, deny, mode, http, target, expected",
+    [
+        (["github.com:22"], [], "allowlist", [], ("github.com", 22), True),
+        (["GitHub.com.:22"], [], "allowlist", [], ("github.com", 22), True),
+        (["github.com"], [], "allowlist", [], ("github.com", 22), False),  # no port named: TLS and HTTP only
+        (["github.com:22"], [], "allowlist", [], ("github.com", 2222), False),
+        (["*.example.com:22"], [], "allowlist", [], ("git.example.com", 22), True),
+        (["*.example.com:22"], ["git.example.com"], "allowlist", [], ("git.example.com", 22), False),
+        (["203.0.113.5:22"], [], "allowlist", [], ("203.0.113.5", 22), True),
+        (["203.0.113.0/24"], [], "allowlist", [], ("203.0.113.5", 22), False),
+        (["github.com:443"], [], "allowlist", [], ("github.com", 443), False),
+        (["github.com:80"], [], "allowlist", [], ("github.com", 80), False),
+        (["github.com:22"], [], "allowlist", [("github.com", ["GET /**"], [])], ("github.com", 22), False),
+        (["github.com:22"], [], "allowlist", [("*.github.com", ["GET /**"], [])], ("github.com", 22), True),
+        ([], [], "open", [], ("github.com", 22), False),  # open lets any host be asked for, not raw TCP
+        (["github.com:22"], [], "open", [], ("github.com", 22), True),
+        (["github.com:22"], [], "none", [], ("github.com", 22), False),
+    ],
+)
+def test_raw_tcp_allowed(
+    allow: list[str], deny: list[str], mode: str, http: list[tuple[str, list[str], list[str]]], target: tuple[str, int], expected: bool
+) -> None:
+    rules = SessionRules.parse(allow, deny, mode, http)
+    assert raw_tcp_allowed(rules, *target) is expected

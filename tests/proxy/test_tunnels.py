@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 from mitmproxy.connection import Client
 from mitmproxy.options import Options
-from mitmproxy.proxy import server_hooks
+from mitmproxy.proxy import events, layer, server_hooks
 from mitmproxy.proxy.context import Context
+from mitmproxy.proxy.layers import TCPLayer
 from mitmproxy.tcp import TCPMessage
 from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.tls import TlsData
@@ -190,3 +191,119 @@ async def test_killed_raw_tcp_leaves_its_dial_refused(make_spec: Callable[..., S
         alone.tcp_start(t)
     refused = connections.server(t.server_conn).refused
     assert refused is not None and refused.rule == tunnels.RAW_TCP and tracked.cut == tunnels.RAW_TCP
+
+
+# -- raw TCP a host:port rule allows (ssh) ----------------------------------------
+
+
+def chosen_tcp(chain: FilterChain, client: Client, first: bytes) -> layer.NextLayer:
+    """mitmproxy's NextLayer chose raw TCP for a tunnel whose client sent `first`; the chain's next_layer has run."""
+    context = Context(client, Options())
+    nextlayer = layer.NextLayer(context)
+    nextlayer.events.append(events.DataReceived(client, first))
+    nextlayer.layer = TCPLayer(context)
+    chain.next_layer(nextlayer)
+    return nextlayer
+
+
+SSH = b"SSH-2.0-OpenSSH_9.2\r\n"
+
+
+@pytest.mark.parametrize(
+    "allow, http, port, first, passes",
+    [
+        pytest.param(("allowed.test:2222",), (), 2222, SSH, True, id="the port named"),
+        pytest.param(("allowed.test:2222",), (), 2222, b"\x00RAW", False, id="not SSH on the port named"),
+        pytest.param(("allowed.test:2222",), (), 2222, b"\x16\x03\x01 after all", False, id="TLS once the layer was chosen"),
+        pytest.param(("allowed.test",), (), 2222, SSH, False, id="a rule without a port"),
+        pytest.param(("allowed.test:2222", "allowed.test"), (), 2223, SSH, False, id="another port"),
+        pytest.param(("allowed.test:443",), (), 443, SSH, False, id="443 stays TLS or HTTP"),
+        pytest.param(("allowed.test:80",), (), 80, SSH, False, id="80 stays TLS or HTTP"),
+        pytest.param(("allowed.test:2222",), (("allowed.test", ("GET /**",), ()),), 2222, SSH, False, id="a host with HTTP rules"),
+    ],
+)
+async def test_ssh_passes_only_where_a_rule_names_its_port(
+    chain: FilterChain,
+    make_spec: Callable[..., SessionSpec],
+    audit_lines: Callable[[], list[dict[str, object]]],
+    allow: tuple[str, ...],
+    http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...],
+    port: int,
+    first: bytes,
+    passes: bool,
+) -> None:
+    chain.resolver = FakeResolver({"allowed.test": ["203.0.113.7"]})  # a public address (never dialed here): any port
+    token = register(chain, make_spec(allow=allow, http=http))
+    with chain.context():
+        f = connect_flow("allowed.test", port, token)
+        await chain.http_connect(f)
+        assert f.response is None  # the CONNECT itself is allowed either way
+        chosen_tcp(chain, f.client_conn, first)
+        t = tflow.ttcpflow()
+        t.messages.clear()
+        t.client_conn = f.client_conn
+        chain.tcp_start(t)
+        if not passes:
+            assert t.error is not None and t.error.msg == t.error.KILLED_MESSAGE
+            data = server_hooks.ServerConnectionHookData(client=f.client_conn, server=t.server_conn)
+            await chain.server_connect(data)
+            assert data.server.error and tunnels.RAW_TCP in data.server.error
+            (record,) = audit_lines()
+            assert (record["decision"], record["rule"], record["scheme"]) == ("deny", tunnels.RAW_TCP, "tcp")
+            return
+        assert t.error is None
+        t.messages.append(TCPMessage(True, first))
+        chain.tcp_message(t)
+        assert t.messages == []  # not kept: long connections stay flat
+        chain.tcp_end(t)
+        chain.client_disconnected(f.client_conn)
+    start, end = audit_lines(True)
+    assert (start["phase"], end["phase"], end["decision"], end["scheme"], end["port"]) == ("start", "end", "allow", "ssh", port)
+
+
+async def test_a_refused_raw_tunnel_names_the_rule_that_would_allow_it(
+    chain: FilterChain, make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
+    chain.resolver = FakeResolver({"allowed.test": ["203.0.113.7"]})  # a public address (never dialed here): any port
+    token = register(chain, make_spec(allow=("allowed.test",)))
+    with chain.context():
+        f = connect_flow("allowed.test", 22, token)
+        await chain.http_connect(f)
+        chosen_tcp(chain, f.client_conn, SSH)
+        t = tflow.ttcpflow()
+        t.client_conn = f.client_conn
+        chain.tcp_start(t)
+    (record,) = audit_lines()
+    assert record["hint"] == 'allow = ["allowed.test:22"]'
+
+
+async def test_an_allowed_ssh_tunnel_is_offered_to_the_splicer(make_spec: Callable[..., SessionSpec]) -> None:
+    connections = Connections()
+    alone = Tunnels(connections)
+    t = tflow.ttcpflow()
+    tracked = tunnel_of(connections, t.client_conn, make_spec(allow=("allowed.test:8443",)))
+    context = Context(t.client_conn, Options())
+    nextlayer = layer.NextLayer(context)
+    nextlayer.events.append(events.DataReceived(t.client_conn, SSH))
+    nextlayer.layer = TCPLayer(context)
+    with taddons.context(alone):
+        alone.next_layer(nextlayer)
+        meter = connections.client(t.client_conn).meter = SimpleNamespace(passthrough=False)  # type: ignore[assignment]
+        alone.tcp_start(t)
+    assert t.error is None and tracked.cut is None and meter.passthrough is True and tracked.record.scheme == "ssh"
+
+
+@pytest.mark.parametrize("first, waits", [(b"S", True), (b"SSH", True), (b"SSH-", False), (b"SX", False), (b"", True)])
+async def test_a_banner_in_pieces_waits_for_more_bytes(make_spec: Callable[..., SessionSpec], first: bytes, waits: bool) -> None:
+    connections = Connections()
+    alone = Tunnels(connections)
+    client = tflow.tclient_conn()
+    tunnel_of(connections, client, make_spec(allow=("allowed.test:8443",)))
+    context = Context(client, Options())
+    nextlayer = layer.NextLayer(context)
+    nextlayer.events.append(events.DataReceived(client, first))
+    nextlayer.layer = TCPLayer(context)
+    with taddons.context(alone):
+        alone.next_layer(nextlayer)
+    assert (nextlayer.layer is None) is waits
+    assert connections.client(client).raw is (first == b"SSH-")

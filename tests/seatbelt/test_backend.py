@@ -404,3 +404,36 @@ def test_hosts_with_http_rules_get_the_ca_bundle_readable_and_named(tmp_path: Pa
     assert "SSL_CERT_FILE" not in dry.environment and made not in dict(dry.profile.params).values()
     plain = SeatbeltPlanner(proxy_port=41234, temp_base=tmp_path).build(_request(_policy("npm")))
     assert "SSL_CERT_FILE" not in plain.environment
+
+
+def test_a_raw_tcp_rule_gets_ssh_its_files_readable_and_git_its_command(tmp_path: Path) -> None:
+    """macOS cannot bind over /etc/ssh/ssh_config: ssh's files are read where stockade's cache holds them,
+    each one alone through the hidden cache's deny, and GIT_SSH_COMMAND names the config."""
+    from stockade.profiles.model import NetworkMode, NetworkRules
+
+    locations = sup.locations(tmp_path)
+    (locations.home / ".ssh").mkdir(parents=True, exist_ok=True)
+    (locations.home / ".ssh" / "known_hosts").write_text(
+        "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+        "private.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHiddenHostList\n"
+    )
+    policy = replace(_policy("npm"), network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("github.com:22", "pypi.org")))
+    request = RunRequest(policy=policy, command=("true",), cwd=sup.PROJECT, host_env=HOST_ENV, locations=locations)
+    plan = SeatbeltPlanner(proxy_port=41234, temp_base=tmp_path).build(request)
+    config = plan.environment["STOCKADE_SSH_CONFIG"]
+    assert plan.environment["GIT_SSH_COMMAND"] == f"ssh -F {config}"
+    assert config.startswith(str(locations.cache / "ssh"))
+    text = Path(config).read_text()
+    script = text.split("ProxyCommand /bin/bash ", 1)[1].split(" ", 1)[0]
+    known = text.split("UserKnownHostsFile ", 1)[1].split("\n", 1)[0]
+    assert Path(script).read_text().startswith("#!/bin/bash") and script.startswith(str(locations.cache))
+    assert Path(known).read_text().startswith("github.com ssh-ed25519") and "private.example" not in Path(known).read_text()
+    params = dict(plan.profile.params)
+    hidden = plan.profile.text.index('(subpath (param "HIDDEN_0"))')
+    for path in (script, config, known):
+        name = next(name for name, value in params.items() if value == path)
+        assert hidden < plan.profile.text.index(f'(literal (param "{name}"))')  # after the hidden cache's deny: it wins
+    dry = SeatbeltPlanner(temp_base=tmp_path).build(request)  # a dry run makes nothing
+    assert "GIT_SSH_COMMAND" not in dry.environment
+    plain = SeatbeltPlanner(proxy_port=41234, temp_base=tmp_path).build(_request(_policy("npm")))
+    assert "GIT_SSH_COMMAND" not in plain.environment and not any("ssh-proxy" in value for value in dict(plain.profile.params).values())

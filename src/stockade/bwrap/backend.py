@@ -49,6 +49,7 @@ class BwrapPlan:
     host_env: Mapping[str, str] = field(default_factory=dict)  # for explain: what was withheld
     troubles: list[str] = field(default_factory=list)  # the request's: the run adds why its audit record is incomplete
     ca_bundle: str | None = None  # the CA bundle bound at SANDBOX_CA (hosts with HTTP rules): proxy/cabundle.py
+    ssh_files: tuple[str, ...] = ()  # the ssh ProxyCommand, config and known hosts (raw-TCP allow rules): proxy/sshroute.py
 
     @property
     def network(self) -> bool:
@@ -93,6 +94,31 @@ def _working_dir(cwd: str, view: View) -> str:
             "add it to allow_write in the policy, or run from a folder outside those"
         )
     return real
+
+
+def _ssh(request: RunRequest) -> tuple[tuple[str, ...], list[bw.Piece], dict[str, str]]:
+    """ssh through the proxy when an allow rule names a raw-TCP port (proxy/sshroute.py): the files
+    made, their binds and the variables; nothing otherwise (nor on a dry run, which makes nothing)."""
+    network = request.policy.network
+    if network.mode is NetworkMode.NONE or request.dry_run or not any(":" in entry for entry in network.allow):
+        return (), [], {}
+    from stockade.proxy import sshroute
+
+    rules = sshroute.raw_tcp_rules(network.allow)
+    if not rules:
+        return (), [], {}
+    system = os.path.isfile(sshroute.SYSTEM_CONFIG)
+    files = sshroute.ssh_files(
+        str(request.locations.cache), str(request.locations.home), rules, inside=True, system=sshroute.SYSTEM_CONFIG if system else None
+    )
+    binds: list[bw.Piece] = [
+        bw.ReadOnlyBindFrom(files.script, sshroute.SCRIPT),
+        bw.ReadOnlyBindFrom(files.config, sshroute.CONFIG),
+        bw.ReadOnlyBindFrom(files.known_hosts, sshroute.KNOWN_HOSTS),
+    ]
+    if system:  # a plain `ssh host` reads it: ours, which carries the host's own on
+        binds.append(bw.ReadOnlyBindFrom(files.config, sshroute.SYSTEM_CONFIG))
+    return files.paths(), binds, sshroute.ssh_environment(sshroute.CONFIG, request.policy.env.set)
 
 
 def _environment(request: RunRequest, view: View) -> dict[str, str]:
@@ -148,14 +174,15 @@ class BwrapPlanner:
         network = request.policy.network.mode is not NetworkMode.NONE
         ca_bundle = _ca_bundle(request)
         trusted = [bw.ReadOnlyBindFrom(ca_bundle, SANDBOX_CA)] if ca_bundle else []
-        pieces = _sealing(interactive, network) + view.pieces() + trusted + [bw.Chdir(cwd)]
+        ssh_files, ssh_binds, ssh_env = _ssh(request)
+        pieces = _sealing(interactive, network) + view.pieces() + trusted + ssh_binds + [bw.Chdir(cwd)]
         session = request.session_id or new_session_id()
         return BwrapPlan(
             bwrap=bwrap,
             policy=request.policy,
             pieces=pieces,
             command=request.command,
-            env=_environment(request, view),
+            env={**_environment(request, view), **ssh_env},
             cwd=cwd,
             view=view,
             session=session,
@@ -165,6 +192,7 @@ class BwrapPlanner:
             host_env=request.host_env,
             troubles=request.troubles,
             ca_bundle=ca_bundle,
+            ssh_files=ssh_files,
         )
 
     def explain(self, plan: BwrapPlan) -> str:
@@ -203,6 +231,13 @@ class BwrapPlanner:
                 lines.append(
                     f"# credential {credential.name}: read at each run from {credential.described()}; the sandbox gets a placeholder "
                     f"in ${credential.name}, swapped for the value on requests to {', '.join(credential.hosts)} in {credential.places()}"
+                )
+            if plan.ssh_files:
+                from stockade.proxy.sshroute import CONFIG, KNOWN_HOSTS, SCRIPT
+
+                lines.append(
+                    f"# ssh: raw TCP to the host:port allow entries; ssh's ProxyCommand {SCRIPT}, config {CONFIG} "
+                    f"(also over /etc/ssh/ssh_config; GIT_SSH_COMMAND names it), host keys {KNOWN_HOSTS}"
                 )
         else:
             lines.append("# network: none (a private namespace with only an empty loopback)")

@@ -71,7 +71,7 @@ class LinuxBackend:
         if recorder is not None:
             plan_cache.store(
                 plan_cache.run_key(invocation), launch, recorder, plan.view.walk, note,
-                (*generations(plan.policy.audit.log), *((plan.ca_bundle,) if plan.ca_bundle else ())),
+                (*generations(plan.policy.audit.log), *((plan.ca_bundle,) if plan.ca_bundle else ()), *plan.ssh_files),
                 (plan.view.socket_scope, plan.view.sockets),
             )
         if plan.view.shared_files:

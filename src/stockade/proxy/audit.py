@@ -106,7 +106,7 @@ class AuditRecord:
 
     session: str
     command: list[str]
-    scheme: str  # "http", "tls" (CONNECT tunnel carrying TLS), "tcp", "connect" (nothing seen yet)
+    scheme: str  # "http", "tls" (CONNECT tunnel carrying TLS), "tcp", "ssh" (raw TCP opening like SSH), "connect" (nothing seen yet)
     host: str
     port: int
     decision: str  # "allow" | "deny"

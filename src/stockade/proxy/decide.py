@@ -221,6 +221,39 @@ def inspected(rules: SessionRules, host: str, port: int) -> tuple[HttpTable, ...
     return tuple(table for table in rules.http if _matches(table.host, target, port))
 
 
+# Ports whose tunnels must carry TLS or HTTP whatever the rules say: what is allowed there is judged
+# as TLS (the SNI) or HTTP (the requests), and raw TCP would slip past both checks.
+HTTP_PORTS = (80, 443)
+
+
+def raw_tcp_allowed(rules: SessionRules, host: str, port: int) -> bool:
+    """May a CONNECT tunnel to host:port (already allowed) carry raw TCP? (Tunnels lets only SSH use it.)
+
+    Only when an allow rule names this very port (`github.com:22`; a rule without a port allows
+    TLS and HTTP only), the port is not an HTTP one and the host has no HTTP rules on any port
+    (its requests are judged one by one; raw bytes could carry any). The same in `mode = "open"`:
+    open lets any host be asked for, and raw TCP still needs its `host:port` in `allow`.
+    """
+    if port in HTTP_PORTS or rules.mode == "none" or has_http_rules(rules, host):
+        return False
+    try:
+        target = canonical_target(host)
+    except ValueError:
+        return False
+    if any(_matches(rule, target, port) for rule in rules.deny):
+        return False
+    return any(rule.port == port and _matches(rule, target, port) for rule in rules.allow)
+
+
+def has_http_rules(rules: SessionRules, host: str) -> bool:
+    """Whether a [network.http."HOST"] table names this host, on any port."""
+    try:
+        target = canonical_target(host)
+    except ValueError:
+        return False
+    return any(_matches(HostRule(t.host.host, t.host.wildcard, t.host.network), target, 0) for t in rules.http)
+
+
 def decide_request(
     tables: tuple[HttpTable, ...], host: str, method: str, path: str, overrides: tuple[tuple[str, str], ...] = ()
 ) -> Decision:

@@ -38,6 +38,7 @@ class ClientState:
     tunnel: Tracked | None = None  # the allowed CONNECT tunnel's record, until the connection ends
     meter: Meter | None = None  # the layer that counts and cuts the tunnel's content
     splicer: Splicer | None = None  # moves the checked tunnel's bytes once it was handed over
+    raw: bool = False  # the tunnel carries raw TCP its host:port rule allows (ssh): tunnels.py
     inspected: tuple[HttpTable, ...] = ()  # the tunnel's host has HTTP rules: each request is judged by them
     terminated: bool = False  # stockade terminated the tunnel's TLS (HTTP rules, or credentials that go there)
     # Addresses checked for a request, waiting for the backstop to dial them: (host, port) -> lookup.

@@ -11,7 +11,13 @@
 - `tcp_start`: raw TCP in a tunnel is killed (only TLS or HTTP may tunnel),
   except the continuation of an allowed HTTP upgrade (101), which gets a
   record of its own; never on a host with HTTP rules, whose later bytes
-  could hold requests nobody judged (only WebSocket, parsed, goes on there).
+  could hold requests nobody judged (only WebSocket, parsed, goes on there);
+  and except SSH in a tunnel whose port an allow rule names (`github.com:22`,
+  not 80 or 443, not a host with HTTP rules: `decide.raw_tcp_allowed`):
+  `next_layer` lets raw TCP there only when the client's first bytes are an
+  SSH banner ("SSH-"), so the port carries no TLS with another SNI and no
+  HTTP nobody judged; it then passes as it is, metered like a TLS
+  pass-through, its record's scheme "ssh".
 
 mitmproxy swallows exceptions from hooks and carries on (the flow passes),
 so every hook here catches everything itself and denies.
@@ -23,9 +29,11 @@ import dataclasses
 import logging
 
 from mitmproxy import connection, tcp, tls
+from mitmproxy.proxy import layer
+from mitmproxy.proxy.layers import TCPLayer
 
 from stockade.proxy.audit import now_iso
-from stockade.proxy.decide import Decision, canonical_target, inspected
+from stockade.proxy.decide import HTTP_PORTS, Decision, allow_line, canonical_target, has_http_rules, inspected, raw_tcp_allowed
 from stockade.proxy.inject import carried
 from stockade.proxy.refusal import INTERNAL_ERROR, cut_tcp, shown_host
 from stockade.proxy.state import META, Connections
@@ -33,7 +41,8 @@ from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
 
-RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP)"
+RAW_TCP = "raw TCP is not allowed through a tunnel (only TLS or HTTP, and SSH to a host:port allow entry)"
+SSH_BANNER = b"SSH-"  # how an SSH client opens (RFC 4253 4.2): the only raw TCP a host:port rule lets through
 INSPECTED_UPGRADE = "an upgrade to raw TCP on a host with HTTP rules (its requests could no longer be judged)"
 
 
@@ -81,6 +90,25 @@ class Tunnels:
         if tracked is not None and not tracked.cut:
             tracked.deny(Decision(False, "TLS interception refused", "", tracked.record.host))
 
+    def next_layer(self, nextlayer: layer.NextLayer) -> None:
+        """Raw TCP chosen for a tunnel a host:port rule opens: SSH (its first bytes say so) may pass; else tcp_start kills it."""
+        state = self.connections.client(nextlayer.context.client)
+        tracked = state.tunnel
+        if tracked is None or state.meter is not None or state.raw or not isinstance(nextlayer.layer, TCPLayer):
+            return
+        try:
+            if state.inspected or not raw_tcp_allowed(tracked.session.rules, tracked.record.host, tracked.record.port):
+                return
+            data = nextlayer.data_client()
+            if data.startswith(SSH_BANNER):
+                state.raw = True
+                tracked.record.scheme = "ssh"
+            elif SSH_BANNER.startswith(data):
+                nextlayer.layer = None  # a banner in pieces: decide on more bytes
+        except Exception:
+            logger.exception("next_layer failed; cutting the tunnel")
+            tracked.deny(Decision(False, INTERNAL_ERROR, "", tracked.record.host))
+
     def tcp_start(self, flow: tcp.TCPFlow) -> None:
         try:
             upgraded = self._take_upgrade(flow.server_conn)
@@ -98,14 +126,25 @@ class Tunnels:
                     cut_tcp(flow)
                 return
             host = flow.server_conn.address[0] if flow.server_conn.address else "?"
-            tunnel = self.connections.client(flow.client_conn).tunnel
+            state = self.connections.client(flow.client_conn)
+            tunnel = state.tunnel
             if tunnel is not None:
                 tunnel.record.scheme = "tcp"
                 host = tunnel.record.host
-            self._kill_tcp(flow, tunnel, Decision(False, RAW_TCP, "", host))
+                if state.raw and not state.inspected and raw_tcp_allowed(tunnel.session.rules, host, tunnel.record.port):
+                    tunnel.record.scheme = "ssh"  # next_layer saw its banner; the Meter counts it, the splicer may take it
+                    if state.meter is not None:
+                        state.meter.passthrough = True
+                    return
+            self._kill_tcp(flow, tunnel, Decision(False, RAW_TCP, _raw_hint(tunnel), host))
         except Exception:
             logger.exception("tcp_start failed; killing the flow")
             self._kill_tcp(flow, None, Decision(False, INTERNAL_ERROR))
+
+    def tcp_message(self, flow: tcp.TCPFlow) -> None:
+        """An allowed SSH tunnel: its messages are not kept (the Meter counted them)."""
+        if META not in flow.metadata and self.connections.client(flow.client_conn).raw:
+            flow.messages.clear()  # relayed already; keep memory flat on long connections
 
     def _take_upgrade(self, server: connection.Server) -> Tracked | None:
         """The allowed upgrade (101) whose raw TCP continuation this server connection carries, once."""
@@ -120,6 +159,21 @@ class Tunnels:
         if tracked is not None:
             tracked.deny(decision)
         cut_tcp(flow)  # an upgrade's server is connected already: refusing the dial alone would not stop it
+
+
+def _raw_hint(tunnel: Tracked | None) -> str:
+    """The allow line that opens SSH to this tunnel's host:port (none for 80 and 443, nor a host with HTTP rules,
+    nor where that rule is there already: then what was refused was not SSH)."""
+    if tunnel is None or tunnel.record.port in HTTP_PORTS or has_http_rules(tunnel.session.rules, tunnel.record.host):
+        return ""
+    if raw_tcp_allowed(tunnel.session.rules, tunnel.record.host, tunnel.record.port):
+        return ""
+    return allow_line(endpoint_text(tunnel.record.host, tunnel.record.port))
+
+
+def endpoint_text(host: str, port: int) -> str:
+    """host:port as a rule spells it ([v6]:port for an IPv6 address)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def sni_mismatch(sni: str | None, host: str) -> str | None:

@@ -203,8 +203,10 @@ class SeatbeltPlanner:
         )
         floor = replace(floor, read_only=tuple(dict.fromkeys((*floor.read_only, *git))))
         ca_bundle = self._ca_bundle(request)
+        ssh_files, ssh_env = self._ssh(request)
         spec = ProfileSpec(
             policy=policy, floor=floor, home=str(request.locations.home), temp_dir=str(temp_dir), tag=tag, proxy_port=port, ca_bundle=ca_bundle,
+            ssh_files=ssh_files,
         )  # fmt: skip
         paths = HostPaths(writable_roots=(*policy.filesystem.allow_write, str(temp_dir)))
         try:
@@ -218,6 +220,7 @@ class SeatbeltPlanner:
             env.update(proxy_env(port, self.proxy_token))
         if ca_bundle is not None:
             env.update(ca_environment(ca_bundle))
+        env.update(ssh_env)
         if port is not None:
             env.update(self.placeholders)  # over any variable of the same name: the sandbox holds no value
         argv = (self.sandbox_exec, *profile.sandbox_exec_args(), "--", *request.command)
@@ -248,6 +251,21 @@ class SeatbeltPlanner:
         from stockade.proxy.launch import daemon_files
 
         return bundle(daemon_files(request.locations), str(request.locations.cache))
+
+    def _ssh(self, request: RunRequest) -> tuple[tuple[str, ...], dict[str, str]]:
+        """Raw-TCP allow rules (`github.com:22`): ssh's files, read where they are in stockade's cache, and the
+        variables naming its config (proxy/sshroute.py). Nothing on a dry run, nor without such a rule."""
+        policy = request.policy
+        if policy.network.mode is NetworkMode.NONE or self.proxy_port is None:
+            return (), {}
+        from stockade.proxy import sshroute
+
+        rules = sshroute.raw_tcp_rules(policy.network.allow)
+        if not rules:
+            return (), {}
+        system = sshroute.SYSTEM_CONFIG if os.path.isfile(sshroute.SYSTEM_CONFIG) else None
+        files = sshroute.ssh_files(str(request.locations.cache), str(request.locations.home), rules, inside=False, system=system)
+        return files.paths(), sshroute.ssh_environment(files.config, policy.env.set)
 
     def _temp_base(self) -> Path:
         return Path(os.path.realpath(self.temp_base or tempfile.gettempdir()))

@@ -157,6 +157,7 @@ class ProfileSpec:
     tag: str  # per-run tag in every denial message, to find them in the log
     proxy_port: int | None = None  # loopback port of the proxy; 0 is a dry-run placeholder
     ca_bundle: str | None = None  # hosts with HTTP rules: the CA bundle in stockade's (hidden) cache, readable alone
+    ssh_files: tuple[str, ...] = ()  # raw-TCP allow rules: ssh's ProxyCommand, config and known hosts in that cache (proxy/sshroute.py)
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,9 @@ def render(spec: ProfileSpec, paths: PathResolver = LexicalPaths()) -> Profile:
     if spec.ca_bundle:
         w.add(";; ---- the CA bundle for hosts with HTTP rules: one file of the hidden cache, read only ----")
         w.entries("ca_bundle", "CA_BUNDLE", (spec.ca_bundle,), "allow", "file-read*", deny=False, kind=LITERAL)
+    if spec.ssh_files:
+        w.add(";; ---- ssh through the proxy: its ProxyCommand, config and known hosts, files of the hidden cache, read only ----")
+        w.entries("ssh_files", "SSH_FILES", spec.ssh_files, "allow", "file-read*", deny=False, kind=LITERAL)
 
     roots = (*fs.allow_write, spec.temp_dir)
     w.add(";; ---- guards: protected paths cannot be moved away or renamed into place ----")
