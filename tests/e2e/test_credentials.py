@@ -9,6 +9,7 @@ log and stockade's own output say, and that the real value is in none of them.
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.server
 import json
 import shutil
@@ -30,12 +31,15 @@ pytestmark = pytest.mark.e2e
 API = "api.test"
 OTHER = "other.test"  # allowed, but not one of the credential's hosts
 SECRET = "ghp_S3cretValueThatMustNeverBeSeenInside0123"
+SLASHED = "sk/S3cret+Value=Seen/Only+Outside=="  # a value a URL has to escape
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 NODE_H2 = r"""
 const http2 = require("http2"), fs = require("fs");
 const server = http2.createSecureServer({key: fs.readFileSync(process.argv[2]), cert: fs.readFileSync(process.argv[3])},
   (req, res) => { fs.appendFileSync(process.argv[4], `${req.httpVersion} ${req.url} ${req.headers["authorization"]}\n`);
+                  if (req.url.startsWith("/trailer")) { res.addTrailers({"x-echo": `${req.headers["authorization"]}`}); }
                   res.end(`you sent ${req.headers["authorization"]}\n`); });
 server.listen(0, "127.0.0.1", () => console.log(server.address().port));
 """
@@ -61,7 +65,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if len(body) < length:
             return  # a request cut short is never acted on (as a real server would not)
         self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body})
-        if self.path.startswith("/echo"):  # a debug endpoint that reflects what it got: the value must not come back
+        if self.path.startswith("/headers"):  # httpbin's /headers: every header as it came, Authorization too
+            text = json.dumps({"headers": dict(self.headers.items()), "url": self.path}).encode()
+            self.send_response(200)
+        elif self.path.startswith("/ws"):  # a WebSocket that greets with what the handshake carried
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            accept = base64.b64encode(hashlib.sha1((self.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest()).decode()
+            self.send_header("Sec-WebSocket-Accept", accept)
+            self.end_headers()
+            said = f"hello {self.headers.get('authorization')}".encode()
+            self.wfile.write(bytes([0x81, len(said)]) + said)
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        elif self.path.startswith("/echo"):  # a debug endpoint that reflects what it got: the value must not come back
             text = f"you sent {self.headers.get('authorization')} to {self.path}\n".encode()
             self.send_response(200)
             self.send_header("x-echo", str(self.headers.get("authorization")))
@@ -99,7 +118,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
     names.write_text(json.dumps({"names": {API: ["127.0.0.1"], OTHER: ["127.0.0.1"]}, "upstreams": upstreams}))
     box = make_box(root / "box")
     box.env.update(
-        STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60", HOST_TOKEN=SECRET
+        STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60", HOST_TOKEN=SECRET, HOST_SLASHED=SLASHED
     )
     yield SimpleNamespace(box=box, origin=origin, port=port, root=root, cert=cert, h2_port=h2_port, h2_log=h2_log)
     stop_daemon(state_dir(box) / "run")
@@ -299,3 +318,70 @@ def test_check_reports_a_bad_credential_table_at_its_line(world: SimpleNamespace
         [sys.executable, "-m", "stockade.cli.main", "check", "--policy", str(bad)], env=world.box.env, capture_output=True, text=True
     )
     assert result.returncode == 2 and f"{bad}:7" in result.stderr and "routes or frames" in result.stderr, result
+
+
+WS_CLIENT = r"""
+import base64, os, socket, ssl, sys
+host, port, token = sys.argv[1], int(sys.argv[2]), os.environ["GH_TOKEN"]
+raw = socket.create_connection(("127.0.0.1", 3128))
+raw.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+assert raw.recv(4096).startswith(b"HTTP/1.1 200")
+tls = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"]).wrap_socket(raw, server_hostname=host)
+key = base64.b64encode(os.urandom(16)).decode()
+tls.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n").encode())
+got = b""
+while True:
+    try:
+        chunk = tls.recv(65536)
+    except (OSError, ssl.SSLError):
+        break
+    if not chunk:
+        break
+    got += chunk
+print(got.decode("latin-1"))
+"""
+
+
+def reveals(text: str, value: str) -> bool:
+    """Whether `text` hands `value` over, as it is or in an encoding an echo puts it in (base64, %-escapes, JSON)."""
+    import re
+    from urllib.parse import unquote, unquote_plus
+
+    seen = [text, unquote(text), unquote_plus(text)]
+    for token in re.findall(r"[A-Za-z0-9+/_-]{8,}={0,2}", text):
+        for shift in range(4):
+            try:
+                seen.append(base64.b64decode(token[shift:] + "===", altchars=b"-_" if "-" in token or "_" in token else None).decode("latin-1"))
+            except ValueError:
+                pass
+    return any(value in one for one in seen)
+
+
+def test_an_echoed_basic_header_does_not_hand_back_the_value(world: SimpleNamespace) -> None:
+    """An endpoint that reflects its headers (httpbin's /headers) sends back Basic credentials in base64."""
+    before = len(world.origin.seen)
+    script = f'B=$(printf "x-access-token:%s" "$GH_TOKEN" | base64 -w0); {get(world, f"{API}:PORT/headers", "Authorization: Basic $B")}'
+    result = world.box.run(script, policy=policy())
+    assert result.stdout.rstrip().endswith("[200]"), result  # control: the swap happened and the request went through
+    assert base64.b64decode(str(world.origin.seen[before]["headers"]["Authorization"]).split()[1]).decode() == f"x-access-token:{SECRET}"
+    assert not reveals(result.stdout, SECRET), result.stdout
+
+
+def test_an_echoed_query_does_not_hand_back_the_value_escaped(world: SimpleNamespace) -> None:
+    """The value goes in the query %-escaped; an endpoint that reflects its URL sends it back so."""
+    before = len(world.origin.seen)
+    script = get(world, f"{API}:PORT/headers?key=$KEY_TOKEN")
+    rules = policy('env = "HOST_SLASHED"\nhosts = ["api.test"]\nquery = "key"\n', name="KEY_TOKEN")
+    result = world.box.run(script, policy=rules)
+    assert result.stdout.rstrip().endswith("[200]"), result
+    from urllib.parse import parse_qs, urlsplit
+
+    assert parse_qs(urlsplit(str(world.origin.seen[before]["path"])).query)["key"] == [SLASHED]
+    assert not reveals(result.stdout, SLASHED), result.stdout
+
+
+def test_a_websocket_opened_with_a_credential_does_not_hand_back_the_value(world: SimpleNamespace) -> None:
+    (world.root / "ws.py").write_text(WS_CLIENT)
+    result = world.box.run(f"/usr/bin/python3 -I {world.root / 'ws.py'} {API} {world.port}", policy=policy())
+    assert SECRET not in result.stdout, result.stdout

@@ -21,7 +21,7 @@ from mitmproxy import http
 
 from stockade.proxy import refusal
 from stockade.proxy.decide import Decision
-from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_headers
+from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_forms, mask_headers
 from stockade.proxy.sessions import Session
 from stockade.proxy.state import META, SESSION, SWAPPED
 from stockade.proxy.tracking import Tracked
@@ -50,12 +50,13 @@ class Swapping:
             refusal.cut(flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        values: list[str] | None = flow.metadata.get(SWAPPED)
+        swapped: list[str] | None = flow.metadata.get(SWAPPED)
         tracked: Tracked | None = flow.metadata.get(META)
         response = flow.response
-        if not values or response is None:
+        if not swapped or response is None:
             return
         try:
+            values = list(dict.fromkeys(form for value in swapped for form in mask_forms(value)))  # as it went, and as an echo encodes it
             mask_headers(response, values)
             coding = response.headers.get("content-encoding", "").strip().lower()
             inner = response.stream if callable(response.stream) else None
