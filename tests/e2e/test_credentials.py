@@ -385,3 +385,12 @@ def test_a_websocket_opened_with_a_credential_does_not_hand_back_the_value(world
     (world.root / "ws.py").write_text(WS_CLIENT)
     result = world.box.run(f"/usr/bin/python3 -I {world.root / 'ws.py'} {API} {world.port}", policy=policy())
     assert SECRET not in result.stdout, result.stdout
+
+
+def test_http2_trailers_do_not_hand_back_the_value(world: SimpleNamespace) -> None:
+    if world.h2_port is None:
+        pytest.skip("node is not installed (the HTTP/2 origin)")
+    script = get(world, f"{API}:{world.h2_port}/trailer", "Authorization: Bearer $GH_TOKEN", extra="--http2 -D -")
+    result = world.box.run(script, policy=policy())
+    assert world.h2_log.read_text().splitlines()[-1] == f"2.0 /trailer Bearer {SECRET}"
+    assert SECRET not in result.stdout, result.stdout

@@ -70,3 +70,30 @@ async def test_a_session_without_credentials_is_left_alone(chain: FilterChain, m
         f.request.headers["Authorization"] = f"Bearer {PLACEHOLDER}"
         await chain.requestheaders(f)
         assert f.response is None and f.request.headers["Authorization"] == f"Bearer {PLACEHOLDER}" and SWAPPED not in f.metadata
+
+
+async def test_trailers_are_masked_and_a_placeholder_in_request_trailers_stops_it(
+    chain: FilterChain, make_spec: Callable[..., SessionSpec], tmp_path: Path
+) -> None:
+    chain.resolver = FakeResolver()
+    token = register(chain, spec_with_credential(make_spec))
+    with chain.context():
+        f = get_flow("allowed.test", 8443, token, path=b"/user")
+        f.client_conn.tls = True
+        f.request.headers["Authorization"] = f"Bearer {PLACEHOLDER}"
+        await chain.requestheaders(f)
+        chain.request(f)  # no trailers: goes on
+        assert f.metadata[SWAPPED] == [VALUE] and not f.error
+        f.response = tutils.tresp(content=b"")
+        f.response.trailers = http.Headers(x_echo=f"Bearer {VALUE}")
+        chain.responseheaders(f)
+        chain.response(f)
+        assert VALUE not in str(f.response.trailers) and f.response.trailers["x-echo"].startswith("Bearer stockade-masked-")
+        g = get_flow("allowed.test", 8443, token, path=b"/upload")
+        g.client_conn.tls = True
+        await chain.requestheaders(g)
+        g.request.trailers = http.Headers(x_checksum=PLACEHOLDER)
+        chain.request(g)
+        assert g.request.trailers is None
+    denials = [r for r in audit(tmp_path) if r.get("decision") == "deny"]
+    assert denials and "credential T in the request trailers" in str(denials[-1]["rule"])

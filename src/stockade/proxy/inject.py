@@ -229,13 +229,15 @@ def masked(value: str) -> bytes:
     return (MASK * (size // len(MASK) + 1))[:size]
 
 
-def mask_headers(response: http.Response, values: list[str]) -> None:
-    for name, value in list(response.headers.items(multi=True)):
-        if any(secret in value for secret in values):
-            kept = value
-            for secret in values:
-                kept = kept.replace(secret, masked(secret).decode())
-            response.headers.set_all(name, [kept if v == value else v for v in response.headers.get_all(name)])
+def mask_headers(headers: http.Headers, values: list[str]) -> None:
+    """A response's headers or trailers, each value masked where it stands (in a field's name too)."""
+    fields = list(headers.fields)
+    for index, (name, value) in enumerate(fields):
+        for secret in values:
+            shown = masked(secret)
+            name, value = name.replace(secret.encode(), shown), value.replace(secret.encode(), shown)
+        fields[index] = (name, value)
+    headers.fields = tuple(fields)
 
 
 class ResponseMask:

@@ -49,6 +49,39 @@ class Swapping:
             logger.exception("requestheaders failed; stopping %s", refusal.where(flow))
             refusal.cut(flow)
 
+    def request(self, flow: http.HTTPFlow) -> None:
+        """Trailers (HTTP/2, chunked) go on after this hook: a placeholder in them stops the request."""
+        session: Session | None = flow.metadata.get(SESSION)
+        tracked: Tracked | None = flow.metadata.get(META)
+        trailers = flow.request.trailers
+        if session is None or not session.rules.secrets or not trailers or flow.response is not None:
+            return
+        try:
+            for secret in session.rules.secrets:
+                folded = secret.placeholder.lower()
+                if any(folded in f"{name}: {value}".lower() for name, value in trailers.items(multi=True)):
+                    if tracked is not None:
+                        tracked.deny(Decision(False, f"credential {secret.name} in the request trailers, where it may not travel", "", tracked.record.host))
+                    flow.request.trailers = None
+                    refusal.cut(flow)
+                    return
+        except Exception:
+            logger.exception("request failed; stopping %s", refusal.where(flow))
+            refusal.cut(flow)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        """Trailers go to the client after this hook (the body streamed already): masked as the headers were."""
+        swapped: list[str] | None = flow.metadata.get(SWAPPED)
+        response = flow.response
+        if not swapped or response is None or not response.trailers:
+            return
+        try:
+            mask_headers(response.trailers, list(dict.fromkeys(form for value in swapped for form in mask_forms(value))))
+        except Exception:
+            logger.exception("response failed; stopping %s", refusal.where(flow))
+            response.trailers = None
+            refusal.cut(flow)
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         swapped: list[str] | None = flow.metadata.get(SWAPPED)
         tracked: Tracked | None = flow.metadata.get(META)
@@ -57,7 +90,7 @@ class Swapping:
             return
         try:
             values = list(dict.fromkeys(form for value in swapped for form in mask_forms(value)))  # as it went, and as an echo encodes it
-            mask_headers(response, values)
+            mask_headers(response.headers, values)
             coding = response.headers.get("content-encoding", "").strip().lower()
             inner = response.stream if callable(response.stream) else None
 
