@@ -61,7 +61,8 @@ class Swapping:
                 folded = secret.placeholder.lower()
                 if any(folded in f"{name}: {value}".lower() for name, value in trailers.items(multi=True)):
                     if tracked is not None:
-                        tracked.deny(Decision(False, f"credential {secret.name} in the request trailers, where it may not travel", "", tracked.record.host))
+                        why = f"credential {secret.name} in the request trailers, where it may not travel"
+                        tracked.deny(Decision(False, why, "", tracked.record.host))
                     flow.request.trailers = None
                     refusal.cut(flow)
                     return
