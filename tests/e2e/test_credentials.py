@@ -394,3 +394,29 @@ def test_http2_trailers_do_not_hand_back_the_value(world: SimpleNamespace) -> No
     result = world.box.run(script, policy=policy())
     assert world.h2_log.read_text().splitlines()[-1] == f"2.0 /trailer Bearer {SECRET}"
     assert SECRET not in result.stdout, result.stdout
+
+
+def test_a_file_credential_is_hidden_by_its_other_names(world: SimpleNamespace) -> None:
+    """The policy names the file by one path; the value is hidden whichever name the sandbox could read it by:
+    a symlink's target is hidden with it, and a file with hard links elsewhere (the project) is refused."""
+    stash = world.box.project / "stash"
+    stash.mkdir(exist_ok=True)
+    for how in ("symlink", "hardlink"):
+        real = stash / f"real-token-{how}"
+        real.write_text(SECRET + "\n")
+        named = world.box.home / ".config" / "api" / f"token-{how}"
+        named.parent.mkdir(parents=True, exist_ok=True)
+        named.unlink(missing_ok=True)
+        named.symlink_to(real) if how == "symlink" else named.hardlink_to(real)
+        before = len(world.origin.seen)
+        script = f"cat {real} 2>&1 | head -c 100; echo; " + get(world, f"{API}:PORT/f", "Authorization: Bearer $GH_TOKEN")
+        result = world.box.run(script, policy=policy(f'file = "{named}"\nhosts = ["api.test"]\n'))
+        assert SECRET not in result.stdout + result.stderr, result
+        if how == "symlink":
+            assert result.stdout.rstrip().endswith("[200]"), result  # control: the credential works
+            assert world.origin.seen[before]["headers"]["Authorization"] == f"Bearer {SECRET}"  # type: ignore[index]
+        else:
+            assert result.returncode == 2 and "other name(s) (hard links)" in result.stderr and "Traceback" not in result.stderr, result
+            real.unlink()  # one name again: the same file is used
+            result = world.box.run(get(world, f"{API}:PORT/f", "Authorization: Bearer $GH_TOKEN"), policy=policy(f'file = "{named}"\nhosts = ["api.test"]\n'))
+            assert result.stdout.rstrip().endswith("[200]"), result
