@@ -50,6 +50,7 @@ class Origin(http.server.ThreadingHTTPServer):
 
     def __init__(self, context: ssl.SSLContext) -> None:
         self.seen: list[dict[str, object]] = []
+        self.last = ""
         super().__init__(("127.0.0.1", 0), Handler)
         self.socket = context.wrap_socket(self.socket, server_side=True)
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -65,7 +66,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if len(body) < length:
             return  # a request cut short is never acted on (as a real server would not)
         self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body})
-        if self.path.startswith("/headers"):  # httpbin's /headers: every header as it came, Authorization too
+        last, self.server.last = self.server.last, str(self.headers.get("authorization"))
+        if self.path.startswith("/last"):  # a service that keeps what it got and shows it later (a request bin, a log)
+            text = f"the request before this one carried {last}\n".encode()
+            self.send_response(200)
+        elif self.path.startswith("/headers"):  # httpbin's /headers: every header as it came, Authorization too
             text = json.dumps({"headers": dict(self.headers.items()), "url": self.path}).encode()
             self.send_response(200)
         elif self.path.startswith("/ws"):  # a WebSocket that greets with what the handshake carried
@@ -420,3 +425,16 @@ def test_a_file_credential_is_hidden_by_its_other_names(world: SimpleNamespace) 
             real.unlink()  # one name again: the same file is used
             result = world.box.run(get(world, f"{API}:PORT/f", "Authorization: Bearer $GH_TOKEN"), policy=policy(f'file = "{named}"\nhosts = ["api.test"]\n'))
             assert result.stdout.rstrip().endswith("[200]"), result
+
+
+def test_a_value_the_host_kept_does_not_come_back_on_a_later_request(world: SimpleNamespace) -> None:
+    """A host that keeps what it got (a request bin, a log API) shows it on a request that carried nothing:
+    every answer of a credential's host is masked, not only the one to the request that carried it."""
+    script = get(world, f"{API}:PORT/store", "Authorization: Bearer $GH_TOKEN") + "; " + get(world, f"{API}:PORT/last")
+    result = world.box.run(script, policy=policy())
+    assert result.stdout.count("[200]") == 2, result
+    assert "the request before this one carried Bearer stockade-masked-" in result.stdout, result.stdout  # it did come back, masked
+    assert not reveals(result.stdout, SECRET), result.stdout
+    plain = get(world, f"{API}:PORT/last").replace("https://", "http://")  # over plain HTTP too
+    result = world.box.run(get(world, f"{API}:PORT/store", "Authorization: Bearer $GH_TOKEN") + "; " + plain, policy=policy())
+    assert not reveals(result.stdout, SECRET), result.stdout

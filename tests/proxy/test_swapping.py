@@ -97,3 +97,18 @@ async def test_trailers_are_masked_and_a_placeholder_in_request_trailers_stops_i
         assert g.request.trailers is None
     denials = [r for r in audit(tmp_path) if r.get("decision") == "deny"]
     assert denials and "credential T in the request trailers" in str(denials[-1]["rule"])
+
+
+async def test_every_answer_of_a_credential_host_is_masked(chain: FilterChain, make_spec: Callable[..., SessionSpec]) -> None:
+    """Not only the answer to a request that carried the value: the host may show what it kept."""
+    chain.resolver = FakeResolver()
+    token = register(chain, spec_with_credential(make_spec))
+    with chain.context():
+        f = get_flow("allowed.test", 8443, token, path=b"/last")
+        f.client_conn.tls = True
+        await chain.requestheaders(f)
+        assert f.metadata[SWAPPED] == [VALUE] and f.request.headers["Accept-Encoding"] == "identity"
+        g = get_flow("other.test", 8443, token, path=b"/x")  # a host the credential never goes to: left alone
+        g.client_conn.tls = True
+        await chain.requestheaders(g)
+        assert SWAPPED not in g.metadata and "Accept-Encoding" not in g.request.headers
