@@ -9,6 +9,7 @@ log and stockade's own output say, and that the real value is in none of them.
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import http.server
 import json
@@ -67,6 +68,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return  # a request cut short is never acted on (as a real server would not)
         self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body})
         last, self.server.last = self.server.last, str(self.headers.get("authorization"))
+        if self.path.startswith("/raw/"):  # framings and codings a proxy may not read as the client does
+            echo = str(self.headers.get("authorization")).encode()
+            kind = self.path[len("/raw/"):].split("?")[0]
+            packed = gzip.compress(b"you sent " + echo)
+            chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(packed), packed)
+            heads = {
+                "te-gzip": b"Transfer-Encoding: gzip, chunked\r\n",
+                "ce-upper": b"Content-Encoding: GZIP\r\nTransfer-Encoding: chunked\r\n",
+                "ce-two": b"Content-Encoding: identity\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+                "ce-list": b"Content-Encoding: identity, gzip\r\nTransfer-Encoding: chunked\r\n",
+            }
+            if kind == "early":
+                self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: <" + echo.replace(b" ", b"_") + b">\r\n\r\n")
+                body = b"you sent " + echo
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            else:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n" + heads[kind] + b"\r\n" + chunked)
+            self.wfile.flush()
+            return
         if self.path.startswith("/last"):  # a service that keeps what it got and shows it later (a request bin, a log)
             text = f"the request before this one carried {last}\n".encode()
             self.send_response(200)
@@ -438,3 +458,25 @@ def test_a_value_the_host_kept_does_not_come_back_on_a_later_request(world: Simp
     plain = get(world, f"{API}:PORT/last").replace("https://", "http://")  # over plain HTTP too
     result = world.box.run(get(world, f"{API}:PORT/store", "Authorization: Bearer $GH_TOKEN") + "; " + plain, policy=policy())
     assert not reveals(result.stdout, SECRET), result.stdout
+
+
+@pytest.mark.parametrize("kind", ["te-gzip", "ce-upper", "ce-two", "ce-list", "early"])
+def test_framings_and_codings_do_not_carry_the_value_back(world: SimpleNamespace, kind: str) -> None:
+    script = f'{get(world, f"{API}:PORT/raw/{kind}", "Authorization: Bearer $GH_TOKEN", extra="-D - --compressed --tr-encoding --max-time 5")} | base64 -w0; echo'
+    script += "; " + get(world, f"{API}:PORT/fine", "Authorization: Bearer $GH_TOKEN")
+    result = world.box.run(script, policy=policy())
+    assert result.stdout.rstrip().endswith("[200]"), result  # control
+    import re
+
+    for blob in re.findall(r"[A-Za-z0-9+/]{16,}={0,2}", result.stdout):
+        decoded = base64.b64decode(blob + "===")
+        assert SECRET.encode() not in decoded and SECRET.encode() not in gzip_or_none(decoded), decoded
+    assert SECRET not in result.stdout
+
+
+def gzip_or_none(data: bytes) -> bytes:
+    at = data.find(b"\x1f\x8b")
+    try:
+        return gzip.decompress(data[at:]) if at >= 0 else b""
+    except (OSError, EOFError):
+        return b""

@@ -112,3 +112,16 @@ async def test_every_answer_of_a_credential_host_is_masked(chain: FilterChain, m
         g.client_conn.tls = True
         await chain.requestheaders(g)
         assert SWAPPED not in g.metadata and "Accept-Encoding" not in g.request.headers
+
+
+def test_codings_the_mask_cannot_read_are_named() -> None:
+    from stockade.proxy.swapping import unreadable_coding
+
+    def coding(*fields: tuple[str, str]) -> str:
+        return unreadable_coding(http.Headers([(name.encode(), value.encode()) for name, value in fields]))
+
+    assert coding() == "" and coding(("Content-Encoding", " Identity "), ("Transfer-Encoding", "chunked")) == ""
+    assert coding(("Transfer-Encoding", "gzip, chunked")) == "gzip"
+    assert coding(("Content-Encoding", "GZIP")) == "gzip"
+    assert coding(("Content-Encoding", "identity"), ("Content-Encoding", "br")) == "br"
+    assert coding(("Content-Encoding", "identity,x-gzip")) == "x-gzip"

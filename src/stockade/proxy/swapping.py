@@ -28,7 +28,7 @@ from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
 
-ENCODED_ANSWER = "an answer in a content coding to a request that carried a credential (it cannot be checked for the value)"
+ENCODED_ANSWER = "an answer in a content or transfer coding to a request that carried a credential (it cannot be checked for the value)"
 
 
 class Swapping:
@@ -92,7 +92,7 @@ class Swapping:
         try:
             values = list(dict.fromkeys(form for value in swapped for form in mask_forms(value)))  # as it went, and as an echo encodes it
             mask_headers(response.headers, values)
-            coding = response.headers.get("content-encoding", "").strip().lower()
+            coding = unreadable_coding(response.headers)
             inner = response.stream if callable(response.stream) else None
 
             def encoded() -> None:
@@ -100,7 +100,16 @@ class Swapping:
                     tracked.deny(Decision(False, ENCODED_ANSWER, "", tracked.record.host))
                 refusal.cut(flow)
 
-            response.stream = ResponseMask(values, inner, "" if coding in ("", "identity") else coding, encoded)
+            response.stream = ResponseMask(values, inner, coding, encoded)
         except Exception:
             logger.exception("responseheaders failed; stopping %s", refusal.where(flow))
             refusal.cut(flow)
+
+
+def unreadable_coding(headers: http.Headers) -> str:
+    """The codings a body comes in that the daemon cannot read on the way, or "": any content
+    coding but identity, and any transfer coding but chunked (which mitmproxy takes off), in
+    any case, spacing, list or repeated header; the client would decode them, the mask would not."""
+    fields = [value for name in ("content-encoding", "transfer-encoding") for value in headers.get_all(name)]
+    codings = [part.strip().lower() for value in fields for part in value.split(",")]
+    return ", ".join(coding for coding in codings if coding not in ("", "identity", "chunked"))
