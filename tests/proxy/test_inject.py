@@ -112,3 +112,12 @@ def test_mask_forms_cover_the_encodings_an_echo_sends_back() -> None:
             assert any(form in encoded for form in forms), (user, after)
     assert all(len(form) >= 12 for form in forms)  # never a short piece that would match unrelated text
     assert mask_forms("short") == ("short",)
+
+
+def test_mask_text_masks_a_value_quoted_by_repr_or_html() -> None:
+    from stockade.proxy.inject import mask_text
+
+    value = "sk/S3cret+Value'Seen/Only+Outside"
+    said = f"Bad response line: {('HTTP/1.1 2xx ' + value).encode()!r} &#x27;{value.replace(chr(39), '&#x27;')}"
+    shown = mask_text(said, [value])
+    assert value not in shown and "S3cret+Value" not in shown and len(shown) == len(said)

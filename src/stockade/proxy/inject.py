@@ -229,6 +229,14 @@ def masked(value: str) -> bytes:
     return (MASK * (size // len(MASK) + 1))[:size]
 
 
+def mask_text(text: str, values: list[str]) -> str:
+    """`text` with each of `values` masked in every form `mask_forms` knows (repr's escapes too)."""
+    for form in dict.fromkeys(form for value in values for form in mask_forms(value)):
+        for shown in (form, repr(form)[1:-1], html.escape(form)):
+            text = text.replace(shown, masked(shown).decode())
+    return text
+
+
 def mask_headers(headers: http.Headers, values: list[str]) -> None:
     """A response's headers or trailers, each value masked where it stands (in a field's name too)."""
     fields = list(headers.fields)

@@ -83,6 +83,13 @@ class Swapping:
             response.trailers = None
             refusal.cut(flow)
 
+    def error(self, flow: http.HTTPFlow) -> None:
+        """mitmproxy answers a failed flow with an error page that quotes what the server sent (a
+        malformed status line, say): on a credential's host that could be the value. The flow is
+        killed instead, so no page is sent (Metering recorded the error, masked, before this)."""
+        if flow.metadata.get(SWAPPED) and flow.killable:
+            flow.kill()
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         swapped: list[str] | None = flow.metadata.get(SWAPPED)
         tracked: Tracked | None = flow.metadata.get(META)
