@@ -49,11 +49,12 @@ server.listen(0, "127.0.0.1", () => console.log(server.address().port));
 class Origin(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, context: ssl.SSLContext) -> None:
+    def __init__(self, context: ssl.SSLContext | None) -> None:
         self.seen: list[dict[str, object]] = []
         self.last = ""
         super().__init__(("127.0.0.1", 0), Handler)
-        self.socket = context.wrap_socket(self.socket, server_side=True)
+        if context is not None:
+            self.socket = context.wrap_socket(self.socket, server_side=True)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
@@ -133,6 +134,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
     context.load_cert_chain(cert, key)
     origin = Origin(context)
     port = origin.server_address[1]
+    clear = Origin(None)  # plain HTTP, on the same names
+    clear_port = clear.server_address[1]
     node, h2, h2_port, h2_log = shutil.which("node"), None, None, root / "h2.log"
     if node:
         script = root / "h2.js"
@@ -141,13 +144,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
         assert h2.stdout is not None
         h2_port = int(h2.stdout.readline())
     names = scratch / "names.json"
-    upstreams = [f"127.0.0.1:{p}" for p in (port, h2_port) if p]
+    upstreams = [f"127.0.0.1:{p}" for p in (port, h2_port, clear_port) if p]
     names.write_text(json.dumps({"names": {API: ["127.0.0.1"], OTHER: ["127.0.0.1"]}, "upstreams": upstreams}))
     box = make_box(root / "box")
     box.env.update(
         STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60", HOST_TOKEN=SECRET, HOST_SLASHED=SLASHED
     )
-    yield SimpleNamespace(box=box, origin=origin, port=port, root=root, cert=cert, h2_port=h2_port, h2_log=h2_log)
+    yield SimpleNamespace(
+        box=box, origin=origin, port=port, root=root, cert=cert, h2_port=h2_port, h2_log=h2_log, clear=clear, clear_port=clear_port
+    )
+    clear.shutdown()
     stop_daemon(state_dir(box) / "run")
     origin.shutdown()
     if h2 is not None:
@@ -483,3 +489,49 @@ def gzip_or_none(data: bytes) -> bytes:
         return gzip.decompress(data[at:]) if at >= 0 else b""
     except (OSError, EOFError):
         return b""
+
+
+def test_stockades_own_output_never_holds_the_value(world: SimpleNamespace) -> None:
+    """explain, a dry run, check, a run's report, a denial said on stderr, and the verbose run: placeholders at most."""
+    import sys
+
+    rules = policy()
+    report = world.root / "report.json"
+    script = get(world, f"{API}:PORT/log/$GH_TOKEN") + "; " + get(world, f"{API}:PORT/ok", "Authorization: Bearer $GH_TOKEN")
+    said = []
+    result = world.box.run(script, policy=rules, options=["--report", str(report), "--verbose"])
+    assert result.stdout.rstrip().endswith("[200]"), result  # control: the run went on, its proper use worked
+    said += [result.stdout, result.stderr, report.read_text()]
+    said += [world.box.run("true", policy=rules, options=["--dry-run"]).stderr]
+    for words in (["explain", "--policy", str(world.box.policy(rules))], ["check", "--policy", str(world.box.policy(rules))]):
+        done = subprocess.run([sys.executable, "-m", "stockade.cli.main", *words], env=world.box.env, capture_output=True, text=True)
+        said += [done.stdout, done.stderr]
+    assert all(not reveals(text, SECRET) for text in said), said
+    assert any("GH_TOKEN" in text for text in said[3:])  # explain and check do say there is a credential
+
+
+RAW_IN_TUNNEL = r"""
+import os, socket, ssl, sys
+host, port, target = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+raw = socket.create_connection(("127.0.0.1", 3128))
+raw.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+assert raw.recv(4096).startswith(b"HTTP/1.1 200")
+tls = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"]).wrap_socket(raw, server_hostname=host)
+tls.sendall(f"GET {target} HTTP/1.1\r\nHost: {target.split('/')[2]}\r\nAuthorization: Bearer {os.environ['GH_TOKEN']}\r\nConnection: close\r\n\r\n".encode())
+got = b""
+while chunk := tls.recv(65536):
+    got += chunk
+print(got.decode("latin-1"))
+"""
+
+
+def test_a_request_inside_the_tls_tunnel_cannot_send_the_value_in_clear(world: SimpleNamespace) -> None:
+    """Inside the TLS the daemon terminates, an absolute-form `http://` request would go upstream in clear."""
+    (world.root / "raw.py").write_text(RAW_IN_TUNNEL)
+    before = len(world.clear.seen)
+    run = f"/usr/bin/python3 -I {world.root / 'raw.py'} {API} {world.port}"
+    result = world.box.run(f"{run} http://{API}:{world.clear_port}/clear; {run} https://{API}:{world.port}/fine", policy=policy())
+    assert all(SECRET not in json.dumps(entry, default=str) for entry in world.clear.seen[before:]), world.clear.seen[before:]
+    # control: it went on inside the tunnel, over TLS to the tunnel's own origin, with the value
+    assert "ok GET https://api.test" in result.stdout, result
+    assert world.origin.seen[-1]["headers"]["Authorization"] == f"Bearer {SECRET}"  # type: ignore[index]
