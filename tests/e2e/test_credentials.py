@@ -68,7 +68,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         if len(body) < length:
             return  # a request cut short is never acted on (as a real server would not)
-        self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body})
+        sni = getattr(self.request, "sni_name", None)  # the name the TLS connection was made for
+        self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body, "sni": sni})
         last, KEPT[0] = KEPT[0], str(self.headers.get("authorization"))  # one service behind both origins
         if self.path.startswith("/raw/"):  # framings and codings a proxy may not read as the client does
             echo = str(self.headers.get("authorization")).encode()
@@ -139,6 +140,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
     cert, key = make_certificate(root, [API, OTHER])
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
+    context.sni_callback = lambda sock, name, _context: setattr(sock, "sni_name", name)  # type: ignore[assignment]
     origin = Origin(context)
     port = origin.server_address[1]
     clear = Origin(None)  # plain HTTP, on the same names
@@ -545,3 +547,17 @@ def test_a_request_inside_the_tls_tunnel_cannot_send_the_value_in_clear(world: S
     # control: it went on inside the tunnel, over TLS to the tunnel's own origin, with the value
     assert "ok GET https://api.test" in result.stdout, result
     assert world.origin.seen[-1]["headers"]["Authorization"] == f"Bearer {SECRET}"  # type: ignore[index]
+
+
+def test_a_request_inside_another_credentials_tunnel_gets_no_swap(world: SimpleNamespace) -> None:
+    """A tunnel to one credential's host is terminated; a request inside it that names another
+    credential's host would be judged for that host but go down this tunnel's connection."""
+    (world.root / "raw.py").write_text(RAW_IN_TUNNEL)
+    rules = policy() + '[credentials.OTHER_TOKEN]\nenv = "HOST_SLASHED"\nhosts = ["other.test"]\n'
+    run = f"/usr/bin/python3 -I {world.root / 'raw.py'}"
+    before = len(world.origin.seen)
+    result = world.box.run(f"{run} {OTHER} {world.port} https://{API}:{world.port}/cross; {run} {API} {world.port} https://{API}:{world.port}/fine", policy=rules)
+    seen = world.origin.seen[before:]
+    assert all(SECRET not in json.dumps(entry, default=str) for entry in seen if entry["sni"] != API), seen
+    assert "ok GET https://api.test" in result.stdout and seen[-1]["sni"] == API, result  # control
+    assert seen[-1]["headers"]["Authorization"] == f"Bearer {SECRET}"  # type: ignore[index]

@@ -10,8 +10,9 @@ headers, and either refuses the request or names the swaps to make:
   value (`swap`);
 - anywhere else (another header, the path, another parameter, another
   host, plain HTTP, a body: `BodyWatch`) the request is refused and audited.
-The value never goes back: a response to a request that carried one has it
-masked, same length, in its headers and body, as it is and in the encodings
+The value never goes back: every response of a credential's host (to a
+request that carried it or not: a host may keep it and show it later) has it
+masked, same length, in its headers, trailers and body, as it is and in the encodings
 an echo would send it back in: %-escaped, base64 (Basic), JSON (`mask_forms`,
 `mask_headers`, `ResponseMask`).
 

@@ -172,7 +172,7 @@ def _peer(server: connection.Server) -> str | None:
     return str(server.peername[0]) if server.peername else None
 
 
-def error_text(flow: http.HTTPFlow) -> str | None:
+def error_text(flow: http.HTTPFlow | tcp.TCPFlow) -> str | None:
     """A flow's error for its record: mitmproxy quotes a server's malformed answer in it, and a
     credential's host may have put the value there (masked as in the answer, proxy/inject.py)."""
     if flow.error is None:
