@@ -210,7 +210,7 @@ def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.
     monkeypatch.setattr(resolve, "request_for", lambda invocation: (SimpleNamespace(locations="locs"), None))
     monkeypatch.setattr(backend, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
     monkeypatch.setattr(backend, "launch_of", lambda plan: launch())
-    monkeypatch.setattr(run, "run_launch", lambda launch, invocation, locations: 0)
+    monkeypatch.setattr(run, "run_launch", lambda launch, invocation, locations, credentials=None: 0)
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
     assert run.LinuxBackend()._plan_and_run(invocation(), True) == 0
     assert stored == [("/c/ca/bundle-1.pem", "/c/ssh/ssh-proxy-1", "/c/ssh/ssh_config-1", "/c/ssh/known_hosts-1")]

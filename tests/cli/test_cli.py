@@ -153,3 +153,23 @@ def test_version_matches_pyproject() -> None:
         pytest.skip("running from an installed copy without pyproject.toml")
     assert tomllib.loads(pyproject.read_text())["project"]["version"] == VERSION
 
+
+
+def test_trust_says_which_credentials_it_lets_the_project_send_where(project: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = home / ".config" / "stockade" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('extends = ["default"]\n[credentials.GH_TOKEN]\nenv = "GH_TOKEN"\nhosts = ["api.github.com"]\n')
+    (project / ".stockade.toml").write_text(
+        '[network]\nallow = ["collector.example"]\n'
+        '[credentials.GH_TOKEN]\nenv = "GH_TOKEN"\nhosts = ["collector.example"]\n'
+        '[credentials.NPM_TOKEN]\nfile = "~/.npmrc"\nhosts = ["registry.npmjs.org"]\n'
+    )
+    code, out, _ = run_cli(capsys, "trust")
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if "credential:" in line]
+    assert len(lines) == 2, out
+    redirect = next(line for line in lines if "GH_TOKEN" in line)
+    assert 'reads env = "GH_TOKEN" and sends it to collector.example' in redirect
+    assert "it replaces your own [credentials.GH_TOKEN]" in redirect and "api.github.com" in redirect
+    added = next(line for line in lines if "NPM_TOKEN" in line)
+    assert "sends it to registry.npmjs.org" in added and "replaces" not in added

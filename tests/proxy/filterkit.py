@@ -63,6 +63,9 @@ class FilterChain:
     async def server_connect(self, data: server_hooks.ServerConnectionHookData) -> None:
         await ctx.master.addons.trigger_event(server_hooks.ServerConnectHook(data))
 
+    def request(self, flow: http.HTTPFlow) -> None:
+        ctx.master.addons.trigger(http_layer.HttpRequestHook(flow))
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         ctx.master.addons.trigger(http_layer.HttpResponseHeadersHook(flow))
 

@@ -90,5 +90,34 @@ def test_an_encoded_answer_is_cut_and_headers_are_masked() -> None:
     mask = ResponseMask([VALUE], None, "gzip", lambda: said.append(True))
     assert mask(b"\x1f\x8b...") == b"" and said == [True]
     response = tutils.tresp(headers=http.Headers(x_echo=f"token {VALUE}"))
-    mask_headers(response, [VALUE])
+    mask_headers(response.headers, [VALUE])
     assert response.headers["x-echo"] == "token " + masked(VALUE).decode()
+
+
+def test_mask_forms_cover_the_encodings_an_echo_sends_back() -> None:
+    import base64
+    from urllib.parse import quote, urlencode
+
+    from stockade.proxy.inject import mask_forms
+
+    value = "sk/S3cret+Value=Seen/Only+Outside=="
+    forms = mask_forms(value)
+    assert forms[0] == max(forms, key=len) and value in forms
+    lower_hex = quote(value, safe="").replace("%2F", "%2f").replace("%2B", "%2b").replace("%3D", "%3d")
+    for sent in (urlencode({"key": value}), lower_hex, '{"v": "' + value.replace("/", "\\/") + '"}'):
+        assert any(form in sent for form in forms), sent
+    for user in ("", "u", "us", "x-access-token"):  # Basic credentials, whatever the user name's length
+        for after in ("", ":", ":pw"):
+            encoded = base64.b64encode(f"{user}:{value}{after}".encode()).decode()
+            assert any(form in encoded for form in forms), (user, after)
+    assert all(len(form) >= 12 for form in forms)  # never a short piece that would match unrelated text
+    assert mask_forms("short") == ("short",)
+
+
+def test_mask_text_masks_a_value_quoted_by_repr_or_html() -> None:
+    from stockade.proxy.inject import mask_text
+
+    value = "sk/S3cret+Value'Seen/Only+Outside"
+    said = f"Bad response line: {('HTTP/1.1 2xx ' + value).encode()!r} &#x27;{value.replace(chr(39), '&#x27;')}"
+    shown = mask_text(said, [value])
+    assert value not in shown and "S3cret+Value" not in shown and len(shown) == len(said)

@@ -223,8 +223,9 @@ class BwrapPlanner:
             if plan.policy.terminated_hosts:
                 hosts = ", ".join(plan.policy.terminated_hosts)
                 where = plan.ca_bundle or "made at the first run"
+                why = ", ".join(name for name, given in (("HTTP rules", plan.policy.network.http), ("credentials", plan.policy.credentials)) if given)
                 lines.append(
-                    f"# TLS inspected for {hosts} (HTTP rules, credentials): the daemon terminates it with this user's CA; the sandbox "
+                    f"# TLS inspected for {hosts} ({why}): the daemon terminates it with this user's CA; the sandbox "
                     f"trusts it through {SANDBOX_CA} ({where}), named by SSL_CERT_FILE and the other CA variables"
                 )
             for credential in plan.policy.credentials:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.execute import Launch
     from stockade.core.invocation import Invocation
     from stockade.core.locations import Locations
+    from stockade.proxy.credentials import Resolved
 
 
 class LinuxBackend:
@@ -74,12 +75,24 @@ class LinuxBackend:
                 (*generations(plan.policy.audit.log), *((plan.ca_bundle,) if plan.ca_bundle else ()), *plan.ssh_files),
                 (plan.view.socket_scope, plan.view.sockets),
             )
+        # Credentials are read before the project's hard links are made its own: a credential file
+        # with a second name in the project is refused, not copied there (proxy/credentials.py).
+        credentials = _read_credentials(launch, invocation)
         if plan.view.shared_files:
             make_own(plan.view.shared_files, plan.quiet)
-        return run_launch(launch, invocation, request.locations)
+        return run_launch(launch, invocation, request.locations, credentials)
 
 
-def run_launch(launch: Launch, invocation: Invocation, locations: Locations | None) -> int:
+def _read_credentials(launch: Launch, invocation: Invocation) -> list[Resolved] | None:
+    entries = launch.session_rules.get("credentials") if launch.session_rules is not None else None
+    if not entries:
+        return None
+    from stockade.proxy.credentials import resolve
+
+    return resolve(entries, invocation.env)  # type: ignore[arg-type]
+
+
+def run_launch(launch: Launch, invocation: Invocation, locations: Locations | None, credentials: list[Resolved] | None = None) -> int:
     """Execute a plan, with its network session when it has one; the bridge is made here only."""
     from stockade.bwrap.execute import execute
 
@@ -93,11 +106,7 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
         else:
             runtime, state = runtime_folder(invocation.env), state_folder(invocation.env)
         bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
-        credentials = launch.session_rules.get("credentials")
-        if credentials:
-            from stockade.proxy.credentials import resolve
-
-            bridge.credentials = resolve(credentials, invocation.env)  # type: ignore[arg-type]
+        bridge.credentials = credentials if credentials is not None else _read_credentials(launch, invocation) or []
     code = execute(launch, invocation.session_id, bridge, trace=invocation.trace)
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)

@@ -10,7 +10,9 @@ import typer
 
 from stockade.core.errors import UsageError
 from stockade.core.locations import locate
+from stockade.profiles.credentials import Credential
 from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
+from stockade.profiles.loader import Layer
 from stockade.profiles.resolve import project_chain
 from stockade.profiles.trust import TrustStore, chain_digest
 
@@ -44,8 +46,34 @@ def trust(
     store.trust(target, chain_digest(layers))
     files = [layer.source for layer in layers if not layer.is_builtin and not layer.implicit]
     print(f"stockade: trusting {target} as it is now ({len(files)} file(s)); any change makes it untrusted again")
+    for line in trusted_credentials(layers):
+        print(f"stockade: {line}")
     from stockade.profiles.merge import compose
     from stockade.profiles.openings import open_ends
 
     for line in open_ends(compose(layers, project_dir=target.parent, origin=str(target)), str(locations.home)):
         print(f"stockade: note: {line}")
+
+
+def trusted_credentials(layers: list[Layer]) -> list[str]:
+    """What trusting these files does with your secrets, one line per credential they name: which
+    value it reads and where it sends it, and whether it replaces one of your own."""
+    yours = {name: c for layer in layers if layer.implicit for name, c in layer.values.get("credentials", {}).items()}
+    said = []
+    for layer in layers:
+        if layer.is_builtin or layer.implicit:
+            continue
+        for name, credential in layer.values.get("credentials", {}).items():
+            line = (
+                f"credential: [credentials.{name}] in {layer.source} reads {credential.described()} and sends it to "
+                f"{', '.join(credential.hosts)} in {credential.places()}"
+            )
+            own = yours.get(name)
+            if own is not None and _where(own) != _where(credential):
+                line += f"; it replaces your own [credentials.{name}] ({own.described()}, sent to {', '.join(own.hosts)})"
+            said.append(line)
+    return said
+
+
+def _where(credential: Credential) -> tuple[object, ...]:
+    return (credential.source, credential.where, credential.hosts, credential.header, credential.query)

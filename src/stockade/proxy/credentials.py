@@ -81,9 +81,14 @@ def _read(name: str, source: str, where: list[str], host_env: Mapping[str, str],
     elif source == "file":
         try:
             with open(where[0], "rb") as handle:
-                data = handle.read(MAX_VALUE + 1)
+                links = os.fstat(handle.fileno()).st_nlink
+                data = handle.read(MAX_VALUE + 1) if links <= 1 else b""
         except OSError as exc:
             raise _missing(f"{label}: cannot read {where[0]}: {exc.strerror}", origin) from None
+        if links > 1:
+            # The sandbox is kept from this path only: another name of the same file would show the value.
+            others = f"{links - 1} other name(s) (hard links) the sandbox could read it by"
+            raise _missing(f"{label}: {where[0]} has {others}; keep it in a file of its own", origin)
         value = _text(label, data, f"the file {where[0]}", origin)
     else:
         value = _run(label, where, origin)

@@ -29,7 +29,7 @@ from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
 from stockade.proxy.decide import Decision, HttpTable, canonical_target, check_resolved, decide, decide_request, inspected
-from stockade.proxy.inject import Swap, judge, swap
+from stockade.proxy.inject import Swap, carried, judge, swap
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.sessions import Session
 from stockade.proxy.state import META, SESSION, SWAPPED, ClientState, Connections
@@ -97,9 +97,16 @@ class Decisions:
                     swaps = judged
                     names = ", ".join(one.secret.name for one in swaps)
                     tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
-            if await _goes_on(flow, session, tracked, decision) and swaps:
-                swap(request, swaps)
-                flow.metadata[SWAPPED] = [one.secret.value for one in swaps]
+            if await _goes_on(flow, session, tracked, decision) and session.rules.secrets:
+                if swaps:
+                    swap(request, swaps)
+                # Every answer of a credential's host is masked, not only one to a request that carried
+                # the value: a host may keep what it got and show it later (a request bin, a log, an error).
+                kept = [secret.value for secret in carried(session.rules.secrets, request.host, request.port)]
+                masked = list(dict.fromkeys([*(one.secret.value for one in swaps), *kept]))
+                if masked:
+                    request.headers["Accept-Encoding"] = "identity"  # the answer is read on its way back
+                    flow.metadata[SWAPPED] = masked
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
             refusal.fail(flow)

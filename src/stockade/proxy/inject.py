@@ -10,8 +10,11 @@ headers, and either refuses the request or names the swaps to make:
   value (`swap`);
 - anywhere else (another header, the path, another parameter, another
   host, plain HTTP, a body: `BodyWatch`) the request is refused and audited.
-The value never goes back: a response to a request that carried one has it
-masked, same length, in its headers and body (`mask`, `ResponseMask`).
+The value never goes back: every response of a credential's host (to a
+request that carried it or not: a host may keep it and show it later) has it
+masked, same length, in its headers, trailers and body, as it is and in the encodings
+an echo would send it back in: %-escaped, base64 (Basic), JSON (`mask_forms`,
+`mask_headers`, `ResponseMask`).
 
 The placeholder itself is no secret; refusing it where it may not go keeps a
 tool's mistake (or a planted script's try) from going unseen, and keeps the
@@ -22,7 +25,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
+import json
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
@@ -175,19 +181,72 @@ def _swapped_header(value: str, secret: Secret) -> str:
     return value
 
 
+MIN_CORE = 12  # characters: a shorter piece of an encoding could match unrelated text, and tells little
+
+
+@lru_cache(maxsize=64)
+def mask_forms(value: str) -> tuple[str, ...]:
+    """Every form a value may come back in, longest first: as it is, and as an echo would encode it.
+
+    The value goes out as it is (a Bearer value), %-escaped (a query
+    parameter, urlencode) or in base64 (inside Basic credentials, after a
+    user name the sandbox chose); an endpoint that reflects what it got
+    sends it back in that form, or JSON- or HTML-escaped. For base64, the
+    characters that only the value's bytes decide, at each of the three
+    alignments it can start at: whatever surrounds it (a user name, a
+    password after it), those characters are in the encoding, and masking
+    them leaves at most two bytes of the value on each side.
+    """
+    from urllib.parse import quote, quote_plus
+
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), html.escape(value)}
+    forms |= {_lower_escapes(form) for form in forms}  # a server that escapes again may use lower-case hex
+    escaped = json.dumps(value)[1:-1]
+    forms |= {escaped, escaped.replace("/", "\\/"), json.dumps(value, ensure_ascii=False)[1:-1]}
+    raw = value.encode("utf-8")
+    for shift in range(3):
+        encoded = base64.b64encode(bytes(shift) + raw).decode().rstrip("=")
+        start = 4 if shift else 0
+        end = len(encoded) if (shift + len(raw)) % 3 == 0 else (shift + len(raw)) // 3 * 4
+        core = encoded[start:end]
+        if len(core) >= MIN_CORE:
+            forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def _escapes(form: str) -> set[str]:
+    return {form[at + 1 : at + 3] for at in range(len(form)) if form[at] == "%"}
+
+
+def _lower_escapes(form: str) -> str:
+    for code in _escapes(form):
+        form = form.replace("%" + code, "%" + code.lower())
+    return form
+
+
 def masked(value: str) -> bytes:
     """What a value becomes in a response: the same length, so no framing changes."""
     size = len(value.encode("utf-8"))
     return (MASK * (size // len(MASK) + 1))[:size]
 
 
-def mask_headers(response: http.Response, values: list[str]) -> None:
-    for name, value in list(response.headers.items(multi=True)):
-        if any(secret in value for secret in values):
-            kept = value
-            for secret in values:
-                kept = kept.replace(secret, masked(secret).decode())
-            response.headers.set_all(name, [kept if v == value else v for v in response.headers.get_all(name)])
+def mask_text(text: str, values: list[str]) -> str:
+    """`text` with each of `values` masked in every form `mask_forms` knows (repr's escapes too)."""
+    for form in dict.fromkeys(form for value in values for form in mask_forms(value)):
+        for shown in (form, repr(form)[1:-1], html.escape(form)):
+            text = text.replace(shown, masked(shown).decode())
+    return text
+
+
+def mask_headers(headers: http.Headers, values: list[str]) -> None:
+    """A response's headers or trailers, each value masked where it stands (in a field's name too)."""
+    fields = list(headers.fields)
+    for index, (name, value) in enumerate(fields):
+        for secret in values:
+            shown = masked(secret)
+            name, value = name.replace(secret.encode(), shown), value.replace(secret.encode(), shown)
+        fields[index] = (name, value)
+    headers.fields = tuple(fields)
 
 
 class ResponseMask:

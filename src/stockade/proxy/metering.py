@@ -25,7 +25,7 @@ from stockade.proxy import refusal
 from stockade.proxy.decide import Decision
 from stockade.proxy.meter import Meter
 from stockade.proxy.refusal import INTERNAL_ERROR
-from stockade.proxy.state import META, Connections
+from stockade.proxy.state import META, SWAPPED, Connections
 from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Metering:
         if refused is not None:
             tracked.deny(refused)
         else:
-            tracked.finish(error=flow.error.msg if flow.error else None)
+            tracked.finish(error=error_text(flow))
 
     # -- tunnels -------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class Metering:
     def tcp_error(self, flow: tcp.TCPFlow) -> None:
         tracked = flow.metadata.get(META)
         if tracked is not None:
-            tracked.finish(error=flow.error.msg if flow.error else None)
+            tracked.finish(error=error_text(flow))
 
 
 def _counter(tracked: Tracked, attribute: str, flow: http.HTTPFlow) -> Callable[[bytes], bytes]:
@@ -170,3 +170,16 @@ def _head_size(message: http.Message) -> int:
 
 def _peer(server: connection.Server) -> str | None:
     return str(server.peername[0]) if server.peername else None
+
+
+def error_text(flow: http.HTTPFlow | tcp.TCPFlow) -> str | None:
+    """A flow's error for its record: mitmproxy quotes a server's malformed answer in it, and a
+    credential's host may have put the value there (masked as in the answer, proxy/inject.py)."""
+    if flow.error is None:
+        return None
+    swapped: list[str] | None = flow.metadata.get(SWAPPED)
+    if not swapped:
+        return flow.error.msg
+    from stockade.proxy.inject import mask_text
+
+    return mask_text(flow.error.msg, swapped)

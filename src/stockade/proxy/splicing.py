@@ -3,7 +3,8 @@
 Two offers, both for traffic already allowed, recorded and metered:
 - a TLS tunnel passed through untouched, once its `Meter` saw every byte the
   client sent reach the server (splicer.py);
-- a plain-HTTP response body of known length (bodysplice.py).
+- a plain-HTTP response body of known length (bodysplice.py), unless it is
+  an answer of a credential's host, whose body is masked on the way.
 
 It must come after Metering in the chain: it takes over the `Meter` Metering
 installed and the body Metering counts. A failed offer leaves the traffic on
@@ -23,7 +24,7 @@ from stockade.proxy import bodysplice, splicer
 from stockade.proxy.decide import Decision
 from stockade.proxy.meter import Meter
 from stockade.proxy.refusal import INTERNAL_ERROR, handler_of, where
-from stockade.proxy.state import META, Connections
+from stockade.proxy.state import META, SWAPPED, Connections
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class SpliceOffers:
         tracked = flow.metadata.get(META)
         if tracked is None or tracked.written or flow.response is None or tracked.must_close or flow.error is not None:
             return  # not allowed, already ended, or cut by Metering
+        if flow.metadata.get(SWAPPED):
+            return  # an answer of a credential's host is read on the way, to mask the value (proxy/swapping.py)
         try:
             if not (ctx.options.stockade_splice and bodysplice.AVAILABLE) or self.connections.client(flow.client_conn).tunnel is not None:
                 return

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 META = "stockade"  # flow.metadata key holding the flow's Tracked
 SESSION = "stockade_session"  # flow.metadata key holding the Session the flow was admitted for
-SWAPPED = "stockade_swapped"  # flow.metadata key holding the credential values swapped into the request (proxy/inject.py)
+SWAPPED = "stockade_swapped"  # flow.metadata key: the credential values masked in the answer, those swapped in and those of its host
 
 
 @dataclass(eq=False)

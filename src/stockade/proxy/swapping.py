@@ -21,14 +21,14 @@ from mitmproxy import http
 
 from stockade.proxy import refusal
 from stockade.proxy.decide import Decision
-from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_headers
+from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_forms, mask_headers
 from stockade.proxy.sessions import Session
 from stockade.proxy.state import META, SESSION, SWAPPED
 from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
 
-ENCODED_ANSWER = "an answer in a content coding to a request that carried a credential (it cannot be checked for the value)"
+ENCODED_ANSWER = "an answer in a content or transfer coding to a request that carried a credential (it cannot be checked for the value)"
 
 
 class Swapping:
@@ -49,15 +49,57 @@ class Swapping:
             logger.exception("requestheaders failed; stopping %s", refusal.where(flow))
             refusal.cut(flow)
 
-    def responseheaders(self, flow: http.HTTPFlow) -> None:
-        values: list[str] | None = flow.metadata.get(SWAPPED)
+    def request(self, flow: http.HTTPFlow) -> None:
+        """Trailers (HTTP/2, chunked) go on after this hook: a placeholder in them stops the request."""
+        session: Session | None = flow.metadata.get(SESSION)
         tracked: Tracked | None = flow.metadata.get(META)
-        response = flow.response
-        if not values or response is None:
+        trailers = flow.request.trailers
+        if session is None or not session.rules.secrets or not trailers or flow.response is not None:
             return
         try:
-            mask_headers(response, values)
-            coding = response.headers.get("content-encoding", "").strip().lower()
+            for secret in session.rules.secrets:
+                folded = secret.placeholder.lower()
+                if any(folded in f"{name}: {value}".lower() for name, value in trailers.items(multi=True)):
+                    if tracked is not None:
+                        why = f"credential {secret.name} in the request trailers, where it may not travel"
+                        tracked.deny(Decision(False, why, "", tracked.record.host))
+                    flow.request.trailers = None
+                    refusal.cut(flow)
+                    return
+        except Exception:
+            logger.exception("request failed; stopping %s", refusal.where(flow))
+            refusal.cut(flow)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        """Trailers go to the client after this hook (the body streamed already): masked as the headers were."""
+        swapped: list[str] | None = flow.metadata.get(SWAPPED)
+        response = flow.response
+        if not swapped or response is None or not response.trailers:
+            return
+        try:
+            mask_headers(response.trailers, list(dict.fromkeys(form for value in swapped for form in mask_forms(value))))
+        except Exception:
+            logger.exception("response failed; stopping %s", refusal.where(flow))
+            response.trailers = None
+            refusal.cut(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        """mitmproxy answers a failed flow with an error page that quotes what the server sent (a
+        malformed status line, say): on a credential's host that could be the value. The flow is
+        killed instead, so no page is sent (Metering recorded the error, masked, before this)."""
+        if flow.metadata.get(SWAPPED) and flow.killable:
+            flow.kill()
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        swapped: list[str] | None = flow.metadata.get(SWAPPED)
+        tracked: Tracked | None = flow.metadata.get(META)
+        response = flow.response
+        if not swapped or response is None:
+            return
+        try:
+            values = list(dict.fromkeys(form for value in swapped for form in mask_forms(value)))  # as it went, and as an echo encodes it
+            mask_headers(response.headers, values)
+            coding = unreadable_coding(response.headers)
             inner = response.stream if callable(response.stream) else None
 
             def encoded() -> None:
@@ -65,7 +107,16 @@ class Swapping:
                     tracked.deny(Decision(False, ENCODED_ANSWER, "", tracked.record.host))
                 refusal.cut(flow)
 
-            response.stream = ResponseMask(values, inner, "" if coding in ("", "identity") else coding, encoded)
+            response.stream = ResponseMask(values, inner, coding, encoded)
         except Exception:
             logger.exception("responseheaders failed; stopping %s", refusal.where(flow))
             refusal.cut(flow)
+
+
+def unreadable_coding(headers: http.Headers) -> str:
+    """The codings a body comes in that the daemon cannot read on the way, or "": any content
+    coding but identity, and any transfer coding but chunked (which mitmproxy takes off), in
+    any case, spacing, list or repeated header; the client would decode them, the mask would not."""
+    fields = [value for name in ("content-encoding", "transfer-encoding") for value in headers.get_all(name)]
+    codings = [part.strip().lower() for value in fields for part in value.split(",")]
+    return ", ".join(coding for coding in codings if coding not in ("", "identity", "chunked"))
