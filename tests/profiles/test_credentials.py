@@ -116,3 +116,11 @@ def test_a_credential_for_a_host_the_network_does_not_reach_is_said() -> None:
     ]
     off = open_ends(compose([layer('[credentials.T]\nenv = "A"\nhosts = ["a.test"]\n')], project_dir=PROJECT, origin="x"), "/home/u")
     assert any("the network is off" in n for n in off)
+
+
+@pytest.mark.parametrize("name", ["HTTPS_PROXY", "https_proxy", "SSL_CERT_FILE", "STOCKADE_SANDBOX", "PATH", "JAVA_TOOL_OPTIONS"])
+def test_a_credential_may_not_take_a_variable_stockade_sets(name: str) -> None:
+    with pytest.raises(PolicyError, match="stockade or the sandbox needs for itself") as caught:
+        layer(f'[credentials.{name}]\nenv = "A"\nhosts = ["a.test"]\n')
+    assert caught.value.line == 1
+    assert layer('[credentials.GH_TOKEN]\nenv = "A"\nhosts = ["a.test"]\n').values["credentials"]  # control

@@ -57,9 +57,14 @@ class Credential:
 
 
 def check_name(name: str) -> None:
-    """A credential's name is the variable it is set as inside."""
+    """A credential's name is the variable it is set as inside: not one stockade sets itself there."""
     if not _NAME.match(name):
         raise ValueError(f"{name!r} is not a variable name (letters, digits and _, not starting with a digit)")
+    from stockade.profiles.envfilter import RESERVED_ENV, matches
+    from stockade.proxy.environment import CA_VARIABLES, proxy_environment
+
+    if matches(name, RESERVED_ENV) or name in proxy_environment(1) or name in CA_VARIABLES or name in ("PATH", "HOME", "TMPDIR"):
+        raise ValueError(f"{name} is a variable stockade or the sandbox needs for itself; name the credential after the variable your tool reads")
 
 
 def check_header(value: object) -> str:
