@@ -90,10 +90,12 @@ def test_the_hosts_config_is_copied_with_its_includes_expanded(tmp_path: Path) -
     (tmp_path / "conf.d" / "10-a.conf").write_text("Host a\n    User ay\n")
     (tmp_path / "conf.d" / "notes.txt").write_text("Host never\n")
     (tmp_path / "ssh_config").write_text(f"Include {tmp_path}/conf.d/*.conf\nInclude {tmp_path}/absent\nHost *\n    SendEnv LANG\n")
-    text = sshroute.expanded(str(tmp_path / "ssh_config"))
+    text = sshroute.expanded(str(tmp_path / "ssh_config"), readable=lambda path: True)
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert lines == ["Host a", "User ay", "Host b", "User bee", "Host *", "SendEnv LANG"]
-    assert sshroute.expanded(str(tmp_path / "none")) == ""
+    assert sshroute.expanded(str(tmp_path / "none"), readable=lambda path: True) == ""
+    # By default only files in the host's /etc/ssh are copied: these are elsewhere.
+    assert "Host a" not in sshroute.expanded(str(tmp_path / "ssh_config"))
 
 
 def test_files_are_made_once_under_names_from_their_content(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ made here in stockade's cache under names taken from their content:
   is swallowed, and `/dev/tcp` makes the connection;
 - an ssh config whose `Host *` sets that ProxyCommand and the known-hosts
   file below, followed by the text of the host's own /etc/ssh/ssh_config
-  (its Include lines expanded in place), so its settings hold where they do
+  (its Include lines expanded in place, with only files in /etc/ssh that the
+  sandbox could read itself: the copy is readable inside, so a file the
+  policy hides must not land in it), so its settings hold where they do
   not conflict (ssh takes each option's first value). Copied, not
   included: ssh checks that an included file is owned by root or the user,
   and in a user namespace root's files belong to nobody. Linux binds it
@@ -35,6 +37,7 @@ import hashlib
 import hmac
 import os
 import re
+from collections.abc import Callable
 
 from stockade.profiles.domains import HostRule, parse_rule
 
@@ -130,9 +133,21 @@ def config_text(script: str, known_hosts: str, host_config: str = "") -> str:
     return text
 
 
-def expanded(path: str, depth: int = 0) -> str:
+def system_folder_only(path: str) -> bool:
+    """The default `readable` of `expanded`: files in the host's ssh config folder (/etc/ssh), and nowhere else."""
+    folder = os.path.realpath(os.path.dirname(SYSTEM_CONFIG))
+    return all(os.path.commonpath((folder, p)) == folder for p in (os.path.abspath(path), os.path.realpath(path)))
+
+
+def expanded(path: str, depth: int = 0, readable: Callable[[str], bool] = system_folder_only) -> str:
     """An ssh config file's text with each Include replaced by the files it names (as ssh reads them: a relative
-    path is under /etc/ssh, globs in name order); "" for a file that cannot be read."""
+    path is under /etc/ssh, globs in name order); "" for a file that cannot be read.
+
+    The copy lands where the sandbox reads it: a file `readable` says the sandbox could not read
+    itself (hidden by the policy, in a private home, anywhere outside /etc/ssh by default) is
+    left out, not copied in."""
+    if not readable(path):
+        return f"# stockade: {path} is not visible inside the sandbox; left out\n"
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()
@@ -150,7 +165,7 @@ def expanded(path: str, depth: int = 0) -> str:
             if not os.path.isabs(pattern):
                 pattern = os.path.join(os.path.dirname(SYSTEM_CONFIG), pattern)
             for name in _glob(pattern):
-                out.append(expanded(name, depth + 1).rstrip("\n"))
+                out.append(expanded(name, depth + 1, readable).rstrip("\n"))
     return "\n".join(out) + "\n"
 
 
@@ -261,10 +276,13 @@ class SshFiles:
         return (self.script, self.config, self.known_hosts)
 
 
-def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: bool, system: str | None) -> SshFiles:
+def ssh_files(
+    cache: str, home: str, rules: tuple[HostRule, ...], *, inside: bool, system: str | None, readable: Callable[[str], bool] = system_folder_only
+) -> SshFiles:
     """Make the files for a policy whose raw-TCP `rules` are given. `inside`: the config names the script and
     the known hosts where Linux binds them (SCRIPT, KNOWN_HOSTS); else where they are (macOS reads them there).
-    `system` is the host's ssh config the config carries on with, or None."""
+    `system` is the host's ssh config the config carries on with, or None; of it and its Includes, only files
+    `readable` (by the sandbox, and in /etc/ssh) are copied in."""
     try:
         with open(os.path.join(home, ".ssh", "known_hosts"), encoding="utf-8", errors="replace") as handle:
             known = handle.read()
@@ -273,7 +291,7 @@ def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: boo
     folder = os.path.join(cache, "ssh")
     script = write_once(folder, "ssh-proxy", SCRIPT_TEXT.encode(), 0o755)
     known_hosts = write_once(folder, "known_hosts", known_hosts_for(known, rules).encode())
-    text = config_text(SCRIPT if inside else script, KNOWN_HOSTS if inside else known_hosts, expanded(system) if system else "")
+    text = config_text(SCRIPT if inside else script, KNOWN_HOSTS if inside else known_hosts, expanded(system, 0, readable) if system else "")
     return SshFiles(script=script, config=write_once(folder, "ssh_config", text.encode()), known_hosts=known_hosts)
 
 
