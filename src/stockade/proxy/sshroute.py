@@ -190,7 +190,9 @@ def _quoted(path: str) -> str:
 
 
 def known_hosts_for(text: str, rules: tuple[HostRule, ...]) -> str:
-    """The lines of a known_hosts file for the hosts `rules` name (and every @revoked line)."""
+    """The lines of a known_hosts file for the hosts `rules` name (@revoked and @cert-authority ones too), each
+    with only the names it lists that those rules match (and its negations, which narrow it): a line may list
+    other hosts as well (`host1,host2`, an address), and those are not handed to the sandbox."""
     names = {_known_name(r.host, r.port) for r in rules if r.network is None and not r.wildcard}
     names |= {_known_name(str(r.network.network_address), r.port) for r in rules if r.network is not None and r.network.num_addresses == 1}
     wild = [r for r in rules if r.wildcard]
@@ -200,12 +202,16 @@ def known_hosts_for(text: str, rules: tuple[HostRule, ...]) -> str:
         if not fields or fields[0].startswith("#"):
             continue
         marker = fields[0] if fields[0].startswith("@") else ""
-        if marker == "@revoked":
-            kept.append(line)
+        if marker and len(fields) < 2:
             continue
         patterns = fields[1] if marker else fields[0]
-        if _wanted(patterns, names, wild):
-            kept.append(line)
+        if patterns.startswith("|1|"):
+            if _wanted(patterns, names, wild):
+                kept.append(line)
+            continue
+        chosen = [p for p in patterns.split(",") if p.startswith("!") or p and _wanted(p, names, wild)]
+        if any(not p.startswith("!") for p in chosen):
+            kept.append(" ".join([*([marker] if marker else []), ",".join(chosen), *fields[2 if marker else 1 :]]))
     return "".join(f"{line}\n" for line in kept)
 
 
