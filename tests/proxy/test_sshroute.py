@@ -236,3 +236,23 @@ def test_a_folder_others_can_write_to_is_refused(tmp_path: Path) -> None:
     link.symlink_to(folder)
     with pytest.raises(SandboxSetupError):
         sshroute.write_once(str(link), "ssh_config", b"x")
+
+
+@pytest.mark.parametrize(
+    "host, port",
+    [
+        ("evil.test:22 HTTP/1.1\r\nX-Injected: 1\r\n\r\nCONNECT other.test:22", "22"),  # CRLF into the CONNECT line
+        ("git.test other.test", "22"),
+        ("git.test", "22\r\nX-Injected: 1"),
+        ("git.test", ""),
+        ("-oProxyCommand=x", "22"),
+    ],
+)
+def test_the_proxy_command_refuses_a_host_or_port_that_would_write_more_than_one_connect(tmp_path: Path, host: str, port: str) -> None:
+    proxy = FakeProxy(b"HTTP/1.1 200 OK\r\n\r\n")
+    env = {"PATH": os.environ["PATH"], "HTTPS_PROXY": f"http://127.0.0.1:{proxy.port}"}
+    done = subprocess.run(["bash", str(script(tmp_path)), host, port], input=b"x", env=env, capture_output=True, timeout=10)
+    assert done.returncode == 1 and b"stockade ssh-proxy: not a" in done.stderr and proxy.head == b""
+    # The control: a plain name and port go through.
+    good = subprocess.run(["bash", str(script(tmp_path)), "git.test", "2222"], input=b"x", env=env, capture_output=True, timeout=10)
+    assert good.stdout == b"X" and proxy.head.startswith(b"CONNECT git.test:2222 HTTP/1.1\r\n")

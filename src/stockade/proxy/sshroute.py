@@ -57,6 +57,9 @@ SCRIPT_TEXT = r"""#!/bin/bash
 # HTTPS_PROXY names, then the bytes both ways. Usage: ssh-proxy HOST PORT
 set -u
 host=$1 port=$2
+# One host and one port, nothing else: a name with a space, CR or LF would write more than the CONNECT line.
+case $port in ''|*[!0-9]*) echo "stockade ssh-proxy: not a port: $port" >&2; exit 1 ;; esac
+case $host in ''|-*|*[!A-Za-z0-9._:-]*) echo "stockade ssh-proxy: not a host name: $host" >&2; exit 1 ;; esac
 proxy=${HTTPS_PROXY:-${https_proxy:-${ALL_PROXY:-http://127.0.0.1:3128}}}
 proxy=${proxy#*://}
 proxy=${proxy%%/*}
