@@ -112,3 +112,36 @@ def test_no_raw_tcp_to_a_credential_host(world: SimpleNamespace) -> None:
     other = '[credentials.TOK]\nenv = "TOKV"\nhosts = ["api.test"]\n'
     allowed = world.box.run(ssh(world, "echo YES"), policy=policy(f"{HOST}:{world.port}", "api.test") + other, env={"TOKV": "s3cret-value"})
     assert allowed.returncode == 0 and "YES" in allowed.stdout, allowed
+
+
+def test_a_stored_plan_follows_known_hosts_and_the_rules(world: SimpleNamespace) -> None:
+    """The plan cache is on: a host key added outside reaches the next run, and a rule taken away closes ssh."""
+    known = world.box.home / ".ssh" / "known_hosts"
+    line = known.read_text()
+    rules = policy(f"{HOST}:{world.port}")
+    try:
+        known.write_text("")
+        first = world.box.run(ssh(world, "echo NOPE"), policy=rules)
+        assert first.returncode != 0 and "Host key verification failed" in first.stderr
+        known.write_text(line)  # `ssh-keyscan` outside
+        second = world.box.run(ssh(world, "echo YES"), policy=rules)
+        assert second.returncode == 0 and "YES" in second.stdout, second
+    finally:
+        known.write_text(line)
+    before = len(audit(world))
+    gone = world.box.run(ssh(world, "echo NOPE"), policy=policy(f"{HOST}:{world.port + 1}"))
+    assert gone.returncode != 0 and "NOPE" not in gone.stdout
+    (record,) = ends(world, before, host=HOST, port=world.port)
+    assert record["decision"] == "deny"
+
+
+def test_a_host_port_rule_keeps_the_resolved_address_check(world: SimpleNamespace) -> None:
+    """inner.test resolves to 127.0.0.2: its host:port rule opens ssh to a public address only."""
+    before = len(audit(world))
+    result = world.box.run(ssh(world, "echo NOPE", host="inner.test"), policy=policy(f"inner.test:{world.port}"))
+    assert result.returncode != 0 and "NOPE" not in result.stdout
+    (record,) = ends(world, before, host="inner.test", port=world.port)
+    assert record["decision"] == "deny" and "loopback" in str(record["rule"])
+    # The control: the name that resolves to the test's known upstream gets in.
+    allowed = world.box.run(ssh(world, "echo YES"), policy=policy(f"{HOST}:{world.port}"))
+    assert allowed.returncode == 0 and "YES" in allowed.stdout, allowed
