@@ -12,6 +12,7 @@ import pytest
 from stockade.bwrap import args as bw
 from stockade.bwrap import backend
 from stockade.bwrap.backend import BwrapPlan, BwrapPlanner
+from stockade.bwrap.mounts import View
 from stockade.bwrap.sweep import LINK_PIN
 from stockade.core.errors import SandboxSetupError
 from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
@@ -151,7 +152,7 @@ def ssh_request(tmp_path: Path, allow: tuple[str, ...], *, mode: NetworkMode = N
 
 def test_a_raw_tcp_rule_binds_ssh_its_proxy_command_config_and_host_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os.path, "isfile", lambda path: path == "/etc/ssh/ssh_config" or os.path.exists(path) and not os.path.isdir(path))
-    files, binds, env = backend._ssh(ssh_request(tmp_path, ("pypi.org", "github.com:22")))
+    files, binds, env = backend._ssh(ssh_request(tmp_path, ("pypi.org", "github.com:22")), View())
     targets = {piece.dest: piece.source for piece in binds if isinstance(piece, bw.ReadOnlyBindFrom)}
     script, config, known = files
     assert targets == {
@@ -174,5 +175,35 @@ def test_a_raw_tcp_rule_binds_ssh_its_proxy_command_config_and_host_keys(tmp_pat
     ],
 )
 def test_without_a_raw_tcp_rule_nothing_of_ssh_is_made(tmp_path: Path, allow: tuple[str, ...], mode: NetworkMode, dry_run: bool) -> None:
-    assert backend._ssh(ssh_request(tmp_path, allow, mode=mode, dry_run=dry_run)) == ((), [], {})
+    assert backend._ssh(ssh_request(tmp_path, allow, mode=mode, dry_run=dry_run), View()) == ((), [], {})
     assert not (tmp_path / "cache").exists()
+
+
+def test_the_host_ssh_config_copies_in_only_what_the_sandbox_could_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy of /etc/ssh/ssh_config is readable inside: an Include of a file the sandbox cannot read (a private
+    home, a path the policy hides, anything outside /etc/ssh, through a link too) must not be copied into it."""
+    from stockade.proxy import sshroute
+
+    etc = tmp_path / "etc" / "ssh"
+    (etc / "ssh_config.d").mkdir(parents=True)
+    request = ssh_request(tmp_path, ("github.com:22",))
+    home = Path(request.locations.home)
+    (home / ".ssh" / "leak.conf").write_text("# HOME-SECRET\nHost home-only.example\n")
+    (etc / "ssh_config.d" / "ok.conf").write_text("Host visible.example\n    Port 2200\n")
+    (etc / "ssh_config.d" / "masked.conf").write_text("# MASKED-SECRET\n")
+    (etc / "ssh_config.d" / "link.conf").symlink_to(home / ".ssh" / "leak.conf")
+    outside = tmp_path / "outside.conf"
+    outside.write_text("# OUTSIDE-SECRET\n")
+    (etc / "ssh_config").write_text(
+        f"Include ssh_config.d/*.conf\nInclude {home}/.ssh/leak.conf\nInclude {outside}\nHost *\n    SendEnv LANG\n"
+    )
+    monkeypatch.setattr(sshroute, "SYSTEM_CONFIG", str(etc / "ssh_config"))
+    view = View(home=str(home), writable=[str(tmp_path / "etc"), str(outside)], masked=[str(etc / "ssh_config.d" / "masked.conf")])
+    files, _binds, _env = backend._ssh(request, view)
+    text = Path(files[1]).read_text()
+    assert "Host visible.example" in text and "SendEnv LANG" in text  # the control: what the sandbox sees is copied
+    for secret in ("HOME-SECRET", "home-only.example", "MASKED-SECRET", "OUTSIDE-SECRET"):
+        assert secret not in text
+    # The host config itself hidden by the policy: none of it is copied.
+    hidden = backend._ssh(request, View(home=str(home), writable=[str(tmp_path / "etc")], masked=[str(etc)]))
+    assert "SendEnv" not in Path(hidden[0][1]).read_text()

@@ -372,3 +372,24 @@ def test_raw_tcp_allowed(
 ) -> None:
     rules = SessionRules.parse(allow, deny, mode, http)
     assert raw_tcp_allowed(rules, *target) is expected
+
+
+@pytest.mark.parametrize(
+    "credential_hosts, target, expected",
+    [
+        (("git.test",), ("git.test", 22), False),  # a credential's host: its answers are masked, an ssh session's cannot be
+        (("git.test:443",), ("git.test", 22), False),  # on any port
+        (("*.test",), ("git.test", 22), False),
+        (("api.test",), ("git.test", 22), True),  # the control: a credential for another host changes nothing
+    ],
+)
+def test_no_raw_tcp_to_a_credential_host(credential_hosts: tuple[str, ...], target: tuple[str, int], expected: bool) -> None:
+    from dataclasses import replace
+
+    from stockade.proxy.control import SessionCredential
+    from stockade.proxy.inject import Secret
+
+    rules = SessionRules.parse(["git.test:22", "api.test"], [])
+    secrets = (Secret(SessionCredential("T", "stockade-placeholder-t", "value", credential_hosts, "Authorization")),)
+    assert raw_tcp_allowed(replace(rules, secrets=secrets), *target) is expected
+    assert raw_tcp_allowed(rules, *target) is True

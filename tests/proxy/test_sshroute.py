@@ -44,13 +44,15 @@ def test_known_hosts_keep_only_the_allowed_hosts() -> None:
             f"private.example {KEY}",
             f"@revoked * {KEY}",
             f"@cert-authority *.corp.test {KEY}",
+            f"secret-box.internal,GitHub.com,10.9.8.7 {KEY} shared key",  # other hosts on the allowed host's line
+            f"@revoked secret-revoked.internal {KEY}",
             "",
         ]
     )
     rules = sshroute.raw_tcp_rules(["github.com:22", "git.test:2222", "10.0.0.5:2222", "*.corp.test:22"])
     kept = sshroute.known_hosts_for(text, rules).splitlines()
     assert kept == [
-        f"github.com,140.82.121.4 {KEY}",
+        f"github.com {KEY}",  # the line's other names are not the sandbox's business
         f"{hashed('github.com')} {KEY} hashed",
         f"[git.test]:2222 {KEY}",
         f"[10.0.0.5]:2222 {KEY}",
@@ -58,7 +60,9 @@ def test_known_hosts_keep_only_the_allowed_hosts() -> None:
         f"!github.com,*.com {KEY} negated-first",  # *.com names github.com: ssh reads the negation itself
         f"@revoked * {KEY}",
         f"@cert-authority *.corp.test {KEY}",
+        f"GitHub.com {KEY} shared key",
     ]
+    assert "secret" not in "".join(kept) and "10.9.8.7" not in "".join(kept)
 
 
 def test_brackets_in_known_hosts_are_literal() -> None:
@@ -90,10 +94,12 @@ def test_the_hosts_config_is_copied_with_its_includes_expanded(tmp_path: Path) -
     (tmp_path / "conf.d" / "10-a.conf").write_text("Host a\n    User ay\n")
     (tmp_path / "conf.d" / "notes.txt").write_text("Host never\n")
     (tmp_path / "ssh_config").write_text(f"Include {tmp_path}/conf.d/*.conf\nInclude {tmp_path}/absent\nHost *\n    SendEnv LANG\n")
-    text = sshroute.expanded(str(tmp_path / "ssh_config"))
+    text = sshroute.expanded(str(tmp_path / "ssh_config"), readable=lambda path: True)
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert lines == ["Host a", "User ay", "Host b", "User bee", "Host *", "SendEnv LANG"]
-    assert sshroute.expanded(str(tmp_path / "none")) == ""
+    assert sshroute.expanded(str(tmp_path / "none"), readable=lambda path: True) == ""
+    # By default only files in the host's /etc/ssh are copied: these are elsewhere.
+    assert "Host a" not in sshroute.expanded(str(tmp_path / "ssh_config"))
 
 
 def test_files_are_made_once_under_names_from_their_content(tmp_path: Path) -> None:
@@ -188,3 +194,65 @@ def test_the_policys_own_git_ssh_command_wins() -> None:
     }
     assert sshroute.ssh_environment("/a b/c", (("GIT_SSH_COMMAND", "ssh -v"),)) == {"STOCKADE_SSH_CONFIG": "/a b/c"}
     assert sshroute.ssh_environment("/a b/c")["GIT_SSH_COMMAND"] == 'ssh -F "/a b/c"'
+
+
+def test_a_file_under_the_expected_name_is_used_only_if_it_holds_the_content(tmp_path: Path) -> None:
+    """Names come from the content, so they can be foreseen: what sits under one (other content, a link to
+    elsewhere, another owner's file) is replaced, never trusted nor written through."""
+    folder = tmp_path / "ssh"
+    content = b"Host *\n    ProxyCommand /bin/bash /run/stockade/ssh-proxy %h %p\n"
+    path = Path(sshroute.write_once(str(folder), "ssh_config", content))
+    assert path.read_bytes() == content and path.stat().st_mode & 0o777 == 0o644
+    assert sshroute.write_once(str(folder), "ssh_config", content) == str(path)  # the control: the same file, kept
+    path.write_bytes(b"Host *\n    ProxyCommand sh -c 'evil'\n")  # planted under the expected name
+    assert Path(sshroute.write_once(str(folder), "ssh_config", content)).read_bytes() == content
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"keep me\n")
+    path.unlink()
+    path.symlink_to(target)  # a link under the expected name: replaced, its target untouched
+    assert Path(sshroute.write_once(str(folder), "ssh_config", content)).read_bytes() == content
+    assert not path.is_symlink() and target.read_bytes() == b"keep me\n"
+    path.chmod(0o666)  # writable by others: replaced with its own mode
+    sshroute.write_once(str(folder), "ssh_config", content)
+    assert path.stat().st_mode & 0o777 == 0o644
+    if os.geteuid() == 0:  # another user's file under the name
+        os.chown(path, 12345, 12345)
+        sshroute.write_once(str(folder), "ssh_config", content)
+        assert path.stat().st_uid == 0
+    assert [p.name for p in folder.iterdir()] == [path.name]  # no temporary files left
+
+
+def test_a_folder_others_can_write_to_is_refused(tmp_path: Path) -> None:
+    from stockade.core.errors import SandboxSetupError
+
+    folder = tmp_path / "ssh"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    with pytest.raises(SandboxSetupError):
+        sshroute.write_once(str(folder), "ssh_config", b"x")
+    folder.chmod(0o700)
+    assert Path(sshroute.write_once(str(folder), "ssh_config", b"x")).read_bytes() == b"x"
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    with pytest.raises(SandboxSetupError):
+        sshroute.write_once(str(link), "ssh_config", b"x")
+
+
+@pytest.mark.parametrize(
+    "host, port",
+    [
+        ("evil.test:22 HTTP/1.1\r\nX-Injected: 1\r\n\r\nCONNECT other.test:22", "22"),  # CRLF into the CONNECT line
+        ("git.test other.test", "22"),
+        ("git.test", "22\r\nX-Injected: 1"),
+        ("git.test", ""),
+        ("-oProxyCommand=x", "22"),
+    ],
+)
+def test_the_proxy_command_refuses_a_host_or_port_that_would_write_more_than_one_connect(tmp_path: Path, host: str, port: str) -> None:
+    proxy = FakeProxy(b"HTTP/1.1 200 OK\r\n\r\n")
+    env = {"PATH": os.environ["PATH"], "HTTPS_PROXY": f"http://127.0.0.1:{proxy.port}"}
+    done = subprocess.run(["bash", str(script(tmp_path)), host, port], input=b"x", env=env, capture_output=True, timeout=10)
+    assert done.returncode == 1 and b"stockade ssh-proxy: not a" in done.stderr and proxy.head == b""
+    # The control: a plain name and port go through.
+    good = subprocess.run(["bash", str(script(tmp_path)), "git.test", "2222"], input=b"x", env=env, capture_output=True, timeout=10)
+    assert good.stdout == b"X" and proxy.head.startswith(b"CONNECT git.test:2222 HTTP/1.1\r\n")

@@ -96,9 +96,10 @@ def _working_dir(cwd: str, view: View) -> str:
     return real
 
 
-def _ssh(request: RunRequest) -> tuple[tuple[str, ...], list[bw.Piece], dict[str, str]]:
+def _ssh(request: RunRequest, view: View) -> tuple[tuple[str, ...], list[bw.Piece], dict[str, str]]:
     """ssh through the proxy when an allow rule names a raw-TCP port (proxy/sshroute.py): the files
-    made, their binds and the variables; nothing otherwise (nor on a dry run, which makes nothing)."""
+    made, their binds and the variables; nothing otherwise (nor on a dry run, which makes nothing).
+    Of the host's ssh config, only what the sandbox could read itself is copied in (`view`)."""
     network = request.policy.network
     if network.mode is NetworkMode.NONE or request.dry_run or not any(":" in entry for entry in network.allow):
         return (), [], {}
@@ -108,9 +109,13 @@ def _ssh(request: RunRequest) -> tuple[tuple[str, ...], list[bw.Piece], dict[str
     if not rules:
         return (), [], {}
     system = os.path.isfile(sshroute.SYSTEM_CONFIG)
+    def readable(path: str) -> bool:
+        return sshroute.system_folder_only(path) and all(_seen_inside(view, p) for p in (os.path.abspath(path), os.path.realpath(path)))
+
     files = sshroute.ssh_files(
-        str(request.locations.cache), str(request.locations.home), rules, inside=True, system=sshroute.SYSTEM_CONFIG if system else None
-    )
+        str(request.locations.cache), str(request.locations.home), rules, inside=True,
+        system=sshroute.SYSTEM_CONFIG if system else None, readable=readable,
+    )  # fmt: skip
     binds: list[bw.Piece] = [
         bw.ReadOnlyBindFrom(files.script, sshroute.SCRIPT),
         bw.ReadOnlyBindFrom(files.config, sshroute.CONFIG),
@@ -119,6 +124,11 @@ def _ssh(request: RunRequest) -> tuple[tuple[str, ...], list[bw.Piece], dict[str
     if system:  # a plain `ssh host` reads it: ours, which carries the host's own on
         binds.append(bw.ReadOnlyBindFrom(files.config, sshroute.SYSTEM_CONFIG))
     return files.paths(), binds, sshroute.ssh_environment(sshroute.CONFIG, request.policy.env.set)
+
+
+def _seen_inside(view: View, path: str) -> bool:
+    """Whether the sandbox sees the host's `path` (not under a private tmpfs, nor hidden by the policy)."""
+    return visible(path, [*view.writable, *view.read_only], view.home, view.shown) and not any(is_within(path, m) for m in view.masked)
 
 
 def _environment(request: RunRequest, view: View) -> dict[str, str]:
@@ -174,7 +184,7 @@ class BwrapPlanner:
         network = request.policy.network.mode is not NetworkMode.NONE
         ca_bundle = _ca_bundle(request)
         trusted = [bw.ReadOnlyBindFrom(ca_bundle, SANDBOX_CA)] if ca_bundle else []
-        ssh_files, ssh_binds, ssh_env = _ssh(request)
+        ssh_files, ssh_binds, ssh_env = _ssh(request, view)
         pieces = _sealing(interactive, network) + view.pieces() + trusted + ssh_binds + [bw.Chdir(cwd)]
         session = request.session_id or new_session_id()
         return BwrapPlan(

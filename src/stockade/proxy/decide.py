@@ -231,10 +231,12 @@ def raw_tcp_allowed(rules: SessionRules, host: str, port: int) -> bool:
 
     Only when an allow rule names this very port (`github.com:22`; a rule without a port allows
     TLS and HTTP only), the port is not an HTTP one and the host has no HTTP rules on any port
-    (its requests are judged one by one; raw bytes could carry any). The same in `mode = "open"`:
-    open lets any host be asked for, and raw TCP still needs its `host:port` in `allow`.
+    (its requests are judged one by one; raw bytes could carry any) and no credential goes to it
+    on any port (every answer of a credential's host is masked; an ssh session's cannot be). The
+    same in `mode = "open"`: open lets any host be asked for, and raw TCP still needs its
+    `host:port` in `allow`.
     """
-    if port in HTTP_PORTS or rules.mode == "none" or has_http_rules(rules, host):
+    if port in HTTP_PORTS or rules.mode == "none" or has_http_rules(rules, host) or has_credentials(rules, host):
         return False
     try:
         target = canonical_target(host)
@@ -252,6 +254,17 @@ def has_http_rules(rules: SessionRules, host: str) -> bool:
     except ValueError:
         return False
     return any(_matches(HostRule(t.host.host, t.host.wildcard, t.host.network), target, 0) for t in rules.http)
+
+
+def has_credentials(rules: SessionRules, host: str) -> bool:
+    """Whether a credential of the session goes to this host, on any port."""
+    if not rules.secrets:
+        return False
+    try:
+        target = canonical_target(host)
+    except ValueError:
+        return False
+    return any(_matches(_normalise_rule(HostRule(h.host, h.wildcard, h.network)), target, 0) for secret in rules.secrets for h in secret.hosts)
 
 
 def decide_request(

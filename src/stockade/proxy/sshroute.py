@@ -12,7 +12,9 @@ made here in stockade's cache under names taken from their content:
   is swallowed, and `/dev/tcp` makes the connection;
 - an ssh config whose `Host *` sets that ProxyCommand and the known-hosts
   file below, followed by the text of the host's own /etc/ssh/ssh_config
-  (its Include lines expanded in place), so its settings hold where they do
+  (its Include lines expanded in place, with only files in /etc/ssh that the
+  sandbox could read itself: the copy is readable inside, so a file the
+  policy hides must not land in it), so its settings hold where they do
   not conflict (ssh takes each option's first value). Copied, not
   included: ssh checks that an included file is owned by root or the user,
   and in a user namespace root's files belong to nobody. Linux binds it
@@ -31,10 +33,14 @@ sandbox does with these files.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
 import re
+import secrets
+import stat
+from collections.abc import Callable
 
 from stockade.profiles.domains import HostRule, parse_rule
 
@@ -51,6 +57,9 @@ SCRIPT_TEXT = r"""#!/bin/bash
 # HTTPS_PROXY names, then the bytes both ways. Usage: ssh-proxy HOST PORT
 set -u
 host=$1 port=$2
+# One host and one port, nothing else: a name with a space, CR or LF would write more than the CONNECT line.
+case $port in ''|*[!0-9]*) echo "stockade ssh-proxy: not a port: $port" >&2; exit 1 ;; esac
+case $host in ''|-*|*[!A-Za-z0-9._:-]*) echo "stockade ssh-proxy: not a host name: $host" >&2; exit 1 ;; esac
 proxy=${HTTPS_PROXY:-${https_proxy:-${ALL_PROXY:-http://127.0.0.1:3128}}}
 proxy=${proxy#*://}
 proxy=${proxy%%/*}
@@ -130,9 +139,21 @@ def config_text(script: str, known_hosts: str, host_config: str = "") -> str:
     return text
 
 
-def expanded(path: str, depth: int = 0) -> str:
+def system_folder_only(path: str) -> bool:
+    """The default `readable` of `expanded`: files in the host's ssh config folder (/etc/ssh), and nowhere else."""
+    folder = os.path.realpath(os.path.dirname(SYSTEM_CONFIG))
+    return all(os.path.commonpath((folder, p)) == folder for p in (os.path.abspath(path), os.path.realpath(path)))
+
+
+def expanded(path: str, depth: int = 0, readable: Callable[[str], bool] = system_folder_only) -> str:
     """An ssh config file's text with each Include replaced by the files it names (as ssh reads them: a relative
-    path is under /etc/ssh, globs in name order); "" for a file that cannot be read."""
+    path is under /etc/ssh, globs in name order); "" for a file that cannot be read.
+
+    The copy lands where the sandbox reads it: a file `readable` says the sandbox could not read
+    itself (hidden by the policy, in a private home, anywhere outside /etc/ssh by default) is
+    left out, not copied in."""
+    if not readable(path):
+        return f"# stockade: {path} is not visible inside the sandbox; left out\n"
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()
@@ -150,7 +171,7 @@ def expanded(path: str, depth: int = 0) -> str:
             if not os.path.isabs(pattern):
                 pattern = os.path.join(os.path.dirname(SYSTEM_CONFIG), pattern)
             for name in _glob(pattern):
-                out.append(expanded(name, depth + 1).rstrip("\n"))
+                out.append(expanded(name, depth + 1, readable).rstrip("\n"))
     return "\n".join(out) + "\n"
 
 
@@ -172,7 +193,9 @@ def _quoted(path: str) -> str:
 
 
 def known_hosts_for(text: str, rules: tuple[HostRule, ...]) -> str:
-    """The lines of a known_hosts file for the hosts `rules` name (and every @revoked line)."""
+    """The lines of a known_hosts file for the hosts `rules` name (@revoked and @cert-authority ones too), each
+    with only the names it lists that those rules match (and its negations, which narrow it): a line may list
+    other hosts as well (`host1,host2`, an address), and those are not handed to the sandbox."""
     names = {_known_name(r.host, r.port) for r in rules if r.network is None and not r.wildcard}
     names |= {_known_name(str(r.network.network_address), r.port) for r in rules if r.network is not None and r.network.num_addresses == 1}
     wild = [r for r in rules if r.wildcard]
@@ -182,12 +205,16 @@ def known_hosts_for(text: str, rules: tuple[HostRule, ...]) -> str:
         if not fields or fields[0].startswith("#"):
             continue
         marker = fields[0] if fields[0].startswith("@") else ""
-        if marker == "@revoked":
-            kept.append(line)
+        if marker and len(fields) < 2:
             continue
         patterns = fields[1] if marker else fields[0]
-        if _wanted(patterns, names, wild):
-            kept.append(line)
+        if patterns.startswith("|1|"):
+            if _wanted(patterns, names, wild):
+                kept.append(line)
+            continue
+        chosen = [p for p in patterns.split(",") if p.startswith("!") or p and _wanted(p, names, wild)]
+        if any(not p.startswith("!") for p in chosen):
+            kept.append(" ".join([*([marker] if marker else []), ",".join(chosen), *fields[2 if marker else 1 :]]))
     return "".join(f"{line}\n" for line in kept)
 
 
@@ -231,20 +258,58 @@ def _split_known(pattern: str) -> tuple[str, int]:
 
 
 def write_once(folder: str, name: str, content: bytes, mode: int = 0o644) -> str:
-    """`content` in `folder` under a name made from it (written once, atomically); its path."""
+    """`content` in `folder` under a name made from it (written atomically); its path.
+
+    A file already there under that name is used only if it is this user's regular file, writable by
+    no one else, holding exactly `content`: anything else (another content under the expected name,
+    a link, another owner's file) is replaced, never trusted or written through. The folder must be
+    this user's and closed to others' writes (SandboxSetupError otherwise)."""
     path = os.path.join(folder, f"{name}-{hashlib.sha256(content).hexdigest()[:16]}")
-    if not os.path.exists(path):
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        from stockade.core.errors import SandboxSetupError
+
+        raise SandboxSetupError(f"{folder} must be a folder of this user's that no one else can write to (it holds ssh's config)")
+    if _holds(path, content, mode):
+        return path
+    temporary = f"{path}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
         try:
+            os.fchmod(fd, mode)  # whatever the umask
             view = memoryview(content)
             while view:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return path
+
+
+def _holds(path: str, content: bytes, mode: int) -> bool:
+    """Whether `path` is this user's regular file (not a link), writable by no one else, holding `content`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o7777 != mode or info.st_size != len(content):
+            return False
+        found = b""
+        while len(found) <= len(content):
+            chunk = os.read(fd, len(content) + 1 - len(found))
+            if not chunk:
+                break
+            found += chunk
+        return found == content
+    finally:
+        os.close(fd)
 
 
 class SshFiles:
@@ -261,10 +326,13 @@ class SshFiles:
         return (self.script, self.config, self.known_hosts)
 
 
-def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: bool, system: str | None) -> SshFiles:
+def ssh_files(
+    cache: str, home: str, rules: tuple[HostRule, ...], *, inside: bool, system: str | None, readable: Callable[[str], bool] = system_folder_only
+) -> SshFiles:
     """Make the files for a policy whose raw-TCP `rules` are given. `inside`: the config names the script and
     the known hosts where Linux binds them (SCRIPT, KNOWN_HOSTS); else where they are (macOS reads them there).
-    `system` is the host's ssh config the config carries on with, or None."""
+    `system` is the host's ssh config the config carries on with, or None; of it and its Includes, only files
+    `readable` (by the sandbox, and in /etc/ssh) are copied in."""
     try:
         with open(os.path.join(home, ".ssh", "known_hosts"), encoding="utf-8", errors="replace") as handle:
             known = handle.read()
@@ -273,7 +341,7 @@ def ssh_files(cache: str, home: str, rules: tuple[HostRule, ...], *, inside: boo
     folder = os.path.join(cache, "ssh")
     script = write_once(folder, "ssh-proxy", SCRIPT_TEXT.encode(), 0o755)
     known_hosts = write_once(folder, "known_hosts", known_hosts_for(known, rules).encode())
-    text = config_text(SCRIPT if inside else script, KNOWN_HOSTS if inside else known_hosts, expanded(system) if system else "")
+    text = config_text(SCRIPT if inside else script, KNOWN_HOSTS if inside else known_hosts, expanded(system, 0, readable) if system else "")
     return SshFiles(script=script, config=write_once(folder, "ssh_config", text.encode()), known_hosts=known_hosts)
 
 

@@ -33,7 +33,16 @@ from mitmproxy.proxy import layer
 from mitmproxy.proxy.layers import TCPLayer
 
 from stockade.proxy.audit import now_iso
-from stockade.proxy.decide import HTTP_PORTS, Decision, allow_line, canonical_target, has_http_rules, inspected, raw_tcp_allowed
+from stockade.proxy.decide import (
+    HTTP_PORTS,
+    Decision,
+    allow_line,
+    canonical_target,
+    has_credentials,
+    has_http_rules,
+    inspected,
+    raw_tcp_allowed,
+)
 from stockade.proxy.inject import carried
 from stockade.proxy.refusal import INTERNAL_ERROR, cut_tcp, shown_host
 from stockade.proxy.state import META, Connections
@@ -162,9 +171,12 @@ class Tunnels:
 
 
 def _raw_hint(tunnel: Tracked | None) -> str:
-    """The allow line that opens SSH to this tunnel's host:port (none for 80 and 443, nor a host with HTTP rules,
-    nor where that rule is there already: then what was refused was not SSH)."""
-    if tunnel is None or tunnel.record.port in HTTP_PORTS or has_http_rules(tunnel.session.rules, tunnel.record.host):
+    """The allow line that opens SSH to this tunnel's host:port (none for 80 and 443, nor a host with HTTP rules
+    or a credential, nor where that rule is there already: then what was refused was not SSH)."""
+    if tunnel is None or tunnel.record.port in HTTP_PORTS:
+        return ""
+    rules = tunnel.session.rules
+    if has_http_rules(rules, tunnel.record.host) or has_credentials(rules, tunnel.record.host):
         return ""
     if raw_tcp_allowed(tunnel.session.rules, tunnel.record.host, tunnel.record.port):
         return ""
