@@ -120,3 +120,12 @@ def test_the_report_groups_by_rule_and_stays_short() -> None:
 def test_no_walls_stored_still_reports_without_a_traceback() -> None:
     line = '9 openat(AT_FDCWD, "/usr/f", O_WRONLY|O_CREAT|O_TRUNC, 0666) = -1 EROFS (Read-only file system)'
     assert len(denials([line], None, [], "/", "x")) == 1
+
+
+def test_a_short_call_padded_by_strace_is_read() -> None:
+    """strace pads a short call's `= -1` out to column 40: `mkdir("/etc/qq", 0777)      = -1 EROFS`."""
+    line = '12 mkdir("/etc/qq", 0777)                = -1 EROFS (Read-only file system)'
+    failure = parse_line(line)
+    assert failure is not None and (failure.path, failure.operation, failure.error) == ("/etc/qq", "create", "EROFS")
+    assert parse_line('12 rmdir("/etc/ssh")     = -1 EROFS (Read-only file system)') is not None
+    assert parse_line('12 mkdir("/etc/qq", 0777) x = -1 EROFS (x)') is None  # control: only spaces may pad

@@ -82,10 +82,11 @@ def parse_line(line: str) -> Failure | None:
     name, paren, args = rest.lstrip(" ").partition("(")  # strace pads short pids to line them up
     if not pid_text.isdigit() or not paren or not name.isidentifier():
         return None
-    tail = args.rfind(") = -1 ")
-    if tail < 0:
+    result = args.rfind(" = -1 ")
+    tail = args.rfind(")", 0, result) if result >= 0 else -1
+    if tail < 0 or args[tail + 1 : result].strip(" "):  # strace pads a short call's ") = -1" out to a column
         return None
-    error = args[tail + len(") = -1 ") :].split(" ", 1)[0]
+    error = args[result + len(" = -1 ") :].split(" ", 1)[0]
     if not error.startswith("E") or not error.isalnum():
         return None
     strings, flags = _strings(args[:tail])
