@@ -168,6 +168,13 @@ def _deepest(path: str, places: list[list[str]] | list[tuple[str, str]]) -> tupl
     return max(found, key=lambda item: len(item[0])) if found else None
 
 
+def _wall(why: str, place: str) -> str:
+    """A wall's rule and the place it covers, the place said once (`deny_write /p/dist`, not `... (/p/dist)`)."""
+    if not why:
+        return f"the floor ({place})"
+    return why if why.endswith(place) else f"{why} ({place})"
+
+
 def attribute(failure: Failure, walls: dict[str, object], writable: list[str], cwd: str, origin: str) -> str | None:
     """The wall that refused `failure`, in words, or None when it was no refusal of the sandbox's."""
     path = os.path.normpath(os.path.join(cwd, failure.path))
@@ -177,13 +184,13 @@ def attribute(failure: Failure, walls: dict[str, object], writable: list[str], c
     hidden = _deepest(path, walls.get("hidden") or [])  # type: ignore[arg-type]
     if hidden is not None:
         place, why = hidden
-        return f"hidden by {why or 'the floor'} ({place})"
+        return f"hidden by {_wall(why, place)}"
     if error in ABSENT:
         home = walls.get("home")
         shown = walls.get("shown")
         places = [*(shown if isinstance(shown, list) else []), *writable]
         if isinstance(home, str) and _within(path, home) and not any(_within(path, place) for place in places):
-            return f"home = \"private\" in {origin}: the sandbox's home shows only allow_read places of the real one"
+            return f"the private home (home = \"private\", the default; {origin} can set home or allow_read): it shows only allow_read places of the real one"
         return None
     if error == "EPERM" and failure.operation == "change" and failure.syscall.startswith("chmod"):
         return "the seccomp filter: no setuid or setgid bits"
@@ -191,7 +198,7 @@ def attribute(failure: Failure, walls: dict[str, object], writable: list[str], c
     if error == "EROFS":
         if read_only is not None:
             place, why = read_only
-            return f"read-only by {why or 'the floor'} ({place})"
+            return f"read-only by {_wall(why, place)}"
         if not any(_within(path, root) for root in writable):
             return f"outside allow_write in {origin}: everything else is read-only"
         return "read-only"
