@@ -176,3 +176,21 @@ def test_a_chain_of_files_from_nothing_is_told_to_extend_default_not_to_remove_a
     notes = open_ends(policy(deny_read=(), sources=chain), HOME)
     assert notes[-1] == 'to build on your own policy instead, add "default" to the extends of /home/me/proj/.stockade.toml'
     assert open_ends(policy(deny_read=(), sources=FROM_NOTHING), HOME)[-1] == REMOVE_EXTENDS
+
+
+def test_a_host_allowed_on_one_port_lets_its_tables_and_credentials_apply() -> None:
+    from stockade.profiles.credentials import Credential
+
+    network = NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("api.test:8443",), http=(("api.test", ("GET /x",), ()),))
+    base = policy(allow=("api.test:8443",))
+    ported = Policy(
+        filesystem=base.filesystem, network=network, project_dir=PROJECT, sources=DEFAULT,
+        credentials=(Credential("T", "env", ("A",), ("api.test",)),),
+    )  # fmt: skip
+    assert open_ends(ported, HOME) == []
+    elsewhere = Policy(
+        filesystem=base.filesystem, project_dir=PROJECT, sources=DEFAULT,
+        network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("other.test",), http=(("api.test", ("GET /x",), ()),)),
+        credentials=(Credential("T", "env", ("A",), ("api.test",)),),
+    )  # fmt: skip
+    assert len(open_ends(elsewhere, HOME)) == 2  # control: a host allowed nowhere is said, for both

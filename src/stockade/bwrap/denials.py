@@ -190,7 +190,10 @@ def attribute(failure: Failure, walls: dict[str, object], writable: list[str], c
         shown = walls.get("shown")
         places = [*(shown if isinstance(shown, list) else []), *writable]
         if isinstance(home, str) and _within(path, home) and not any(_within(path, place) for place in places):
-            return f"the private home (home = \"private\", the default; {origin} can set home or allow_read): it shows only allow_read places of the real one"
+            return (
+                f"the private home (home = \"private\", the default; {origin} can set home or allow_read): "
+                "it shows only allow_read places of the real one"
+            )
         return None
     if error == "EPERM" and failure.operation == "change" and failure.syscall.startswith("chmod"):
         return "the seccomp filter: no setuid or setgid bits"

@@ -162,3 +162,18 @@ def _url_message(raw: str) -> str:
         return f"{raw!r} is a URL: rules name hosts (\"pypi.org\"), not URLs"
     shown = f"{host}:{port}" if port else host
     return f"{raw!r} is a URL: rules name hosts; write {shown!r} (a scheme or path cannot be matched here)"
+
+
+def overlaps(one: HostRule, other: HostRule) -> bool:
+    """Whether some host:port matches both name rules (HTTP tables name hosts, never addresses)."""
+    if one.port is not None and other.port is not None and one.port != other.port:
+        return False
+    if one.network is not None or other.network is not None:
+        return one.network is not None and other.network is not None and one.network.overlaps(other.network)
+    if one.wildcard and other.wildcard:
+        return one.host == other.host or one.host.endswith("." + other.host) or other.host.endswith("." + one.host)
+    if one.wildcard:
+        return other.host.endswith("." + one.host)
+    if other.wildcard:
+        return one.host.endswith("." + other.host)
+    return one.host == other.host

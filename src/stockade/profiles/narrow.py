@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stockade.profiles.credentials import Credential
-from stockade.profiles.domains import HostRule, parse_rule
+from stockade.profiles.domains import overlaps, parse_rule
 from stockade.profiles.model import EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
 from stockade.profiles.paths import is_within
 
@@ -131,7 +131,7 @@ def _narrow_http(base: HttpTables, project: HttpTables, notes: list[str]) -> Htt
 
     kept: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     for host, allow, deny in project:
-        met = [ours for name, ours, _deny in base if _overlap(parse_rule(name), parse_rule(host))]
+        met = [ours for name, ours, _deny in base if overlaps(parse_rule(name), parse_rule(host))]
         if met:
             dropped = [rule for rule in allow if not all(rule in ours for ours in met)]
             notes += [f'HTTP rule "allow {rule}" for {host} (your own policy limits that host)' for rule in dropped]
@@ -140,21 +140,6 @@ def _narrow_http(base: HttpTables, project: HttpTables, notes: list[str]) -> Htt
         kept[host] = (_union(previous[0], allow), _union(previous[1], deny))
     merged = merge_http({host: (allow, deny) for host, allow, deny in base}, kept)
     return tuple((host, allow, deny) for host, (allow, deny) in sorted(merged.items()))
-
-
-def _overlap(one: HostRule, other: HostRule) -> bool:
-    """Whether some host:port matches both name rules (HTTP tables name hosts, never addresses)."""
-    if one.port is not None and other.port is not None and one.port != other.port:
-        return False
-    if one.network is not None or other.network is not None:
-        return one.network is not None and other.network is not None and one.network.overlaps(other.network)
-    if one.wildcard and other.wildcard:
-        return one.host == other.host or one.host.endswith("." + other.host) or other.host.endswith("." + one.host)
-    if one.wildcard:
-        return other.host.endswith("." + one.host)
-    if other.wildcard:
-        return one.host.endswith("." + other.host)
-    return one.host == other.host
 
 
 def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules:

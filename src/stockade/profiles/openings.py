@@ -54,7 +54,7 @@ def _loopback(policy: Policy) -> list[str]:
 
 def _http_without_allow(policy: Policy) -> list[str]:
     """HTTP rules only narrow: a table for a host that `allow` does not let through changes nothing."""
-    from stockade.profiles.domains import parse_rule
+    from stockade.profiles.domains import overlaps, parse_rule
     from stockade.profiles.model import NetworkMode
 
     if policy.network.mode is NetworkMode.OPEN or not policy.network.http:
@@ -63,7 +63,7 @@ def _http_without_allow(policy: Policy) -> list[str]:
     said = []
     for host, _allow, _deny in policy.network.http:
         rule = parse_rule(host)
-        if not any(grant.covers(rule) or (rule.port is not None and grant.covers(parse_rule(host.rsplit(":", 1)[0]))) for grant in allowed):
+        if not any(overlaps(grant, rule) for grant in allowed):  # "api.test:8443" lets the table's "api.test" apply
             said.append(
                 f'[network.http."{host}"] changes nothing: {host} is not in [network] allow, and HTTP rules only narrow '
                 f'what an allowed host may be sent (add "{host}" to allow)'
@@ -90,7 +90,7 @@ def _denied_allows(policy: Policy) -> list[str]:
 def _credentials_going_nowhere(policy: Policy) -> list[str]:
     """A credential goes only to hosts the network rules let through: with the network off, or a
     host `allow` does not list, it is never sent (the placeholder is set all the same)."""
-    from stockade.profiles.domains import parse_rule
+    from stockade.profiles.domains import overlaps, parse_rule
     from stockade.profiles.model import NetworkMode
 
     if not policy.credentials:
@@ -105,7 +105,7 @@ def _credentials_going_nowhere(policy: Policy) -> list[str]:
         f"[credentials.{credential.name}] goes to {host}, which [network] allow does not list: it is never sent there (add \"{host}\" to allow)"
         for credential in policy.credentials
         for host in credential.hosts
-        if not any(grant.covers(parse_rule(host)) for grant in allowed)
+        if not any(overlaps(grant, parse_rule(host)) for grant in allowed)
     ]
 
 
