@@ -225,6 +225,8 @@ def test_an_origin_whose_certificate_does_not_verify_is_refused(world: SimpleNam
         stop_daemon(state_dir(box) / "run")
     assert "[200]" not in result.stdout, result
     assert world.origin.seen[before:] == []  # the handshake failed before any request went up
+    said = [line for line in result.stderr.splitlines() if "certificate did not verify" in line]
+    assert said and said[0].startswith("stockade: network: denied api.test:"), result.stderr  # the summary says why
     control = world.box.run(curl(world, "GET /repos/x"), policy=policy(["GET /repos/**"]))
     assert "[200]" in control.stdout, control
 

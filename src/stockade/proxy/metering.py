@@ -79,6 +79,11 @@ class Metering:
         refused = self.connections.client(flow.client_conn).denied_dials.pop((flow.request.host, flow.request.port), None)
         if refused is not None:
             tracked.deny(refused)
+        elif unverified_origin(flow):
+            # The daemon would not talk to an origin it could not verify (a host whose TLS it
+            # terminates): a refusal of its own, said in the run's summary, not a bare error.
+            why = f"the server's certificate did not verify ({error_text(flow)}); stockade checks it against this machine's roots"
+            tracked.deny(Decision(False, why, "", tracked.record.host))
         else:
             tracked.finish(error=error_text(flow))
 
@@ -170,6 +175,11 @@ def _head_size(message: http.Message) -> int:
 
 def _peer(server: connection.Server) -> str | None:
     return str(server.peername[0]) if server.peername else None
+
+
+def unverified_origin(flow: http.HTTPFlow) -> bool:
+    """Whether the flow failed because the origin's certificate did not verify."""
+    return flow.error is not None and "certificate verify failed" in flow.error.msg.lower()
 
 
 def error_text(flow: http.HTTPFlow | tcp.TCPFlow) -> str | None:
