@@ -271,3 +271,20 @@ def test_the_untrusted_note_stays_one_line_when_piped(project: Path, locations: 
     assert main(["explain"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if "is not trusted" in line)
     assert line.endswith(f"stockade trust {project / '.stockade.toml'}"), line
+
+
+def test_http_rules_decrypted_hosts_credentials_and_ssh_each_get_a_row(project: Path, capsys: pytest.CaptureFixture[str], wide: None) -> None:
+    text = (
+        '[network]\nallow = ["api.test", "git.test:22", "web.test:443"]\n'
+        '[network.http."api.test"]\nallow = ["GET /repos/**"]\ndeny = ["* /admin/**"]\n'
+        '[credentials.TOK]\nenv = "X"\nhosts = ["api.test"]\n'
+    )
+    _out, table = explained(project, capsys, text)
+    assert table["HTTP requests judged"] == "api.test: allow GET /repos/**; deny * /admin/**"
+    assert table["TLS decrypted by the daemon"].startswith("api.test (with your own CA")
+    assert table["credential TOK"] == (
+        'read outside at each run (env = "X"); inside, a placeholder; the value is sent only to api.test, in the Authorization header'
+    )
+    assert table["ssh (raw TCP)"].startswith("git.test:22: SSH only")  # not web.test:443, never raw TCP
+    _out, plain = explained(project, capsys, '[network]\nallow = ["pypi.org"]\n')
+    assert not any(key in plain for key in ("HTTP requests judged", "TLS decrypted by the daemon", "ssh (raw TCP)"))  # control

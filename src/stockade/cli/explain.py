@@ -95,6 +95,46 @@ def _network_words(policy: Policy) -> str:
     return f"only {', '.join(net.allow)} through the audited proxy" + (f"; never {', '.join(net.deny)}" if net.deny else "")
 
 
+def _network_detail_rows(policy: Policy) -> list[tuple[str, str]]:
+    """What the daemon does beyond host rules: requests judged, TLS it decrypts, credentials, ssh."""
+    net = policy.network
+    if net.mode is NetworkMode.NONE:
+        return []
+    rows = []
+    if net.http:
+        tables = []
+        for host, allow, deny in net.http:
+            allowed = f"allow {', '.join(allow)}" if allow else "allow nothing"
+            tables.append(f"{host}: {allowed}" + (f"; deny {', '.join(deny)}" if deny else ""))
+        rows.append(("HTTP requests judged", " | ".join(tables)))
+    if policy.terminated_hosts:
+        hosts = ", ".join(policy.terminated_hosts)
+        rows.append(("TLS decrypted by the daemon", f"{hosts} (with your own CA; every other host's TLS passes untouched)"))
+    for credential in policy.credentials:
+        rows.append((
+            f"credential {credential.name}",
+            f"read outside at each run ({credential.described()}); inside, a placeholder; the value is sent only to "
+            f"{', '.join(credential.hosts)}, in {credential.places()}",
+        ))
+    ssh = _ssh_endpoints(policy)
+    if ssh:
+        rows.append(("ssh (raw TCP)", f"{', '.join(ssh)}: SSH only, checked on its first bytes; keys stay hidden unless an agent socket is listed"))
+    return rows
+
+
+def _ssh_endpoints(policy: Policy) -> list[str]:
+    """Allow entries that name a port other than 80 and 443 for a host without HTTP rules or credentials."""
+    from stockade.profiles.domains import overlaps, parse_rule
+
+    special = [parse_rule(host) for host in policy.terminated_hosts]
+    found = []
+    for text in policy.network.allow:
+        rule = parse_rule(text)
+        if rule.port is not None and rule.port not in (80, 443) and not any(overlaps(rule, other) for other in special):
+            found.append(text)
+    return found
+
+
 def _limits_words(policy: Policy) -> str:
     limits = policy.limits
     parts = [
@@ -139,6 +179,7 @@ def explain(
         ("home", _home_words(p, home)),
         ("everything else", "readable, not writable"),
         ("network", _network_words(p)),
+        *_network_detail_rows(p),
         ("unix sockets", _listing(p.network.unix_sockets, p, home) or "none of the host's (the sandbox may make stream sockets of its own)"),
         ("environment withheld", ", ".join(data["env_withheld"]) or "-"),
         ("environment set", ", ".join(f"{k}={v}" for k, v in p.env.set) or "-"),
