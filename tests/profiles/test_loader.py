@@ -145,3 +145,17 @@ def test_a_file_named_through_dot_dot_is_named_by_its_real_folder(tmp_path: Path
     linked = tmp_path / "link"
     linked.symlink_to(tmp_path / "proj")
     assert load_file(linked / ".." / "p.toml", home=tmp_path).source == str(tmp_path / "p.toml")  # `..` of the real folder, as the kernel reads it
+
+
+def test_an_unquoted_host_with_dots_is_told_to_quote_it_at_its_line() -> None:
+    text = '[network]\nallow = ["api.example.com"]\n\n[network.http.api.example.com]\nallow = ["GET /x"]\n'
+    with pytest.raises(PolicyError) as caught:
+        parse_layer(text, "/p/policy.toml", base=Path("/p"), home=Path("/h"))
+    assert caught.value.line == 4
+    assert 'a host with dots must be quoted, as in [network.http."api.example.com"]' in str(caught.value)
+
+
+def test_a_misspelt_credentials_table_is_named_at_its_header() -> None:
+    with pytest.raises(PolicyError, match=r"unknown table \[credential\] \(did you mean \[credentials\]\?\)") as caught:
+        parse_layer('# mine\n[credential.T]\nenv = "X"\n', "/p/policy.toml", base=Path("/p"), home=Path("/h"))
+    assert caught.value.line == 2

@@ -194,3 +194,15 @@ def test_a_host_allowed_on_one_port_lets_its_tables_and_credentials_apply() -> N
         credentials=(Credential("T", "env", ("A",), ("api.test",)),),
     )  # fmt: skip
     assert len(open_ends(elsewhere, HOME)) == 2  # control: a host allowed nowhere is said, for both
+
+
+def test_a_method_that_looks_like_a_typo_is_said() -> None:
+    base = policy(allow=("api.test",))
+    typo = Policy(
+        filesystem=base.filesystem, project_dir=PROJECT, sources=DEFAULT,
+        network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("api.test",), http=(("api.test", ("GET,PSOT /y", "PURGE /c"), ("GTE /x",)),)),
+    )  # fmt: skip
+    assert open_ends(typo, HOME) == [
+        '[network.http."api.test"] "GET,PSOT /y": PSOT is not a standard HTTP method; if it is a typo, the rule never matches (did you mean POST?)',
+        '[network.http."api.test"] "GTE /x": GTE is not a standard HTTP method; if it is a typo, the rule never matches (did you mean GET?)',
+    ]

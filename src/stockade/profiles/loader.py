@@ -165,7 +165,7 @@ class _Checker:
     def unknown_table(self, name: str) -> None:
         import difflib
 
-        known = [t for t in TABLES if t]
+        known = [*(t for t in TABLES if t), "credentials"]
         hint = difflib.get_close_matches(name, known, n=1)
         suggestion = f" (did you mean [{hint[0]}]?)" if hint else f"; tables are {', '.join(f'[{t}]' for t in known)}"
         raise PolicyError(f"unknown table [{name}]{suggestion}", file=self.source, line=self.lines.table(name) or self.lines.key("", name))
@@ -229,6 +229,16 @@ class _Checker:
             if not isinstance(rules, dict):
                 raise self.http_fail(f"{header} must be a table with allow and deny lists, not {_type_name(rules)}", host)
             unknown = [key for key in rules if key not in ("allow", "deny")]
+            if unknown and isinstance(rules[unknown[0]], dict):  # [network.http.api.test]: TOML read "api", then "test"
+                dotted, inner = f"{host}.{unknown[0]}", rules[unknown[0]]
+                while isinstance(inner, dict) and len(inner) == 1 and not set(inner) & {"allow", "deny"}:
+                    (part, inner), = inner.items()
+                    dotted += f".{part}"
+                line = self.lines.table(f"network.http.{dotted}") or self.lines.table(f"network.http.{host}")
+                raise PolicyError(
+                    f'[network.http.{dotted}]: a host with dots must be quoted, as in [network.http."{dotted}"]',
+                    file=self.source, line=line,
+                )
             if unknown:
                 raise self.http_fail(f"unknown key '{unknown[0]}' in {header}; known keys: allow, deny", host, unknown[0])
             lists: list[tuple[str, ...]] = []

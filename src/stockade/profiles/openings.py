@@ -26,6 +26,7 @@ def open_ends(policy: Policy, home: str) -> list[str]:
     notes += _http_without_allow(policy)
     notes += _credentials_going_nowhere(policy)
     notes += _denied_allows(policy)
+    notes += _unknown_methods(policy)
     if not notes:
         return []
     if not _from_nothing(policy):
@@ -68,6 +69,29 @@ def _http_without_allow(policy: Policy) -> list[str]:
                 f'[network.http."{host}"] changes nothing: {host} is not in [network] allow, and HTTP rules only narrow '
                 f'what an allowed host may be sent (add "{host}" to allow)'
             )
+    return said
+
+
+# Methods of HTTP (RFC 9110, PATCH) and WebDAV: a rule's method outside these is likely a typo.
+KNOWN_METHODS = frozenset(
+    "GET HEAD POST PUT DELETE CONNECT OPTIONS TRACE PATCH PROPFIND PROPPATCH MKCOL COPY MOVE LOCK UNLOCK "
+    "REPORT SEARCH MKCALENDAR ACL BIND UNBIND REBIND LINK UNLINK QUERY PURGE".split()
+)
+
+
+def _unknown_methods(policy: Policy) -> list[str]:
+    """A rule naming a method no client sends (GTE) can never match: said, with the method it may mean."""
+    import difflib
+
+    said = []
+    for host, allow, deny in policy.network.http:
+        for rule in (*allow, *deny):
+            methods = rule.split(" ", 1)[0]
+            for method in methods.split(","):
+                if method != "*" and method not in KNOWN_METHODS:
+                    close = difflib.get_close_matches(method, sorted(KNOWN_METHODS), n=1, cutoff=0.5)
+                    hint = f" (did you mean {close[0]}?)" if close else ""
+                    said.append(f'[network.http."{host}"] "{rule}": {method} is not a standard HTTP method; if it is a typo, the rule never matches{hint}')
     return said
 
 

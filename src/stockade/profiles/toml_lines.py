@@ -49,7 +49,11 @@ class KeyLines:
         return self._keys.get((table, key))
 
     def table(self, table: str) -> int | None:
-        return self._tables.get(table)
+        """The line of a table's header; for a table only named as a prefix ([a.b] names a), the first such header."""
+        found = self._tables.get(table)
+        if found is None:
+            found = min((line for name, line in self._tables.items() if name.startswith(table + ".")), default=None)
+        return found
 
     def item(self, table: str, key: str, value: str) -> int | None:
         """Line of one list item, falling back to its key's line."""
