@@ -91,7 +91,8 @@ def _unknown_methods(policy: Policy) -> list[str]:
                 if method != "*" and method not in KNOWN_METHODS:
                     close = difflib.get_close_matches(method, sorted(KNOWN_METHODS), n=1, cutoff=0.5)
                     hint = f" (did you mean {close[0]}?)" if close else ""
-                    said.append(f'[network.http."{host}"] "{rule}": {method} is not a standard HTTP method; if it is a typo, the rule never matches{hint}')
+                    why = f"{method} is not a standard HTTP method; if it is a typo, the rule never matches{hint}"
+                    said.append(f'[network.http."{host}"] "{rule}": {why}')
     return said
 
 
