@@ -71,7 +71,7 @@ def test_printable(value: object, text: str) -> None:
 def test_an_empty_or_missing_log_says_so(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = project / "none.jsonl"
     code, out, err = run_cli(capsys, "audit", "--log", str(missing))
-    assert code == 0 and err == "" and out == f"stockade: no matching audit records in {missing}\n"
+    assert code == 2 and out == "" and err.startswith(f"stockade: error: no audit log at {missing}; runs write to ")
     code, out, _ = run_cli(capsys, "audit", "--log", str(write_log(project / "empty.jsonl")))
     assert code == 0 and out.startswith("stockade: no matching audit records in ")
 
@@ -332,7 +332,7 @@ def test_json_is_one_ascii_record_a_line_in_file_order(project: Path, capsys: py
 
 
 def test_json_of_nothing_prints_nothing(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(capsys, "audit", "--log", str(project / "none.jsonl"), "--json") == (0, "", "")
+    assert run_cli(capsys, "audit", "--log", str(write_log(project / "empty.jsonl")), "--json") == (0, "", "")
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ def test_a_file_that_cannot_run_is_126(tmp_path: Path, execve: list, kind: str) 
     else:
         target.write_text("data\n")
         target.chmod(0o644)
-    with pytest.raises(CannotExecuteError, match="not an executable file") as caught:
+    with pytest.raises(CannotExecuteError, match="a folder, not a program$" if kind == "folder" else "not executable \\(chmod \\+x it") as caught:
         run_as_is([str(target)], quiet=False, dry_run=False)
     assert caught.value.exit_code == 126 and execve == []
 

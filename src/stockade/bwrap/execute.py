@@ -99,7 +99,8 @@ def resolve_command(command: tuple[str, ...] | list[str], env: dict[str, str]) -
             raise CommandNotFoundError(f"{program}: command not found (PATH={env.get('PATH', '')})")
         path = found
     if os.path.isdir(path) or not os.access(path, os.X_OK):
-        raise CannotExecuteError(f"{path}: not an executable file")
+        what = "a folder, not a program" if os.path.isdir(path) else "not executable (chmod +x it, or run it through its interpreter)"
+        raise CannotExecuteError(f"{path}: {what}")
     return path
 
 

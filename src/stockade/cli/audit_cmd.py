@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from rich.table import Table
 
 from stockade.cli.console import stdout
 from stockade.cli.selection import select
+from stockade.core.errors import UsageError
 from stockade.core.locations import locate
 from stockade.profiles.text import say, shown
 
@@ -40,6 +42,8 @@ def audit(
 
     where = AuditFilter(session=session, denied_only=denied, host=host, since=parse_since(since) if since else None)
     path = _log_path(log)
+    if log is not None and not follow and not os.path.lexists(path):  # a mistyped --log is no empty log (--follow waits for it)
+        raise UsageError(f"no audit log at {log}; runs write to {locate().default_audit_log} unless [audit] log names another")
     records = follow_records(path, where) if follow else read_records(path, where)
     if as_json or follow:
         for record in records:
