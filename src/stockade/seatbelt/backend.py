@@ -360,7 +360,8 @@ def _check_command(command: tuple[str, ...], env: dict[str, str], cwd: Path) -> 
         if not path.exists():
             raise CommandNotFoundError(f"{name}: no such file")
         if path.is_dir() or not os.access(path, os.X_OK):
-            raise CannotExecuteError(f"{name}: not an executable file")
+            what = "a folder, not a program" if path.is_dir() else "not executable (chmod +x it, or run it through its interpreter)"
+            raise CannotExecuteError(f"{name}: {what}")
         return
     if shutil.which(name, path=env.get("PATH", os.defpath)) is None:
         raise CommandNotFoundError(f"{name}: command not found")
