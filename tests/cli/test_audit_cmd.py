@@ -378,3 +378,10 @@ def test_the_table_says_the_day(project: Path, capsys: pytest.CaptureFixture[str
     two_days = write_log(project / "two.jsonl", *LOG)
     _code, out, _ = run_cli(capsys, "audit", "--log", str(two_days))
     assert "records of" not in out and [row[0] for row in rows(out)] == ["01-01 00:00:00", "01-01 00:00:01", "01-02 00:00:00"]
+
+
+def test_a_tunnel_shows_what_it_carried(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    log = write_log(project / "audit.jsonl", record(method="CONNECT", scheme="ssh", host="git.test", port=22), record(method="GET", scheme="https", path="/x"))
+    _code, out, _ = run_cli(capsys, "audit", "--log", str(log))
+    assert [row[4] for row in rows(out)] == ["ssh", "GET /x"]

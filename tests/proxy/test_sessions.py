@@ -130,3 +130,13 @@ def test_a_denial_flood_grows_the_log_by_a_bounded_amount(make_spec: Callable[..
     lines = [json.loads(line) for line in (tmp_path / "spread.jsonl").read_text().splitlines()]
     assert len(lines) == MAX_DENIAL_LINES + MAX_COUNTED + 1 and len(session.denials) == MAX_COUNTED
     assert (lines[-1]["host"], lines[-1]["rule"], lines[-1]["repeats"]) == ("*", OVER_BUDGET, 700)
+
+
+def test_credential_denials_of_different_places_are_told_apart(make_spec: Callable[..., SessionSpec]) -> None:
+    _, session = Registry().register(make_spec())
+    for where in ("in the path", "in the header x-key", "in the path"):
+        session.note_denial("api.test", 443, Decision(False, f"credential T {where}, where it may not travel", "", "api.test"))
+    assert [(d["rule"], d["count"]) for d in session.denial_summary()] == [
+        ("credential T in the path, where it may not travel", 2),
+        ("credential T in the header x-key, where it may not travel", 1),
+    ]

@@ -85,7 +85,9 @@ def _cells(record: dict[str, object]) -> list[str]:
     stamp = printable(record.get("time", ""))
     destination = f"{record.get('host')}:{record.get('port')}"
     path = printable(record.get("path") or "")
-    verb = printable(record.get("method") or record.get("scheme") or "")
+    method, scheme = record.get("method"), record.get("scheme")
+    tunnelled = method == "CONNECT" and scheme in ("ssh", "tls", "tcp")  # what the tunnel turned out to carry
+    verb = printable((scheme if tunnelled else method) or scheme or "")
     request = f"{verb[:40]} {path[:40]}{'...' if len(path) > 40 else ''}".strip()
     return [
         stamp[11:19] or stamp,
