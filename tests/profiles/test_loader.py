@@ -102,8 +102,8 @@ allow = ["GET /**"]
 def test_http_tables_are_read_in_one_spelling(tmp_path: Path) -> None:
     layer = parse_layer(HTTP_POLICY, str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
     assert layer.values["network"]["http"] == {
-        "api.test": (("GET,HEAD /repos/**",), ("* /repos/*/admin",)),
-        "*.cdn.test": (("GET /**",), ()),
+        "api.test": (("GET,HEAD /repos/**",), ("* /repos/*/admin",), ()),
+        "*.cdn.test": (("GET /**",), (), ()),
     }
 
 

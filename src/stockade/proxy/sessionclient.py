@@ -73,13 +73,14 @@ class SessionEnd:
 
 def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
     """What of a policy the daemon needs for a session, as plain data (a cached plan stores it)."""
+    push = dict(policy.network.push)
     return {
         "mode": policy.network.mode.value,
         "allow": list(policy.network.allow),
         "deny": list(policy.network.deny),
         "audit_path": policy.audit.log or str(locations.default_audit_log),
         "origin": policy.origin,
-        "http": [[host, list(allow), list(deny)] for host, allow, deny in policy.network.http],
+        "http": [[host, list(allow), list(deny), *([list(push[host])] if host in push else [])] for host, allow, deny in policy.network.http],
     }
 
 
@@ -99,7 +100,7 @@ def open_session_with(locations: Locations, session_id: str, command: list[str],
         deny=tuple(rules["deny"]),
         audit_path=str(rules["audit_path"]),
         origin=str(rules["origin"]),
-        http=tuple((str(host), tuple(allow), tuple(deny)) for host, allow, deny in rules.get("http", [])),
+        http=tuple(rules.get("http", [])),
     )
     try:
         ensure_daemon(locations)
