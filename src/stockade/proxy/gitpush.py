@@ -9,7 +9,8 @@ commands, pkt-lines (four hex digits of length, then the payload):
     [push options, then a flush, if the client asked for them]
     PACK...                                     (the objects: up to gigabytes)
 
-`shallow <oid>` lines may come before the commands. The daemon holds the
+`shallow <oid>` lines may come before the commands. A body of a flush
+alone is git's probe before a large push: it updates nothing and passes. The daemon holds the
 body back (`PushGate`, the flow's `request.stream`) until the commands are
 read, up to MAX_COMMAND_BYTES, then judges every ref against the host's
 `push` patterns: all covered, and the held bytes and the rest go on; any
@@ -82,10 +83,7 @@ class CommandReader:
             length = int(head, 16)
             if length == 0:
                 self.position += 4
-                if not self.commands:
-                    self.error = "it names no ref to update"
-                else:
-                    self.done = True
+                self.done = True  # none at all is git's probe before a large push: receive-pack then reads nothing more
                 return
             if length < 5 or length > MAX_PKT:
                 self.error = f"a pkt-line of length {length} in its ref-update commands"
@@ -136,6 +134,8 @@ def refs_text(commands: Iterable[RefUpdate], limit: int = REFS_SHOWN) -> str:
 
 def judge_refs(patterns: tuple[str, ...], commands: list[RefUpdate]) -> tuple[bool, str, str | None]:
     """(allowed, the rule that decided, the first ref no pattern covers) for a push's ref updates: all or nothing."""
+    if not commands:
+        return True, "http push of no ref (git's probe before a large push; nothing is updated)", None
     refs = refs_text(commands)
     for command in commands:
         if first_match(patterns, command.ref) is None:
