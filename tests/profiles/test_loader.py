@@ -135,3 +135,15 @@ def test_a_memory_limit_too_small_to_start_anything_is_refused_with_its_line(tmp
 def test_a_memory_limit_of_sixteen_megabytes_or_more_is_kept(tmp_path: Path) -> None:
     layer = parse_layer('[limits]\nmemory = "16M"\n', str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
     assert layer.values["limits"]["memory"] == 16 << 20
+
+
+def test_push_patterns_are_checked_with_their_line(tmp_path: Path) -> None:
+    from stockade.core.errors import PolicyError
+
+    good = parse_layer('[network.http."git.test"]\npush = ["refs/heads/agent/*"]\n', "p.toml", base=tmp_path, home=tmp_path)
+    assert good.values["network"]["http"]["git.test"] == ((), (), ("refs/heads/agent/*",))
+    with pytest.raises(PolicyError, match="not a full ref name") as caught:
+        parse_layer('[network.http."git.test"]\nallow = []\npush = ["agent/*"]\n', "p.toml", base=tmp_path, home=tmp_path)
+    assert ":3" in str(caught.value)
+    with pytest.raises(PolicyError, match="must be a list of"):
+        parse_layer('[network.http."git.test"]\npush = "refs/heads/x"\n', "p.toml", base=tmp_path, home=tmp_path)
