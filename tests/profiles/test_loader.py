@@ -102,8 +102,8 @@ allow = ["GET /**"]
 def test_http_tables_are_read_in_one_spelling(tmp_path: Path) -> None:
     layer = parse_layer(HTTP_POLICY, str(tmp_path / "p.toml"), base=tmp_path, home=tmp_path)
     assert layer.values["network"]["http"] == {
-        "api.test": (("GET,HEAD /repos/**",), ("* /repos/*/admin",)),
-        "*.cdn.test": (("GET /**",), ()),
+        "api.test": (("GET,HEAD /repos/**",), ("* /repos/*/admin",), ()),
+        "*.cdn.test": (("GET /**",), (), ()),
     }
 
 
@@ -159,3 +159,15 @@ def test_a_misspelt_credentials_table_is_named_at_its_header() -> None:
     with pytest.raises(PolicyError, match=r"unknown table \[credential\] \(did you mean \[credentials\]\?\)") as caught:
         parse_layer('# mine\n[credential.T]\nenv = "X"\n', "/p/policy.toml", base=Path("/p"), home=Path("/h"))
     assert caught.value.line == 2
+
+
+def test_push_patterns_are_checked_with_their_line(tmp_path: Path) -> None:
+    from stockade.core.errors import PolicyError
+
+    good = parse_layer('[network.http."git.test"]\npush = ["refs/heads/agent/*"]\n', "p.toml", base=tmp_path, home=tmp_path)
+    assert good.values["network"]["http"]["git.test"] == ((), (), ("refs/heads/agent/*",))
+    with pytest.raises(PolicyError, match="not a full ref name") as caught:
+        parse_layer('[network.http."git.test"]\nallow = []\npush = ["agent/*"]\n', "p.toml", base=tmp_path, home=tmp_path)
+    assert ":3" in str(caught.value)
+    with pytest.raises(PolicyError, match="must be a list of"):
+        parse_layer('[network.http."git.test"]\npush = "refs/heads/x"\n', "p.toml", base=tmp_path, home=tmp_path)

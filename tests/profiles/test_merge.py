@@ -139,5 +139,8 @@ def test_allowed_combinations(text: str) -> None:
 def test_http_rules_merge_per_host_across_layers() -> None:
     from stockade.profiles.merge import merge_http
 
-    merged = merge_http({"a.test": (("GET /x",), ())}, {"a.test": (("GET /y", "GET /x"), ("* /z",)), "b.test": (("GET /",), ())})
-    assert merged == {"a.test": (("GET /x", "GET /y"), ("* /z",)), "b.test": (("GET /",), ())}
+    merged = merge_http(
+        {"a.test": (("GET /x",), (), ("refs/heads/a/*",))},
+        {"a.test": (("GET /y", "GET /x"), ("* /z",), ("refs/tags/*",)), "b.test": (("GET /",), (), ())},
+    )
+    assert merged == {"a.test": (("GET /x", "GET /y"), ("* /z",), ("refs/heads/a/*", "refs/tags/*")), "b.test": (("GET /",), (), ())}

@@ -267,3 +267,19 @@ def test_a_project_table_for_a_host_you_do_not_limit_keeps_its_allow_rules() -> 
     assert {host: allow for host, allow, _deny in narrowed.network.http if host in ("api.test:8443", "b.test", "*.b.test")} == dict.fromkeys(
         ("api.test:8443", "b.test", "*.b.test"), ("* /**",)
     )
+
+
+def test_a_project_keeps_only_the_push_patterns_your_own_tables_list() -> None:
+    from stockade.profiles.model import NetworkMode, NetworkRules, Policy
+    from stockade.profiles.narrow import narrow
+
+    def policy(push: tuple[tuple[str, tuple[str, ...]], ...], http: tuple = (("git.test", (), ()),)) -> Policy:  # type: ignore[type-arg]
+        return Policy(network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("git.test",), http=http, push=push))
+
+    mine = policy((("git.test", ("refs/heads/agent/*",)),))
+    theirs = policy((("git.test", ("refs/heads/agent/*", "refs/heads/main")),))
+    effective, notes = narrow(mine, theirs)
+    assert effective.network.push == (("git.test", ("refs/heads/agent/*",)),)
+    assert any('push "refs/heads/main"' in note for note in notes)
+    effective, notes = narrow(policy(()), theirs)  # your table lists no push: none of theirs is kept
+    assert effective.network.push == ()

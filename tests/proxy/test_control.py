@@ -132,7 +132,11 @@ def test_the_spec_carries_http_tables_and_checks_their_shape() -> None:
     spec = SessionSpec("s", ["true"], "/", ("api.test",), http=(("api.test", ("GET /a",), ("* /b",)),))
     data = decode(encode({"spec": spec.to_dict()}))["spec"]
     assert data["http"] == [["api.test", ["GET /a"], ["* /b"]]]
-    assert SessionSpec.from_dict({**data, "audit_path": "/a"}).http == (("api.test", ("GET /a",), ("* /b",)),)
+    assert SessionSpec.from_dict({**data, "audit_path": "/a"}).http == (("api.test", ("GET /a",), ("* /b",), ()),)
+    pushing = SessionSpec("s", ["true"], "/", http=(("git.test", (), (), ("refs/heads/agent/*",)),))
+    data = decode(encode({"spec": pushing.to_dict()}))["spec"]
+    assert data["http"] == [["git.test", [], [], ["refs/heads/agent/*"]]]  # a fourth list only when there are push patterns
+    assert SessionSpec.from_dict({**data, "audit_path": "/a"}).http == pushing.http
     for bad in ({"x": 1}, [["api.test", ["GET /a"]]], [["api.test", "GET /a", []]], [[1, [], []]]):
         with pytest.raises(ValueError, match="spec.http must be"):
             SessionSpec.from_dict({"session_id": "s", "audit_path": "/a", "http": bad})

@@ -29,20 +29,20 @@ def rule_of(hint: str) -> str | None:
     return rule if isinstance(rule, str) else None
 
 
-_HTTP_LINE = re.compile(r'^\[network\.http\.(".*")\] allow = \[(".*")\]$')
+_HTTP_LINE = re.compile(r'^\[network\.http\.(".*")\] (allow|push) = \[(".*")\]$')
 
 
 def http_fix(hint: str, where: str) -> str | None:
-    """For an HTTP rule's hint (`[network.http."HOST"] allow = ["GET /x"]`): the sentence saying
-    which entry to add to which table; None for any other hint."""
+    """For an HTTP rule's hint (`[network.http."HOST"] allow = ["GET /x"]`, or `push = ["refs/heads/x"]`
+    for a git push): the sentence saying which entry to add to which table; None for any other hint."""
     match = _HTTP_LINE.match(hint.strip())
     if not match:
         return None
     try:
-        host, rule = json.loads(match.group(1)), json.loads(match.group(2))
+        host, key, rule = json.loads(match.group(1)), match.group(2), json.loads(match.group(3))
     except ValueError:
         return None
-    return f'to allow it, add "{rule}" to allow under [network.http."{host}"] in {where}'
+    return f'to allow it, add "{rule}" to {key} under [network.http."{host}"] in {where}'
 
 
 def after_allow(origin: str) -> str:

@@ -210,14 +210,15 @@ class _Checker:
         except ValueError as exc:
             raise self.fail(f"'{name}': {exc}", table, key) from None
 
-    def http_tables(self, value: Any) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-        """[network.http."HOST"] tables: {canonical host: (allow rules, deny rules)}, every rule canonical."""
+    def http_tables(self, value: Any) -> dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]:
+        """[network.http."HOST"] tables: {canonical host: (allow rules, deny rules, push patterns)}, every rule canonical."""
         from stockade.profiles.domains import parse_rule
+        from stockade.profiles.gitrefs import parse_ref_pattern
         from stockade.profiles.httprules import parse_http_rule
 
         if not isinstance(value, dict):
             raise self.fail(f"'network.http' must be a {Kind.HTTP_TABLES.value}, not {_type_name(value)}", "network", "http")
-        tables: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        tables: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
         for host, rules in value.items():
             header = f"[network.http.{json_key(host)}]"
             try:
@@ -228,10 +229,10 @@ class _Checker:
                 raise self.http_fail(f"{header}: HTTP rules name hosts, not addresses (TLS to an address has no name to check)", host)
             if not isinstance(rules, dict):
                 raise self.http_fail(f"{header} must be a table with allow and deny lists, not {_type_name(rules)}", host)
-            unknown = [key for key in rules if key not in ("allow", "deny")]
+            unknown = [key for key in rules if key not in ("allow", "deny", "push")]
             if unknown and isinstance(rules[unknown[0]], dict):  # [network.http.api.test]: TOML read "api", then "test"
                 dotted, inner = f"{host}.{unknown[0]}", rules[unknown[0]]
-                while isinstance(inner, dict) and len(inner) == 1 and not set(inner) & {"allow", "deny"}:
+                while isinstance(inner, dict) and len(inner) == 1 and not set(inner) & {"allow", "deny", "push"}:
                     (part, inner), = inner.items()
                     dotted += f".{part}"
                 line = self.lines.table(f"network.http.{dotted}") or self.lines.table(f"network.http.{host}")
@@ -240,22 +241,23 @@ class _Checker:
                     file=self.source, line=line,
                 )
             if unknown:
-                raise self.http_fail(f"unknown key '{unknown[0]}' in {header}; known keys: allow, deny", host, unknown[0])
+                raise self.http_fail(f"unknown key '{unknown[0]}' in {header}; known keys: allow, deny, push", host, unknown[0])
             lists: list[tuple[str, ...]] = []
-            for key in ("allow", "deny"):
+            for key in ("allow", "deny", "push"):
                 items = rules.get(key, [])
+                spelled = '"refs/heads/NAME" patterns' if key == "push" else '"METHODS /path" strings'
                 if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-                    raise self.http_fail(f"'{key}' in {header} must be a list of \"METHODS /path\" strings", host, key)
+                    raise self.http_fail(f"'{key}' in {header} must be a list of {spelled}", host, key)
                 parsed = []
                 for item in items:
                     try:
-                        parsed.append(str(parse_http_rule(item)))
+                        parsed.append(parse_ref_pattern(item) if key == "push" else str(parse_http_rule(item)))
                     except ValueError as exc:
                         raise self.http_fail(f"{header} {key}: {exc}", host, key, item) from None
                 lists.append(tuple(dict.fromkeys(parsed)))
             canonical = str(rule)
-            previous = tables.get(canonical, ((), ()))
-            tables[canonical] = (tuple(dict.fromkeys((*previous[0], *lists[0]))), tuple(dict.fromkeys((*previous[1], *lists[1]))))
+            previous = tables.get(canonical, ((), (), ()))
+            tables[canonical] = tuple(tuple(dict.fromkeys((*old, *new))) for old, new in zip(previous, lists, strict=True))  # type: ignore[assignment]
         return tables
 
     def credentials(self, value: Any) -> dict[str, Any]:

@@ -71,7 +71,8 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
             deny=net.get("deny", ()),
             unix_sockets=net.get("unix_sockets", ()),
             unix_datagram=net.get("unix_datagram", False),
-            http=tuple((host, allow_rules, deny_rules) for host, (allow_rules, deny_rules) in sorted(net.get("http", {}).items())),
+            http=tuple((host, allow_rules, deny_rules) for host, (allow_rules, deny_rules, _push) in sorted(net.get("http", {}).items())),
+            push=tuple((host, push) for host, (_allow, _deny, push) in sorted(net.get("http", {}).items()) if push),
         ),
         env=EnvRules(
             deny=tuple(dict.fromkeys((*env.get("deny", ()), *(c.where[0] for c in credentials if c.source == "env")))),
@@ -88,14 +89,15 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
     )
 
 
-def merge_http(
-    base: dict[str, tuple[tuple[str, ...], tuple[str, ...]]], more: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
-) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+HttpValues = dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]  # host: (allow, deny, push)
+
+
+def merge_http(base: HttpValues, more: HttpValues) -> HttpValues:
     """Two layers' HTTP rules: per host, the union of each list (a later layer's deny still wins over any allow)."""
     merged = dict(base)
-    for host, (allow, deny) in more.items():
-        known_allow, known_deny = merged.get(host, ((), ()))
-        merged[host] = (tuple(dict.fromkeys((*known_allow, *allow))), tuple(dict.fromkeys((*known_deny, *deny))))
+    for host, lists in more.items():
+        known = merged.get(host, ((), (), ()))
+        merged[host] = tuple(tuple(dict.fromkeys((*old, *new))) for old, new in zip(known, lists, strict=True))  # type: ignore[assignment]
     return merged
 
 

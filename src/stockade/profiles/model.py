@@ -46,6 +46,9 @@ class NetworkRules:
     # [network.http."HOST"]: (host rule, allow rules, deny rules), canonical (profiles/httprules.py), sorted by host.
     # Such a host's TLS is terminated by the daemon so each request can be judged (it must still be allowed).
     http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+    # push = [...] of those tables: (host rule, ref patterns), canonical (profiles/gitrefs.py), sorted by host; a
+    # `git-receive-pack` request to a host with HTTP rules is refused unless its tables' patterns cover every ref.
+    push: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

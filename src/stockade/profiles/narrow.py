@@ -101,8 +101,9 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
         notes.append(f'network mode "{project.mode.value}" (yours is "{base.mode.value}")')
     mode = min(base.mode, project.mode, key=lambda m: m.rank)
     http = _narrow_http(base.http, project.http, notes)
+    push = _narrow_push(base, project, notes)
     if mode is NetworkMode.NONE:
-        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http)
+        return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http, push=push)
     if base.mode is NetworkMode.OPEN:
         allow = project.allow if project.mode is NetworkMode.ALLOWLIST else base.allow
     elif project.mode is NetworkMode.OPEN:
@@ -111,7 +112,26 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
         base_rules = [parse_rule(r) for r in base.allow]
         allow = tuple(r for r in project.allow if any(b.covers(parse_rule(r)) for b in base_rules))
         notes += [f"network allow {r}" for r in project.allow if r not in allow]
-    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http)
+    return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http, push=push)
+
+
+def _narrow_push(base: NetworkRules, project: NetworkRules, notes: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A project's `push` patterns, like its allow rules: where your own policy already limits a host's
+    requests (any table of yours it meets, pushes refused there unless you listed them), only the
+    patterns every one of your tables it meets lists too are kept; elsewhere its table narrows a host
+    you allowed wholesale, so they apply. It can refuse pushes anywhere with a deny rule
+    ("POST /**/git-receive-pack")."""
+    ours = dict(base.push)
+    kept: dict[str, tuple[str, ...]] = dict(base.push)
+    for host, patterns in project.push:
+        met = [ours.get(name, ()) for name, _allow, _deny in base.http if overlaps(parse_rule(name), parse_rule(host))]
+        if met:
+            dropped = [p for p in patterns if not all(p in mine for mine in met)]
+            notes += [f'push "{p}" for {host} (your own policy limits that host)' for p in dropped]
+            patterns = tuple(p for p in patterns if p not in dropped)
+        if patterns:
+            kept[host] = _union(kept.get(host, ()), patterns)
+    return tuple(sorted(kept.items()))
 
 
 HttpTables = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
@@ -138,8 +158,8 @@ def _narrow_http(base: HttpTables, project: HttpTables, notes: list[str]) -> Htt
             allow = tuple(rule for rule in allow if rule not in dropped)
         previous = kept.get(host, ((), ()))
         kept[host] = (_union(previous[0], allow), _union(previous[1], deny))
-    merged = merge_http({host: (allow, deny) for host, allow, deny in base}, kept)
-    return tuple((host, allow, deny) for host, (allow, deny) in sorted(merged.items()))
+    merged = merge_http({host: (allow, deny, ()) for host, allow, deny in base}, {host: (*lists, ()) for host, lists in kept.items()})
+    return tuple((host, allow, deny) for host, (allow, deny, _push) in sorted(merged.items()))
 
 
 def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules:

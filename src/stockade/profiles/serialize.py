@@ -30,7 +30,11 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "deny": list(policy.network.deny),
             "unix_sockets": list(policy.network.unix_sockets),
             "unix_datagram": policy.network.unix_datagram,
-            "http": {host: {"allow": list(allow), "deny": list(deny)} for host, allow, deny in policy.network.http},
+            "http": {
+                host: {"allow": list(allow), "deny": list(deny), **({"push": list(push[host])} if host in push else {})}
+                for host, allow, deny in policy.network.http
+                for push in [dict(policy.network.push)]
+            },
         },
         "env": {
             "deny": list(policy.env.deny),

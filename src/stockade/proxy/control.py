@@ -37,7 +37,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
@@ -139,7 +139,8 @@ class SessionSpec:
     audit_path: str
     origin: str  # the policy file a user edits; named in every hint
     mode: str  # "allowlist" | "open" | "none"
-    http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]  # (host rule, allow, deny) HTTP rules: profiles/httprules.py
+    # (host rule, allow, deny, push) HTTP rules and ref patterns: profiles/httprules.py, profiles/gitrefs.py
+    http: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
     credentials: tuple[SessionCredential, ...]  # swapped in by proxy/inject.py
     __slots__ = tuple(__annotations__)
 
@@ -153,10 +154,10 @@ class SessionSpec:
         audit_path: str = "",
         origin: str = "",
         mode: str = "allowlist",
-        http: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (),
+        http: Iterable[Sequence[Any]] = (),  # (host, allow, deny) or (host, allow, deny, push)
         credentials: tuple[SessionCredential, ...] = (),
     ) -> None:
-        tables = tuple((str(host), tuple(allow_rules), tuple(deny_rules)) for host, allow_rules, deny_rules in http)
+        tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials))
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
@@ -178,7 +179,8 @@ class SessionSpec:
 
     def to_dict(self) -> dict[str, Any]:
         plain = {name: list(value) if isinstance(value, tuple | list) else value for name, value in zip(self.__slots__, self._values(), strict=True)}
-        plain["http"] = [[host, list(allow), list(deny)] for host, allow, deny in self.http]
+        # The push patterns only when there are some: a spec without them reads in a daemon that knows none.
+        plain["http"] = [[host, list(allow), list(deny), *([list(push)] if push else [])] for host, allow, deny, push in self.http]
         plain["credentials"] = [credential.to_dict() for credential in self.credentials]
         return plain
 
@@ -200,19 +202,19 @@ class SessionSpec:
                 raise ValueError(f"spec.{name} must be a list of strings")
             return value
 
-        def tables() -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+        def tables() -> tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]:
             value = data.get("http", [])
-            shape = "spec.http must be a list of [host, [allow rules], [deny rules]]"
+            shape = "spec.http must be a list of [host, [allow rules], [deny rules]] (and [push patterns])"
             if not isinstance(value, list):
                 raise ValueError(shape)
             found = []
             for entry in value:
-                if not isinstance(entry, list) or len(entry) != 3 or not isinstance(entry[0], str):
+                if not isinstance(entry, list) or len(entry) not in (3, 4) or not isinstance(entry[0], str):
                     raise ValueError(shape)
                 lists = entry[1:]
                 if not all(isinstance(rules, list) and all(isinstance(rule, str) for rule in rules) for rules in lists):
                     raise ValueError(shape)
-                found.append((entry[0], tuple(lists[0]), tuple(lists[1])))
+                found.append((entry[0], tuple(lists[0]), tuple(lists[1]), tuple(lists[2]) if len(lists) > 2 else ()))
             return tuple(found)
 
         def credentials() -> tuple[SessionCredential, ...]:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stockade.profiles.domains import HostRule, IPAddress, IPNetwork, canonical_name, parse_rule
-from stockade.profiles.httprules import HttpRule, judge, parse_http_rule, suggested_rule
+from stockade.profiles.gitrefs import parse_ref_pattern
+from stockade.profiles.httprules import HttpRule, judge, parse_http_rule, request_readings, suggested_rule
 
 if TYPE_CHECKING:
     from stockade.proxy.inject import Secret
@@ -86,6 +87,7 @@ class HttpTable:
     host: HostRule
     allow: tuple[HttpRule, ...]
     deny: tuple[HttpRule, ...]
+    push: tuple[str, ...] = ()  # ref patterns a git push may update (profiles/gitrefs.py)
 
 
 @dataclass(frozen=True)
@@ -100,17 +102,18 @@ class SessionRules:
 
     @classmethod
     def parse(
-        cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist", http: Iterable[tuple[str, Iterable[str], Iterable[str]]] = ()
+        cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist", http: Iterable[Sequence[Any]] = ()
     ) -> SessionRules:
         """Parse canonical rule strings from `profiles`; ValueError names the bad entry."""
         if mode not in ("allowlist", "open", "none"):
             raise ValueError(f"unknown network mode {mode!r} (expected allowlist, open or none)")
         tables = []
-        for host, allow_rules, deny_rules in http:
+        for host, allow_rules, deny_rules, *more in http:  # (host, allow, deny) or (host, allow, deny, push)
             rule = parse_rule(host)
             if rule.network is not None:
                 raise ValueError(f"HTTP rules name hosts, not addresses: {host!r}")
-            tables.append(HttpTable(rule, tuple(parse_http_rule(r) for r in allow_rules), tuple(parse_http_rule(r) for r in deny_rules)))
+            push = tuple(parse_ref_pattern(p) for p in (more[0] if more else ()))
+            tables.append(HttpTable(rule, tuple(parse_http_rule(r) for r in allow_rules), tuple(parse_http_rule(r) for r in deny_rules), push))
         return cls(
             allow=tuple(_normalise_rule(parse_rule(r)) for r in allow),
             deny=tuple(_normalise_rule(parse_rule(r)) for r in deny),
@@ -286,6 +289,8 @@ def decide_request(
 
 
 def _request_decision(tables: tuple[HttpTable, ...], host: str, method: str, path: str) -> Decision:
+    if is_push(path):
+        return _push_decision(tables, host, method, path)
     allow = tuple(rule for table in tables for rule in table.allow)
     deny = tuple(rule for table in tables for rule in table.deny)
     allowed, why = judge(allow, deny, method, path)
@@ -297,6 +302,47 @@ def _request_decision(tables: tuple[HttpTable, ...], host: str, method: str, pat
         shown = f"{method.upper()} {path.split('?', 1)[0][:200]}"
         return Decision(False, f"{why.removesuffix(' it')} {shown}", http_line(tables[0].host, suggested_rule(method, path)), host)
     return Decision(False, f"refused: {why}", "", host)
+
+
+GIT_PUSH = "git-receive-pack"
+PUSH_PENDING = "http push (its refs are judged as its body comes)"
+_ANY_REQUEST = parse_http_rule("* /**")
+
+
+def is_push(path: str) -> bool:
+    """Whether a request to a host with HTTP rules is a git push (smart HTTP's `.../git-receive-pack`),
+    in any reading a server may give its path: such a request is judged by the refs it updates."""
+    readings = request_readings(path)
+    if isinstance(readings, str):
+        return False  # refused whatever it is
+    for segments in readings:
+        last = [part for part in segments if part][-1:]
+        if last and last[0].casefold() == GIT_PUSH:
+            return True
+    return False
+
+
+def push_patterns(tables: tuple[HttpTable, ...]) -> tuple[str, ...]:
+    """The ref patterns of every table that matched a host: a push may update what any of them covers."""
+    return tuple(dict.fromkeys(pattern for table in tables for pattern in table.push))
+
+
+def _push_decision(tables: tuple[HttpTable, ...], host: str, method: str, path: str) -> Decision:
+    """A git push: refused by a deny rule (or a path servers read in different ways) as any request; else
+    let through to have its refs judged from its body (gitpush.py) against the tables' `push` patterns,
+    which alone allow a push: an allow rule such as "* /**" does not."""
+    deny = tuple(rule for table in tables for rule in table.deny)
+    allowed, why = judge((_ANY_REQUEST,), deny, method, path)
+    if not allowed:
+        return Decision(False, f"http {why}" if why.startswith("deny ") else f"refused: {why}", "", host)
+    if method.upper() != "POST":
+        return Decision(False, f"refused: {method.upper()[:20]} to {GIT_PUSH} (a git push is a POST)", "", host)
+    return Decision(True, PUSH_PENDING, "", host)
+
+
+def push_line(host: HostRule, ref: str) -> str:
+    """Where a refused push's ref goes: the table's header and the push entry to add."""
+    return f"[network.http.{json.dumps(str(host))}] push = [{json.dumps(ref)}]"
 
 
 def http_line(host: HostRule, rule: str) -> str:

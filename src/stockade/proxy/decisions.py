@@ -28,7 +28,19 @@ from mitmproxy import connection, dns, http
 from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
-from stockade.proxy.decide import Decision, HttpTable, canonical_target, check_resolved, decide, decide_request, inspected
+from stockade.proxy.decide import (
+    PUSH_PENDING,
+    Decision,
+    HttpTable,
+    canonical_target,
+    check_resolved,
+    decide,
+    decide_request,
+    inspected,
+    push_line,
+    push_patterns,
+)
+from stockade.proxy.gitpush import PushGate
 from stockade.proxy.inject import Swap, carried, judge, swap
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.sessions import Session
@@ -74,6 +86,7 @@ class Decisions:
             state = self.connections.client(flow.client_conn)
             tunnel = state.tunnel
             decision = decide(session.rules, request.host, request.port)
+            tables: tuple[HttpTable, ...] = ()
             if decision.allowed:
                 # A host with HTTP rules has each request judged: inside its terminated TLS, and in
                 # plain HTTP too (direct, or inside a CONNECT tunnel that carries no TLS).
@@ -97,7 +110,10 @@ class Decisions:
                     swaps = judged
                     names = ", ".join(one.secret.name for one in swaps)
                     tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
-            if await _goes_on(flow, session, tracked, decision) and session.rules.secrets:
+            goes_on = await _goes_on(flow, session, tracked, decision)
+            if goes_on and decision.rule == PUSH_PENDING:
+                request.stream = push_gate(flow, tracked, tables)
+            if goes_on and session.rules.secrets:
                 if swaps:
                     swap(request, swaps)
                 # Every answer of a credential's host is masked, not only one to a request that carried
@@ -134,6 +150,32 @@ def _inspected_request(request: http.Request, tunnel_host: str, tables: tuple[Ht
     if decision.host != tunnel_host:
         return Decision(False, f"a request for {refusal.shown_host(request.host)} inside the tunnel to {tunnel_host}", "", decision.host)
     return decide_request(tables, tunnel_host, request.method, request.path, method_overrides(request))
+
+
+def push_gate(flow: http.HTTPFlow, tracked: Tracked, tables: tuple[HttpTable, ...]) -> PushGate:
+    """The `request.stream` of an allowed git push: its body is held back until its refs are judged
+    (gitpush.py); a refused push is recorded with its refs and the line to add, and cut. Metering
+    counts what the gate lets through (it wraps this callable)."""
+    if flow.request.headers.get("content-encoding", "identity").strip().lower() != "identity":
+        encoding = flow.request.headers["content-encoding"][:40]
+
+        def encoded(_chunk: bytes) -> list[bytes]:  # git never compresses a push; its refs could not be read
+            if not tracked.written:
+                tracked.deny(Decision(False, f"git push refused: a body in {encoding} (git sends a push uncompressed)", "", tracked.record.host))
+            refusal.cut(flow)
+            return []
+
+        return encoded  # type: ignore[return-value]
+
+    def allow(rule: str) -> None:
+        tracked.record.rule = rule
+
+    def refuse(rule: str, ref: str | None) -> None:
+        hint = push_line(tables[0].host, ref) if ref is not None else ""
+        tracked.deny(Decision(False, rule, hint, tracked.record.host))
+        refusal.cut(flow)
+
+    return PushGate(push_patterns(tables), allow, refuse)
 
 
 # Where servers take a method other than the request line's (Rails, Express method-override, Symfony,

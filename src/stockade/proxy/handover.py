@@ -228,6 +228,6 @@ def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str,
         "audit_path": str(rules["audit_path"]),
         "origin": str(rules["origin"]),
         "mode": str(rules["mode"]),
-        "http": [[host, list(allow), list(deny)] for host, allow, deny in rules.get("http", [])],
+        "http": [[str(table[0]), *(list(rules) for rules in table[1:])] for table in rules.get("http", [])],
         "credentials": [credential.to_dict() for credential in credentials],
     }

@@ -15,7 +15,7 @@ connection's state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from mitmproxy import connection, http, tcp
 from mitmproxy.proxy import layer, server_hooks
@@ -43,7 +43,8 @@ class Metering:
             return  # not allowed, or not recorded: Decisions answered it
         try:
             tracked.record.bytes_up = _head_size(flow.request)
-            flow.request.stream = _counter(tracked, "bytes_up", flow)
+            inner = flow.request.stream  # a git push's gate (decisions.push_gate): count what it lets through
+            flow.request.stream = _counter(tracked, "bytes_up", flow, inner if callable(inner) else None)
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
             refusal.fail(flow)
@@ -149,15 +150,25 @@ class Metering:
             tracked.finish(error=error_text(flow))
 
 
-def _counter(tracked: Tracked, attribute: str, flow: http.HTTPFlow) -> Callable[[bytes], bytes]:
+def _counter(
+    tracked: Tracked, attribute: str, flow: http.HTTPFlow, inner: Callable[[bytes], Iterable[bytes] | bytes] | None = None
+) -> Callable[[bytes], Iterable[bytes] | bytes]:
     """A `stream` callable: the body flows through unbuffered and is counted on the way; once
-    the flow must stop (its session ended, its audit log broke), no more of it goes on."""
+    the flow must stop (its session ended, its audit log broke), no more of it goes on.
+    `inner` sees each chunk first (it may hold bytes back); what it gives is what is counted and sent."""
     record = tracked.record
 
-    def count(chunk: bytes) -> bytes:
+    def count(chunk: bytes) -> Iterable[bytes] | bytes:
         if tracked.must_close:
             refusal.cut(flow)
             return b""
+        if inner is not None:
+            given = inner(chunk)
+            chunks = [given] if isinstance(given, bytes) else [part for part in given if part]
+            if tracked.must_close:
+                return []  # never an empty chunk: in a chunked body upstream it would end the body
+            setattr(record, attribute, getattr(record, attribute) + sum(len(part) for part in chunks))
+            return chunks
         setattr(record, attribute, getattr(record, attribute) + len(chunk))
         return chunk
 

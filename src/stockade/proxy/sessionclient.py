@@ -59,13 +59,14 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
     of each credential, where its value lives; the run reads it (proxy/credentials.py)."""
     from stockade.proxy.credentials import plan_entry
 
+    push = dict(policy.network.push)
     return {
         "mode": policy.network.mode.value,
         "allow": list(policy.network.allow),
         "deny": list(policy.network.deny),
         "audit_path": policy.audit.log or str(locations.default_audit_log),
         "origin": policy.origin,
-        "http": [[host, list(allow), list(deny)] for host, allow, deny in policy.network.http],
+        "http": [[host, list(allow), list(deny), *([list(push[host])] if host in push else [])] for host, allow, deny in policy.network.http],
         "credentials": [plan_entry(c.name, c.source, c.where, c.hosts, c.header, c.query, c.origin) for c in policy.credentials],
     }
 
@@ -93,7 +94,7 @@ def open_session_with(
         deny=tuple(rules["deny"]),
         audit_path=str(rules["audit_path"]),
         origin=str(rules["origin"]),
-        http=tuple((str(host), tuple(allow), tuple(deny)) for host, allow, deny in rules.get("http", [])),
+        http=tuple(rules.get("http", [])),
         credentials=tuple(SessionCredential(c.name, c.placeholder, c.value, tuple(c.hosts), c.header, c.query) for c in credentials or ()),
     )
     try:

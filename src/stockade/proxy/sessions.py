@@ -85,7 +85,8 @@ class Session:
 
     def note_denial(self, host: str, port: int, decision: Decision) -> None:
         # Each kind of request refused by a host's HTTP rules gets a line of its own.
-        key = (host, port, decision.hint, decision.rule if decision.rule.startswith(("http ", "refused: ", "no HTTP", "credential ")) else "")
+        told_apart = decision.rule.startswith(("http ", "refused: ", "no HTTP", "credential ", "git push "))
+        key = (host, port, decision.hint, decision.rule if told_apart else "")
         if key in self.denials:
             self.denials[key].count += 1
         elif len(self.denials) < MAX_COUNTED:
