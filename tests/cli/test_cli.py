@@ -123,7 +123,7 @@ def test_run_path_imports_nothing_heavy(tmp_path: Path) -> None:
         pytest.param(["init", "--kind", "go"], 0, "for a go project", id="init"),
         pytest.param(["init", "--kind", "cobol"], 2, "--kind must be one of", id="init-bad-kind"),
         pytest.param(["trust"], 2, "no .stockade.toml", id="trust-nothing"),
-        pytest.param(["audit", "--log", "/nonexistent/audit.jsonl"], 0, "no matching audit records", id="audit-empty"),
+        pytest.param(["audit", "--log", "/nonexistent/audit.jsonl"], 2, "no audit log at /nonexistent/audit.jsonl", id="audit-missing"),
     ],
 )
 def test_typer_app_through_clirunner(project: Path, args: list[str], code: int, expected: str) -> None:
