@@ -196,48 +196,6 @@ def test_the_policys_own_git_ssh_command_wins() -> None:
     assert sshroute.ssh_environment("/a b/c")["GIT_SSH_COMMAND"] == 'ssh -F "/a b/c"'
 
 
-def test_a_file_under_the_expected_name_is_used_only_if_it_holds_the_content(tmp_path: Path) -> None:
-    """Names come from the content, so they can be foreseen: what sits under one (other content, a link to
-    elsewhere, another owner's file) is replaced, never trusted nor written through."""
-    folder = tmp_path / "ssh"
-    content = b"Host *\n    ProxyCommand /bin/bash /run/stockade/ssh-proxy %h %p\n"
-    path = Path(sshroute.write_once(str(folder), "ssh_config", content))
-    assert path.read_bytes() == content and path.stat().st_mode & 0o777 == 0o644
-    assert sshroute.write_once(str(folder), "ssh_config", content) == str(path)  # the control: the same file, kept
-    path.write_bytes(b"Host *\n    ProxyCommand sh -c 'evil'\n")  # planted under the expected name
-    assert Path(sshroute.write_once(str(folder), "ssh_config", content)).read_bytes() == content
-    target = tmp_path / "elsewhere"
-    target.write_bytes(b"keep me\n")
-    path.unlink()
-    path.symlink_to(target)  # a link under the expected name: replaced, its target untouched
-    assert Path(sshroute.write_once(str(folder), "ssh_config", content)).read_bytes() == content
-    assert not path.is_symlink() and target.read_bytes() == b"keep me\n"
-    path.chmod(0o666)  # writable by others: replaced with its own mode
-    sshroute.write_once(str(folder), "ssh_config", content)
-    assert path.stat().st_mode & 0o777 == 0o644
-    if os.geteuid() == 0:  # another user's file under the name
-        os.chown(path, 12345, 12345)
-        sshroute.write_once(str(folder), "ssh_config", content)
-        assert path.stat().st_uid == 0
-    assert [p.name for p in folder.iterdir()] == [path.name]  # no temporary files left
-
-
-def test_a_folder_others_can_write_to_is_refused(tmp_path: Path) -> None:
-    from stockade.core.errors import SandboxSetupError
-
-    folder = tmp_path / "ssh"
-    folder.mkdir(mode=0o777)
-    folder.chmod(0o777)
-    with pytest.raises(SandboxSetupError):
-        sshroute.write_once(str(folder), "ssh_config", b"x")
-    folder.chmod(0o700)
-    assert Path(sshroute.write_once(str(folder), "ssh_config", b"x")).read_bytes() == b"x"
-    link = tmp_path / "link"
-    link.symlink_to(folder)
-    with pytest.raises(SandboxSetupError):
-        sshroute.write_once(str(link), "ssh_config", b"x")
-
-
 @pytest.mark.parametrize(
     "host, port",
     [

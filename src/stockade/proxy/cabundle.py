@@ -16,7 +16,6 @@ bundle is written once under a name made from its content.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from stockade.proxy.control import DaemonFiles
@@ -71,17 +70,6 @@ def bundle(files: DaemonFiles, cache: str) -> str:
         with open(roots_path, "rb") as handle:
             roots = handle.read()
     content = roots.rstrip(b"\n") + b"\n" + ca_certificate(files) if roots else ca_certificate(files)
-    folder = os.path.join(cache, "ca")
-    path = os.path.join(folder, f"bundle-{hashlib.sha256(content).hexdigest()[:16]}.pem")
-    if not os.path.exists(path):
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    return path
+    from stockade.core.cachefiles import write_once
+
+    return write_once(os.path.join(cache, "ca"), "bundle", content, 0o644, suffix=".pem")
