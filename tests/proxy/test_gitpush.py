@@ -111,3 +111,10 @@ def test_long_refs_cannot_stall_the_daemon() -> None:
     allowed: list[str] = []
     gate = PushGate(("refs/**/agent/*",), allowed.append, lambda rule, ref: allowed.append(f"no {ref}"))
     assert gate(body("refs/heads/x/agent/y")) and allowed[0].startswith("http push refs/**/agent/*")  # control
+
+
+def test_push_options_are_refused_on_any_line() -> None:
+    assert "push options" in str(read(pkt(f"{ONE} {ONE} refs/heads/x\0report-status push-options\n") + b"0000").error)
+    later = pkt(f"{ONE} {ONE} refs/heads/x\0report-status\n") + pkt(f"{ONE} {ONE} refs/heads/y\0push-options\n") + b"0000"
+    assert "push options" in str(read(later).error)  # receive-pack reads capabilities on every line
+    assert read(body("refs/heads/x")).done  # control: capabilities without them pass
