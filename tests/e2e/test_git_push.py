@@ -300,3 +300,44 @@ def test_handmade_push_bodies_are_judged_as_git_would_read_them(world: SimpleNam
     assert refs["refs/heads/keep"] == keep and "refs/heads/agent/z" not in refs, (result, refs)  # every attack failed
     assert refs.get("refs/heads/agent/ok") == keep, (result, refs)  # control: the well-formed push to agent/* landed
     assert "ok.pkt:- status 200" in result.stdout, result
+
+
+FORGE_HOOK = """#!/bin/sh
+# What a forge does with push options (GitLab: merge_request.target=main, merge_when_pipeline_succeeds): main moves.
+target=""
+i=0
+while [ "$i" -lt "${GIT_PUSH_OPTION_COUNT:-0}" ]; do
+    eval "option=\\$GIT_PUSH_OPTION_$i"
+    case "$option" in merge_request.target=*) target="${option#merge_request.target=}";; esac
+    i=$((i + 1))
+done
+while read -r old new ref; do
+    [ -n "$target" ] && git update-ref "refs/heads/$target" "$new"
+done
+exit 0
+"""
+
+
+def test_push_options_cannot_move_refs_no_pattern_names(world: SimpleNamespace) -> None:
+    """Push options update no ref themselves, but a forge acts on them: a merge request merged into main."""
+    url = fresh_repo(world, "options")
+    bare = world.repos / "options.git"
+    git("config", "receive.advertisePushOptions", "true", cwd=bare)
+    hook = bare / "hooks" / "post-receive"
+    hook.write_text(FORGE_HOOK)
+    hook.chmod(0o755)
+    start = server_refs(world, "options")
+    before = len(audit(world))
+    script = (
+        PRELUDE + f"g clone -q {url} $W && " + commit("a")
+        + "{ g -C $W push -q -o merge_request.create -o merge_request.target=main -o merge_request.merge_when_pipeline_succeeds "
+        + "origin HEAD:refs/heads/agent/mr; echo options=$?; "
+        + commit("b") + "g -C $W push -q origin HEAD:refs/heads/agent/plain; echo plain=$?; g -C $W rev-parse HEAD; }"
+    )
+    result = world.box.run(script, policy=policy(["refs/heads/agent/*"]))
+    refs = server_refs(world, "options")
+    assert refs["refs/heads/main"] == start["refs/heads/main"], (result, refs)  # the attack failed: main did not move
+    assert "options=0" not in result.stdout and "refs/heads/agent/mr" not in refs, (result, refs)
+    assert "plain=0" in result.stdout and refs.get("refs/heads/agent/plain") == result.stdout.split()[-1], result  # control
+    decided = pushes(world, before)
+    assert any(d == "deny" and "push options" in str(rule) for d, rule in decided), decided

@@ -96,3 +96,25 @@ def test_the_gate_holds_everything_until_judged() -> None:
     ended: list[str] = []
     gate = PushGate(("refs/**",), ended.append, lambda rule, ref: ended.append(rule))
     assert gate(pkt(f"{ONE} {ONE} refs/heads/x\n")) == [] and gate(b"") == [] and "ended before" in ended[0]
+
+
+def test_long_refs_cannot_stall_the_daemon() -> None:
+    """A megabyte of refs thousands of components deep, judged against patterns with `**`, at once."""
+    import time
+
+    refused: list[str] = []
+    gate = PushGate(("refs/**/agent/*", "refs/**/a/**/b"), refused.append, lambda rule, ref: refused.append(rule))
+    deep = "refs/" + "a/" * 30000 + "c"
+    started = time.monotonic()
+    assert gate(b"".join(pkt(f"{ONE} {ONE} {deep}\n") for _ in range(16)) + b"0000") == []
+    assert time.monotonic() - started < 2 and "longer than" in refused[0]
+    allowed: list[str] = []
+    gate = PushGate(("refs/**/agent/*",), allowed.append, lambda rule, ref: allowed.append(f"no {ref}"))
+    assert gate(body("refs/heads/x/agent/y")) and allowed[0].startswith("http push refs/**/agent/*")  # control
+
+
+def test_push_options_are_refused_on_any_line() -> None:
+    assert "push options" in str(read(pkt(f"{ONE} {ONE} refs/heads/x\0report-status push-options\n") + b"0000").error)
+    later = pkt(f"{ONE} {ONE} refs/heads/x\0report-status\n") + pkt(f"{ONE} {ONE} refs/heads/y\0push-options\n") + b"0000"
+    assert "push options" in str(read(later).error)  # receive-pack reads capabilities on every line
+    assert read(body("refs/heads/x")).done  # control: capabilities without them pass

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 # What git's check-ref-format refuses anywhere in a ref name (besides the rules on components below).
+MAX_REF_BYTES = 1024  # longer than any ref a filesystem holds as a loose ref (a component is at most 255 bytes)
 _BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?\[\\]|\.\.|@\{|//")
 
 
@@ -45,6 +46,8 @@ def ref_name_problem(ref: str) -> str | None:
     """Why a ref name read from a push is not one git would send (so the push is refused), or None."""
     if not ref.startswith("refs/") or _BAD_REF.search(ref) or "*" in ref:
         return f"{shown_ref(ref)} is not a valid ref name"
+    if len(ref.encode("utf-8")) > MAX_REF_BYTES:
+        return f"{shown_ref(ref)} is longer than {MAX_REF_BYTES} bytes"
     components = ref.split("/")
     if any(not part or part.startswith(".") or part.endswith(".lock") for part in components) or ref.endswith("."):
         return f"{shown_ref(ref)} is not a valid ref name"
@@ -52,10 +55,23 @@ def ref_name_problem(ref: str) -> str | None:
 
 
 def ref_matches(pattern: str, ref: str) -> bool:
-    """Whether a (valid) ref name is covered by a canonical pattern."""
-    from stockade.profiles.httprules import _match
+    """Whether a (valid) ref name is covered by a canonical pattern.
 
-    return _match(tuple(pattern.split("/")), tuple(ref.split("/")))
+    In time linear in the pattern's components times the ref's: the ref comes from the sandbox,
+    and a backtracking match of a pattern with `**` against a ref of thousands of components
+    would hold the shared daemon for minutes (every session of the user waits on it)."""
+    from stockade.profiles.httprules import _segment_matches
+
+    segments = ref.split("/")
+    positions = {0}  # how many of the ref's components the pattern's components so far can cover
+    for part in pattern.split("/"):
+        if part == "**":
+            positions = set(range(min(positions), len(segments) + 1))
+        else:
+            positions = {at + 1 for at in positions if at < len(segments) and _segment_matches(part, segments[at])}
+        if not positions:
+            return False
+    return len(segments) in positions
 
 
 def first_match(patterns: tuple[str, ...], ref: str) -> str | None:

@@ -17,7 +17,11 @@ read, up to MAX_COMMAND_BYTES, then judges every ref against the host's
 not covered, and the flow is cut with nothing of its body sent, so the
 server's receive-pack reads an empty request and updates nothing. A
 command section that does not read as git writes it (too long, a broken
-pkt-line, a bad ref name, a signed push's certificate) is refused too.
+pkt-line, a bad ref name, a signed push's certificate) is refused too, and
+so is a push asking for push options (`git push -o`): they update no ref
+themselves, but forges act on them, on refs no pattern names (GitLab's
+`merge_request.target=main` with `merge_request.merge_when_pipeline_succeeds`
+merges the pushed branch into main).
 
 Deletions (`new-oid` all zeros) and force pushes are judged like any
 update: the patterns say which refs may change, and a force push cannot be
@@ -104,7 +108,10 @@ class CommandReader:
             return
         if _SHALLOW.match(payload) and not self.commands:
             return
-        command = payload.split(b"\0", 1)[0]  # receive-pack reads a ref name up to a NUL on every line
+        command, _, capabilities = payload.partition(b"\0")  # receive-pack reads a ref name up to a NUL on every line
+        if b"push-options" in capabilities:  # on any line: receive-pack reads capabilities on each
+            self.error = "push options (git push -o) are not let through: forges act on them (a merge request merged for you)"
+            return
         match = _COMMAND.match(command)
         if match is None:
             self.error = "a line of its ref-update commands is not <old-oid> <new-oid> <ref>"
