@@ -71,24 +71,27 @@ def test_a_body_is_stopped_at_a_placeholder_however_it_is_split(prefix: bytes, s
     found: list[str] = []
     watch = BodyWatch(SECRETS, None, lambda secret: found.append(secret.name))
     body = prefix + PLACEHOLDER.encode() + b"tail"
-    sent = b"".join(watch(body[i : i + size]) for i in range(0, len(body), size))
+    sent = b"".join(part for i in range(0, len(body), size) for part in watch(body[i : i + size]))
     assert found == ["T"] and PLACEHOLDER.encode() not in sent
     clean = BodyWatch(SECRETS, None, lambda secret: found.append("again"))
-    assert b"".join(clean(prefix[i : i + size]) for i in range(0, len(prefix), size)) == prefix or PLACEHOLDER.encode() in prefix
+    passed = b"".join(part for i in range(0, len(prefix), size) for part in clean(prefix[i : i + size]))
+    assert passed == prefix or PLACEHOLDER.encode() in prefix
 
 
 @given(st.binary(max_size=200), st.integers(min_value=1, max_value=50))
 def test_a_value_in_an_answer_is_masked_however_it_is_split(prefix: bytes, size: int) -> None:
     mask = ResponseMask([VALUE], None, "", lambda: None)
     body = prefix + VALUE.encode() + prefix
-    out = b"".join(mask(body[i : i + size]) for i in range(0, len(body), size)) + mask(b"")
+    parts = [part for i in range(0, len(body), size) for part in mask(body[i : i + size])] + list(mask(b""))
+    assert b"" not in parts  # never an empty chunk: in a chunked answer it would end the body
+    out = b"".join(parts)
     assert VALUE.encode() not in out and len(out) == len(body)  # same length: the framing holds
 
 
 def test_an_encoded_answer_is_cut_and_headers_are_masked() -> None:
     said: list[bool] = []
     mask = ResponseMask([VALUE], None, "gzip", lambda: said.append(True))
-    assert mask(b"\x1f\x8b...") == b"" and said == [True]
+    assert mask(b"\x1f\x8b...") == [] and said == [True]
     response = tutils.tresp(headers=http.Headers(x_echo=f"token {VALUE}"))
     mask_headers(response.headers, [VALUE])
     assert response.headers["x-echo"] == "token " + masked(VALUE).decode()

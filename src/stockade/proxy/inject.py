@@ -268,7 +268,7 @@ class ResponseMask:
     def __call__(self, chunk: bytes) -> Any:
         if self.encoded and chunk:
             self.on_encoded()
-            return b""
+            return []
         data = self.pending + chunk
         for value in self.values:
             data = data.replace(value, masked(value.decode("utf-8")))
@@ -277,7 +277,8 @@ class ResponseMask:
             data, self.pending = data[:cut], data[cut:]
         else:
             self.pending = b""
-        return self.inner(data) if self.inner is not None else data
+        # Never an empty chunk (all of it held back): in a chunked answer "0\r\n\r\n" would end it.
+        return self.inner(data) if self.inner is not None else ([data] if data else [])
 
 
 class BodyWatch:
@@ -298,12 +299,12 @@ class BodyWatch:
 
     def __call__(self, chunk: bytes) -> Any:
         if self.stopped:
-            return b""
+            return []
         window = (self.tail + chunk).lower()
         for secret, needle in zip(self.secrets, self.needles, strict=True):
             if needle in window:
                 self.stopped = True
                 self.on_found(secret)
-                return b""
+                return []
         self.tail = window[-self.keep :] if self.keep else b""
-        return self.inner(chunk) if self.inner is not None else chunk
+        return self.inner(chunk) if self.inner is not None else ([chunk] if chunk else [])

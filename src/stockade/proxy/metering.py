@@ -161,16 +161,16 @@ def _counter(
     def count(chunk: bytes) -> Iterable[bytes] | bytes:
         if tracked.must_close:
             refusal.cut(flow)
-            return b""
+            return []  # never an empty chunk: in a chunked body it would end the body
         if inner is not None:
             given = inner(chunk)
-            chunks = [given] if isinstance(given, bytes) else [part for part in given if part]
+            chunks = ([given] if given else []) if isinstance(given, bytes) else [part for part in given if part]
             if tracked.must_close:
                 return []  # never an empty chunk: in a chunked body upstream it would end the body
             setattr(record, attribute, getattr(record, attribute) + sum(len(part) for part in chunks))
             return chunks
         setattr(record, attribute, getattr(record, attribute) + len(chunk))
-        return chunk
+        return [chunk] if chunk else []
 
     return count
 
