@@ -65,9 +65,13 @@ class CgiHandler(http.server.BaseHTTPRequestHandler):
             env["GIT_PROTOCOL"] = self.headers["git-protocol"]
         body = self.body()
         if "content-length" in self.headers:
-            env["CONTENT_LENGTH"] = self.headers["content-length"]
+            # What arrived, with its own length: a cut body is the backend's EOF, as a streaming CGI
+            # server would give it (a larger CONTENT_LENGTH left http-backend spinning on the pipe).
+            env["CONTENT_LENGTH"] = str(min(len(body), int(self.headers["content-length"])))
         self.server.seen.append((self.command, path, len(body)))
-        done = subprocess.run([BACKEND], input=body, env=env, capture_output=True, timeout=60)
+        # Under coreutils' timeout: a backend left reading a cut body must not outlive the test
+        # run (this thread's own timeout dies with the process, leaving it spinning).
+        done = subprocess.run(["timeout", "-s", "KILL", "50", BACKEND], input=body, env=env, capture_output=True, timeout=60)
         head, _, out = done.stdout.partition(b"\r\n\r\n")
         if not _:
             head, _, out = done.stdout.partition(b"\n\n")
