@@ -353,9 +353,9 @@ def _no_network_line(launch: Launch) -> str:
         )
     import re  # only after a run that met no route
 
-    ssh = "" if not re.search(r"\b(ssh|scp|sftp|rsync|git)\b", " ".join(launch.command)) else (
-        '; ssh (and git over SSH) goes through the proxy only to an allow entry that names its port, such as "host:22"'
-    )
+    ssh = ""
+    if re.search(r"\b(ssh|scp|sftp|rsync|git)\b", " ".join(launch.command)):
+        ssh = '; ssh (and git over SSH) goes through the proxy only to an allow entry that names its port, such as "host:22"'
     return (
         "the command tried to connect around the proxy, which the sandbox has no route for; only clients that use "
         f"HTTP_PROXY/HTTPS_PROXY reach the hosts {launch.origin} allows{ssh}"
