@@ -118,8 +118,8 @@ class Decisions:
                     swap(request, swaps)
                 # Every answer of a credential's host is masked, not only one to a request that carried
                 # the value: a host may keep what it got and show it later (a request bin, a log, an error).
-                kept = [secret.value for secret in carried(session.rules.secrets, request.host, request.port)]
-                masked = list(dict.fromkeys([*(one.secret.value for one in swaps), *kept]))
+                # (A value swapped in went to one of its hosts, so it is among these.)
+                masked = [secret.value for secret in carried(session.rules.secrets, request.host, request.port)]
                 if masked:
                     request.headers["Accept-Encoding"] = "identity"  # the answer is read on its way back
                     flow.metadata[SWAPPED] = masked
