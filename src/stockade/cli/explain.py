@@ -123,16 +123,12 @@ def _network_detail_rows(policy: Policy) -> list[tuple[str, str]]:
 
 
 def _ssh_endpoints(policy: Policy) -> list[str]:
-    """Allow entries that name a port other than 80 and 443 for a host without HTTP rules or credentials."""
+    """The allow entries that let ssh through (sshroute.raw_tcp_rules), less hosts with HTTP rules or credentials."""
     from stockade.profiles.domains import overlaps, parse_rule
+    from stockade.proxy.sshroute import raw_tcp_rules
 
     special = [parse_rule(host) for host in policy.terminated_hosts]
-    found = []
-    for text in policy.network.allow:
-        rule = parse_rule(text)
-        if rule.port is not None and rule.port not in (80, 443) and not any(overlaps(rule, other) for other in special):
-            found.append(text)
-    return found
+    return [str(rule) for rule in raw_tcp_rules(policy.network.allow) if not any(overlaps(rule, other) for other in special)]
 
 
 def _limits_words(policy: Policy) -> str:
