@@ -88,32 +88,10 @@ def _read(path: Path) -> str:
 
 def _with_host(text: str, rule: str, target: Path, extends: str | None) -> tuple[str, bool]:
     """The file's text with `rule` added to [network] allow; (text, True) when it is there already."""
-    import tomlkit  # only this command edits TOML
+    from stockade.profiles.editing import Entry, add_entries
 
-    try:
-        document = tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as exc:
-        raise PolicyError(f"not valid TOML: {exc}", file=str(target)) from None
-    if extends is not None:
-        document["extends"] = [extends]
-    network = document.get("network")
-    if network is None:
-        network = tomlkit.table()
-        document["network"] = network
-    elif not isinstance(network, dict):
-        raise PolicyError("network is not a table; write [network] with allow = [...] under it", file=str(target))
-    allowed = network.get("allow")
-    if allowed is None:
-        network["allow"] = tomlkit.array()
-        allowed = network["allow"]
-    elif not isinstance(allowed, list):
-        raise PolicyError("[network] allow is not a list", file=str(target))
-    if rule in [str(item) for item in allowed]:
-        return text, True
-    allowed.append(rule)
-    if network.get("mode") == "none":
-        network["mode"] = "allowlist"  # the host would change nothing otherwise
-    return tomlkit.dumps(document), False
+    new_text, added = add_entries(text, [Entry(("network",), "allow", rule)], file=str(target), extends=extends)
+    return new_text, not added
 
 
 def _replace(path: Path, text: str) -> None:
