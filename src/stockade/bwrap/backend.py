@@ -25,8 +25,17 @@ SANDBOX_CA = "/run/stockade/ca-bundle.pem"  # proxy.cabundle.SANDBOX_PATH, where
 
 # New namespaces for everything; no nested user namespaces; no capabilities even as root.
 # The network namespace is bwrap's own when the network is off, else stockade's (bwrap/netns.py).
-SEALED = ("--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
-          "--disable-userns", "--die-with-parent", "--cap-drop", "ALL")
+SEALED = (
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--disable-userns",
+    "--die-with-parent",
+    "--cap-drop",
+    "ALL",
+)
 
 # GitHub Actions file commands (env, PATH, outputs, state, step summary) and the runner's
 # temp folder, where later steps' scripts live.
@@ -83,9 +92,7 @@ def _working_dir(cwd: str, view: View) -> str:
     real = os.path.realpath(cwd)
     hidden = [m for m in view.masked if is_within(real, m)]
     if hidden:
-        raise SandboxSetupError(
-            f"the working directory {cwd} is hidden by the policy ({hidden[0]}); run from a folder the sandbox can see"
-        )
+        raise SandboxSetupError(f"the working directory {cwd} is hidden by the policy ({hidden[0]}); run from a folder the sandbox can see")
     if not os.path.isdir(real):
         raise SandboxSetupError(f"the working directory {cwd} does not exist")
     if not visible(real, view.writable, view.home, view.shown):
@@ -109,6 +116,7 @@ def _ssh(request: RunRequest, view: View) -> tuple[tuple[str, ...], list[bw.Piec
     if not rules:
         return (), [], {}
     system = os.path.isfile(sshroute.SYSTEM_CONFIG)
+
     def readable(path: str) -> bool:
         return sshroute.system_folder_only(path) and all(_seen_inside(view, p) for p in (os.path.abspath(path), os.path.realpath(path)))
 
@@ -174,8 +182,13 @@ class BwrapPlanner:
         )
         path_dirs = tuple(d for d in request.host_env.get("PATH", "").split(os.pathsep) if d)
         view = plan_view(
-            request.policy, request.locations, str(request.cwd), path_dirs, ci_channels(request.host_env, request.policy),
-            request.host_env, unmade,
+            request.policy,
+            request.locations,
+            str(request.cwd),
+            path_dirs,
+            ci_channels(request.host_env, request.policy),
+            request.host_env,
+            unmade,
         )
         if request.verbose:
             view.notes += view.details
@@ -331,6 +344,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
 def walls_of(view: View) -> dict[str, object]:
     """What --trace needs to name the wall a refused file access hit (denials.py): the hidden and
     read-only places with why each is, and the private home with what it shows."""
+
     def why(path: str) -> str:
         return view.reasons.get(path) or view.reasons.get(os.path.realpath(path)) or ""
 

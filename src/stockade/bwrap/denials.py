@@ -63,17 +63,49 @@ class Failure:
 
 
 class Denial:
-    """A refused access and the wall that refused it."""
+    """A refused access, the wall that refused it in words (`rule`), and which kind of wall (`wall`,
+    one of WALLS: what stockade learn may propose for it)."""
 
-    __slots__ = ("failure", "rule")
+    __slots__ = ("failure", "rule", "wall")
 
-    def __init__(self, failure: Failure, rule: str) -> None:
+    def __init__(self, failure: Failure, rule: str, wall: str = "") -> None:
         self.failure = failure
         self.rule = rule
+        self.wall = wall
 
     def to_data(self) -> dict[str, object]:
         failure = self.failure
-        return {"path": failure.path, "operation": failure.operation, "syscall": failure.syscall, "errno": failure.error, "rule": self.rule}
+        return {
+            "path": failure.path, "operation": failure.operation, "syscall": failure.syscall, "errno": failure.error,
+            "rule": self.rule, "wall": self.wall,
+        }  # fmt: skip
+
+
+# The kinds of wall, as stockade learn and the JSON report name them.
+WALLS = (
+    "deny_read",  # hidden by a deny_read entry (the user's secrets list)
+    "floor",  # hidden or read-only by the floor: stockade's state, files that run code later, PATH
+    "unreadable",  # a folder its owner may not read, hidden whole
+    "deny_write",  # read-only by a deny_write entry
+    "outside_write",  # a write outside every allow_write place
+    "read_only",  # a write in a read-only place with no named reason
+    "private_home",  # absent from the private home: the real one shows only allow_read places
+    "seccomp",  # the seccomp filter (setuid and setgid bits)
+    "permissions",  # the file's own permissions
+)
+
+
+def wall_of(rule: str) -> str:
+    """The kind of wall (WALLS) a rule sentence of `attribute` names."""
+    for prefix, kind in (
+        ("hidden by deny_read", "deny_read"), ("hidden by the floor", "floor"), ("hidden by floor:", "floor"),
+        ("hidden by a folder", "unreadable"), ("read-only by deny_write", "deny_write"), ("read-only by floor:", "floor"),
+        ("read-only by the floor", "floor"), ("outside allow_write", "outside_write"), ("the private home", "private_home"),
+        ("the seccomp filter", "seccomp"), ("the file's own permissions", "permissions"),
+    ):  # fmt: skip
+        if rule.startswith(prefix):
+            return kind
+    return "floor" if rule.startswith("hidden by") else "read_only"
 
 
 def parse_line(line: str) -> Failure | None:
@@ -191,7 +223,7 @@ def attribute(failure: Failure, walls: dict[str, object], writable: list[str], c
         places = [*(shown if isinstance(shown, list) else []), *writable]
         if isinstance(home, str) and _within(path, home) and not any(_within(path, place) for place in places):
             return (
-                f"the private home (home = \"private\", the default; {origin} can set home or allow_read): "
+                f'the private home (home = "private", the default; {origin} can set home or allow_read): '
                 "it shows only allow_read places of the real one"
             )
         return None
@@ -222,7 +254,7 @@ def denials(lines: list[str], walls: dict[str, object] | None, writable: list[st
         if rule is None or key in seen:
             continue
         seen.add(key)
-        found.append(Denial(failure, rule))
+        found.append(Denial(failure, rule, wall_of(rule)))
     return found
 
 

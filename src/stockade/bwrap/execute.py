@@ -263,9 +263,10 @@ def _remove_made_mount_points(masked: list[str], writable: list[str], since: flo
                 pass
 
 
-def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: bool = False) -> int:
+def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: bool = False, findings: dict[str, object] | None = None) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after; `trace` (--trace) runs bwrap
-    under strace and reports the file accesses the sandbox refused (trace.py, denials.py)."""
+    under strace and reports the file accesses the sandbox refused (trace.py, denials.py).
+    `findings`, when given, gets what the run refused as data (Invocation.findings)."""
     resolve_command(launch.command, launch.env)
     tracer = None
     if trace:
@@ -326,25 +327,38 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
         _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble)
     if tracer is not None:
-        _trace_report(launch, traced, tracer.dropped)
+        _trace_report(launch, traced, tracer.dropped, findings)
+    if findings is not None:
+        findings.update(
+            network=list(denials), no_route=outcome.no_route, moved=[{"path": old, "moved_to": new} for old, new in quarantined],
+            limits=[*hits, *(["wall_time"] if outcome.timed_out else [])],
+        )  # fmt: skip
     phases.mark("after")
     code = outcome.exit_code
     return 128 - code if code < 0 else code
 
 
-def _trace_report(launch: Launch, lines: list[str], dropped: int) -> None:
-    """--trace's block, after the summary: every file access the sandbox refused and the wall that did."""
+def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> None:
+    """--trace's block, after the summary: every file access the sandbox refused and the wall that did
+    (printed even with --quiet, unless the caller takes them as data instead)."""
     from stockade.bwrap.denials import denials, report
 
     found = denials(lines, launch.walls, launch.writable, launch.cwd, launch.origin)
+    if findings is not None:
+        findings["files"] = [denial.to_data() for denial in found]
+        findings["files_dropped"] = dropped
+        if launch.quiet:
+            return
     for line in report(found, dropped):
         say(f"stockade: {line}")
 
 
 def _no_network_line(launch: Launch) -> str:
     """Why "Could not resolve host" or "Network is unreachable" (netcount.py)."""
-    where = launch.origin if not launch.origin.startswith("builtin:") else (
-        f'a .stockade.toml with extends = ["{launch.origin.removeprefix("builtin:")}"] (then `stockade trust`)'
+    where = (
+        launch.origin
+        if not launch.origin.startswith("builtin:")
+        else (f'a .stockade.toml with extends = ["{launch.origin.removeprefix("builtin:")}"] (then `stockade trust`)')
     )
     if launch.session_rules is None:
         return (

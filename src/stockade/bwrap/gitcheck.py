@@ -23,24 +23,71 @@ import stat
 from stockade.bwrap.changes import stamp
 from stockade.profiles import gitconfig
 
-INERT_KEYS = frozenset({
-    "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates", "core.ignorecase",
-    "core.precomposeunicode", "core.symlinks", "core.worktree", "core.autocrlf", "core.eol", "core.safecrlf",
-    "core.quotepath", "core.sparsecheckout", "core.sparsecheckoutcone", "core.sharedrepository",
-    "core.compression", "core.bigfilethreshold", "core.abbrev", "core.untrackedcache", "core.splitindex",
-    "core.commitgraph", "core.multipackindex",
-    "extensions.objectformat", "extensions.refstorage", "extensions.worktreeconfig", "extensions.preciousobjects",
-    "user.name", "user.email", "init.defaultbranch", "pull.rebase", "pull.ff", "gc.auto", "fetch.prune",
-    "index.version", "feature.manyfiles", "lfs.repositoryformatversion",
-})
+INERT_KEYS = frozenset(
+    {
+        "core.repositoryformatversion",
+        "core.filemode",
+        "core.bare",
+        "core.logallrefupdates",
+        "core.ignorecase",
+        "core.precomposeunicode",
+        "core.symlinks",
+        "core.worktree",
+        "core.autocrlf",
+        "core.eol",
+        "core.safecrlf",
+        "core.quotepath",
+        "core.sparsecheckout",
+        "core.sparsecheckoutcone",
+        "core.sharedrepository",
+        "core.compression",
+        "core.bigfilethreshold",
+        "core.abbrev",
+        "core.untrackedcache",
+        "core.splitindex",
+        "core.commitgraph",
+        "core.multipackindex",
+        "extensions.objectformat",
+        "extensions.refstorage",
+        "extensions.worktreeconfig",
+        "extensions.preciousobjects",
+        "user.name",
+        "user.email",
+        "init.defaultbranch",
+        "pull.rebase",
+        "pull.ff",
+        "gc.auto",
+        "fetch.prune",
+        "index.version",
+        "feature.manyfiles",
+        "lfs.repositoryformatversion",
+    }
+)
 # remote.NAME.KEY, branch.NAME.KEY, submodule.NAME.KEY: (section, key) pairs that name no program
-INERT_NAMED = frozenset({
-    ("remote", "url"), ("remote", "pushurl"), ("remote", "fetch"), ("remote", "push"), ("remote", "tagopt"),
-    ("remote", "mirror"), ("remote", "prune"), ("remote", "promisor"), ("remote", "partialclonefilter"),
-    ("branch", "remote"), ("branch", "merge"), ("branch", "rebase"), ("branch", "pushremote"),
-    ("submodule", "url"), ("submodule", "active"), ("submodule", "update"), ("submodule", "branch"),
-    ("submodule", "fetchrecursesubmodules"), ("submodule", "ignore"), ("submodule", "shallow"),
-})
+INERT_NAMED = frozenset(
+    {
+        ("remote", "url"),
+        ("remote", "pushurl"),
+        ("remote", "fetch"),
+        ("remote", "push"),
+        ("remote", "tagopt"),
+        ("remote", "mirror"),
+        ("remote", "prune"),
+        ("remote", "promisor"),
+        ("remote", "partialclonefilter"),
+        ("branch", "remote"),
+        ("branch", "merge"),
+        ("branch", "rebase"),
+        ("branch", "pushremote"),
+        ("submodule", "url"),
+        ("submodule", "active"),
+        ("submodule", "update"),
+        ("submodule", "branch"),
+        ("submodule", "fetchrecursesubmodules"),
+        ("submodule", "ignore"),
+        ("submodule", "shallow"),
+    }
+)
 URL_KEYS = frozenset({"url", "pushurl"})
 SUBMODULE_UPDATE_MODES = frozenset({"checkout", "rebase", "merge", "none"})
 

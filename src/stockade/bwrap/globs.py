@@ -23,7 +23,10 @@ Tree = dict[str, tuple[tuple[int, int, int], list[str], bytes]]
 
 
 def expand(
-    patterns: tuple[str, ...], tree: Tree | None = None, tree_root: str = "", locked: list[str] | None = None,
+    patterns: tuple[str, ...],
+    tree: Tree | None = None,
+    tree_root: str = "",
+    locked: list[str] | None = None,
     shared: list[str] | None = None,
 ) -> tuple[dict[str, list[str]], list[str]]:
     """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists.
@@ -94,7 +97,11 @@ class Patterns:
 
 
 def _walk(
-    base: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None,
+    base: str,
+    patterns: Patterns,
+    found: dict[str, list[str]],
+    tree: Tree | None,
+    locked: list[str] | None = None,
     shared: list[str] | None = None,
 ) -> bool:
     """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
@@ -121,7 +128,11 @@ def linked_elsewhere(entry: os.DirEntry[str]) -> bool:
 
 
 def list_folder(
-    folder: str, patterns: Patterns, found: dict[str, list[str]], tree: Tree | None, locked: list[str] | None = None,
+    folder: str,
+    patterns: Patterns,
+    found: dict[str, list[str]],
+    tree: Tree | None,
+    locked: list[str] | None = None,
     shared: list[str] | None = None,
 ) -> tuple[int, list[str]] | None:
     """Match one folder's entries into `found`; (entries seen, subfolders to visit), None if unreadable.

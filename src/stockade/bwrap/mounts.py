@@ -260,7 +260,7 @@ def _note_reasons(view: View, policy: Policy, matches: dict[str, list[str]], flo
     home = str(locations.home).rstrip("/")
 
     def spelled(path: str) -> str:
-        return "~" + path[len(home):] if home and is_within(path, home) else path
+        return "~" + path[len(home) :] if home and is_within(path, home) else path
 
     fs = policy.filesystem
     for pattern in fs.deny_read:
@@ -278,8 +278,15 @@ def _note_reasons(view: View, policy: Policy, matches: dict[str, list[str]], flo
 
 
 def _show_home(
-    view: View, policy: Policy, locations: Locations, real_home: str, roots: list[str], denied: list[str],
-    path_dirs: tuple[str, ...], env: Mapping[str, str], anchors: tuple[str, ...],
+    view: View,
+    policy: Policy,
+    locations: Locations,
+    real_home: str,
+    roots: list[str],
+    denied: list[str],
+    path_dirs: tuple[str, ...],
+    env: Mapping[str, str],
+    anchors: tuple[str, ...],
 ) -> None:
     """Make the sandbox's home its own when the policy says so (private_home.py). With HOME
     set to `/` (or nowhere real), the account's own home is the one made private: its secrets
@@ -293,7 +300,7 @@ def _show_home(
     git_config = (os.path.join(spelled, ".gitconfig"), os.path.join(spelled, ".config", "git"))
     if any(place in git_config for place in wanted):  # what the user's git config includes is read with it
         wanted += gitdirs.UserGit(real_home, dict(env)).included
-    wanted = [real_home + place[len(spelled):] if place != spelled and is_within(place, spelled) else place for place in wanted]
+    wanted = [real_home + place[len(spelled) :] if place != spelled and is_within(place, spelled) else place for place in wanted]
     view.home = real_home
     for shown in private_home.shown_places(real_home, wanted, roots, denied, (*SCRATCH_DIRS, *HIDDEN_SYSTEM_DIRS)):
         if _root_of(shown.source, roots) is not None:
@@ -336,9 +343,7 @@ def _walk_summary(
     }
 
 
-def _repositories(
-    anchors: tuple[str, ...], git_entries: list[str], env: Mapping[str, str], cwd: str
-) -> list[gitdirs.GitLayout]:
+def _repositories(anchors: tuple[str, ...], git_entries: list[str], env: Mapping[str, str], cwd: str) -> list[gitdirs.GitLayout]:
     """Every repository a run could make git act in: the project's and the working
     directory's own (a worktree or submodule included), each `.git` the walk found
     in the project, and the one GIT_DIR names."""
@@ -560,7 +565,7 @@ def _mask(view: View, path: str, roots: list[str], socket: bool = False) -> None
     _mask_one(view, path, roots, socket)
     for shown, source in view.shown_from.items():
         if is_within(path, source):
-            _mask_one(view, shown + path[len(source):] if path != source else shown, roots, socket)
+            _mask_one(view, shown + path[len(source) :] if path != source else shown, roots, socket)
 
 
 def _mask_one(view: View, path: str, roots: list[str], socket: bool = False) -> None:

@@ -31,7 +31,6 @@ IFF_UP = 0x1
 IFF_RUNNING = 0x40
 
 
-
 def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:

@@ -69,8 +69,8 @@ DISABLE_VARIABLE = "STOCKADE_NO_PLAN_CACHE"
 
 
 def enabled(invocation: Invocation) -> bool:
-    """Whether this run may use or store a cached plan."""
-    return sys.platform.startswith("linux") and not invocation.env.get(DISABLE_VARIABLE) and invocation.reuse_plans
+    """Whether this run may use or store a cached plan (not with stockade learn's additions: the key has no room for them)."""
+    return sys.platform.startswith("linux") and not invocation.env.get(DISABLE_VARIABLE) and invocation.reuse_plans and not invocation.additions
 
 
 def plans_folder(env: Mapping[str, str]) -> str:

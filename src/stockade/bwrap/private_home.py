@@ -55,9 +55,7 @@ def account_home() -> str:
         return ""
 
 
-def wanted(
-    allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str, str], anchors: Iterable[str]
-) -> list[str]:
+def wanted(allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str, str], anchors: Iterable[str]) -> list[str]:
     """Every path the run would like to see, before checking where each lies and what exists."""
     places = [*allow_read, *anchors]
     for folder in path_dirs:
@@ -91,9 +89,7 @@ def top_level_links(home: str) -> list[tuple[str, str, str]]:
     return found
 
 
-def shown_places(
-    home: str, places: Iterable[str], roots: Iterable[str], denied: Iterable[str], private: Iterable[str] = ()
-) -> list[Shown]:
+def shown_places(home: str, places: Iterable[str], roots: Iterable[str], denied: Iterable[str], private: Iterable[str] = ()) -> list[Shown]:
     """The places inside `home` to bind read-only; outer ones only (an inner one is shown already).
 
     A place inside a writable root is bound by that root; one that is, or resolves into, a

@@ -89,7 +89,9 @@ def check_userns() -> Check:
     try:
         result = subprocess.run(
             [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--", "/bin/true"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         ok, error = result.returncode == 0, result.stderr.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -97,9 +99,11 @@ def check_userns() -> Check:
     if ok:
         return Check("user namespaces", True, f"bwrap can create user, pid, net, ipc, uts and cgroup namespaces (max_user_namespaces={max_ns})")
     if apparmor == "1":
-        fix = ("Ubuntu restricts unprivileged user namespaces: add an AppArmor profile for bwrap "
-               "(see /etc/apparmor.d/bwrap-userns-restrict on Ubuntu 24.04) or run "
-               "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0")
+        fix = (
+            "Ubuntu restricts unprivileged user namespaces: add an AppArmor profile for bwrap "
+            "(see /etc/apparmor.d/bwrap-userns-restrict on Ubuntu 24.04) or run "
+            "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0"
+        )
     elif clone == "0":
         fix = "run: sudo sysctl kernel.unprivileged_userns_clone=1"
     elif max_ns == "0":
@@ -140,9 +144,11 @@ def check_limits() -> Check:
     if folder:
         return Check("resource limits", True, f"pids and memory through cgroup v2 under {folder}", required=False)
     return Check(
-        "resource limits", True,
+        "resource limits",
+        True,
         "no delegated cgroup: [limits] memory and pids fall back to rlimits (per process / per user)",
-        "for exact limits, run under a systemd user session or delegate a cgroup v2 subtree", required=False,
+        "for exact limits, run under a systemd user session or delegate a cgroup v2 subtree",
+        required=False,
     )
 
 
@@ -154,7 +160,8 @@ def check_proxy_daemon() -> Check:
     if status is None:
         return Check("network proxy", True, "not running: the first run with a network allowlist starts it", required=False)
     return Check(
-        "network proxy", True,
+        "network proxy",
+        True,
         f"running on 127.0.0.1:{status.get('port')} (pid {status.get('pid')}, {status.get('sessions')} session(s), "
         f"{status.get('clients')} connection(s))",
         required=False,

@@ -71,7 +71,11 @@ class LinuxBackend:
         launch = launch_of(plan)
         if recorder is not None:
             plan_cache.store(
-                plan_cache.run_key(invocation), launch, recorder, plan.view.walk, note,
+                plan_cache.run_key(invocation),
+                launch,
+                recorder,
+                plan.view.walk,
+                note,
                 (*generations(plan.policy.audit.log), *((plan.ca_bundle,) if plan.ca_bundle else ()), *plan.ssh_files),
                 (plan.view.socket_scope, plan.view.sockets),
             )
@@ -107,7 +111,7 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
             runtime, state = runtime_folder(invocation.env), state_folder(invocation.env)
         bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
         bridge.credentials = credentials if credentials is not None else _read_credentials(launch, invocation) or []
-    code = execute(launch, invocation.session_id, bridge, trace=invocation.trace)
+    code = execute(launch, invocation.session_id, bridge, trace=invocation.trace, findings=invocation.findings)
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)
     return code

@@ -99,44 +99,56 @@ def _socket_blocks(allow_unix: bool) -> list[Block]:
     not_stream = tuple(kind for kind in range(SOCK_TYPE_MASK + 1) if kind != SOCK_STREAM)
     blocks = []
     if not allow_unix:
-        blocks.append(Block(
-            "socket(AF_UNIX) of any type but SOCK_STREAM",
-            "a datagram socket can sendto() any host socket by path, one made after planning included",
-            tuple(Rule("socket", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK))) for kind in not_stream),
-        ))
-    blocks.append(Block(
-        "socketpair(AF_UNIX) of any type but SOCK_STREAM",
-        "a datagram pair can sendto() a host socket by path; SOCK_RAW becomes datagram too",
-        tuple(
-            Rule("socketpair", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK)))
-            for kind in not_stream
-        ),
-    ))
-    blocks.append(Block(
-        "socket(AF_VSOCK)",
-        "vsock talks to the VM host and ignores network namespaces",
-        (Rule("socket", (ArgMatch(0, AF_VSOCK),)),),
-    ))
+        blocks.append(
+            Block(
+                "socket(AF_UNIX) of any type but SOCK_STREAM",
+                "a datagram socket can sendto() any host socket by path, one made after planning included",
+                tuple(Rule("socket", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK))) for kind in not_stream),
+            )
+        )
+    blocks.append(
+        Block(
+            "socketpair(AF_UNIX) of any type but SOCK_STREAM",
+            "a datagram pair can sendto() a host socket by path; SOCK_RAW becomes datagram too",
+            tuple(Rule("socketpair", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK))) for kind in not_stream),
+        )
+    )
+    blocks.append(
+        Block(
+            "socket(AF_VSOCK)",
+            "vsock talks to the VM host and ignores network namespaces",
+            (Rule("socket", (ArgMatch(0, AF_VSOCK),)),),
+        )
+    )
     return blocks
 
 
 def _process_blocks() -> list[Block]:
     return [
-        Block("io_uring_setup, io_uring_enter, io_uring_register",
-              "io_uring performs socket and file operations that seccomp never sees",
-              _always("io_uring_setup", "io_uring_enter", "io_uring_register")),
-        Block("ptrace, process_vm_readv, process_vm_writev, pidfd_getfd",
-              "they read or steer another process of the sandbox, including bwrap's pid 1",
-              _always("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd")),
-        Block("unshare, setns", "no new or foreign namespaces inside the sandbox",
-              _always("unshare", "setns")),
-        Block(f"clone with {', '.join(CLONE_NEW_FLAGS)}", "no new namespaces inside the sandbox",
-              tuple(Rule("clone", (ArgMatch(0, flag, flag),)) for flag in CLONE_NEW_FLAGS.values())),
-        Block("clone3", "its flags sit behind a pointer seccomp cannot read; ENOSYS makes libc fall back to clone",
-              _always("clone3", err=errno.ENOSYS)),
-        Block("ioctl TIOCSTI, TIOCLINUX",
-              "they push keystrokes into the terminal; matched on the low 32 bits, as the kernel reads them",
-              (Rule("ioctl", (ArgMatch(1, TIOCSTI),)), Rule("ioctl", (ArgMatch(1, TIOCLINUX),)))),
+        Block(
+            "io_uring_setup, io_uring_enter, io_uring_register",
+            "io_uring performs socket and file operations that seccomp never sees",
+            _always("io_uring_setup", "io_uring_enter", "io_uring_register"),
+        ),
+        Block(
+            "ptrace, process_vm_readv, process_vm_writev, pidfd_getfd",
+            "they read or steer another process of the sandbox, including bwrap's pid 1",
+            _always("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"),
+        ),
+        Block("unshare, setns", "no new or foreign namespaces inside the sandbox", _always("unshare", "setns")),
+        Block(
+            f"clone with {', '.join(CLONE_NEW_FLAGS)}",
+            "no new namespaces inside the sandbox",
+            tuple(Rule("clone", (ArgMatch(0, flag, flag),)) for flag in CLONE_NEW_FLAGS.values()),
+        ),
+        Block(
+            "clone3", "its flags sit behind a pointer seccomp cannot read; ENOSYS makes libc fall back to clone", _always("clone3", err=errno.ENOSYS)
+        ),
+        Block(
+            "ioctl TIOCSTI, TIOCLINUX",
+            "they push keystrokes into the terminal; matched on the low 32 bits, as the kernel reads them",
+            (Rule("ioctl", (ArgMatch(1, TIOCSTI),)), Rule("ioctl", (ArgMatch(1, TIOCLINUX),))),
+        ),
     ]
 
 
@@ -145,39 +157,45 @@ def _kernel_blocks() -> list[Block]:
         Block("bpf", "eBPF is kernel attack surface", _always("bpf")),
         Block("perf_event_open", "kernel attack surface and a side channel", _always("perf_event_open")),
         Block("userfaultfd", "a classic tool for winning kernel races", _always("userfaultfd")),
-        Block("keyctl, add_key, request_key", "kernel keyrings are not namespaced",
-              _always("keyctl", "add_key", "request_key")),
-        Block("kexec_load, kexec_file_load, init_module, finit_module, delete_module",
-              "no new kernel code", _always("kexec_load", "kexec_file_load", "init_module",
-                                             "finit_module", "delete_module")),
-        Block("mount, umount2, pivot_root, chroot, swapon, swapoff",
-              "the filesystem view is fixed when the sandbox starts",
-              _always("mount", "umount2", "pivot_root", "chroot", "swapon", "swapoff")),
-        Block("open_tree, open_tree_attr, move_mount, fsopen, fsconfig, fsmount, fspick, mount_setattr",
-              "the new mount API changes the filesystem view too",
-              _always("open_tree", "open_tree_attr", "move_mount", "fsopen", "fsconfig",
-                      "fsmount", "fspick", "mount_setattr")),
+        Block("keyctl, add_key, request_key", "kernel keyrings are not namespaced", _always("keyctl", "add_key", "request_key")),
+        Block(
+            "kexec_load, kexec_file_load, init_module, finit_module, delete_module",
+            "no new kernel code",
+            _always("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"),
+        ),
+        Block(
+            "mount, umount2, pivot_root, chroot, swapon, swapoff",
+            "the filesystem view is fixed when the sandbox starts",
+            _always("mount", "umount2", "pivot_root", "chroot", "swapon", "swapoff"),
+        ),
+        Block(
+            "open_tree, open_tree_attr, move_mount, fsopen, fsconfig, fsmount, fspick, mount_setattr",
+            "the new mount API changes the filesystem view too",
+            _always("open_tree", "open_tree_attr", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
+        ),
         Block("open_by_handle_at", "it opens files by handle, around the mount view", _always("open_by_handle_at")),
         Block("acct", "process accounting writes to a file outside the sandbox's control", _always("acct")),
-        Block("chmod, fchmod, fchmodat, fchmodat2 setting setuid or setgid",
-              "run as root, a setuid file made in a writable place would be a setuid-root file on the host",
-              _setid_rules()),
-        Block("open, openat, creat, mknod, mknodat creating a file with setuid or setgid",
-              "the mode a new file is created with sets the same bits, which the umask leaves",
-              _setid_creation_rules()),
-        Block("openat2",
-              "its mode sits behind a pointer seccomp cannot read; ENOSYS makes callers fall back to openat",
-              _always("openat2", err=errno.ENOSYS)),
+        Block(
+            "chmod, fchmod, fchmodat, fchmodat2 setting setuid or setgid",
+            "run as root, a setuid file made in a writable place would be a setuid-root file on the host",
+            _setid_rules(),
+        ),
+        Block(
+            "open, openat, creat, mknod, mknodat creating a file with setuid or setgid",
+            "the mode a new file is created with sets the same bits, which the umask leaves",
+            _setid_creation_rules(),
+        ),
+        Block(
+            "openat2",
+            "its mode sits behind a pointer seccomp cannot read; ENOSYS makes callers fall back to openat",
+            _always("openat2", err=errno.ENOSYS),
+        ),
     ]
 
 
 def _setid_rules() -> tuple[Rule, ...]:
     mode_arg = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
-    return tuple(
-        Rule(name, (ArgMatch(index, bit, bit),))
-        for name, index in mode_arg.items()
-        for bit in (S_ISUID, S_ISGID)
-    )
+    return tuple(Rule(name, (ArgMatch(index, bit, bit),)) for name, index in mode_arg.items() for bit in (S_ISUID, S_ISGID))
 
 
 def _setid_creation_rules() -> tuple[Rule, ...]:

@@ -43,9 +43,7 @@ def libseccomp_version() -> str:
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError as exc:
-        raise SandboxSetupError(
-            "libseccomp.so.2 not found: install it (sudo apt-get install libseccomp2)"
-        ) from exc
+        raise SandboxSetupError("libseccomp.so.2 not found: install it (sudo apt-get install libseccomp2)") from exc
     lib.seccomp_version.restype = ctypes.POINTER(_Version)
     version = lib.seccomp_version().contents
     return f"{version.major}.{version.minor}.{version.micro}"
@@ -53,13 +51,15 @@ def libseccomp_version() -> str:
 
 def cache_key(allow_unix: bool) -> str:
     """sha256 over everything the compiled program depends on."""
-    material = "\0".join((
-        "stockade-seccomp",
-        str(RULES_VERSION),
-        "allow_unix" if allow_unix else "no_unix",
-        os.uname().machine,
-        libseccomp_version(),
-    ))
+    material = "\0".join(
+        (
+            "stockade-seccomp",
+            str(RULES_VERSION),
+            "allow_unix" if allow_unix else "no_unix",
+            os.uname().machine,
+            libseccomp_version(),
+        )
+    )
     return sha256(material.encode()).hexdigest()
 
 

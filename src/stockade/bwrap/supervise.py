@@ -159,9 +159,7 @@ def supervise(
     if init_pid is None:
         os.close(info_read_fd)
         code = _exit_code(os.waitpid(pid, 0)[1])
-        raise SandboxSetupError(
-            f"bwrap could not set up the sandbox (exit {code}, its message is above); run `stockade doctor`"
-        )
+        raise SandboxSetupError(f"bwrap could not set up the sandbox (exit {code}, its message is above); run `stockade doctor`")
 
     def forward(signum: int, _frame: object) -> None:
         if interactive:

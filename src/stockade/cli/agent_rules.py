@@ -183,4 +183,3 @@ def _drop_wrapper_options(words: list[str], wrapper: str) -> list[str]:
     if wrapper == "timeout" and rest:
         rest.pop(0)
     return rest
-

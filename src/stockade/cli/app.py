@@ -13,7 +13,7 @@ try:  # the click Typer raises from: its own copy (typer 0.20 and later), else c
 except ImportError:  # pragma: no cover - an older Typer
     from click import exceptions as clicks  # type: ignore[no-redef]
 
-from stockade.cli import allow, audit_cmd, check, doctor, explain, init, install, trust
+from stockade.cli import allow, audit_cmd, check, doctor, explain, init, install, learn, trust
 from stockade.cli.console import error_line
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.cli.version import VERSION
@@ -44,9 +44,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[
-        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
-    ] = None,
+    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
     """stockade: a sandbox you can leave switched on."""
@@ -90,6 +88,12 @@ app.command(name="explain", help="Say in plain words what the effective policy a
 app.command(name="init", help="Write a commented starter .stockade.toml for this project.")(init.init)
 app.command(name="doctor", help="Check that this machine can sandbox, and say how to fix what is missing.")(doctor.doctor)
 app.command(name="allow", help="Add a host to [network] allow of this project's policy (comments kept), as every denial's hint says.")(allow.allow)
+app.command(
+    name="learn",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Run COMMAND in the sandbox, and propose the policy entries its refusals need (--write applies them): "
+    "stockade learn [OPTIONS] -- COMMAND [ARGS...]",
+)(learn.learn)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(

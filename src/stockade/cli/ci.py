@@ -263,8 +263,7 @@ def markdown(result: CiReport) -> str:
         if result.hosts:
             lines += ["| host | port | requests | allowed | denied | bytes up | bytes down |", "|---|---:|---:|---:|---:|---:|---:|"]
             lines += [
-                f"| {_code(h.host)} | {h.port} | {h.requests} | {h.allowed} | {h.denied} | {h.bytes_up:,} | {h.bytes_down:,} |"
-                for h in result.hosts
+                f"| {_code(h.host)} | {h.port} | {h.requests} | {h.allowed} | {h.denied} | {h.bytes_up:,} | {h.bytes_down:,} |" for h in result.hosts
             ]
         else:
             lines.append("No network requests.")
@@ -273,10 +272,7 @@ def markdown(result: CiReport) -> str:
         lines += [f"#### Denied ({denied})", ""]
         if result.denials:
             lines += ["| host | port | times | why | to allow it, run |", "|---|---:|---:|---|---|"]
-            lines += [
-                f"| {_code(d.host)} | {d.port} | {d.count} | {_cell(d.rule)} | {_fix(d.hint, result.policy)} |"
-                for d in result.denials
-            ]
+            lines += [f"| {_code(d.host)} | {d.port} | {d.count} | {_cell(d.rule)} | {_fix(d.hint, result.policy)} |" for d in result.denials]
         else:
             lines.append("Nothing was denied.")
         lines.append("")

@@ -71,8 +71,11 @@ def verdict(command: str, cwd: str, env: Mapping[str, str]) -> Verdict:
         return Verdict("")
     why = f" ({worst.justification})" if worst.justification else ""
     if worst.decision == "prompt":
-        return Verdict("deny", f"your Codex rule asks for approval before `{worst.text()}`{why} ({worst.path}); "
-                               "stockade cannot let Codex ask, so the command was blocked: run it yourself, or change the rule")
+        return Verdict(
+            "deny",
+            f"your Codex rule asks for approval before `{worst.text()}`{why} ({worst.path}); "
+            "stockade cannot let Codex ask, so the command was blocked: run it yourself, or change the rule",
+        )
     return Verdict("deny", f"your Codex rule forbids `{worst.text()}`{why} ({worst.path})")
 
 

@@ -45,8 +45,13 @@ class _AppServer:
     def __init__(self, codex: str, env: dict[str, str], cwd: Path) -> None:
         try:
             self.process = subprocess.Popen(
-                [codex, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=env, cwd=cwd, start_new_session=True,
+                [codex, "app-server"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
             )
         except OSError as error:
             raise CodexTalkError(f"cannot start {codex} app-server: {error.strerror or error}") from None
@@ -114,10 +119,15 @@ def _hooks(server: _AppServer, project: Path) -> list[CodexHook]:
                 raise CodexTalkError(f"codex cannot read {error.get('path')}: {error.get('message')}")
         for hook in entry.get("hooks") or []:
             if isinstance(hook, dict) and hook.get("handlerType") == "command":
-                found.append(CodexHook(
-                    str(hook.get("key")), str(hook.get("command")), str(hook.get("sourcePath")),
-                    str(hook.get("currentHash")), str(hook.get("trustStatus")),
-                ))
+                found.append(
+                    CodexHook(
+                        str(hook.get("key")),
+                        str(hook.get("command")),
+                        str(hook.get("sourcePath")),
+                        str(hook.get("currentHash")),
+                        str(hook.get("trustStatus")),
+                    )
+                )
     return found
 
 

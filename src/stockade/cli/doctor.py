@@ -18,8 +18,16 @@ def _checks() -> list:
         from stockade.bwrap.probe import Check, check_folders
 
         exists = os.access("/usr/bin/sandbox-exec", os.X_OK)
-        return [Check("sandbox-exec", exists, "/usr/bin/sandbox-exec" if exists else "not found",
-                      "" if exists else "sandbox-exec ships with macOS; check that /usr/bin is intact"), check_folders(), *_agent_hooks()]
+        return [
+            Check(
+                "sandbox-exec",
+                exists,
+                "/usr/bin/sandbox-exec" if exists else "not found",
+                "" if exists else "sandbox-exec ships with macOS; check that /usr/bin is intact",
+            ),
+            check_folders(),
+            *_agent_hooks(),
+        ]
     from stockade.bwrap.probe import linux_checks
 
     return linux_checks() + _agent_hooks()

@@ -111,11 +111,13 @@ def _network_detail_rows(policy: Policy) -> list[tuple[str, str]]:
         hosts = ", ".join(policy.terminated_hosts)
         rows.append(("TLS decrypted by the daemon", f"{hosts} (with your own CA; every other host's TLS passes untouched)"))
     for credential in policy.credentials:
-        rows.append((
-            f"credential {credential.name}",
-            f"read outside at each run ({credential.described()}); inside, a placeholder; the value is sent only to "
-            f"{', '.join(credential.hosts)}, in {credential.places()}",
-        ))
+        rows.append(
+            (
+                f"credential {credential.name}",
+                f"read outside at each run ({credential.described()}); inside, a placeholder; the value is sent only to "
+                f"{', '.join(credential.hosts)}, in {credential.places()}",
+            )
+        )
     ssh = _ssh_endpoints(policy)
     if ssh:
         rows.append(("ssh (raw TCP)", f"{', '.join(ssh)}: SSH only, checked on its first bytes; keys stay hidden unless an agent socket is listed"))

@@ -17,8 +17,7 @@ HINTS = {
     "(set XDG_STATE_HOME and XDG_CACHE_HOME to writable folders), or run it outside that sandbox",
     errno.ENOSPC: "the disk is full: free some space, or point XDG_STATE_HOME and XDG_CACHE_HOME elsewhere",
     errno.EDQUOT: "the disk quota is used up: free some space, or point XDG_STATE_HOME and XDG_CACHE_HOME elsewhere",
-    errno.EACCES: "permission denied: check who owns that folder (stockade keeps its files under ~/.local/state, "
-    "~/.cache and ~/.config)",
+    errno.EACCES: "permission denied: check who owns that folder (stockade keeps its files under ~/.local/state, ~/.cache and ~/.config)",
     errno.EPERM: "operation not permitted (another sandbox's restrictions?): run stockade where it may create namespaces",
 }
 

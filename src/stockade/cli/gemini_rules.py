@@ -66,7 +66,7 @@ class PolicyError(Exception):
 
 
 def verdict(command: str, tool_input: dict[str, Any], cwd: str, env: Mapping[str, str]) -> Verdict:
-    """"deny" or "ask" when the user's Gemini policy says so for any simple command in `command`."""
+    """ "deny" or "ask" when the user's Gemini policy says so for any simple command in `command`."""
     rules: list[PolicyRule] = []
     for path, tier in policy_files(cwd, env):
         try:

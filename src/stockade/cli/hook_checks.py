@@ -38,10 +38,15 @@ def hook_checks(home: Path, project: Path) -> list[Check]:
                 if os.path.isfile(program) and os.access(program, os.X_OK):
                     checks.append(Check(f"{agent} hook", True, f"{path}: {program}", required=False))
                 else:
-                    checks.append(Check(
-                        f"{agent} hook", False, f"{path} runs {program}, which is not there: {agent} then runs commands unwrapped",
-                        f"stockade install {agent} (again, from the stockade you use now)", required=False,
-                    ))
+                    checks.append(
+                        Check(
+                            f"{agent} hook",
+                            False,
+                            f"{path} runs {program}, which is not there: {agent} then runs commands unwrapped",
+                            f"stockade install {agent} (again, from the stockade you use now)",
+                            required=False,
+                        )
+                    )
     return checks + codex_trust_checks(home, project)
 
 
@@ -62,8 +67,13 @@ def codex_trust_checks(home: Path, project: Path) -> list[Check]:
         if hook.trust in ("trusted", "managed"):
             checks.append(Check("codex hook trust", True, f"{hook.source_path}: {hook.trust}", required=False))
         else:
-            checks.append(Check(
-                "codex hook trust", False, f"{hook.source_path}: Codex reports the hook {hook.trust}, so it skips it and runs commands unwrapped",
-                f"stockade install codex (it asks Codex to trust the hook), or {MANUAL_STEP}", required=False,
-            ))
+            checks.append(
+                Check(
+                    "codex hook trust",
+                    False,
+                    f"{hook.source_path}: Codex reports the hook {hook.trust}, so it skips it and runs commands unwrapped",
+                    f"stockade install codex (it asks Codex to trust the hook), or {MANUAL_STEP}",
+                    required=False,
+                )
+            )
     return checks

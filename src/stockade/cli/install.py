@@ -85,8 +85,8 @@ GUARDED_AGENTS = frozenset({"claude", "codex", "gemini"})
 
 def _fail_closed_guard(agent: str) -> str:
     return (
-        "|| { s=$?; [ $s = 2 ] || echo \"stockade: the stockade hook could not run (exit $s), so the command was blocked; "
-        f"run: stockade doctor, then stockade install {agent}\" >&2; exit 2; }}"
+        '|| { s=$?; [ $s = 2 ] || echo "stockade: the stockade hook could not run (exit $s), so the command was blocked; '
+        f'run: stockade doctor, then stockade install {agent}" >&2; exit 2; }}'
     )
 
 

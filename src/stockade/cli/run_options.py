@@ -169,4 +169,4 @@ def _one_edit_apart(a: str, b: str) -> bool:
     i = 0
     while i < len(a) and a[i] == b[i]:
         i += 1
-    return a[i + (len(a) == len(b)):] == b[i + 1:]
+    return a[i + (len(a) == len(b)) :] == b[i + 1 :]

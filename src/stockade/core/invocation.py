@@ -23,11 +23,11 @@ def new_session_id() -> str:
 
 
 class Invocation:
-    """The command, where and how it was asked to run; the backend fills in the last three fields."""
+    """The command, where and how it was asked to run; the backend fills in policy, locations, troubles and findings."""
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "policy", "locations", "troubles",
+        "additions", "policy", "locations", "troubles", "findings",
     )  # fmt: skip
 
     def __init__(
@@ -44,6 +44,8 @@ class Invocation:
         reuse_plans: bool = True,
         session_id: str = "",
         trace: bool = False,
+        additions: str | None = None,
+        findings: dict[str, object] | None = None,
     ) -> None:
         self.command = command
         self.cwd = cwd  # as the user's shell spells it (os.getcwd())
@@ -56,6 +58,11 @@ class Invocation:
         self.reuse_plans = reuse_plans  # a stored plan may be used and this one stored (not for CI reports)
         self.session_id = session_id or new_session_id()
         self.trace = trace  # --trace: trace the sandbox's file syscalls and report the refused ones
+        # TOML of one more layer, applied last as the user's own (stockade learn's later rounds)
+        self.additions = additions
         self.policy: Policy | None = None  # the effective policy, once the backend has read it
         self.locations: Locations | None = None  # stockade's folders, once the backend has found them
         self.troubles: list[str] = []  # why the run's audit record may be incomplete (the daemon died...)
+        # Given as {} by a caller that wants the run's refusals as data (learn, --report); the
+        # backend fills "files", "network", "limits", "moved" and "no_route" (see bwrap/execute.py).
+        self.findings = findings

@@ -28,7 +28,7 @@ ANYWHERE = "**/"
 def spread(rules: tuple[str, ...], project: str, places: Iterable[str]) -> tuple[str, ...]:
     """`rules` plus, for each rule `PROJECT/**/REST`, `PLACE/**/REST` for every place outside the project."""
     base = project.rstrip("/")
-    tails = [rule[len(base):] for rule in rules if rule.startswith(base + "/" + ANYWHERE)]  # "/**/REST"
+    tails = [rule[len(base) :] for rule in rules if rule.startswith(base + "/" + ANYWHERE)]  # "/**/REST"
     outside = [place for place in dict.fromkeys(places) if not is_within(place, project)]
     copies = [place.rstrip("/") + tail for place in outside for tail in tails]
     return tuple(dict.fromkeys((*rules, *copies)))

@@ -69,7 +69,7 @@ def check_name(name: str) -> None:
 
 def check_header(value: object) -> str:
     if not isinstance(value, str) or not _HEADER.match(value):
-        raise ValueError(f"header must be a header name such as \"Authorization\", not {value!r}")
+        raise ValueError(f'header must be a header name such as "Authorization", not {value!r}')
     if value.lower() in NOT_CREDENTIAL_HEADERS:
         raise ValueError(f"header {value!r} routes or frames the request; a credential cannot travel there")
     return value
@@ -77,7 +77,7 @@ def check_header(value: object) -> str:
 
 def check_query(value: object) -> str:
     if not isinstance(value, str) or not _PARAMETER.match(value):
-        raise ValueError(f"query must be a parameter name such as \"key\" (letters, digits, . _ ~ -), not {value!r}")
+        raise ValueError(f'query must be a parameter name such as "key" (letters, digits, . _ ~ -), not {value!r}')
     return value
 
 

@@ -124,7 +124,7 @@ def parse_rule(text: str) -> HostRule:
             head = raw.split("/", 1)[0]
             if head and not re.fullmatch(r"[0-9.:]+", head):
                 raise ValueError(f"{raw!r}: rules name hosts, not paths: write {head!r}") from None
-            raise ValueError(f"{raw!r} is not a valid CIDR block (e.g. \"10.1.0.0/16\")") from exc
+            raise ValueError(f'{raw!r} is not a valid CIDR block (e.g. "10.1.0.0/16")') from exc
     host, port = _split_port(raw)
     try:
         address = ipaddress.ip_address(host)
@@ -133,7 +133,7 @@ def parse_rule(text: str) -> HostRule:
     if address is not None:
         return HostRule(network=ipaddress.ip_network(address), port=port)
     if host == "*" or host.startswith("*") and not host.startswith("*."):
-        raise ValueError(f"{raw!r}: a wildcard must be a whole first label such as \"*.example.com\" (use mode = \"open\" for everything)")
+        raise ValueError(f'{raw!r}: a wildcard must be a whole first label such as "*.example.com" (use mode = "open" for everything)')
     wildcard = host.startswith("*.")
     name = host[2:] if wildcard else host
     if "*" in name:
@@ -159,7 +159,7 @@ def _url_message(raw: str) -> str:
     except ValueError:
         host, port = None, None
     if not host:
-        return f"{raw!r} is a URL: rules name hosts (\"pypi.org\"), not URLs"
+        return f'{raw!r} is a URL: rules name hosts ("pypi.org"), not URLs'
     shown = f"{host}:{port}" if port else host
     return f"{raw!r} is a URL: rules name hosts; write {shown!r} (a scheme or path cannot be matched here)"
 

@@ -9,19 +9,71 @@ from stockade.profiles.model import EnvRules
 
 # Credentials and handles to host services (agents, buses, terminals, CI runners).
 SECRET_ENV: tuple[str, ...] = (
-    "*_TOKEN", "*_TOKEN_*", "*TOKEN", "*_SECRET*", "*SECRET", "*PASSWORD*", "*PASSWD*", "*_PWD",
-    "*AUTHTOKEN*", "*AUTH_TOKEN*",
-    "*_API_KEY", "*_APIKEY", "*_ACCESS_KEY*", "*_PRIVATE_KEY*", "*CREDENTIAL*", "*_AUTH",
-    "AWS_*", "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GCLOUD_*", "DIGITALOCEAN_*",
-    "GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_*TOKEN*", "CI_JOB_TOKEN",
-    "CI_JOB_JWT*", "CI_REPOSITORY_URL", "ACTIONS_*", "SYSTEM_ACCESSTOKEN", "NPM_TOKEN", "NODE_AUTH_TOKEN",
-    "PYPI_*", "TWINE_*", "CARGO_REGISTRY_TOKEN", "DOCKER_AUTH_CONFIG", "VAULT_*",
-    "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "KUBECONFIG",
-    "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "GNUPGHOME",
-    "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY",
-    "XAUTHORITY", "TMUX", "TMUX_PANE", "STY", "NVIM", "NVIM_LISTEN_ADDRESS",
-    "VSCODE_*", "TERM_SESSION_ID", "KITTY_LISTEN_ON", "WEZTERM_UNIX_SOCKET",
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND",
+    "*_TOKEN",
+    "*_TOKEN_*",
+    "*TOKEN",
+    "*_SECRET*",
+    "*SECRET",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_PWD",
+    "*AUTHTOKEN*",
+    "*AUTH_TOKEN*",
+    "*_API_KEY",
+    "*_APIKEY",
+    "*_ACCESS_KEY*",
+    "*_PRIVATE_KEY*",
+    "*CREDENTIAL*",
+    "*_AUTH",
+    "AWS_*",
+    "AZURE_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GCLOUD_*",
+    "DIGITALOCEAN_*",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITLAB_*TOKEN*",
+    "CI_JOB_TOKEN",
+    "CI_JOB_JWT*",
+    "CI_REPOSITORY_URL",
+    "ACTIONS_*",
+    "SYSTEM_ACCESSTOKEN",
+    "NPM_TOKEN",
+    "NODE_AUTH_TOKEN",
+    "PYPI_*",
+    "TWINE_*",
+    "CARGO_REGISTRY_TOKEN",
+    "DOCKER_AUTH_CONFIG",
+    "VAULT_*",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "HF_TOKEN",
+    "KUBECONFIG",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "GNUPGHOME",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+    "VSCODE_*",
+    "TERM_SESSION_ID",
+    "KITTY_LISTEN_ON",
+    "WEZTERM_UNIX_SOCKET",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "BASH_ENV",
+    "ENV",
+    "PROMPT_COMMAND",
 )
 
 # Names a secret pattern above catches that hold no secret and that tools need to work: paths
@@ -31,14 +83,33 @@ NOT_SECRET_ENV: frozenset[str] = frozenset({"AWS_CA_BUNDLE", "AWS_REGION", "AWS_
 # Variables that make the dynamic loader or a shell run code; an untrusted
 # policy may not set them (profiles/narrow.py).
 LOADER_ENV: tuple[str, ...] = (
-    "LD_*", "GCONV_PATH", "GLIBC_TUNABLES", "MALLOC_*", "BASH_ENV", "ENV", "PROMPT_COMMAND",
-    "PYTHONSTARTUP", "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "GIT_*",
+    "LD_*",
+    "GCONV_PATH",
+    "GLIBC_TUNABLES",
+    "MALLOC_*",
+    "BASH_ENV",
+    "ENV",
+    "PROMPT_COMMAND",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PERL5OPT",
+    "PERL5LIB",
+    "RUBYOPT",
+    "NODE_OPTIONS",
+    "GIT_*",
 )
 
 # Set by stockade itself inside the sandbox; a policy cannot set or pass them.
 RESERVED_ENV: tuple[str, ...] = (
-    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
-    "http_proxy", "https_proxy", "all_proxy", "no_proxy", "STOCKADE_*",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "STOCKADE_*",
 )
 
 
@@ -84,8 +155,10 @@ def sandbox_env(host_env: Mapping[str, str], rules: EnvRules) -> dict[str, str]:
     for name, value in host_env.items():
         if matches(name, RESERVED_ENV):
             continue
-        if name in rules.passthrough or not matches(name, SECRET_ENV + rules.deny) or (
-            name.upper() in NOT_SECRET_ENV and not matches(name, rules.deny)
+        if (
+            name in rules.passthrough
+            or not matches(name, SECRET_ENV + rules.deny)
+            or (name.upper() in NOT_SECRET_ENV and not matches(name, rules.deny))
         ):
             result[name] = value
     for name, value in rules.set:

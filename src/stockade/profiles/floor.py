@@ -31,8 +31,7 @@ def reported_patterns(project: str) -> tuple[str, ...]:
     project's top, a path with a folder at the top, a bare name at any depth."""
     root = project.rstrip("/")
     return tuple(
-        f"{root}/{name}/*" if name in FOLDER_NAMES else f"{root}/{name}" if "/" in name else f"{root}/**/{name}"
-        for name in REPORTED_WHEN_CHANGED
+        f"{root}/{name}/*" if name in FOLDER_NAMES else f"{root}/{name}" if "/" in name else f"{root}/**/{name}" for name in REPORTED_WHEN_CHANGED
     )
 
 
@@ -84,9 +83,7 @@ def floor_for(
     candidates = [f"{place.rstrip('/')}/{name}" for place in places for name in RUNS_LATER_IN_PROJECT]
     candidates += [f"{home}/{name}" for name in RUNS_LATER_IN_HOME]
     candidates += [str(locations.config), *policy_files]
-    read_only = tuple(
-        dict.fromkeys(p for p in candidates if any(is_within(p, root) for root in writable_roots))
-    )
+    read_only = tuple(dict.fromkeys(p for p in candidates if any(is_within(p, root) for root in writable_roots)))
     hidden = tuple(str(p) for p in locations.private_dirs())
     return Floor(read_only=read_only, hidden=hidden)
 

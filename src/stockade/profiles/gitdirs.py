@@ -250,9 +250,7 @@ def protected_paths(layouts: list[GitLayout], home: str, env: Mapping[str, str])
     return list(dict.fromkeys(paths))
 
 
-def protected_for(
-    work_trees: tuple[str, ...], writable: tuple[str, ...], home: str, env: Mapping[str, str], cwd: str
-) -> list[str]:
+def protected_for(work_trees: tuple[str, ...], writable: tuple[str, ...], home: str, env: Mapping[str, str], cwd: str) -> list[str]:
     """protected_paths of the repositories at `work_trees` and of GIT_DIR, kept to what lies
     inside a writable place (the rest is read-only anyway)."""
     from stockade.profiles.paths import is_within

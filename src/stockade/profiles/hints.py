@@ -32,9 +32,9 @@ def rule_of(hint: str) -> str | None:
 _HTTP_LINE = re.compile(r'^\[network\.http\.(".*")\] (allow|push) = \[(".*")\]$')
 
 
-def http_fix(hint: str, where: str) -> str | None:
-    """For an HTTP rule's hint (`[network.http."HOST"] allow = ["GET /x"]`, or `push = ["refs/heads/x"]`
-    for a git push): the sentence saying which entry to add to which table; None for any other hint."""
+def http_entry(hint: str) -> tuple[str, str, str] | None:
+    """An HTTP rule's hint (`[network.http."HOST"] allow = ["GET /x"]`, or `push = ["refs/heads/x"]`
+    for a git push) as (host, key, rule); None for any other hint."""
     match = _HTTP_LINE.match(hint.strip())
     if not match:
         return None
@@ -42,6 +42,17 @@ def http_fix(hint: str, where: str) -> str | None:
         host, key, rule = json.loads(match.group(1)), match.group(2), json.loads(match.group(3))
     except ValueError:
         return None
+    if not all(isinstance(part, str) for part in (host, rule)):
+        return None
+    return host, key, rule
+
+
+def http_fix(hint: str, where: str) -> str | None:
+    """For an HTTP rule's hint: the sentence saying which entry to add to which table; None for any other hint."""
+    entry = http_entry(hint)
+    if entry is None:
+        return None
+    host, key, rule = entry
     return f'to allow it, add "{rule}" to {key} under [network.http."{host}"] in {where}'
 
 

@@ -233,12 +233,13 @@ class _Checker:
             if unknown and isinstance(rules[unknown[0]], dict):  # [network.http.api.test]: TOML read "api", then "test"
                 dotted, inner = f"{host}.{unknown[0]}", rules[unknown[0]]
                 while isinstance(inner, dict) and len(inner) == 1 and not set(inner) & {"allow", "deny", "push"}:
-                    (part, inner), = inner.items()
+                    ((part, inner),) = inner.items()
                     dotted += f".{part}"
                 line = self.lines.table(f"network.http.{dotted}") or self.lines.table(f"network.http.{host}")
                 raise PolicyError(
                     f'[network.http.{dotted}]: a host with dots must be quoted, as in [network.http."{dotted}"]',
-                    file=self.source, line=line,
+                    file=self.source,
+                    line=line,
                 )
             if unknown:
                 raise self.http_fail(f"unknown key '{unknown[0]}' in {header}; known keys: allow, deny, push", host, unknown[0])

@@ -17,7 +17,7 @@ def open_ends(policy: Policy, home: str) -> list[str]:
     project = str(policy.project_dir)
     fs = policy.filesystem
     if not any(is_within(project, root) for root in fs.allow_write):
-        notes.append(f"the project ({project}) is read-only: no allow_write entry covers it (\".\" would)")
+        notes.append(f'the project ({project}) is read-only: no allow_write entry covers it ("." would)')
     if not fs.deny_read:
         notes.append("deny_read is empty: the project's .env files and every secret outside your home are readable inside")
     if fs.home == "host" and not any(is_within(path.split("*", 1)[0].rstrip("/") or "/", home) for path in fs.deny_read):
@@ -47,7 +47,7 @@ def _loopback(policy: Policy) -> list[str]:
         if rule.host == "localhost" or (rule.network is not None and rule.network.is_loopback):
             said.append(
                 f'allow "{text}": the host\'s loopback is reachable only by a client told to use the proxy '
-                "(curl --proxy \"$HTTP_PROXY\" --noproxy \"\"); NO_PROXY sends 127.0.0.1 and localhost to the "
+                '(curl --proxy "$HTTP_PROXY" --noproxy ""); NO_PROXY sends 127.0.0.1 and localhost to the '
                 "sandbox's own loopback, and plain TCP clients (databases) cannot reach it"
             )
     return said
@@ -127,7 +127,7 @@ def _credentials_going_nowhere(policy: Policy) -> list[str]:
         return []
     allowed = [parse_rule(text) for text in policy.network.allow]
     return [
-        f"[credentials.{credential.name}] goes to {host}, which [network] allow does not list: it is never sent there (add \"{host}\" to allow)"
+        f'[credentials.{credential.name}] goes to {host}, which [network] allow does not list: it is never sent there (add "{host}" to allow)'
         for credential in policy.credentials
         for host in credential.hosts
         if not any(overlaps(grant, parse_rule(host)) for grant in allowed)

@@ -12,11 +12,12 @@ from stockade.core.errors import PolicyError
 from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations
 from stockade.profiles.discovery import find_project_policy
-from stockade.profiles.loader import BUILTIN_PREFIX, Layer, load_builtin, load_file
+from stockade.profiles.loader import BUILTIN_PREFIX, Layer, load_builtin, load_file, parse_layer
 from stockade.profiles.merge import compose
 from stockade.profiles.model import Policy
 
 DEFAULT_PROFILE = "default"
+LEARNED_SOURCE = "stockade learn"  # the additions layer's name in errors
 
 
 @dataclass(frozen=True)
@@ -119,25 +120,29 @@ def resolve(
     *,
     policy_file: Path | None = None,
     profile: str | None = None,
+    additions: str | None = None,
 ) -> Resolution:
     """The effective policy for a run started in `cwd`.
 
     Order: `--policy FILE` (the user's explicit choice), `--profile NAME`, the
     nearest `.stockade.toml` (narrowing only, unless trusted), the user default.
+    `additions` (TOML, stockade learn's) is one more layer on top, the user's own: an
+    untrusted project file is narrowed against the user's policy with it.
     """
     if policy_file is not None and profile is not None:
         raise PolicyError("give either --policy or --profile, not both")
     project_file = find_project_policy(cwd)
     project_dir = project_file.parent if project_file else cwd
     implicit = lambda: user_default(project_dir, locations)  # noqa: E731
+    extra = [parse_layer(additions, LEARNED_SOURCE, base=project_dir, home=locations.home)] if additions else []
     if policy_file is not None:
         path = policy_file if policy_file.is_absolute() else cwd / policy_file
         layers = _Expander(project_dir, locations, implicit=implicit).from_file(path)
-        return Resolution(compose(layers, project_dir=project_dir, origin=str(path)))
+        return Resolution(compose([*layers, *extra], project_dir=project_dir, origin=str(path)))
     if profile is not None:
         layers = _Expander(project_dir, locations).from_builtin(profile)
-        return Resolution(compose(layers, project_dir=project_dir, origin=f"{BUILTIN_PREFIX}{profile}"))
-    base_layers = user_default(project_dir, locations)
+        return Resolution(compose([*layers, *extra], project_dir=project_dir, origin=f"{BUILTIN_PREFIX}{profile}"))
+    base_layers = [*user_default(project_dir, locations), *extra]
     base_origin = str(locations.user_config_file) if locations.user_config_file.is_file() else f"{BUILTIN_PREFIX}{DEFAULT_PROFILE}"
     base = compose(base_layers, project_dir=project_dir, origin=base_origin)
     if project_file is None:
@@ -147,7 +152,7 @@ def resolve(
 
     layers = _Expander(project_dir, locations, implicit=implicit).from_file(project_file)
     _refuse_project_commands(layers)
-    project = compose(layers, project_dir=project_dir, origin=str(project_file))
+    project = compose([*layers, *extra], project_dir=project_dir, origin=str(project_file))
     store = TrustStore(locations.trust_file)
     if store.is_trusted(project_file, chain_digest(layers)):
         return Resolution(project, project_file=project_file)
@@ -172,7 +177,8 @@ def _refuse_project_commands(layers: list[Layer]) -> None:
                 raise PolicyError(
                     f"[credentials.{name}] runs a command outside the sandbox to get its value, which a project's policy may not do; "
                     "move this table to your own config (~/.config/stockade/config.toml), or use env = or file =",
-                    file=layer.source, line=lines.key(f"credentials.{name}", "command") or lines.table(f"credentials.{name}"),
+                    file=layer.source,
+                    line=lines.key(f"credentials.{name}", "command") or lines.table(f"credentials.{name}"),
                 )
 
 
@@ -204,7 +210,10 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
 
     locations = locate(invocation.env)
     cwd = Path(invocation.cwd)
-    resolution = resolve(cwd, locations, policy_file=Path(invocation.policy_file) if invocation.policy_file else None, profile=invocation.profile)
+    resolution = resolve(
+        cwd, locations, policy_file=Path(invocation.policy_file) if invocation.policy_file else None, profile=invocation.profile,
+        additions=invocation.additions,
+    )  # fmt: skip
     note = untrusted_note(resolution)
     if note and not invocation.quiet:
         say(note)

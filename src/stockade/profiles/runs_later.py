@@ -112,10 +112,25 @@ TABLE: tuple[Entry, ...] = (
     Entry(".github/workflows", P, REPORTED, True, "GitHub Actions: runs on push"),
     Entry(".gitlab-ci.yml", P, REPORTED, False, "GitLab CI: runs on push"),
     # -- the home (protected when a writable place covers it) ------------------------------------
-    *(Entry(name, H, PROTECTED, False, "shells: read at every start") for name in (
-        ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-        ".zprofile", ".zlogin", ".zlogout", ".inputrc", ".pam_environment", ".xprofile", ".xsession",
-    )),
+    *(
+        Entry(name, H, PROTECTED, False, "shells: read at every start")
+        for name in (
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".bash_logout",
+            ".profile",
+            ".zshrc",
+            ".zshenv",
+            ".zprofile",
+            ".zlogin",
+            ".zlogout",
+            ".inputrc",
+            ".pam_environment",
+            ".xprofile",
+            ".xsession",
+        )
+    ),
     Entry(".config/fish", H, PROTECTED, True, "fish: config.fish and conf.d"),
     Entry(".config/autostart", H, PROTECTED, True, "XDG autostart: run at login"),
     Entry(".config/systemd", H, PROTECTED, True, "systemd --user units"),

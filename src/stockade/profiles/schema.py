@@ -14,7 +14,7 @@ class Kind(str, Enum):
     HOME = '"private" or "host"'
     ENV_GLOBS = "list of variable-name globs"
     ENV_NAMES = "list of variable names"
-    ENV_TABLE = "table of NAME = \"value\""
+    ENV_TABLE = 'table of NAME = "value"'
     SIZE = 'size such as "4G"'
     DURATION = 'duration such as "30m"'
     COUNT = "positive integer"
@@ -51,6 +51,4 @@ TABLES: dict[str, dict[str, Kind]] = {
     "audit": {"log": Kind.PATH},
 }
 
-LIST_KINDS = frozenset(
-    {Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES}
-)
+LIST_KINDS = frozenset({Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES})

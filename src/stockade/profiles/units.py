@@ -11,7 +11,7 @@ _DURATION_PART = r"(\d+(?:\.\d+)?)(ms|s|m|h|d)"
 def parse_size(value: int | str) -> int:
     """Bytes from an integer or a string like "512M", "4G", "1.5GiB"."""
     if isinstance(value, bool):
-        raise ValueError("expected a size such as \"4G\" or \"512M\"")
+        raise ValueError('expected a size such as "4G" or "512M"')
     if isinstance(value, int):
         if value <= 0:
             raise ValueError("a size must be positive")
@@ -22,7 +22,7 @@ def parse_size(value: int | str) -> int:
 
     match = re.match(_SIZE, value, re.IGNORECASE)
     if not match:
-        raise ValueError(f"bad size {value!r}: write a number with K, M, G or T, e.g. \"4G\"")
+        raise ValueError(f'bad size {value!r}: write a number with K, M, G or T, e.g. "4G"')
     number = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
     if number < 1:
         raise ValueError(f"bad size {value!r}: it must be at least one byte")
@@ -32,7 +32,7 @@ def parse_size(value: int | str) -> int:
 def parse_duration(value: int | float | str) -> float:
     """Seconds from a number or a string like "30m", "1h30m", "500ms"."""
     if isinstance(value, bool):
-        raise ValueError("expected a duration such as \"30m\" or \"10s\"")
+        raise ValueError('expected a duration such as "30m" or "10s"')
     if isinstance(value, (int, float)):
         if value <= 0:
             raise ValueError("a duration must be positive")
@@ -42,7 +42,7 @@ def parse_duration(value: int | float | str) -> float:
     text = value.strip().replace(" ", "")
     parts = re.findall(_DURATION_PART, text, re.IGNORECASE)
     if not text or "".join(n + u for n, u in parts).lower() != text.lower():
-        raise ValueError(f"bad duration {value!r}: write e.g. \"30m\", \"90s\" or \"1h30m\"")
+        raise ValueError(f'bad duration {value!r}: write e.g. "30m", "90s" or "1h30m"')
     seconds = sum(float(n) * _DURATION_UNITS[u.lower()] for n, u in parts)
     if seconds <= 0:
         raise ValueError(f"bad duration {value!r}: it must be positive")

@@ -41,9 +41,7 @@ REDACTED = "REDACTED"
 # Query keys whose values are credentials more often than not (compared
 # lower-case with "-" read as "_"); suffixes catch client_secret, refresh_token,
 # x-amz-signature and friends.
-SENSITIVE_KEYS = frozenset(
-    {"token", "access_token", "key", "api_key", "apikey", "sig", "signature", "password", "passwd", "secret", "auth", "code"}
-)
+SENSITIVE_KEYS = frozenset({"token", "access_token", "key", "api_key", "apikey", "sig", "signature", "password", "passwd", "secret", "auth", "code"})
 SENSITIVE_SUFFIXES = ("_token", "_secret", "_signature", "_password", "_key", "_auth")
 
 MAX_LOG_BYTES = int(os.environ.get("STOCKADE_AUDIT_MAX_BYTES", 64 << 20))  # the environment: tests only

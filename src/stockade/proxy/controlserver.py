@@ -195,7 +195,7 @@ class ControlServer:
         return {"ok": True, "port": self.host.port, "token": token, "session_id": session.spec.session_id}
 
     def _open(self, message: dict[str, Any], owned: set[str], fds: list[int], afterwards: list[Callable[[], None]] | None) -> dict[str, Any]:
-        """"register" and "listen" at once. The door accepts only after the reply is sent: a run
+        """ "register" and "listen" at once. The door accepts only after the reply is sent: a run
         that has no reply yet may take it that no connection of its sandbox was served."""
         if len(fds) != 1:
             return {"ok": False, "error": "open needs exactly one listening socket"}
@@ -210,9 +210,7 @@ class ControlServer:
             return listened
         return {"ok": True, "protocol": PROTOCOL, "session_id": session_id}
 
-    def _listen(
-        self, session_id: str, owned: set[str], fds: list[int], opening: list[Callable[[], None]] | None = None
-    ) -> dict[str, Any]:
+    def _listen(self, session_id: str, owned: set[str], fds: list[int], opening: list[Callable[[], None]] | None = None) -> dict[str, Any]:
         """Serve a sandbox's listening socket as the door of a session registered on this very connection."""
         session = self.registry.get(session_id)
         if session is None or session_id not in owned:

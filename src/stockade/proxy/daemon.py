@@ -358,8 +358,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.alarm(int(START_TIMEOUT))
     asyncio.run(
         serve(
-            files, idle_timeout=args.idle_timeout, test_resolver=args.test_resolver, ready_fd=args.ready_fd, splice=not args.no_splice,
-            control_fd=args.control_fd, lock_fd=args.lock_fd,
+            files,
+            idle_timeout=args.idle_timeout,
+            test_resolver=args.test_resolver,
+            ready_fd=args.ready_fd,
+            splice=not args.no_splice,
+            control_fd=args.control_fd,
+            lock_fd=args.lock_fd,
         )  # fmt: skip
     )
     return 0

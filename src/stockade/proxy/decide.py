@@ -101,9 +101,7 @@ class SessionRules:
     secrets: tuple[Secret, ...] = ()  # the session's credentials (proxy/inject.py); their hosts' TLS is terminated too
 
     @classmethod
-    def parse(
-        cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist", http: Iterable[Sequence[Any]] = ()
-    ) -> SessionRules:
+    def parse(cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist", http: Iterable[Sequence[Any]] = ()) -> SessionRules:
         """Parse canonical rule strings from `profiles`; ValueError names the bad entry."""
         if mode not in ("allowlist", "open", "none"):
             raise ValueError(f"unknown network mode {mode!r} (expected allowlist, open or none)")
@@ -270,9 +268,7 @@ def has_credentials(rules: SessionRules, host: str) -> bool:
     return any(_matches(_normalise_rule(HostRule(h.host, h.wildcard, h.network)), target, 0) for secret in rules.secrets for h in secret.hosts)
 
 
-def decide_request(
-    tables: tuple[HttpTable, ...], host: str, method: str, path: str, overrides: tuple[tuple[str, str], ...] = ()
-) -> Decision:
+def decide_request(tables: tuple[HttpTable, ...], host: str, method: str, path: str, overrides: tuple[tuple[str, str], ...] = ()) -> Decision:
     """One request to a host with HTTP rules: every matching table's deny rules first, then their allow rules.
 
     `overrides` are the (where, method) a server may act on instead of the request line's method

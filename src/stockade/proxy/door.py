@@ -39,10 +39,7 @@ logger = logging.getLogger(__name__)
 CONNECTION_RATE = 100.0
 CONNECTION_BURST = 256
 FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that says nothing
-NOT_HTTP = (
-    b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\n"
-    b"stockade: only HTTP proxy requests reach the network proxy"
-)
+NOT_HTTP = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\nstockade: only HTTP proxy requests reach the network proxy"
 _REGULAR = mode_specs.ProxyMode.parse("regular")
 
 Bind = Callable[[connection.Client, Session], None]

@@ -25,8 +25,7 @@ class Lookup:
             "stockade_test_resolver",
             str,
             "",
-            "Path of a JSON file that answers every name lookup (names, test upstreams, query log), "
-            "for tests only. Empty: use the system resolver.",
+            "Path of a JSON file that answers every name lookup (names, test upstreams, query log), for tests only. Empty: use the system resolver.",
         )
 
     def configure(self, updated: set[str]) -> None:

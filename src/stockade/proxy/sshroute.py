@@ -124,7 +124,7 @@ def config_text(script: str, known_hosts: str, host_config: str = "") -> str:
     script, known_hosts = _quoted(script), _quoted(known_hosts)
     lines = [
         "# stockade: ssh goes through this sandbox's proxy, which lets through only the policy's",
-        "# host:port allow entries (README, \"SSH and git over SSH\"). Host keys: the lines of your",
+        '# host:port allow entries (README, "SSH and git over SSH"). Host keys: the lines of your',
         "# ~/.ssh/known_hosts for those hosts. ssh takes each option's first value, so these win.",
         "Host *",
         f"    ProxyCommand {BASH} {script} %h %p",
@@ -187,7 +187,7 @@ def _glob(pattern: str) -> list[str]:
 
 def _quoted(path: str) -> str:
     """A path as ssh_config (and the shell running ProxyCommand) reads it: quoted when it holds a space."""
-    return f'"{path}"' if any(c in path for c in ' \t') else path
+    return f'"{path}"' if any(c in path for c in " \t") else path
 
 
 def known_hosts_for(text: str, rules: tuple[HostRule, ...]) -> str:

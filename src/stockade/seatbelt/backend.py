@@ -198,8 +198,11 @@ class SeatbeltPlanner:
         port, notes = self._port(policy)
         floor = floor_for(policy.filesystem.allow_write, request.locations, policy.protected_files)
         git = gitdirs.protected_for(
-            (str(policy.project_dir), str(request.cwd)), policy.filesystem.allow_write, str(request.locations.home),
-            request.host_env, str(request.cwd),
+            (str(policy.project_dir), str(request.cwd)),
+            policy.filesystem.allow_write,
+            str(request.locations.home),
+            request.host_env,
+            str(request.cwd),
         )
         floor = replace(floor, read_only=tuple(dict.fromkeys((*floor.read_only, *git))))
         ca_bundle = self._ca_bundle(request)
@@ -277,10 +280,7 @@ class SeatbeltPlanner:
                 notes.append('[network] unix_sockets are not reachable: the network mode is "none"')
             return None, notes
         if self.proxy_port is None:
-            notes.append(
-                "proxy port 0 is a placeholder: no proxy daemon runs during a dry run; "
-                "`stockade run` puts the daemon's port there"
-            )
+            notes.append("proxy port 0 is a placeholder: no proxy daemon runs during a dry run; `stockade run` puts the daemon's port there")
             return PLACEHOLDER_PORT, notes
         return self.proxy_port, notes
 
@@ -302,14 +302,13 @@ class SeatbeltPlanner:
             f"temp dir: {printable(str(plan.temp_dir))} (created at start, removed at the end; TMPDIR points here)",
             f"wall time: {format_duration(plan.wall_time) if plan.wall_time else 'no limit'}",
             f"denials: {denials}",
-            f"environment: {len(plan.env)} variables; set by stockade: {', '.join(set_here)}; "
-            f"withheld: {', '.join(plan.withheld_env) or 'none'}",
+            f"environment: {len(plan.env)} variables; set by stockade: {', '.join(set_here)}; withheld: {', '.join(plan.withheld_env) or 'none'}",
         ]
         lines += [f"note: {printable(note)}" for note in plan.notes]
         lines += ["", "--- profile (sandbox-exec -p) ---", plan.profile.text.rstrip("\n"), ""]
         lines += ["--- parameters (sandbox-exec -D) ---"]
         lines += [f"{name}={printable(value)}" for name, value in plan.params]
-        lines += ["", "--- command ---", " ".join(_shell_word(a) if a != plan.profile.text else "\"$PROFILE\"" for a in plan.argv)]
+        lines += ["", "--- command ---", " ".join(_shell_word(a) if a != plan.profile.text else '"$PROFILE"' for a in plan.argv)]
         lines += ["(where $PROFILE is the profile above)"]
         return "\n".join(lines) + "\n"
 
@@ -342,7 +341,7 @@ class SeatbeltPlanner:
         if plan.network_mode is not NetworkMode.NONE and not plan.proxy_port:
             raise SandboxSetupError(
                 f'network mode "{plan.network_mode.value}" needs the proxy daemon\'s port and none was given; '
-                "start the proxy daemon, or use a policy with network mode \"none\""
+                'start the proxy daemon, or use a policy with network mode "none"'
             )
 
 

@@ -23,9 +23,7 @@ from stockade.profiles.paths import is_within
 from stockade.seatbelt.profile import SENSITIVE_MACH_SERVICES, Entry, RuleIndex
 
 _OPERATION = r"(?P<operation>[a-z][a-z0-9*-]*)"
-_REPORT = re.compile(
-    r"Sandbox: (?P<process>.+?)\((?P<pid>\d+)\) (?:System Policy: )?deny\((?P<count>\d+)\) " + _OPERATION + r"(?: (?P<target>.*))?$"
-)
+_REPORT = re.compile(r"Sandbox: (?P<process>.+?)\((?P<pid>\d+)\) (?:System Policy: )?deny\((?P<count>\d+)\) " + _OPERATION + r"(?: (?P<target>.*))?$")
 _DUPLICATES = re.compile(
     r"Sandbox: (?P<dups>\d+) duplicate reports? for (?P<process>.+?) deny\((?P<count>\d+)\) " + _OPERATION + r"(?: (?P<target>.*))?$"
 )

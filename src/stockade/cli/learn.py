@@ -1,0 +1,177 @@
+"""`stockade learn -- CMD`: run a command enforced, and propose the policy change that lets it work.
+
+Each round runs the command in the sandbox under the policy a plain run would
+use, plus what earlier rounds learned (a layer of the user's own on top:
+profiles/resolve.py), with --trace's file tracing and the proxy's audit,
+and turns every refusal into the smallest entry that allows it
+(profiles/learning.py). A round that learns nothing new ends it; a pip
+install needs two (the index names the file host only once it is reached).
+So the command runs up to --rounds times: learn commands you would run twice.
+
+A network-off policy is learned under an empty allowlist (every request
+refused, each with its host), so the hosts a command needs are seen, never
+reached. The proposal is printed as a diff of the policy file; `--write`
+applies it with the file's comments and layout kept (profiles/editing.py,
+as `stockade allow` does) and leaves it untrusted until `stockade trust`:
+a command the user ran is not a reason to trust a file a repository shipped.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stockade.cli.allow import _read, _replace
+from stockade.core.errors import PolicyError, SandboxSetupError, UsageError
+from stockade.core.invocation import Invocation
+from stockade.core.locations import Locations, locate
+from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
+from stockade.profiles.editing import Entry, add_entries
+from stockade.profiles.learning import Proposal, propose
+from stockade.profiles.model import NetworkMode
+from stockade.profiles.resolve import resolve
+from stockade.profiles.text import say, shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stockade.core.backend import Backend
+
+MAX_ROUNDS = 10
+
+
+def learn(
+    ctx: typer.Context,
+    policy: Annotated[Path | None, typer.Option("--policy", "-p", help="Policy file to learn for (default: this project's .stockade.toml).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Start from this built-in; a new .stockade.toml extends it.")] = None,
+    write: Annotated[bool, typer.Option("--write", help="Apply the proposal to the policy file (comments kept; it stays untrusted).")] = False,
+    rounds: Annotated[int, typer.Option("--rounds", help="Run the command at most this many times.", min=1, max=MAX_ROUNDS)] = 4,
+) -> None:
+    command = list(ctx.args)
+    if not command:
+        raise UsageError("learn: give the command after --, for example: stockade learn -- pip download requests -d dl")
+    if policy is not None and profile is not None:
+        raise UsageError("learn: give either --policy or --profile, not both")
+    cwd = os.getcwd()
+    target = (policy if policy.is_absolute() else Path(cwd) / policy) if policy is not None else (
+        find_project_policy(Path(cwd)) or Path(cwd) / PROJECT_FILE
+    )  # fmt: skip
+    if target.is_symlink():
+        raise UsageError(f"{target} is a symlink; stockade learn edits no file through a link: give the file itself with --policy")
+    locations = locate()
+    start = resolve(Path(cwd), locations, policy_file=policy, profile=profile)
+    secrets = (*start.policy.filesystem.deny_read, *_builtin_secrets(Path(cwd), locations.home))
+    network_off = start.policy.network.mode is NetworkMode.NONE
+    trace = _can_trace()
+    if not trace:
+        say("stockade learn: strace is not installed, so refused file accesses are not seen (apt-get install strace); learning the network only")
+    learned: list[Entry] = []
+    withheld: list[str] = []
+    code = 0
+    for number in range(1, rounds + 1):
+        invocation = Invocation(
+            command, cwd, os.environ, policy_file=str(policy) if policy is not None else None, profile=profile, quiet=True,
+            reuse_plans=False, trace=trace, additions=additions_text(learned, network_off) or None, findings={},
+        )  # fmt: skip
+        code = _backend().run(invocation)
+        proposal: Proposal = propose(invocation.findings or {}, home=str(locations.home), secrets=secrets)
+        known = {_key(entry) for entry in learned}
+        new = [entry for entry in proposal.entries if _key(entry) not in known]
+        withheld += [line for line in proposal.withheld if line not in withheld]
+        say(f"stockade learn: round {number}: the command exited {code}; {_count(len(new), 'new entry', 'new entries')}")
+        if not new:
+            break
+        learned += new
+    else:
+        say(f"stockade learn: the last of {rounds} rounds still learned something: run learn again (or give --rounds) to see if it needs more")
+    _conclude(target, learned, withheld, write=write, extends=profile if profile and not target.exists() else None, locations=locations)
+    raise typer.Exit(code)
+
+
+def additions_text(entries: list[Entry], network_off: bool) -> str:
+    """The learned entries as one policy layer (TOML) for the next round."""
+    tables: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    for entry in entries:
+        tables.setdefault(entry.table, {}).setdefault(entry.key, []).append(entry.value)
+    if network_off:
+        tables.setdefault(("network",), {})
+    lines: list[str] = []
+    for table, keys in tables.items():
+        lines.append("[" + ".".join(json.dumps(part) if not part.isidentifier() else part for part in table) + "]")
+        if table == ("network",) and network_off:
+            lines.append('mode = "allowlist"')
+        lines += [f"{key} = [{', '.join(json.dumps(value) for value in values)}]" for key, values in keys.items()]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write: bool, extends: str | None, locations: Locations) -> None:
+    """Print the proposal as a diff with a line of why per entry; apply it with --write."""
+    created = not target.exists()
+    old_text = "" if created else _read(target)
+    new_text, added = add_entries(old_text, learned, file=str(target), extends=extends if learned else None)
+    present = [entry for entry in learned if entry not in added]
+    if added:
+        name = str(target)
+        print("".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), name, name)), end="")
+        print(f"# stockade learn proposes {_count(len(added), 'entry', 'entries')} for {target}:")
+        for entry in added:
+            print(shown(f"#   {entry.where} += {json.dumps(entry.value)}: {entry.comment.removeprefix('learn: ')}"))
+    else:
+        print(f"# stockade learn proposes nothing new for {target}")
+    if present:
+        values = ", ".join(json.dumps(entry.value) for entry in present)
+        print(shown(f"# already in {target} but not in effect ({values}): the file is not trusted; read it, then run: stockade trust {target}"))
+    for line in withheld:
+        print(shown(f"# not proposed: {line}"))
+    if not write or not added:
+        if added:
+            print(f"# to apply it: stockade learn --write ... (or edit {target} yourself)")
+        return
+    _replace(target, new_text)
+    try:
+        resolve(target.parent, locations, policy_file=target)  # the whole policy must still be valid
+    except PolicyError:
+        if created:
+            target.unlink()
+        else:
+            _replace(target, old_text)
+        raise
+    wrote = _count(len(added), "entry", "entries")
+    say(f"stockade learn: wrote {wrote} to {target}; it is not trusted until you read it and run: stockade trust {target}")
+
+
+def _builtin_secrets(project: Path, home: Path) -> tuple[str, ...]:
+    """The built-in default's deny_read: the credential stores learn never proposes, whatever the policy hides."""
+    from stockade.profiles.loader import load_builtin
+
+    values = load_builtin("default", project_dir=project, home=home).values.get("filesystem", {})
+    return tuple(values.get("deny_read", ()))
+
+
+def _can_trace() -> bool:
+    from stockade.bwrap.trace import find_strace
+
+    try:
+        find_strace()
+    except SandboxSetupError:
+        return False
+    return True
+
+
+def _backend() -> Backend:
+    from stockade.cli.run_command import backend_for
+    from stockade.cli.run_options import host_platform
+
+    return backend_for(host_platform())
+
+
+def _key(entry: Entry) -> tuple[tuple[str, ...], str, str]:
+    return entry.table, entry.key, entry.value
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"

@@ -1,0 +1,80 @@
+"""What stockade learn proposes from a run's refusals, and what it withholds."""
+
+from __future__ import annotations
+
+from stockade.profiles.editing import Entry
+from stockade.profiles.learning import propose, spelled
+
+HOME = "/home/u"
+SECRETS = ("/home/u/.ssh", "/home/u/.aws", "/p/**/.env")
+EXISTING = {"/home/u/.config/tool/settings.ini", "/srv/cache", "/srv/cache/obj", "/home/u/.ssh/id_rsa", "/srv"}
+
+
+def learned(findings: dict[str, object]) -> tuple[list[tuple[str, str]], list[str]]:
+    proposal = propose(findings, home=HOME, secrets=SECRETS, exists=EXISTING.__contains__)
+    return [(f"{e.where}", e.value) for e in proposal.entries], proposal.withheld
+
+
+def file(path: str, operation: str, wall: str, rule: str = "rule") -> dict[str, object]:
+    return {"path": path, "operation": operation, "wall": wall, "rule": rule, "errno": "EROFS", "syscall": "openat"}
+
+
+def test_a_refused_host_becomes_its_exact_allow_entry_and_an_http_rule_its_table() -> None:
+    entries, withheld = learned({"network": [
+        {"host": "pypi.org", "port": 443, "rule": "not in allow", "hint": 'allow = ["pypi.org"]', "count": 3},
+        {"host": "x.test", "port": 8443, "rule": "not in allow", "hint": 'allow = ["x.test:8443"]', "count": 1},
+        {"host": "api.test", "port": 443, "rule": "no http rule", "hint": '[network.http."api.test"] allow = ["POST /v1/**"]'},
+        {"host": "blocked.test", "port": 443, "rule": 'deny "blocked.test"', "hint": ""},
+    ]})  # fmt: skip
+    assert entries == [
+        ("[network] allow", "pypi.org"), ("[network] allow", "x.test:8443"), ('[network.http."api.test"] allow', "POST /v1/**"),
+    ]  # fmt: skip
+    assert len(withheld) == 1 and "learn does not undo a deny" in withheld[0]
+
+
+def test_a_home_read_a_write_outside_and_a_written_file_each_get_their_smallest_entry() -> None:
+    entries, withheld = learned({"files": [
+        file("/home/u/.config/tool/settings.ini", "read", "private_home"),
+        file("/home/u/.config/tool/absent.ini", "read", "private_home"),  # a probe for an optional file
+        file("/srv/cache/new.o", "create", "outside_write"),
+        file("/srv/cache/obj", "write", "outside_write"),  # inside the folder already proposed
+    ]})  # fmt: skip
+    assert entries == [("[filesystem] allow_read", "~/.config/tool/settings.ini"), ("[filesystem] allow_write", "/srv/cache")]
+    assert withheld == []
+
+
+def test_a_secret_is_never_proposed_whatever_wall_refused_it() -> None:
+    entries, withheld = learned({"files": [
+        file("/home/u/.ssh/id_rsa", "read", "private_home"),
+        file("/home/u/.aws/credentials", "read", "deny_read", "hidden by deny_read ~/.aws"),
+        file("/p/sub/.env", "write", "outside_write"),
+    ]})  # fmt: skip
+    assert entries == []
+    assert [line.split(":")[0] for line in withheld] == ["read ~/.ssh/id_rsa", "read ~/.aws/credentials", "write /p/sub/.env"]
+    assert all("[credentials.NAME]" in line for line in withheld)
+
+
+def test_the_floor_deny_write_and_broad_places_are_withheld_with_the_reason() -> None:
+    entries, withheld = learned({"files": [
+        file("/p/.git/hooks/pre-commit", "write", "floor"),
+        file("/p/dist/x", "write", "deny_write"),
+        file("/home/u/newfile", "create", "outside_write"),  # would make the home writable
+        file("/opt/x", "create", "outside_write"),  # would make /opt writable
+        file("/nowhere/deep/x", "create", "outside_write"),  # its folder does not exist outside the home
+        file("/etc/shadow", "read", "permissions"),
+    ]})  # fmt: skip
+    assert entries == []
+    joined = "\n".join(withheld)
+    for expected in ("the floor protects it", "deny_write entry", "would make your home writable", "would make /opt writable",
+                     "does not exist; make it", "own permissions"):  # fmt: skip
+        assert expected in joined, joined
+
+
+def test_spelling_uses_the_tilde_only_below_the_home() -> None:
+    assert spelled("/home/u/.cache/x", HOME) == "~/.cache/x"
+    assert spelled("/home/u", HOME) == "/home/u" and spelled("/home/user2/x", HOME) == "/home/user2/x"
+
+
+def test_bad_findings_are_ignored_not_a_crash() -> None:
+    assert propose({"network": "x", "files": [1, None, {"path": "relative"}]}, home=HOME, secrets=()).entries == []
+    assert isinstance(Entry(("network",), "allow", "x").where, str)
