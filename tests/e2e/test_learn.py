@@ -150,7 +150,7 @@ def test_without_write_nothing_changes_and_a_bad_call_is_one_line(world: SimpleN
     shown = stockade(world, project, "learn", "--", "/bin/sh", "-c", f"echo x > {world.box.outside}/f")
     # Round 2 ran with the learned entry (and wrote the file: learn runs the command for real); the policy is untouched.
     assert shown.returncode == 0 and (world.box.outside / "f").exists() and not (project / ".stockade.toml").exists(), shown
-    assert f"+    \"{world.box.outside}\", # learn: create" in shown.stdout and "to apply it: stockade learn --write" in shown.stdout, shown
+    assert f'+    "{world.box.outside}", # learn: create' in shown.stdout and "to apply it: stockade learn --write" in shown.stdout, shown
     for args, says in ((["learn"], "give the command after --"), (["learn", "--rounds", "0", "--", "true"], "--rounds")):
         bad = stockade(world, project, *args)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and says in bad.stderr, bad

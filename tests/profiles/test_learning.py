@@ -54,6 +54,13 @@ def test_a_secret_is_never_proposed_whatever_wall_refused_it() -> None:
     assert all("[credentials.NAME]" in line for line in withheld)
 
 
+def test_a_link_in_the_home_to_a_secret_is_the_secret() -> None:
+    links = {"/home/u/.config/tool/key": "/home/u/.ssh/id_rsa"}
+    findings = {"files": [file("/home/u/.config/tool/key", "read", "private_home")]}
+    proposal = propose(findings, home=HOME, secrets=SECRETS, exists=lambda _p: True, realpath=lambda p: links.get(p, p))
+    assert proposal.entries == [] and "deny_read ~/.ssh covers it" in proposal.withheld[0]
+
+
 def test_the_floor_deny_write_and_broad_places_are_withheld_with_the_reason() -> None:
     entries, withheld = learned({"files": [
         file("/p/.git/hooks/pre-commit", "write", "floor"),

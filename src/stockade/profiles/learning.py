@@ -72,7 +72,9 @@ def propose(findings: Mapping[str, object], *, home: str, secrets: Iterable[str]
         if not path.startswith("/"):
             continue
         shown = spelled(path, home)
-        covering = next((pattern for pattern, matches in secret_patterns if matches(path)), None)
+        # The real path too: a link in the real home to a secret is the secret (the run saw the link's name).
+        real = realpath(path)
+        covering = next((pattern for pattern, matches in secret_patterns if matches(path) or matches(real)), None)
         if covering is not None or wall == "deny_read":
             why = f"deny_read {spelled(covering, home)} covers it" if covering is not None else denial.get("rule")
             proposal.withheld.append(f"{operation} {shown}: a secret ({why}); never proposed; {CREDENTIAL_ADVICE}")
