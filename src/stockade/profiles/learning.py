@@ -43,7 +43,14 @@ class Proposal:
     withheld: list[str] = field(default_factory=list)  # one line per refusal learn will not allow, with why
 
 
-def propose(findings: Mapping[str, object], *, home: str, secrets: Iterable[str], exists: Callable[[str], bool] = os.path.lexists) -> Proposal:
+def propose(
+    findings: Mapping[str, object],
+    *,
+    home: str,
+    secrets: Iterable[str],
+    exists: Callable[[str], bool] = os.path.lexists,
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> Proposal:
     """The entries that would allow what this run was refused, and the refusals withheld."""
     proposal = Proposal()
     hosts: dict[str, int] = {}
