@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stockade.bwrap.denials import attribute, denials, parse_line, report
+from stockade.bwrap.denials import attribute, denials, parse_line, report, wall_of
 
 WALLS: dict[str, object] = {
     "hidden": [["/h/.ssh", "deny_read ~/.ssh"], ["/p/.env", "deny_read **/.env"], ["/h/.local/state/stockade", "floor: stockade's own state"]],
@@ -115,6 +115,27 @@ def test_the_report_groups_by_rule_and_stays_short() -> None:
     many += [f'1 {call}("/usr/x{i}", 0) = -1 EROFS (x)' for i, call in enumerate(["unlink", "rmdir", "chmod", "mkdir", "truncate"] * 3)]
     text = report(denials(many, WALLS, WRITABLE, "/p", ORIGIN))
     assert len(text) <= 13
+
+
+def test_a_line_ends_with_its_fix_and_the_report_with_learn_when_one_exists() -> None:
+    line = '1 openat(AT_FDCWD, "/usr/f", O_WRONLY|O_CREAT, 0666) = -1 EROFS (Read-only file system)'
+    found = denials([line], WALLS, WRITABLE, "/p", ORIGIN)
+    assert found[0].wall == "outside_write" and found[0].to_data()["wall"] == "outside_write"
+    text = report(found, fixes={"/usr/f": 'to allow it, add "/usr/x" to [filesystem] allow_write'})
+    assert text[1].endswith('; to allow it, add "/usr/x" to [filesystem] allow_write') and "stockade learn" in text[-1]
+    assert "stockade learn" not in " ".join(report(found, fixes={"/usr/f": "a secret, never allowed: ..."}))
+
+
+@pytest.mark.parametrize(
+    ("rule", "wall"),
+    [("hidden by deny_read ~/.ssh (/h/.ssh)", "deny_read"), ("hidden by floor: stockade's own state (/s)", "floor"),
+     ("read-only by deny_write /p/dist", "deny_write"), ("read-only by floor: .git/hooks runs code later (git) (/p/.git/hooks)", "floor"),
+     ("outside allow_write in p.toml: everything else is read-only", "outside_write"), ("the private home (...)", "private_home"),
+     ("the seccomp filter: no setuid or setgid bits", "seccomp"), ("the file's own permissions (...)", "permissions"),
+     ("read-only", "read_only")],
+)  # fmt: skip
+def test_each_rule_sentence_has_its_kind_of_wall(rule: str, wall: str) -> None:
+    assert wall_of(rule) == wall
 
 
 def test_no_walls_stored_still_reports_without_a_traceback() -> None:

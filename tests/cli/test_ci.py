@@ -81,6 +81,27 @@ def test_tally_adds_up_hosts_and_groups_denials() -> None:
     ]
 
 
+def test_the_sandboxs_own_refusals_are_in_the_report_and_the_summary(tmp_path: Path) -> None:
+    _write_audit(tmp_path)
+    summary, report = tmp_path / "step_summary.md", tmp_path / "report.json"
+    request = _request(tmp_path, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    request.findings = {}
+    refused = {"path": "/home/u/.ssh/id_rsa", "operation": "read", "errno": "EACCES", "rule": "hidden by deny_read ~/.ssh", "wall": "deny_read"}
+    moved = {"path": "/p/.git/hooks/pre-commit", "moved_to": "/p/.git/hooks/pre-commit.stockade-x"}
+
+    def execute() -> int:
+        assert request.findings == {}  # given empty (run_command.invocation_of), filled by the backend
+        request.findings.update(files=[refused], limits=["pids"], moved=[moved])
+        return 0
+
+    assert ci.run_ci(request, execute, report=str(report), announce=False) == 0
+    data = json.loads(report.read_text())
+    assert data["files_traced"] is True and data["files"] == [refused] and data["limits"] == ["pids"] and data["moved"] == [moved]
+    text = summary.read_text()
+    assert "#### File accesses refused (1)" in text and "<code>/home/u/.ssh/id_rsa</code>" in text
+    assert "**limit reached:** pids" in text and "**moved aside:** <code>/p/.git/hooks/pre-commit</code>" in text
+
+
 def test_run_ci_writes_the_summary_and_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write_audit(tmp_path)
     summary = tmp_path / "step_summary.md"
@@ -90,7 +111,8 @@ def test_run_ci_writes_the_summary_and_the_report(tmp_path: Path, capsys: pytest
     code = ci.run_ci(request, lambda: 3, report=str(report), announce=True)
     assert code == 3
     data = json.loads(report.read_text())
-    assert data["version"] == 1
+    assert data["version"] == 2
+    assert data["files_traced"] is False and data["files"] == [] and data["limits"] == [] and data["moved"] == []
     assert data["command"] == ["/bin/sh", "-c", "pip install -r requirements.txt"]
     assert data["cwd"] == str(tmp_path) and data["session"] == "s1"
     assert data["policy"] == str(tmp_path / ".stockade.toml") and data["network"] == "allowlist"
@@ -265,11 +287,11 @@ def test_github_style_run_publishes_the_summary_with_the_denials(sandbox: None, 
     }  # fmt: skip
     script = (
         "echo 'BASH_ENV=/tmp/x' >> \"$GITHUB_ENV\" || echo env-refused; "
-        "echo \"$PWD/bin\" >> \"$GITHUB_PATH\" || echo path-refused; "
+        'echo "$PWD/bin" >> "$GITHUB_PATH" || echo path-refused; '
         "echo 'evil=1' >> \"$GITHUB_OUTPUT\" || echo output-refused; "
-        "echo FORGED >> \"$GITHUB_STEP_SUMMARY\" || echo summary-refused; "
+        'echo FORGED >> "$GITHUB_STEP_SUMMARY" || echo summary-refused; '
         "echo 'echo owned' > \"$RUNNER_TEMP/next-step.sh\" || echo temp-refused; "
-        "touch \"$RUNNER_TEMP/new.sh\" || echo new-refused; "
+        'touch "$RUNNER_TEMP/new.sh" || echo new-refused; '
         "env | grep -E '^(ACTIONS_|GITHUB_TOKEN|CI_JOB_|CI_REPOSITORY_URL|SYSTEM_ACCESSTOKEN)' || echo no-tokens; "
         f"curl -s -o /dev/null -w 'allowed %{{http_code}}\\n' http://allowed.test:{origin}/; "
         "curl -s -o /dev/null -w 'denied %{http_code}\\n' https://denied.test/ ; "

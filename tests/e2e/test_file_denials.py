@@ -8,6 +8,7 @@ and the control, a run that was refused nothing, whose report says so.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -28,10 +29,29 @@ def test_the_issue_example_names_both_refusals_and_their_rules(vbox: Box) -> Non
     assert result.returncode == 3, result  # the command's own exit code, traced or not
     report = _report(result.stderr)
     home = vbox.home
-    assert f"stockade:   create {home}/f (EROFS): outside allow_write in {vbox.root}/policy.toml: everything else is read-only" in report, result.stderr
-    assert f"stockade:   read {home}/.ssh/id_test (EACCES): hidden by deny_read ~/.ssh ({home}/.ssh)" in report, result.stderr
+    assert f"stockade:   create {home}/f (EROFS): outside allow_write in {vbox.root}/policy.toml: everything else is read-only" in report, (
+        result.stderr
+    )
+    assert f"stockade:   read {home}/.ssh/id_test (EACCES): hidden by deny_read ~/.ssh ({home}/.ssh); a secret, never allowed: " in " ".join(report)
     assert "stockade: --trace: 2 file accesses refused:" in result.stderr
     assert "CANARY" not in result.stdout
+
+
+def test_each_line_names_the_entry_that_allows_it_and_the_report_carries_them(vbox: Box) -> None:
+    config = vbox.home / ".config" / "suite" / "settings.ini"
+    config.parent.mkdir(parents=True)
+    config.write_text("level=3\n")
+    report = vbox.root / "report.json"
+    result = vbox.run(f"cat {config}; echo x > {vbox.outside}/out", options=["--trace", "--report", str(report)])
+    lines = _report(result.stderr)
+    assert any(line.endswith('to allow it, add "~/.config/suite/settings.ini" to [filesystem] allow_read') for line in lines), result.stderr
+    assert any(line.endswith(f'to allow it, add "{vbox.outside}" to [filesystem] allow_write') for line in lines), result.stderr
+    assert "stockade learn -- COMMAND` proposes every entry" in result.stderr
+    files = json.loads(report.read_text())["files"]
+    assert {(item["operation"], item["path"], item["wall"]) for item in files} == {
+        ("read", str(config), "private_home"),
+        ("create", f"{vbox.outside}/out", "outside_write"),
+    }, files
 
 
 def test_a_create_in_a_protected_place_names_the_floor_entry(vbox: Box) -> None:

@@ -258,8 +258,9 @@ def denials(lines: list[str], walls: dict[str, object] | None, writable: list[st
     return found
 
 
-def report(found: list[Denial], dropped: int = 0) -> list[str]:
-    """The block printed after the run: one line per refused access, grouped by the rule."""
+def report(found: list[Denial], dropped: int = 0, fixes: dict[str, str] | None = None) -> list[str]:
+    """The block printed after the run: one line per refused access, grouped by the rule, each with
+    the entry that would allow it (`fixes`, by path) where one would; then how to learn them all."""
     if not found:
         return [f"--trace: no file access was refused{_dropped(dropped)}"]
     by_rule: dict[str, list[Denial]] = {}
@@ -272,12 +273,18 @@ def report(found: list[Denial], dropped: int = 0) -> list[str]:
             kinds.setdefault((denial.failure.operation, denial.failure.error), []).append(denial.failure.path)
         for (operation, error), paths in kinds.items():
             if len(paths) <= GROUPED:
-                lines += [f"  {operation} {path} ({error}): {rule}" for path in paths]
+                lines += [f"  {operation} {path} ({error}): {rule}{_fix((fixes or {}).get(path))}" for path in paths]
             else:
                 lines.append(f"  {operation} {len(paths)} paths ({error}): {rule} (e.g. {', '.join(paths[:2])}, ...)")
     if len(lines) > MAX_REPORTED + 1:
         lines = [*lines[:MAX_REPORTED], f"  ... and {len(lines) - MAX_REPORTED} more"]
+    if any(fix.startswith("to allow") for fix in (fixes or {}).values()):
+        lines.append("--trace: `stockade learn -- COMMAND` proposes every entry these need, as a diff of the policy")
     return lines
+
+
+def _fix(fix: str | None) -> str:
+    return f"; {fix}" if fix else ""
 
 
 def _dropped(count: int) -> str:

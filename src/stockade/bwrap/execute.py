@@ -344,13 +344,28 @@ def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict
     from stockade.bwrap.denials import denials, report
 
     found = denials(lines, launch.walls, launch.writable, launch.cwd, launch.origin)
+    fixes = _fixes(launch, [denial.to_data() for denial in found]) if found else {}
     if findings is not None:
         findings["files"] = [denial.to_data() for denial in found]
         findings["files_dropped"] = dropped
         if launch.quiet:
             return
-    for line in report(found, dropped):
+    for line in report(found, dropped, fixes):
         say(f"stockade: {line}")
+
+
+def _fixes(launch: Launch, refused: list[dict[str, object]]) -> dict[str, str]:
+    """For each refused path, the policy entry that would allow it (profiles/learning.py), where one would."""
+    from pathlib import Path
+
+    from stockade.profiles.learning import builtin_secrets, fix_of
+
+    walls = launch.walls or {}
+    home = str(walls["home"]) if isinstance(walls.get("home"), str) else os.path.expanduser("~")
+    hidden = walls.get("hidden")
+    places = [str(entry[0]) for entry in hidden if isinstance(entry, list | tuple) and entry] if isinstance(hidden, list) else []
+    secrets = [*places, *builtin_secrets(Path(launch.project), Path(home))]
+    return {str(item["path"]): fix_of(item, home=home, secrets=secrets) for item in refused}
 
 
 def _no_network_line(launch: Launch) -> str:

@@ -28,10 +28,11 @@ from stockade.core.invocation import Invocation
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.text import say
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: files, files_traced, limits and moved
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 RECORD_SETTLE = 1.0  # seconds to wait for the proxy's last records of this session
 COMMAND_SHOWN = 4000  # characters of the command in the Markdown summary
+FILES_SHOWN = 30  # refused file accesses listed in the Markdown summary (all of them are in the JSON)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -74,6 +75,12 @@ class CiReport:
     error: str | None = None  # stockade's own failure (the sandbox could not be set up, ...)
     notes: list[str] = field(default_factory=list)
     audit_trouble: list[str] = field(default_factory=list)  # why the network record is incomplete: the job fails
+    # The sandbox's own refusals (Invocation.findings): file accesses (with --trace on Linux; from
+    # the sandbox's log on macOS), limits reached, and files moved aside at protected paths.
+    files_traced: bool = False
+    files: list[dict[str, object]] = field(default_factory=list)
+    limits: list[str] = field(default_factory=list)
+    moved: list[dict[str, object]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {"version": REPORT_VERSION, **asdict(self)}
@@ -149,6 +156,7 @@ def build_report(invocation: Invocation, code: int, duration: float, started_wal
         error=str(failure) if failure is not None else None,
         audit_trouble=list(invocation.troubles),
     )
+    _add_findings(result, invocation.findings or {})
     if audit_log is not None:
         try:
             records = session_records(audit_log, invocation.session_id)
@@ -160,6 +168,14 @@ def build_report(invocation: Invocation, code: int, duration: float, started_wal
             if cut:
                 result.notes.append(f"{cut} connection(s) have a start record and no end: the proxy daemon stopped under them")
     return result
+
+
+def _add_findings(result: CiReport, findings: Mapping[str, object]) -> None:
+    files, limits, moved = findings.get("files"), findings.get("limits"), findings.get("moved")
+    result.files_traced = isinstance(files, list)
+    result.files = [dict(item) for item in files if isinstance(item, dict)] if isinstance(files, list) else []
+    result.limits = [str(item) for item in limits] if isinstance(limits, list) else []
+    result.moved = [dict(item) for item in moved if isinstance(item, dict)] if isinstance(moved, list) else []
 
 
 def session_records(path: str, session: str, *, settle: float = RECORD_SETTLE) -> list[dict[str, object]]:
@@ -278,6 +294,18 @@ def markdown(result: CiReport) -> str:
         lines.append("")
     else:
         lines += ["The policy gives this command no network.", ""]
+    if result.files:
+        lines += [f"#### File accesses refused ({len(result.files)})", ""]
+        lines += ["| operation | path | why |", "|---|---|---|"]
+        for item in result.files[:FILES_SHOWN]:
+            lines.append(f"| {_cell(str(item.get('operation')))} | {_code(str(item.get('path')))} | {_cell(str(item.get('rule')))} |")
+        if len(result.files) > FILES_SHOWN:
+            lines.append(f"| | ... and {len(result.files) - FILES_SHOWN} more (in the JSON report) | |")
+        lines.append("")
+    lines += [f"- **limit reached:** {_cell(name)} (raise it under [limits] in {_code(result.policy)})" for name in result.limits]
+    for moved in result.moved:
+        path, moved_to = _code(str(moved.get("path"))), _code(str(moved.get("moved_to")))
+        lines.append(f"- **moved aside:** {path} was created or changed at a protected path; renamed to {moved_to}")
     lines += [f"- **the job fails:** {_cell(trouble)}" for trouble in result.audit_trouble]
     lines += [f"- {_cell(note)}" for note in result.notes]
     return "\n".join(lines).rstrip("\n") + "\n\n"

@@ -32,7 +32,7 @@ from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations, locate
 from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
 from stockade.profiles.editing import Entry, add_entries
-from stockade.profiles.learning import Proposal, propose
+from stockade.profiles.learning import Proposal, builtin_secrets, propose
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.resolve import resolve
 from stockade.profiles.text import say, shown
@@ -64,7 +64,7 @@ def learn(
         raise UsageError(f"{target} is a symlink; stockade learn edits no file through a link: give the file itself with --policy")
     locations = locate()
     start = resolve(Path(cwd), locations, policy_file=policy, profile=profile)
-    secrets = (*start.policy.filesystem.deny_read, *_builtin_secrets(Path(cwd), locations.home))
+    secrets = (*start.policy.filesystem.deny_read, *builtin_secrets(Path(cwd), locations.home))
     network_off = start.policy.network.mode is NetworkMode.NONE
     trace = _can_trace()
     if not trace:
@@ -142,14 +142,6 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
         raise
     wrote = _count(len(added), "entry", "entries")
     say(f"stockade learn: wrote {wrote} to {target}; it is not trusted until you read it and run: stockade trust {target}")
-
-
-def _builtin_secrets(project: Path, home: Path) -> tuple[str, ...]:
-    """The built-in default's deny_read: the credential stores learn never proposes, whatever the policy hides."""
-    from stockade.profiles.loader import load_builtin
-
-    values = load_builtin("default", project_dir=project, home=home).values.get("filesystem", {})
-    return tuple(values.get("deny_read", ()))
 
 
 def _can_trace() -> bool:

@@ -58,4 +58,5 @@ def invocation_of(args: RunArgs) -> Invocation:
         dry_run=args.dry_run,
         reuse_plans=not (args.dry_run or args.ci or args.report or args.platform),
         trace=args.trace,
+        findings={} if args.ci or args.report else None,  # the report carries the sandbox's refusals
     )

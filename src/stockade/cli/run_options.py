@@ -44,7 +44,14 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "BYTES",
     ),
     RunOption("ci", ("--ci",), False, "CI job mode: a Markdown summary in $GITHUB_STEP_SUMMARY when set, and a one-line result on stderr."),
-    RunOption("report", ("--report",), True, "Write a JSON report of the run (exit status, duration, hosts, denials) to FILE.", "FILE"),
+    RunOption(
+        "report",
+        ("--report",),
+        True,
+        "Write a JSON report of the run (exit status, duration, hosts, denials, limits, files moved aside; "
+        "refused file accesses with --trace) to FILE.",
+        "FILE",
+    ),  # fmt: skip
     RunOption("verbose", ("--verbose",), False, "Also say after the run what the plan skipped (allow_write folders that could not be made)."),
     RunOption(
         "trace",

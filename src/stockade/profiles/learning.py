@@ -21,10 +21,12 @@ smallest first: hosts, HTTP rules, reads, writes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from stockade.profiles.editing import Entry
 from stockade.profiles.hints import http_entry, rule_of
@@ -104,6 +106,25 @@ def propose(
         proposal.entries.append(Entry(("filesystem",), "allow_write", spelled(place, home), writes[place]))
     proposal.withheld = list(dict.fromkeys(proposal.withheld))
     return proposal
+
+
+def builtin_secrets(project: Path, home: Path) -> tuple[str, ...]:
+    """The built-in default's deny_read: credential stores never proposed, whatever the policy hides."""
+    from stockade.profiles.loader import load_builtin
+
+    values = load_builtin("default", project_dir=project, home=home).values.get("filesystem", {})
+    return tuple(values.get("deny_read", ()))
+
+
+def fix_of(denial: Mapping[str, object], *, home: str, secrets: Iterable[str]) -> str:
+    """What would allow one refused file access, as a report's line ends; "" when no entry would.
+    A secret says so, with the safer way."""
+    proposal = propose({"files": [denial]}, home=home, secrets=secrets)
+    if proposal.entries:
+        return f"to allow it, add {json.dumps(proposal.entries[0].value)} to {proposal.entries[0].where}"
+    if proposal.withheld and ": a secret (" in proposal.withheld[0]:
+        return "a secret, never allowed: give a token it holds as [credentials.NAME] for the host it is for"
+    return ""
 
 
 def _write_place(path: str, operation: str, home: str, exists: Callable[[str], bool], proposal: Proposal, shown: str) -> tuple[str, str]:
