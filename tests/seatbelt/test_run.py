@@ -22,6 +22,7 @@ class FakePlanner:
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
         self.built: list[Any] = []
+        self.findings: dict[str, object] = {}
         FakePlanner.made.append(self)
 
     def build(self, request: Any) -> str:
@@ -32,6 +33,7 @@ class FakePlanner:
         assert plan == "plan"
         if FakePlanner.fail is not None:
             raise FakePlanner.fail
+        self.findings = {"files": [{"path": "/Users/u/.ssh/k", "operation": "read"}], "limits": []}
         return FakePlanner.status
 
     def explain(self, plan: str) -> str:
@@ -138,3 +140,16 @@ def test_the_session_is_closed_even_when_the_planner_raises(world: SimpleNamespa
 def test_explain_builds_a_plain_plan(world: SimpleNamespace) -> None:
     assert run.MacOSBackend().explain(invocation()) == "explained plan"
     assert FakePlanner.made[0].kwargs == {} and world.opened == []
+
+
+@pytest.mark.parametrize("mode", [NetworkMode.NONE, NetworkMode.ALLOWLIST])
+def test_the_refusals_are_handed_over_when_asked_for(world: SimpleNamespace, mode: NetworkMode) -> None:
+    world.request = request(mode)
+    world.ended = SimpleNamespace(trouble="", denials=[{"host": "x.test", "port": 443, "hint": 'allow = ["x.test"]'}], refused="")
+    asked = Invocation(["curl", "x"], "/p", {}, session_id="abc123abc123", findings={})
+    assert run.MacOSBackend().run(asked) == 0
+    assert asked.findings is not None and asked.findings["files"] == [{"path": "/Users/u/.ssh/k", "operation": "read"}]
+    assert asked.findings["network"] == ([] if mode is NetworkMode.NONE else world.ended.denials)
+    plain = invocation()
+    run.MacOSBackend().run(plain)
+    assert plain.findings is None  # not asked: nothing kept

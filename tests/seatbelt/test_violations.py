@@ -12,6 +12,7 @@ import pytest
 from stockade.seatbelt.violations import (
     Violation,
     display_path,
+    file_findings,
     hint,
     merge,
     parse_line,
@@ -109,6 +110,13 @@ def test_hint_network(parsed: list[Violation], offline: sup.Case, proxied: sup.C
 def test_hint_never_allowed(parsed: list[Violation], offline: sup.Case) -> None:
     for pid in (48218, 48219, 48220, 48225):
         assert "never" in _hint_for(parsed, pid, offline) or "no policy line" in _hint_for(parsed, pid, offline)
+
+
+def test_file_denials_are_handed_over_in_the_shape_linux_gives(parsed: list[Violation], offline: sup.Case) -> None:
+    found = file_findings(parsed, offline.profile.index)
+    assert found and all(set(item) == {"path", "operation", "syscall", "errno", "rule", "wall"} for item in found)
+    assert all(item["operation"] in ("read", "write") and str(item["syscall"]).startswith("file-") for item in found)
+    assert all(not str(item["path"]).startswith("/private/tmp/") for item in found)  # as a user spells it
 
 
 def test_summary_is_safe_for_a_terminal(parsed: list[Violation], offline: sup.Case) -> None:

@@ -34,7 +34,7 @@ from stockade.seatbelt import sbpl
 from stockade.seatbelt.logstream import LOG_COMMAND, LogStream
 from stockade.seatbelt.profile import Profile, ProfileSpec, render
 from stockade.seatbelt.supervise import supervise
-from stockade.seatbelt.violations import parse_lines, printable, summary
+from stockade.seatbelt.violations import file_findings, parse_lines, printable, summary
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 PLACEHOLDER_PORT = 0
@@ -171,6 +171,7 @@ class SeatbeltPlanner:
         `session_id` names the run in denial messages (and may be the proxy's
         session id); a random one is made per build when not given.
         """
+        self.findings: dict[str, object] = {}  # after run: the refusals as data (seatbelt/run.py)
         if proxy_port is not None and not 0 <= proxy_port <= 65535:
             raise ValueError(f"proxy port {proxy_port} out of range")
         self.proxy_port = proxy_port
@@ -331,8 +332,10 @@ class SeatbeltPlanner:
             _remove_tree(plan.temp_dir)
         if outcome.timed_out:
             _say(f"stockade: wall_time limit of {format_duration(plan.wall_time or 0)} reached; the command was killed")
-        for line in summary(parse_lines(lines, plan.tag), plan.profile.index):
+        violations = parse_lines(lines, plan.tag)
+        for line in summary(violations, plan.profile.index):
             _say(line)
+        self.findings = {"files": file_findings(violations, plan.profile.index), "limits": ["wall_time"] if outcome.timed_out else []}
         return outcome.exit_code
 
     def _preflight(self, plan: SeatbeltPlan) -> None:

@@ -20,14 +20,18 @@ class MacOSBackend:
     def run(self, invocation: Invocation) -> int:
         request, _note = request_for(invocation)
         if request.policy.network.mode is NetworkMode.NONE:
-            planner = SeatbeltPlanner()
-            return planner.run(planner.build(request))
+            offline = SeatbeltPlanner()
+            try:
+                return offline.run(offline.build(request))
+            finally:
+                _hand_over(offline, invocation, [])
         from stockade.proxy import client
         from stockade.proxy.credentials import read_all
 
         session, policy = invocation.session_id, request.policy
         credentials = read_all(policy.credentials, request.host_env)
         ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials)
+        planner: SeatbeltPlanner | None = None
         try:
             planner = SeatbeltPlanner(
                 proxy_port=ticket.port, session_id=session, proxy_token=ticket.token,
@@ -36,6 +40,7 @@ class MacOSBackend:
             return planner.run(planner.build(request))
         finally:
             ended = client.close_session(request.locations, session)
+            _hand_over(planner, invocation, ended.denials)
             if ended.trouble:
                 invocation.troubles.append(ended.trouble)
             if not request.quiet:
@@ -49,3 +54,9 @@ class MacOSBackend:
         request, _note = request_for(invocation)
         planner = SeatbeltPlanner()
         return planner.explain(planner.build(request))
+
+
+def _hand_over(planner: SeatbeltPlanner | None, invocation: Invocation, denials: list[dict[str, object]]) -> None:
+    """The run's refusals as data, for stockade learn and --report (Invocation.findings)."""
+    if invocation.findings is not None:
+        invocation.findings.update(planner.findings if planner is not None else {}, network=list(denials))

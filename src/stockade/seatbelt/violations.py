@@ -198,6 +198,17 @@ def _network_hint(v: Violation, index: RuleIndex) -> str:
     return f"direct connection to {where} refused: only the proxy in HTTPS_PROXY is reachable, and it applies [network] allow"
 
 
+def file_findings(violations: Iterable[Violation], index: RuleIndex) -> list[dict[str, object]]:
+    """The file denials as the report's data, in the shape Linux's --trace gives (bwrap/denials.py)."""
+    found: list[dict[str, object]] = []
+    for v in merge(violations):
+        if not v.operation.startswith("file-"):
+            continue
+        operation = "write" if _is_write(v.operation) else "read"
+        found.append({"path": _logical(v.target), "operation": operation, "syscall": v.operation, "errno": "", "rule": hint(v, index), "wall": ""})
+    return found
+
+
 # ---- rendering ----
 
 
