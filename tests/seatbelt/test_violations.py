@@ -117,6 +117,8 @@ def test_file_denials_are_handed_over_in_the_shape_linux_gives(parsed: list[Viol
     assert found and all(set(item) == {"path", "operation", "syscall", "errno", "rule", "wall"} for item in found)
     assert all(item["operation"] in ("read", "write") and str(item["syscall"]).startswith("file-") for item in found)
     assert all(not str(item["path"]).startswith("/private/tmp/") for item in found)  # as a user spells it
+    walls = {item["wall"] for item in found}
+    assert "deny_read" in walls and "outside_write" in walls, found
 
 
 def test_summary_is_safe_for_a_terminal(parsed: list[Violation], offline: sup.Case) -> None:

@@ -205,8 +205,20 @@ def file_findings(violations: Iterable[Violation], index: RuleIndex) -> list[dic
         if not v.operation.startswith("file-"):
             continue
         operation = "write" if _is_write(v.operation) else "read"
-        found.append({"path": _logical(v.target), "operation": operation, "syscall": v.operation, "errno": "", "rule": hint(v, index), "wall": ""})
+        rule = hint(v, index)
+        found.append({"path": _logical(v.target), "operation": operation, "syscall": v.operation, "errno": "", "rule": rule, "wall": _wall(rule)})
     return found
+
+
+def _wall(rule: str) -> str:
+    """The kind of wall (bwrap/denials.py WALLS) a file hint names, so learn treats both backends alike."""
+    for words, wall in (
+        ("deny_read", "deny_read"), ("deny_write", "deny_write"), ("stockade's own state", "floor"), ("mandatory floor", "floor"),
+        ("protected path", "floor"), ("to [filesystem] allow_write", "outside_write"),
+    ):  # fmt: skip
+        if words in rule:
+            return wall
+    return ""
 
 
 # ---- rendering ----
