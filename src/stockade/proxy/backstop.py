@@ -51,6 +51,8 @@ class Backstop:
                 return
             host, port = str(server.address[0]), int(server.address[1])
             decision = decide(session.rules, host, port)
+            if not decision.allowed and (host, port) in state.approved:
+                decision = Decision(True, "approved once by you", "", decision.host or host)
             resolved: Resolved | None = None
             if decision.allowed:
                 resolved = state.pending.pop((host, port), None) or await self.lookup.resolver(host, port)

@@ -21,6 +21,11 @@ Each request is one object with an "op"; each reply is one object with
     {"op": "listen", "session_id": "..."}   -> {"ok": true}
         (a registered session's listener, sent on the connection that registered it)
     {"op": "end", "session_id": "..."}      -> {"ok": true, "denials": [{...}, ...], "audit_error": null, "refused": null}
+    {"op": "questions", "session_id": "...", "known": ["id", ...], "wait": 5}
+                                            -> {"ok": true, "questions": [{"id": "...", "rule": "pypi.org", ...}]}
+        (open questions of a session, or of every session for "": refused requests held for the
+        user's answer, proxy/approvals.py; waits up to "wait" seconds for one that is not "known")
+    {"op": "answer", "id": "...", "answer": "once"|"run"|"deny"} -> {"ok": true}
 
 A refusal may carry "retry": true (the daemon is exiting): the client starts
 a new daemon and asks it instead.
@@ -41,9 +46,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
-# 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials"
-# (an older daemon would ignore what it does not know, so it is replaced)
-PROTOCOL = 5
+# 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials";
+# 6: its "approve", and "questions"/"answer" (an older daemon would ignore what it does not know, so it is replaced)
+PROTOCOL = 6
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 
 
@@ -142,6 +147,7 @@ class SessionSpec:
     # (host rule, allow, deny, push) HTTP rules and ref patterns: profiles/httprules.py, profiles/gitrefs.py
     http: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
     credentials: tuple[SessionCredential, ...]  # swapped in by proxy/inject.py
+    approve: int  # seconds a refused request waits for the user's answer (proxy/approvals.py); 0: not held
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -156,9 +162,10 @@ class SessionSpec:
         mode: str = "allowlist",
         http: Iterable[Sequence[Any]] = (),  # (host, allow, deny) or (host, allow, deny, push)
         credentials: tuple[SessionCredential, ...] = (),
+        approve: int = 0,
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
-        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials))
+        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve)
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
 
@@ -217,6 +224,12 @@ class SessionSpec:
                 found.append((entry[0], tuple(lists[0]), tuple(lists[1]), tuple(lists[2]) if len(lists) > 2 else ()))
             return tuple(found)
 
+        def seconds() -> int:
+            value = data.get("approve", 0)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 3600:
+                raise ValueError("spec.approve must be a number of seconds (0 to 3600)")
+            return value
+
         def credentials() -> tuple[SessionCredential, ...]:
             value = data.get("credentials", [])
             if not isinstance(value, list):
@@ -237,6 +250,7 @@ class SessionSpec:
             mode=text("mode", required=False) or "allowlist",
             http=tables(),
             credentials=credentials(),
+            approve=seconds(),
         )
 
 

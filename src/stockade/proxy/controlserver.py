@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stockade.proxy.accepting import accept
+from stockade.proxy.approvals import Approvals
 from stockade.proxy.audit import AuditError
 from stockade.proxy.control import MAX_LINE, PROTOCOL, SessionSpec, decode, encode
 from stockade.proxy.door import readable
@@ -50,11 +51,12 @@ class Host(Protocol):
 class ControlServer:
     """Accepts on the control socket and answers each connection's requests, one line each."""
 
-    def __init__(self, host: Host, registry: Registry, doors: Doors, splicing: SpliceOffers) -> None:
+    def __init__(self, host: Host, registry: Registry, doors: Doors, splicing: SpliceOffers, approvals: Approvals | None = None) -> None:
         self.host = host
         self.registry = registry
         self.doors = doors
         self.splicing = splicing
+        self.approvals = approvals if approvals is not None else Approvals()  # refused requests held for an answer
         self._server: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._bound: tuple[int, int] | None = None  # our control socket's (device, inode)
@@ -121,7 +123,11 @@ class ControlServer:
                     return
                 afterwards: list[Callable[[], None]] = []
                 try:
-                    reply = self.handle(decode(line), owned, fds, afterwards)
+                    message = decode(line)
+                    if message.get("op") == "questions":  # waits for news: the one request answered asynchronously
+                        reply = await self._questions(message)
+                    else:
+                        reply = self.handle(message, owned, fds, afterwards)
                 except Exception as exc:  # a bad request gets an answer, never a dead daemon
                     logger.info("control request failed: %s", exc)
                     reply = {"ok": False, "error": str(exc)}
@@ -170,6 +176,9 @@ class ControlServer:
             return self._open(message, owned, fds if fds is not None else [], afterwards)
         if op == "listen":
             return self._listen(str(message.get("session_id", "")), owned, fds if fds is not None else [])
+        if op == "answer":
+            why = self.approvals.answer(str(message.get("id", "")), str(message.get("answer", "")))
+            return {"ok": True} if why is None else {"ok": False, "error": why}
         if op == "end":
             session_id = str(message.get("session_id", ""))
             ended = self._end(session_id)
@@ -180,6 +189,14 @@ class ControlServer:
             refused = self.doors.refused(session_id)
             return {"ok": True, "denials": ended.denial_summary(), "audit_error": ended.writer.broken, "refused": refused}
         return {"ok": False, "error": f"unknown op {op!r}"}
+
+    async def _questions(self, message: dict[str, Any]) -> dict[str, Any]:
+        known = message.get("known", [])
+        wait = message.get("wait", 0)
+        if not isinstance(known, list) or not isinstance(wait, int | float) or isinstance(wait, bool):
+            return {"ok": False, "error": "questions needs a list of known ids and a number of seconds to wait"}
+        found = await self.approvals.wait(str(message.get("session_id", "")), [str(item) for item in known], float(wait))
+        return {"ok": True, "questions": found}
 
     def _register(self, message: dict[str, Any], owned: set[str]) -> dict[str, Any]:
         if self.host.exiting:
@@ -223,6 +240,9 @@ class ControlServer:
     def _end(self, session_id: str) -> Session | None:
         """The door closes (its refusals recorded) before the session ends and its audit log closes."""
         self.doors.close(session_id)
+        session = self.registry.get(session_id)
+        if session is not None:
+            self.approvals.end_session(session)
         return self.registry.end(session_id)
 
 

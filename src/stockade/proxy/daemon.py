@@ -31,6 +31,7 @@ from mitmproxy.options import Options  # isort: skip
 
 from stockade.proxy import headlimit
 from stockade.proxy.accepting import raise_descriptor_limit
+from stockade.proxy.approvals import Approvals
 from stockade.proxy.auth import SessionAuth
 from stockade.proxy.backstop import Backstop
 from stockade.proxy.cabundle import system_roots
@@ -65,7 +66,8 @@ class Filter:
         self.connections = Connections()
         self.lookup = Lookup()
         self.auth = SessionAuth(self.registry, self.connections)
-        self.decisions = Decisions(self.connections, self.lookup)
+        self.approvals = Approvals()  # refused requests held for the user's answer; the control server answers them
+        self.decisions = Decisions(self.connections, self.lookup, self.approvals)
         self.tunnels = Tunnels(self.connections)
         self.metering = Metering(self.connections)
         self.swapping = Swapping()
@@ -115,7 +117,7 @@ class Daemon:
         self.last_activity = time.monotonic()
         self.exiting = False
         self.doors = Doors(filt.auth.bind)
-        self.control = ControlServer(self, filt.registry, self.doors, filt.splicing)
+        self.control = ControlServer(self, filt.registry, self.doors, filt.splicing, filt.approvals)
         self._idle_task: asyncio.Task[None] | None = None
 
     def load(self, loader: Any) -> None:

@@ -28,6 +28,7 @@ from mitmproxy import connection, dns, http
 from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
+from stockade.proxy.approvals import Approvals
 from stockade.proxy.decide import (
     PUSH_PENDING,
     Decision,
@@ -51,9 +52,10 @@ logger = logging.getLogger(__name__)
 
 
 class Decisions:
-    def __init__(self, connections: Connections, lookup: Lookup) -> None:
+    def __init__(self, connections: Connections, lookup: Lookup, approvals: Approvals | None = None) -> None:
         self.connections = connections
         self.lookup = lookup
+        self.approvals = approvals if approvals is not None else Approvals()
 
     async def http_connect(self, flow: http.HTTPFlow) -> None:
         session: Session | None = flow.metadata.get(SESSION)
@@ -66,6 +68,9 @@ class Decisions:
                 judged = judge(session.rules.secrets, request, decision.host, tls=False)
                 if isinstance(judged, Decision) or judged:  # a CONNECT carries a credential nowhere
                     decision = judged if isinstance(judged, Decision) else Decision(False, "a credential in a CONNECT request", "", decision.host)
+            if not decision.allowed:  # held for the user's answer when the run asked for that
+                state = self.connections.client(flow.client_conn)
+                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved)
             tracked = refusal.track(flow, session, decision, scheme="connect", path=None)
             if decision.allowed:
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
@@ -86,6 +91,10 @@ class Decisions:
             state = self.connections.client(flow.client_conn)
             tunnel = state.tunnel
             decision = decide(session.rules, request.host, request.port)
+            if not decision.allowed and (request.host, request.port) in state.approved:
+                decision = Decision(True, "approved once by you", "", decision.host)  # plain HTTP in the tunnel it approved
+            elif not decision.allowed and tunnel is None:  # plain HTTP; a tunnel's host was asked at its CONNECT
+                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved)
             tables: tuple[HttpTable, ...] = ()
             if decision.allowed:
                 # A host with HTTP rules has each request judged: inside its terminated TLS, and in

@@ -73,6 +73,8 @@ class Session:
     denial_lines: int = 0  # denials written as lines of their own
     repeats: dict[tuple[str, int, str], Repeats] = field(default_factory=dict)
     denial_pace: Pace = field(default_factory=lambda: Pace(DENIAL_RATE, DENIAL_BURST))
+    approved: set[str] = field(default_factory=set)  # allow entries the user approved for this run (proxy/approvals.py)
+    declined: set[str] = field(default_factory=set)  # ... and those the user refused: not asked again
 
     @property
     def stopped(self) -> str | None:

@@ -47,6 +47,8 @@ class ClientState:
     denied_dials: dict[tuple[str, int], Decision] = field(default_factory=dict)
     # Open server connections the backstop dialed, by the (host, port) it checked before dialing.
     checked: dict[connection.Server, tuple[str, int]] = field(default_factory=dict)
+    # (host, port) the user approved once for this connection (proxy/approvals.py): the backstop lets it dial.
+    approved: set[tuple[str, int]] = field(default_factory=set)
 
 
 @dataclass(eq=False)
