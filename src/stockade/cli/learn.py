@@ -26,12 +26,11 @@ from typing import Annotated
 
 import typer
 
-from stockade.cli.allow import _read, _replace
 from stockade.core.errors import PolicyError, SandboxSetupError, UsageError
 from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations, locate
 from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
-from stockade.profiles.editing import Entry, add_entries
+from stockade.profiles.editing import Entry, add_entries, read_text, replace_text
 from stockade.profiles.learning import Proposal, builtin_secrets, propose
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.resolve import resolve
@@ -111,7 +110,7 @@ def additions_text(entries: list[Entry], network_off: bool) -> str:
 def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write: bool, extends: str | None, locations: Locations) -> None:
     """Print the proposal as a diff with a line of why per entry; apply it with --write."""
     created = not target.exists()
-    old_text = "" if created else _read(target)
+    old_text = "" if created else read_text(target)
     new_text, added = add_entries(old_text, learned, file=str(target), extends=extends if learned else None)
     present = [entry for entry in learned if entry not in added]
     if added:
@@ -131,14 +130,14 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
         if added:
             print(f"# to apply it: stockade learn --write ... (or edit {target} yourself)")
         return
-    _replace(target, new_text)
+    replace_text(target, new_text)
     try:
         resolve(target.parent, locations, policy_file=target)  # the whole policy must still be valid
     except PolicyError:
         if created:
             target.unlink()
         else:
-            _replace(target, old_text)
+            replace_text(target, old_text)
         raise
     wrote = _count(len(added), "entry", "entries")
     say(f"stockade learn: wrote {wrote} to {target}; it is not trusted until you read it and run: stockade trust {target}")

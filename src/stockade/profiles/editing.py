@@ -6,16 +6,24 @@ document that dumps back byte for byte, and only the lists named change.
 An entry already in its list is left alone. Each new entry may carry a
 comment saying why it is there (learn's explanation).
 
-Writing the file, validating the result and trusting it are the callers'
-business; this module only turns text into text.
+`allow_host` is the whole of `stockade allow` (and of an approval's
+"always"): the new text is validated as a whole policy before it replaces
+the old one (through a temporary file and a rename, never through a link),
+and a file the user had trusted is trusted again, since the user asked for
+exactly this change. A file that was not trusted stays untrusted: trusting
+it would also trust everything else a cloned repository put in it.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from stockade.core.errors import PolicyError
+from stockade.core.errors import PolicyError, UsageError
+from stockade.core.locations import Locations
 
 
 @dataclass(frozen=True)
@@ -102,3 +110,75 @@ def _touched_arrays(document: Any, added: list[Entry]) -> list[Any]:
 def _close_on_own_line(values: Any) -> None:
     """A commented entry's comment runs to the end of its line: the closing bracket needs its own."""
     values.add_line(indent="")
+
+
+def allow_host(rule: str, target: Path, locations: Locations, extends: str | None = None) -> str:
+    """Add `rule` (canonical) to [network] allow of `target`; returns the sentence saying what was done.
+    `extends` names the built-in a new file builds on."""
+    from stockade.profiles.discovery import PROJECT_FILE
+    from stockade.profiles.resolve import project_chain, resolve
+    from stockade.profiles.trust import TrustStore, chain_digest
+
+    if target.is_symlink():
+        # A cloned repository's .stockade.toml linked to a TOML secret (~/.cargo/credentials.toml):
+        # reading through it and writing the result in the link's place copied the secret into
+        # the project. No file is edited through a link.
+        raise UsageError(f"{target} is a symlink; stockade allow edits no file through a link: give the file itself with --policy")
+    store = TrustStore(locations.trust_file)
+    created = not target.exists()
+    was_trusted = not created and _trusted(store, target, locations)
+    old_text = "" if created else read_text(target)
+    new_text, added = add_entries(old_text, [Entry(("network",), "allow", rule)], file=str(target), extends=extends if created else None)
+    if not added:
+        return f"stockade: {rule} is already in [network] allow of {target}"
+    replace_text(target, new_text)
+    try:
+        resolve(target.parent, locations, policy_file=target)  # the whole policy must still be valid
+    except PolicyError:
+        if created:
+            target.unlink()
+        else:
+            replace_text(target, old_text)
+        raise
+    said = f"stockade: added {rule} to [network] allow in {target}"
+    if created or was_trusted:
+        if target.name == PROJECT_FILE:
+            store.trust(target, chain_digest(project_chain(target, locations)))
+            said += " (trusted, as you asked for it)" if was_trusted else " (a new file, trusted)"
+    elif target.name == PROJECT_FILE:
+        said += f"; the file is not trusted, so the host applies only once you have read it and run: stockade trust {target}"
+    return said
+
+
+def _trusted(store: Any, target: Path, locations: Locations) -> bool:
+    from stockade.profiles.resolve import project_chain
+    from stockade.profiles.trust import chain_digest
+
+    try:
+        return bool(store.is_trusted(target, chain_digest(project_chain(target, locations))))
+    except PolicyError:
+        return False
+
+
+def read_text(path: Path) -> str:
+    """A policy file's text, never through a link put there since it was checked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Through a temporary file and a rename, keeping the file's permissions."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, temporary = tempfile.mkstemp(prefix=".stockade-edit-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
