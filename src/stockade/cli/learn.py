@@ -34,6 +34,7 @@ from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
 from stockade.profiles.editing import Entry, add_entries
 from stockade.profiles.learning import Proposal, propose
 from stockade.profiles.model import NetworkMode
+from stockade.profiles.paths import is_within
 from stockade.profiles.resolve import resolve
 from stockade.profiles.text import say, shown
 
@@ -65,6 +66,7 @@ def learn(
     locations = locate()
     start = resolve(Path(cwd), locations, policy_file=policy, profile=profile)
     secrets = (*start.policy.filesystem.deny_read, *_builtin_secrets(Path(cwd), locations.home))
+    protected, hidden = _floor(Path(cwd), locations)
     network_off = start.policy.network.mode is NetworkMode.NONE
     trace = _can_trace()
     if not trace:
@@ -78,7 +80,9 @@ def learn(
             reuse_plans=False, trace=trace, additions=additions_text(learned, network_off) or None, findings={},
         )  # fmt: skip
         code = _backend().run(invocation)
-        proposal: Proposal = propose(invocation.findings or {}, home=str(locations.home), secrets=secrets)
+        proposal: Proposal = propose(
+            invocation.findings or {}, home=str(locations.home), secrets=secrets, protected=protected, hidden=hidden,
+        )  # fmt: skip
         known = {_key(entry) for entry in learned}
         new = [entry for entry in proposal.entries if _key(entry) not in known]
         withheld += [line for line in proposal.withheld if line not in withheld]
@@ -150,6 +154,24 @@ def _builtin_secrets(project: Path, home: Path) -> tuple[str, ...]:
 
     values = load_builtin("default", project_dir=project, home=home).values.get("filesystem", {})
     return tuple(values.get("deny_read", ()))
+
+
+def _floor(project: Path, locations: Locations) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the floor keeps read-only (files that run code later, PATH's folders, stockade's config)
+    and hidden (stockade's state): learn proposes none of it, whichever wall refused the run."""
+    from stockade.profiles.floor import RUNS_LATER_IN_HOME, RUNS_LATER_IN_PROJECT
+
+    top = (find_project_policy(project) or project / PROJECT_FILE).parent
+    home = str(locations.home)
+    hidden = tuple(str(folder) for folder in (*locations.private_dirs(), locations.config))
+    path_dirs = [os.path.realpath(folder) for folder in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(folder)]
+    protected = (
+        *(f"{home}/{name}" for name in RUNS_LATER_IN_HOME),
+        *(f"{place}/{name}" for place in dict.fromkeys((str(top), str(project))) for name in RUNS_LATER_IN_PROJECT),
+        *(folder for folder in path_dirs if os.path.isdir(folder) and not is_within(folder, str(top))),
+        *hidden,
+    )  # fmt: skip
+    return protected, hidden
 
 
 def _can_trace() -> bool:
