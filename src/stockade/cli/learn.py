@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -105,11 +106,21 @@ def additions_text(entries: list[Entry], network_off: bool) -> str:
         tables.setdefault(("network",), {})
     lines: list[str] = []
     for table, keys in tables.items():
-        lines.append("[" + ".".join(json.dumps(part) if not part.isidentifier() else part for part in table) + "]")
+        lines.append("[" + ".".join(part if _BARE_KEY.fullmatch(part) else toml_string(part) for part in table) + "]")
         if table == ("network",) and network_off:
             lines.append('mode = "allowlist"')
-        lines += [f"{key} = [{', '.join(json.dumps(value) for value in values)}]" for key, values in keys.items()]
+        lines += [f"{key} = [{', '.join(toml_string(value) for value in values)}]" for key, values in keys.items()]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string holding `text` exactly: JSON's escapes are TOML's, but JSON spells a
+    character past U+FFFF as a surrogate pair, which TOML refuses, and leaves DEL bare."""
+    body = json.dumps(text, ensure_ascii=False)[1:-1]
+    return '"' + "".join(f"\\u{ord(ch):04x}" if ch == "\x7f" or "\ud800" <= ch <= "\udfff" else ch for ch in body) + '"'
 
 
 def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write: bool, extends: str | None, locations: Locations) -> None:
@@ -120,7 +131,8 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
     present = [entry for entry in learned if entry not in added]
     if added:
         name = str(target)
-        print("".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), name, name)), end="")
+        for line in difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), name, name, lineterm=""):
+            print(shown(line))  # a value may hold a character a terminal acts on (a bidi override)
         print(f"# stockade learn proposes {_count(len(added), 'entry', 'entries')} for {target}:")
         for entry in added:
             print(shown(f"#   {entry.where} += {json.dumps(entry.value)}: {entry.comment.removeprefix('learn: ')}"))
