@@ -43,3 +43,10 @@ def test_entries_are_added_with_their_comments_and_the_rest_is_kept_byte_for_byt
 def test_a_file_it_cannot_edit_is_a_policy_error(text: str, says: str) -> None:
     with pytest.raises(PolicyError, match=says):
         add_entries(text, [Entry(("network",), "allow", "x.test")], file="p.toml")
+
+
+def test_a_comment_with_line_breaks_or_escapes_is_escaped_not_a_crash_or_injection() -> None:
+    comment = 'learn: create /srv/x\nallow_read = ["/"]\r\x1b[2K refused'
+    text, added = add_entries("", [Entry(("filesystem",), "allow_write", "/srv", comment)], file="p.toml")
+    assert len(added) == 1 and tomllib.loads(text) == {"filesystem": {"allow_write": ["/srv"]}}
+    assert "\x1b" not in text and "\r" not in text and text.count("\n") == 4, text

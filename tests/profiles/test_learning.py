@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from stockade.profiles.editing import Entry
 from stockade.profiles.learning import propose, spelled
 
@@ -85,3 +87,65 @@ def test_spelling_uses_the_tilde_only_below_the_home() -> None:
 def test_bad_findings_are_ignored_not_a_crash() -> None:
     assert propose({"network": "x", "files": [1, None, {"path": "relative"}]}, home=HOME, secrets=()).entries == []
     assert isinstance(Entry(("network",), "allow", "x").where, str)
+
+
+def test_a_touched_folder_or_a_rewritten_file_never_makes_the_whole_folder_writable() -> None:
+    # A malicious command touches ~/.local/lib (shown read-only) and truncates an existing
+    # ~/.config/nvim/init.lua (hidden): the next round must not be able to drop a .pth file
+    # into ~/.local/lib/... or anything else into ~/.config/nvim.
+    folders = {"/home/u/.local/lib", "/home/u/.config/nvim", "/srv/cache"}
+    present = {*folders, "/home/u/.config/nvim/init.lua", "/srv/cache/obj"}
+    findings = {"files": [
+        file("/home/u/.local/lib", "change", "outside_write"),
+        file("/home/u/.config/nvim", "write", "private_home"),
+        file("/home/u/.config/nvim/init.lua", "create", "private_home"),  # O_CREAT|O_TRUNC of an existing file
+        file("/srv/cache/obj", "create", "outside_write"),
+    ]}  # fmt: skip
+    proposal = propose(findings, home=HOME, secrets=SECRETS, exists=present.__contains__, isdir=folders.__contains__)
+    assert [(e.key, e.value) for e in proposal.entries] == [
+        ("allow_write", "/srv/cache/obj"), ("allow_write", "~/.config/nvim/init.lua"),
+    ]  # fmt: skip
+    assert sum("a folder itself" in line for line in proposal.withheld) == 2, proposal.withheld
+
+
+def test_what_the_floor_protects_is_withheld_whichever_wall_refused_it() -> None:
+    protected = ("/home/u/.bashrc", "/home/u/.local/bin", "/home/u/.config/stockade", "/p/.git/hooks")
+    present = {"/home/u/.bashrc", "/home/u/.local/bin", "/home/u/.config/stockade", "/home/u/.config/stockade/config.toml"}
+    findings = {"files": [
+        file("/home/u/.bashrc", "write", "private_home"),
+        file("/home/u/.local/bin/tool", "create", "outside_write"),
+        file("/home/u/.config/stockade/config.toml", "read", "private_home"),
+        file("/p/.git/hooks/x/y", "create", "outside_write"),
+    ]}  # fmt: skip
+    proposal = propose(
+        findings, home=HOME, secrets=SECRETS, exists=lambda p: p in present or p == "/p/.git/hooks/x", protected=protected,
+        hidden=("/home/u/.config/stockade",),
+    )  # fmt: skip
+    assert proposal.entries == []
+    assert len(proposal.withheld) == 4 and all("the floor protects" in line for line in proposal.withheld), proposal.withheld
+
+
+def test_the_home_itself_is_never_proposed_readable() -> None:
+    # `stat ~/x/..` fails (x is absent) and reads as the home: all of it must not become readable.
+    proposal = propose({"files": [file("/home/u", "read", "private_home")]}, home=HOME, secrets=SECRETS, exists=lambda _p: True)
+    assert proposal.entries == [] and "your home" in proposal.withheld[0]
+
+
+def test_a_private_address_is_withheld_not_opened_for_the_next_round() -> None:
+    network = [
+        {"host": h, "port": p, "rule": "is loopback", "hint": f"allow = [{json.dumps(rule)}]"}
+        for h, p, rule in (
+            ("169.254.169.254", 80, "169.254.169.254:80"), ("127.0.0.1", 6379, "127.0.0.1:6379"), ("::1", 80, "[::1]:80"),
+            ("db.internal", 5432, "10.1.2.3:5432"),
+        )
+    ]  # fmt: skip
+    proposal = propose({"network": network}, home=HOME, secrets=SECRETS)
+    assert proposal.entries == [] and len(proposal.withheld) == 4, proposal
+    assert all("not a public address" in line for line in proposal.withheld)
+
+
+def test_a_path_no_policy_can_spell_is_withheld_not_a_failed_next_round() -> None:
+    findings = {"files": [file(f"/srv/cache/{name}/x", "create", "outside_write") for name in ("a*b", "a\nb")]}
+    proposal = propose(findings, home=HOME, secrets=SECRETS, exists=lambda _p: True)
+    assert proposal.entries == [] and len(proposal.withheld) == 2, proposal
+    assert "\n" not in "".join(proposal.withheld)

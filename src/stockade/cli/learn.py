@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +34,7 @@ from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
 from stockade.profiles.editing import Entry, add_entries, read_text, replace_text
 from stockade.profiles.learning import Proposal, builtin_secrets, propose
 from stockade.profiles.model import NetworkMode
+from stockade.profiles.paths import is_within
 from stockade.profiles.resolve import resolve
 from stockade.profiles.text import say, shown
 
@@ -64,6 +66,7 @@ def learn(
     locations = locate()
     start = resolve(Path(cwd), locations, policy_file=policy, profile=profile)
     secrets = (*start.policy.filesystem.deny_read, *builtin_secrets(Path(cwd), locations.home))
+    protected, hidden = _floor(Path(cwd), locations)
     network_off = start.policy.network.mode is NetworkMode.NONE
     trace = _can_trace()
     if not trace:
@@ -77,7 +80,9 @@ def learn(
             reuse_plans=False, trace=trace, additions=additions_text(learned, network_off) or None, findings={},
         )  # fmt: skip
         code = _backend().run(invocation)
-        proposal: Proposal = propose(invocation.findings or {}, home=str(locations.home), secrets=secrets)
+        proposal: Proposal = propose(
+            invocation.findings or {}, home=str(locations.home), secrets=secrets, protected=protected, hidden=hidden,
+        )  # fmt: skip
         known = {_key(entry) for entry in learned}
         new = [entry for entry in proposal.entries if _key(entry) not in known]
         withheld += [line for line in proposal.withheld if line not in withheld]
@@ -100,11 +105,21 @@ def additions_text(entries: list[Entry], network_off: bool) -> str:
         tables.setdefault(("network",), {})
     lines: list[str] = []
     for table, keys in tables.items():
-        lines.append("[" + ".".join(json.dumps(part) if not part.isidentifier() else part for part in table) + "]")
+        lines.append("[" + ".".join(part if _BARE_KEY.fullmatch(part) else toml_string(part) for part in table) + "]")
         if table == ("network",) and network_off:
             lines.append('mode = "allowlist"')
-        lines += [f"{key} = [{', '.join(json.dumps(value) for value in values)}]" for key, values in keys.items()]
+        lines += [f"{key} = [{', '.join(toml_string(value) for value in values)}]" for key, values in keys.items()]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string holding `text` exactly: JSON's escapes are TOML's, but JSON spells a
+    character past U+FFFF as a surrogate pair, which TOML refuses, and leaves DEL bare."""
+    body = json.dumps(text, ensure_ascii=False)[1:-1]
+    return '"' + "".join(f"\\u{ord(ch):04x}" if ch == "\x7f" or "\ud800" <= ch <= "\udfff" else ch for ch in body) + '"'
 
 
 def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write: bool, extends: str | None, locations: Locations) -> None:
@@ -115,7 +130,8 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
     present = [entry for entry in learned if entry not in added]
     if added:
         name = str(target)
-        print("".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), name, name)), end="")
+        for line in difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), name, name, lineterm=""):
+            print(shown(line))  # a value may hold a character a terminal acts on (a bidi override)
         print(f"# stockade learn proposes {_count(len(added), 'entry', 'entries')} for {target}:")
         for entry in added:
             print(shown(f"#   {entry.where} += {json.dumps(entry.value)}: {entry.comment.removeprefix('learn: ')}"))
@@ -141,6 +157,24 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
         raise
     wrote = _count(len(added), "entry", "entries")
     say(f"stockade learn: wrote {wrote} to {target}; it is not trusted until you read it and run: stockade trust {target}")
+
+
+def _floor(project: Path, locations: Locations) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the floor keeps read-only (files that run code later, PATH's folders, stockade's config)
+    and hidden (stockade's state): learn proposes none of it, whichever wall refused the run."""
+    from stockade.profiles.floor import RUNS_LATER_IN_HOME, RUNS_LATER_IN_PROJECT
+
+    top = (find_project_policy(project) or project / PROJECT_FILE).parent
+    home = str(locations.home)
+    hidden = tuple(str(folder) for folder in (*locations.private_dirs(), locations.config))
+    path_dirs = [os.path.realpath(folder) for folder in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(folder)]
+    protected = (
+        *(f"{home}/{name}" for name in RUNS_LATER_IN_HOME),
+        *(f"{place}/{name}" for place in dict.fromkeys((str(top), str(project))) for name in RUNS_LATER_IN_PROJECT),
+        *(folder for folder in path_dirs if os.path.isdir(folder) and not is_within(folder, str(top))),
+        *hidden,
+    )  # fmt: skip
+    return protected, hidden
 
 
 def _can_trace() -> bool:

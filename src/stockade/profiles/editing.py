@@ -24,6 +24,7 @@ from typing import Any
 
 from stockade.core.errors import PolicyError, UsageError
 from stockade.core.locations import Locations
+from stockade.profiles.text import shown
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ def add_entries(text: str, entries: list[Entry], *, file: str, extends: str | No
         if entry.value in [str(item) for item in values]:
             continue
         if entry.comment:
-            values.add_line(entry.value, comment=entry.comment)
+            # The comment may hold a path the sandboxed command chose: a line break would end the
+            # comment (tomlkit refuses it), a terminal escape would act in the printed diff.
+            values.add_line(entry.value, comment=shown(entry.comment))
         else:
             values.append(entry.value)
         added.append(entry)

@@ -8,12 +8,22 @@ is withheld with the reason and what to do instead. The rules:
 - a host exactly as the request named it (the denial's own hint: never a
   wildcard, so never `*` on a public suffix); an HTTP rule as the hint says;
 - a read the private home refused: that path, if it exists in the real home;
+  never the home itself or a folder above it;
 - a write outside allow_write: the folder the run created something in, or the
-  file it wrote; never `/`, the home itself or a folder above it;
+  file it wrote (or made anew: a create of a file that exists); never `/`, the
+  home itself or a folder above it, and never a folder for a write or change
+  of the folder itself (a touched folder does not need its contents writable);
+- a host as the hint names it, unless it is an address no run reaches by
+  default (loopback, private, link-local such as a cloud's metadata service):
+  the next round would reach it unreviewed, so the user adds it by hand;
 - never a secret: a path the policy's deny_read or the built-in secrets list
   covers, whatever hid it, is withheld with the safer way (a credential the
   proxy adds, [credentials.NAME]); never what the floor protects, nor a
-  deny_write entry of the policy's own (those are the user's to remove).
+  deny_write entry of the policy's own (those are the user's to remove). The
+  floor's paths (`protected`) are withheld whatever wall refused them: a
+  private-home refusal of ~/.bashrc names no floor, yet the floor protects it;
+- a path no policy can spell (a `*`, a line break, a NUL) is withheld: the next
+  round's layer could not hold it.
 
 Paths are spelled `~/...` under the home, absolute elsewhere. Entries come
 smallest first: hosts, HTTP rules, reads, writes.
@@ -36,6 +46,7 @@ CREDENTIAL_ADVICE = (
     "if a tool needs a token from it to reach a host, give the token as [credentials.NAME] with that host: "
     "the sandbox gets a placeholder and the proxy adds the value"
 )
+UNSPELLABLE = ("*", "\n", "\r", "\0")
 WRITE_OPERATIONS = {"write", "create", "remove", "rename", "change"}
 
 
@@ -52,6 +63,9 @@ def propose(
     secrets: Iterable[str],
     exists: Callable[[str], bool] = os.path.lexists,
     realpath: Callable[[str], str] = os.path.realpath,
+    isdir: Callable[[str], bool] = os.path.isdir,
+    protected: Iterable[str] = (),
+    hidden: Iterable[str] = (),
 ) -> Proposal:
     """The entries that would allow what this run was refused, and the refusals withheld."""
     proposal = Proposal()
@@ -62,7 +76,12 @@ def propose(
         where = f"{denial.get('host')}:{denial.get('port')}"
         host_rule = rule_of(hint) if hint else None
         http = http_entry(hint) if hint else None
-        if host_rule is not None:
+        if host_rule is not None and _private_address(host_rule):
+            proposal.withheld.append(
+                f"network {where}: {host_rule} is not a public address (loopback, private or link-local, "
+                "where a cloud keeps its metadata and credentials); learn never opens one; add it by hand if you mean it"
+            )
+        elif host_rule is not None:
             hosts[host_rule] = hosts.get(host_rule, 0) + count
         elif http is not None:
             rules[http] = rules.get(http, 0) + count
@@ -74,6 +93,7 @@ def propose(
         what = "push" if key == "push" else "request"
         proposal.entries.append(Entry(("network", "http", host), key, rule, f"learn: {_times(count, what)} refused"))
     secret_patterns = [(pattern, _matcher(pattern)) for pattern in secrets]
+    floor, hidden_floor = tuple(protected), tuple(hidden)
     reads: dict[str, str] = {}
     writes: dict[str, str] = {}
     for denial in _dicts(findings.get("files")):
@@ -88,18 +108,29 @@ def propose(
             why = f"deny_read {spelled(covering, home)} covers it" if covering is not None else denial.get("rule")
             proposal.withheld.append(f"{operation} {shown}: a secret ({why}); never proposed; {CREDENTIAL_ADVICE}")
             continue
+        walled = floor if operation in WRITE_OPERATIONS else hidden_floor
+        floor_place = next((place for place in walled if is_within(path, place) or is_within(real, place)), None)
+        if floor_place is not None:
+            proposal.withheld.append(f"{operation} {shown}: {_file_reason('floor')} ({spelled(floor_place, home)})")
+            continue
         if wall == "private_home":
             if not exists(path):
                 continue  # a tool looking for an optional file: nothing to allow
             if operation in WRITE_OPERATIONS:
-                writes.setdefault(*_write_place(path, operation, home, exists, proposal, shown))
+                writes.setdefault(*_write_place(path, operation, home, (exists, isdir, realpath), proposal, shown))
+            elif is_within(home, path) or is_within(realpath(home), real):
+                proposal.withheld.append(f"{operation} {shown}: allowing it would make your home readable, which learn never proposes")
             else:
                 reads.setdefault(path, f"learn: {operation} refused by the private home")
         elif wall == "outside_write":
-            writes.setdefault(*_write_place(path, operation, home, exists, proposal, shown))
+            writes.setdefault(*_write_place(path, operation, home, (exists, isdir, realpath), proposal, shown))
         else:
             proposal.withheld.append(f"{operation} {shown}: {denial.get('rule')}; {_file_reason(wall)}")
     writes.pop("", None)
+    for places in (reads, writes):
+        for place in [place for place in places if any(char in place for char in UNSPELLABLE)]:
+            proposal.withheld.append(f"{shown_path(place, home)}: a policy cannot name this path (a '*', a line break or a NUL)")
+            del places[place]
     for place in _outermost(reads):
         proposal.entries.append(Entry(("filesystem",), "allow_read", spelled(place, home), reads[place]))
     for place in _outermost(writes):
@@ -127,11 +158,29 @@ def fix_of(denial: Mapping[str, object], *, home: str, secrets: Iterable[str]) -
     return ""
 
 
-def _write_place(path: str, operation: str, home: str, exists: Callable[[str], bool], proposal: Proposal, shown: str) -> tuple[str, str]:
+def _write_place(
+    path: str,
+    operation: str,
+    home: str,
+    host: tuple[Callable[[str], bool], Callable[[str], bool], Callable[[str], str]],
+    proposal: Proposal,
+    shown: str,
+) -> tuple[str, str]:
     """The place to make writable for a refused write: the file itself when it exists and was
-    written, else the folder it was made in (one below the home is made by the run if absent)."""
-    place = path if operation in ("write", "change") and exists(path) else os.path.dirname(path)
-    if place == "/" or is_within(home, place) or place.count("/") < 2:
+    written (or created anew), else the folder it was made in (one below the home is made by the
+    run if absent). A write or change of a folder itself, or a create of one that exists, makes
+    nothing writable: it needs no file inside it writable, and granting the folder would let the
+    next round write every file there (a .pth file in ~/.local/lib, an editor's init file)."""
+    exists, isdir, realpath = host
+    rewrites = operation in ("write", "change", "create") and exists(path)
+    if rewrites and isdir(path):
+        proposal.withheld.append(
+            f"{operation} {shown}: a {operation} of a folder itself, which exists; learn never makes a folder writable for it "
+            "(allow_write it yourself if its files need writing)"
+        )
+        return "", ""
+    place = path if rewrites else os.path.dirname(path)
+    if place == "/" or is_within(home, place) or is_within(realpath(home), realpath(place)) or place.count("/") < 2:
         named = "your home" if place == home else spelled(place, home)
         proposal.withheld.append(
             f"{operation} {shown}: allowing it would make {named} writable, which learn never proposes; "
@@ -142,6 +191,22 @@ def _write_place(path: str, operation: str, home: str, exists: Callable[[str], b
         proposal.withheld.append(f"{operation} {shown}: its folder {place} does not exist; make it, then learn again")
         return "", ""
     return place, f"learn: {operation} {shown} refused (outside allow_write)"
+
+
+def _private_address(rule: str) -> bool:
+    """Whether a host rule names an address no run reaches unless its policy lists it."""
+    import ipaddress
+
+    from stockade.proxy.decide import address_kind
+
+    text = rule[1:].partition("]")[0] if rule.startswith("[") else rule
+    if text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return address_kind(address) is not None
 
 
 def _outermost(places: Mapping[str, str]) -> list[str]:
@@ -155,6 +220,13 @@ def spelled(path: str, home: str) -> str:
     if is_within(path, home) and path != home:
         return "~/" + os.path.relpath(path, home)
     return path
+
+
+def shown_path(path: str, home: str) -> str:
+    """A path for a line of text: spelled, with what a terminal would act on escaped."""
+    from stockade.profiles.text import shown
+
+    return shown(spelled(path, home))
 
 
 def _matcher(pattern: str) -> Callable[[str], bool]:
