@@ -20,3 +20,14 @@ def test_the_next_rounds_layer_reads_back_whatever_characters_the_entries_hold()
     layer = parse_layer(additions_text(entries, network_off=True), "learn", base=Path("/p"), home=Path("/home/u"))
     assert list(layer.values["filesystem"]["allow_read"]) == [path]
     assert layer.values["network"]["mode"] == "allowlist"
+
+
+def test_later_rounds_get_hosts_and_places_outside_the_home_but_not_the_homes_files() -> None:
+    from stockade.cli.learn import granted
+    from stockade.profiles.editing import Entry
+
+    entries = [
+        Entry(("network",), "allow", "pypi.org"), Entry(("filesystem",), "allow_write", "/srv/cache"),
+        Entry(("filesystem",), "allow_read", "~/.config/tool/settings.ini"), Entry(("filesystem",), "allow_write", "~/.cache/tool"),
+    ]  # fmt: skip
+    assert [entry.value for entry in granted(entries)] == ["pypi.org", "/srv/cache"]

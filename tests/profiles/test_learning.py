@@ -149,3 +149,11 @@ def test_a_path_no_policy_can_spell_is_withheld_not_a_failed_next_round() -> Non
     proposal = propose(findings, home=HOME, secrets=SECRETS, exists=lambda _p: True)
     assert proposal.entries == [] and len(proposal.withheld) == 2, proposal
     assert "\n" not in "".join(proposal.withheld)
+
+
+def test_a_folder_that_holds_a_secret_is_never_proposed_readable() -> None:
+    proposal = propose(
+        {"files": [file("/home/u/.config/tool", "read", "private_home")]},
+        home=HOME, secrets=("/home/u/.config/tool/token.json",), exists=lambda _p: True, isdir=lambda _p: True,
+    )  # fmt: skip
+    assert proposal.entries == [] and "holds a secret (~/.config/tool/token.json)" in proposal.withheld[0]

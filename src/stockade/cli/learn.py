@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from stockade.core.backend import Backend
 
 MAX_ROUNDS = 10
+MAX_NEW = 100  # entries one round may add; past it the rest are counted
 
 
 def learn(
@@ -77,7 +78,7 @@ def learn(
     for number in range(1, rounds + 1):
         invocation = Invocation(
             command, cwd, os.environ, policy_file=str(policy) if policy is not None else None, profile=profile, quiet=True,
-            reuse_plans=False, trace=trace, additions=additions_text(learned, network_off) or None, findings={},
+            reuse_plans=False, trace=trace, additions=additions_text(granted(learned), network_off) or None, findings={},
         )  # fmt: skip
         code = _backend().run(invocation)
         proposal: Proposal = propose(
@@ -85,6 +86,9 @@ def learn(
         )  # fmt: skip
         known = {_key(entry) for entry in learned}
         new = [entry for entry in proposal.entries if _key(entry) not in known]
+        if len(new) > MAX_NEW:
+            withheld.append(f"{len(new) - MAX_NEW} more entries of round {number}: too many places refused to propose each; narrow the command")
+            new = new[:MAX_NEW]
         withheld += [line for line in proposal.withheld if line not in withheld]
         say(f"stockade learn: round {number}: the command exited {code}; {_count(len(new), 'new entry', 'new entries')}")
         if not new:
@@ -92,8 +96,22 @@ def learn(
         learned += new
     else:
         say(f"stockade learn: the last of {rounds} rounds still learned something: run learn again (or give --rounds) to see if it needs more")
+    held_back = len(learned) - len(granted(learned))
+    if held_back:
+        say(
+            f"stockade learn: {_count(held_back, 'entry', 'entries')} in your home {'was' if held_back == 1 else 'were'} proposed but not used "
+            "by later rounds (a command must not read or plant files of your home before you have read the proposal); "
+            "the command may need them to get further: apply them, trust the file, and learn again"
+        )
     _conclude(target, learned, withheld, write=write, extends=profile if profile and not target.exists() else None, locations=locations)
     raise typer.Exit(code)
+
+
+def granted(entries: list[Entry]) -> list[Entry]:
+    """What the next round may use: hosts, HTTP rules and places outside the home. An entry in the
+    home (a file to read, a place to write) is only proposed: a later round of a command that asked
+    for it must not read a file of the home the user never looked at, or plant one that runs later."""
+    return [entry for entry in entries if entry.table[0] != "filesystem" or not entry.value.startswith("~")]
 
 
 def additions_text(entries: list[Entry], network_off: bool) -> str:

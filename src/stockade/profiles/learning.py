@@ -120,6 +120,11 @@ def propose(
                 writes.setdefault(*_write_place(path, operation, home, (exists, isdir, realpath), proposal, shown))
             elif is_within(home, path) or is_within(realpath(home), real):
                 proposal.withheld.append(f"{operation} {shown}: allowing it would make your home readable, which learn never proposes")
+            elif inside := next((p for p, _m in secret_patterns if not is_glob(p) and (is_within(p, path) or is_within(p, real))), None):
+                proposal.withheld.append(
+                    f"{operation} {shown}: it holds a secret ({spelled(inside, home)}), which learn never makes readable; "
+                    "list the files inside it you need"
+                )
             else:
                 reads.setdefault(path, f"learn: {operation} refused by the private home")
         elif wall == "outside_write":
