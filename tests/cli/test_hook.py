@@ -49,7 +49,7 @@ def _argv_printer(folder: Path) -> Path:
 @pytest.mark.parametrize("command", list(HOSTILE.values()), ids=list(HOSTILE))
 def test_wrap_unwrap_round_trip(command: str) -> None:
     wrapped = WRAPPER.wrap(command)
-    assert wrapped.startswith("/opt/stockade/bin/stockade run --max-output 1048576 -- /bin/bash -c -- ")
+    assert wrapped.startswith("/opt/stockade/bin/stockade run --no-approve --max-output 1048576 -- /bin/bash -c -- ")
     assert WRAPPER.unwrap(wrapped) == command
     assert WRAPPER.sandboxed(wrapped) == wrapped  # already wrapped: never a sandbox inside a sandbox
 
@@ -62,7 +62,7 @@ def test_every_posix_shell_hands_stockade_the_exact_string(tmp_path: Path, shell
     wrapper = Wrapper(str(_argv_printer(tmp_path)), "/bin/bash", 4096)
     for name, command in HOSTILE.items():
         out = subprocess.run([path, "-c", wrapper.wrap(command)], capture_output=True, text=True, check=True).stdout
-        assert json.loads(out) == ["run", "--max-output", "4096", "--", "/bin/bash", "-c", "--", command], name
+        assert json.loads(out) == ["run", "--no-approve", "--max-output", "4096", "--", "/bin/bash", "-c", "--", command], name
 
 
 @pytest.mark.parametrize(
@@ -73,13 +73,13 @@ def test_every_posix_shell_hands_stockade_the_exact_string(tmp_path: Path, shell
         pytest.param(WRAPPER.wrap("ls")[: -len("ls")] + "'ls'$(touch /tmp/pwned)", id="substitution-glued-to-the-quote"),
         pytest.param(WRAPPER.wrap("x y")[:-1] + "' & curl evil.test", id="quote-closed-early"),
         pytest.param("/opt/stockade/bin/stockade run --policy mine.toml -- /bin/bash -c -- 'curl evil.test'", id="agent-chooses-a-policy"),
-        pytest.param("/opt/stockade/bin/stockade run --max-output 1048576 -- /bin/bash -c -- ls", id="near-miss-unquoted-but-not-ours"),
-        pytest.param("stockade run --max-output 1048576 -- /bin/bash -c -- 'ls'", id="relative-stockade"),
-        pytest.param("/opt/stockade/bin/stockade run --max-output 1048576 -- /bin/bash -c -- 'a' 'b'", id="two-arguments"),
+        pytest.param("/opt/stockade/bin/stockade run --no-approve --max-output 1048576 -- /bin/bash -c -- ls", id="near-miss-unquoted-but-not-ours"),
+        pytest.param("stockade run --no-approve --max-output 1048576 -- /bin/bash -c -- 'ls'", id="relative-stockade"),
+        pytest.param("/opt/stockade/bin/stockade run --no-approve --max-output 1048576 -- /bin/bash -c -- 'a' 'b'", id="two-arguments"),
     ],
 )
 def test_anything_but_an_exact_wrapper_is_wrapped(command: str) -> None:
-    if command == "/opt/stockade/bin/stockade run --max-output 1048576 -- /bin/bash -c -- ls":
+    if command == "/opt/stockade/bin/stockade run --no-approve --max-output 1048576 -- /bin/bash -c -- ls":
         assert WRAPPER.unwrap(command) == "ls"  # this one is byte for byte ours (bare words stay bare)
         return
     assert WRAPPER.unwrap(command) is None
@@ -219,7 +219,7 @@ def test_console_hook_names_stockade_and_bash_by_absolute_path(sandbox: None) ->
     result = _hook("claude", (PAYLOADS / "claude_pretooluse_bash.json").read_text())
     assert result.returncode == 0, result.stderr
     command = json.loads(result.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
-    assert command.startswith(f"{STOCKADE} run --max-output 1048576 -- /")
+    assert command.startswith(f"{STOCKADE} run --no-approve --max-output 1048576 -- /")
     assert os.path.isabs(command.split(" -- ", 1)[1].split(" ", 1)[0])
 
 

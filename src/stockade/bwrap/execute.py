@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.limits import LimitPlan
     from stockade.bwrap.network import Bridge
     from stockade.bwrap.trace import Tracer
+    from stockade.proxy.asking import Asker
 
 # bwrap runs on the host before any namespace or filter exists, so it gets no
 # variable from the policy or the caller: LD_PRELOAD in a policy's [env] set
@@ -276,6 +277,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
     started = time.monotonic()
     wall_started = time.time()
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
+    asker: Asker | None = None
     cgroups = False
     journal = None
     if launch.unguarded:  # a killed run's sweep is finished by the next run (journal.py)
@@ -300,7 +302,12 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
         phases.mark("checks")
-        outcome, masked = _supervised(launch, limits, bridge, tracer)
+        asker = _asker(bridge)  # asks at this terminal for the requests the daemon holds
+        try:
+            outcome, masked = _supervised(launch, limits, bridge, tracer)
+        finally:
+            if asker is not None:
+                asker.stop()
         phases.mark("command")
         hits = limit_hit(limits) if limits.cgroup_dirs else []
         if launch.file_size and outcome.exit_code in (-SIGXFSZ, 128 + SIGXFSZ):
@@ -322,6 +329,11 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
         journal.close()
     touched, planted = _project_changes(launch, session)
     quarantined += planted
+    if asker is not None and asker.always:  # after the checks: they would take the edit for the sandbox's
+        from stockade.proxy.asking import always
+
+        for question in asker.always:
+            say(always(question, dict(os.environ)))
     if not launch.quiet:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
@@ -336,6 +348,21 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
     phases.mark("after")
     code = outcome.exit_code
     return 128 - code if code < 0 else code
+
+
+def _asker(bridge: Bridge | None) -> Asker | None:
+    """The thread that asks at this terminal for the requests the daemon holds (proxy/asking.py), when
+    the run approves and has a terminal; without one, `stockade approve` answers from another."""
+    if bridge is None or not bridge.approve:
+        return None
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
+    except OSError:
+        return None
+    from stockade.proxy.asking import Asker
+    from stockade.proxy.control import DaemonFiles
+
+    return Asker(DaemonFiles(bridge.runtime, bridge.state), bridge.session_id).start()
 
 
 def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> None:

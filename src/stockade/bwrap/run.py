@@ -111,6 +111,7 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
             runtime, state = runtime_folder(invocation.env), state_folder(invocation.env)
         bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
         bridge.credentials = credentials if credentials is not None else _read_credentials(launch, invocation) or []
+        bridge.approve = invocation.approve
     code = execute(launch, invocation.session_id, bridge, trace=invocation.trace, findings=invocation.findings)
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)

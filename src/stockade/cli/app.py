@@ -13,7 +13,7 @@ try:  # the click Typer raises from: its own copy (typer 0.20 and later), else c
 except ImportError:  # pragma: no cover - an older Typer
     from click import exceptions as clicks  # type: ignore[no-redef]
 
-from stockade.cli import allow, audit_cmd, check, doctor, explain, init, install, learn, trust
+from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, trust
 from stockade.cli.console import error_line
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.cli.version import VERSION
@@ -67,6 +67,8 @@ def run(
     report: Annotated[Path | None, typer.Option("--report", help=_help("report"), metavar="FILE")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help=_help("verbose"))] = False,
     trace: Annotated[bool, typer.Option("--trace", help=_help("trace"))] = False,
+    approve: Annotated[bool, typer.Option("--approve", help=_help("approve"))] = False,
+    no_approve: Annotated[bool, typer.Option("--no-approve", help=_help("no_approve"))] = False,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
     # console script sends `run` to the lean parser first.
@@ -80,6 +82,7 @@ def run(
         if value is not None:
             argv += [flag, str(value)]
     argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci + ["--verbose"] * verbose + ["--trace"] * trace
+    argv += ["--approve"] * approve + ["--no-approve"] * no_approve
     raise typer.Exit(lean_run([*argv, "--", *ctx.args]) if ctx.args or shell else lean_run(argv))
 
 
@@ -94,6 +97,7 @@ app.command(
     help="Run COMMAND in the sandbox, and propose the policy entries its refusals need (--write applies them): "
     "stockade learn [OPTIONS] -- COMMAND [ARGS...]",
 )(learn.learn)
+app.command(name="approve", help="Answer the requests a run holds for you (list and ask, or ID ANSWER; --watch keeps asking).")(approve.approve)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(

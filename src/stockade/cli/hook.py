@@ -5,7 +5,7 @@ stdin); the hook answers with that command rewritten so the whole string,
 whatever it holds (pipes, `;`, `&&`, newlines, `$(...)`, heredocs, `&`), is
 the single argument of one sandboxed shell:
 
-    /abs/stockade run --max-output 1048576 -- /usr/bin/bash -c -- '<the original, quoted>'
+    /abs/stockade run --no-approve --max-output 1048576 -- /usr/bin/bash -c -- '<the original, quoted>'
 
 Nothing in the hook input chooses the policy, the sandbox or the wrapper:
 `stockade run` resolves the policy as it always does (the project's
@@ -69,7 +69,7 @@ class Wrapper:
     max_output: int | None = DEFAULT_MAX_OUTPUT
 
     def prefix(self) -> list[str]:
-        words = [self.stockade, "run"]
+        words = [self.stockade, "run", "--no-approve"]  # an agent cannot answer a held request: it gets the 403 at once
         if self.max_output is not None:
             words += ["--max-output", str(self.max_output)]
         return [*words, "--", self.shell, "-c", "--"]  # `--`: a string that starts with "-" is still the command

@@ -10,11 +10,17 @@ import os
 import sys
 
 from stockade.cli.run_options import RunArgs, host_platform, limited, max_output_bytes, parse_run_args
+from stockade.core.errors import UsageError
 from stockade.core.invocation import Invocation
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from stockade.core.backend import Backend
+
+DEFAULT_APPROVE_SECONDS = 60
+APPROVE_SECONDS_VARIABLE = "STOCKADE_APPROVE_SECONDS"
 
 
 def backend_for(platform: str) -> Backend:
@@ -59,4 +65,29 @@ def invocation_of(args: RunArgs) -> Invocation:
         reuse_plans=not (args.dry_run or args.ci or args.report or args.platform),
         trace=args.trace,
         findings={} if args.ci or args.report else None,  # the report carries the sandbox's refusals
+        approve=approve_seconds(args, os.environ),
     )
+
+
+def approve_seconds(args: RunArgs, env: Mapping[str, str]) -> int:
+    """How long a refused request waits for the user's answer (proxy/approvals.py); 0 for not at all.
+    On by itself only for a person at a terminal: stdin and stderr both are one."""
+    if args.no_approve:
+        if args.approve:
+            raise UsageError("run: give either --approve or --no-approve, not both")
+        return 0
+    if not args.approve and not (_isatty(0) and _isatty(2)):
+        return 0
+    text = env.get(APPROVE_SECONDS_VARIABLE, "")
+    if not text:
+        return DEFAULT_APPROVE_SECONDS
+    if not text.isdigit() or not 1 <= int(text) <= 300:
+        raise UsageError(f"{APPROVE_SECONDS_VARIABLE}={text!r}: give a number of seconds from 1 to 300")
+    return int(text)
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False

@@ -59,6 +59,14 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         False,
         "Trace the sandbox's file syscalls (with strace, outside it) and report every refused access with the rule that refused it.",
     ),
+    RunOption(
+        "approve",
+        ("--approve",),
+        False,
+        "Hold a request to a host the policy does not allow until you answer (at this terminal, or `stockade approve` "
+        "from another); the default when stdin and stderr are a terminal.",
+    ),
+    RunOption("no_approve", ("--no-approve",), False, "Refuse such a request at once, as without a terminal (agents' and CI runs)."),
 )
 
 BY_FLAG: dict[str, RunOption] = {flag: option for option in RUN_OPTIONS for flag in option.flags}
@@ -79,6 +87,8 @@ class RunArgs:
         self.report: str | None = None
         self.verbose = False
         self.trace = False
+        self.approve = False
+        self.no_approve = False
         self.command: list[str] = []
 
 

@@ -27,7 +27,7 @@ class Invocation:
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "additions", "policy", "locations", "troubles", "findings",
+        "additions", "approve", "policy", "locations", "troubles", "findings",
     )  # fmt: skip
 
     def __init__(
@@ -46,6 +46,7 @@ class Invocation:
         trace: bool = False,
         additions: str | None = None,
         findings: dict[str, object] | None = None,
+        approve: int = 0,
     ) -> None:
         self.command = command
         self.cwd = cwd  # as the user's shell spells it (os.getcwd())
@@ -60,6 +61,7 @@ class Invocation:
         self.trace = trace  # --trace: trace the sandbox's file syscalls and report the refused ones
         # TOML of one more layer, applied last as the user's own (stockade learn's later rounds)
         self.additions = additions
+        self.approve = approve  # seconds a refused request waits for the user's answer (proxy/approvals.py); 0: none
         self.policy: Policy | None = None  # the effective policy, once the backend has read it
         self.locations: Locations | None = None  # stockade's folders, once the backend has found them
         self.troubles: list[str] = []  # why the run's audit record may be incomplete (the daemon died...)

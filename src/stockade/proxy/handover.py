@@ -216,7 +216,9 @@ class Handover:
             self.listener = None
 
 
-def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str, Any], credentials: Sequence[Resolved] = ()) -> dict[str, Any]:
+def spec_message(
+    session_id: str, command: list[str], cwd: str, rules: dict[str, Any], credentials: Sequence[Resolved] = (), approve: int = 0
+) -> dict[str, Any]:
     """The spec of `open`/`register` from a plan's session rules (proxy.sessionclient.session_rules)
     and the run's credentials, read (proxy/credentials.py)."""
     return {
@@ -230,4 +232,5 @@ def spec_message(session_id: str, command: list[str], cwd: str, rules: dict[str,
         "mode": str(rules["mode"]),
         "http": [[str(table[0]), *(list(rules) for rules in table[1:])] for table in rules.get("http", [])],
         "credentials": [credential.to_dict() for credential in credentials],
+        "approve": approve,
     }

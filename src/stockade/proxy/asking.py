@@ -1,0 +1,176 @@
+"""The asking side of approvals: put each held request of a session to the user, and send the answer.
+
+A run with a terminal starts one `Asker` thread while its command runs
+(bwrap/execute.py); `stockade approve` (cli/approve.py) uses the same
+pieces from another terminal. Both talk to the daemon over its control socket
+(proxy/approvals.py holds the question); nothing here is reachable from the
+sandbox. "always" answers the daemon "run" and adds the entry to the policy
+file the run used, the way `stockade allow` does (profiles/editing.py): by
+the run itself once its sandbox ended (a policy file changed while the
+sandbox ran is moved aside by the checks after it, as one it planted would be).
+
+The terminal is /dev/tty, opened for each question: the command may be
+reading it too, so the prompt says how long it waits, and an answer that
+does not come in time leaves the refusal standing.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+from pathlib import Path
+from typing import Any
+
+from stockade.proxy.control import DaemonFiles
+
+POLL = 5  # seconds one `questions` request waits for news
+CHOICES = {"o": "once", "once": "once", "r": "run", "run": "run", "a": "always", "always": "always"}
+
+
+def question_text(question: dict[str, Any]) -> list[str]:
+    """The two lines that put a question: what wants which host, and the choices."""
+    from stockade.profiles.text import shown
+
+    command = " ".join(str(word) for word in question.get("command") or [])
+    if len(command) > 120:
+        command = command[:117] + "..."
+    origin = question.get("origin") or "the policy"
+    return [
+        shown(f"stockade: `{command}` wants {question.get('host')}:{question.get('port')}, which {origin} does not allow."),
+        shown(
+            f"stockade: allow {question.get('rule')}? [o]nce, for this [r]un, [a]lways (adds it to the policy), [N]o "
+            f"({question.get('seconds_left')} s): "
+        ),
+    ]
+
+
+def choice(text: str) -> str:
+    """A typed answer as once, run, always or deny (anything else, and nothing, is deny)."""
+    return CHOICES.get(text.strip().lower(), "deny")
+
+
+def send_answer(files: DaemonFiles, question: dict[str, Any], answer: str, *, write: bool = True) -> str:
+    """Tell the daemon; for "always" also write the policy (unless `write` is False: the run that
+    asked writes it after its sandbox ended, its checks done). Returns the line to show ("" for none)."""
+    from stockade.proxy.launch import connect, exchange
+
+    said = ""
+    if answer == "always" and write:
+        said = always(question, dict(os.environ))
+    conn = connect(files)
+    try:
+        reply = exchange(conn, {"op": "answer", "id": str(question.get("id")), "answer": "run" if answer == "always" else answer})
+    finally:
+        conn.close()
+    if not reply.get("ok"):
+        return f"stockade: {reply.get('error')}"
+    return said
+
+
+def always(question: dict[str, Any], env: dict[str, str]) -> str:
+    """Add the question's rule to the policy file the run used (the project's for a built-in)."""
+    from stockade.core.errors import StockadeError
+    from stockade.core.locations import locate
+    from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
+    from stockade.profiles.editing import allow_host
+
+    origin = str(question.get("origin") or "")
+    cwd = Path(str(question.get("cwd") or os.getcwd()))
+    extends = None
+    if origin.startswith("builtin:") or not origin:
+        target = find_project_policy(cwd) or cwd / PROJECT_FILE
+        name = origin.removeprefix("builtin:")
+        extends = name if name and name != "default" else None
+    else:
+        target = Path(origin)
+    try:
+        return allow_host(str(question.get("rule")), target, locate(env), extends)
+    except StockadeError as error:
+        return f"stockade: the host is allowed for this run, but not written: {error}"
+
+
+class Asker:
+    """A thread that asks at the terminal for each question of one session, until `stop`."""
+
+    def __init__(self, files: DaemonFiles, session_id: str, tty: str = "/dev/tty") -> None:
+        self.files = files
+        self.session_id = session_id
+        self.tty = tty
+        self._stopped = threading.Event()
+        self._conn: Any = None
+        self.always: list[dict[str, Any]] = []  # questions answered "always": written by the run after its checks
+        self._thread = threading.Thread(target=self._run, name="stockade-asker", daemon=True)
+
+    def start(self) -> Asker:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        conn = self._conn
+        if conn is not None:
+            try:
+                conn.shutdown(2)  # wakes the waiting `questions` request
+            except OSError:
+                pass
+        self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        from stockade.proxy.launch import connect, exchange
+
+        known: list[str] = []
+        while not self._stopped.is_set():
+            try:  # the first run of a daemon starts it while this thread starts: try until it answers
+                self._conn = connect(self.files, timeout=POLL + 10)
+            except OSError:
+                self._stopped.wait(0.2)
+                continue
+            try:
+                while not self._stopped.is_set():
+                    reply = exchange(self._conn, {"op": "questions", "session_id": self.session_id, "known": known[-64:], "wait": POLL})
+                    for question in reply.get("questions") or []:
+                        if self._stopped.is_set() or not isinstance(question, dict):
+                            return
+                        known.append(str(question.get("id")))
+                        answer = self._ask(question)
+                        if answer == "always":
+                            self.always.append(question)
+                        if answer is not None:
+                            said = send_answer(self.files, question, answer, write=False)
+                            if said:
+                                self._write(said + "\n")
+            except (OSError, ValueError):
+                self._stopped.wait(0.2)  # a daemon that went away: the run ends, or a new one answers
+            finally:
+                self._conn.close()
+
+    def _ask(self, question: dict[str, Any]) -> str | None:
+        """The user's answer, or None when none came in time (the daemon refuses it then)."""
+        try:
+            fd = os.open(self.tty, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            os.write(fd, ("\n".join(question_text(question))).encode("utf-8", "replace"))
+            seconds = float(question.get("seconds_left") or 0)
+            ready, _w, _x = select.select([fd], [], [], max(seconds, 0.0))
+            if not ready or self._stopped.is_set():
+                os.write(fd, b"\nstockade: no answer: refused\n")
+                return None
+            line = os.read(fd, 256).decode("utf-8", "replace")
+            return choice(line)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def _write(self, text: str) -> None:
+        try:
+            fd = os.open(self.tty, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            os.write(fd, text.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
