@@ -161,10 +161,12 @@ def test_stockade_approve_answers_a_run_without_a_terminal(world: SimpleNamespac
         time.sleep(0.2)
     assert listed is not None and f"wants {HOST}:{world.port}" in listed.stdout, listed
     question = listed.stdout.split("[", 1)[1].split("]", 1)[0]
-    answered = subprocess.run(stockade_words("approve", question, "once"), cwd=folder, env=world.box.env, capture_output=True, text=True)
-    assert answered.returncode == 0, answered
+    answered = subprocess.run(stockade_words("approve", question, "always"), cwd=folder, env=world.box.env, capture_output=True, text=True)
+    assert answered.returncode == 0 and "adds it to its policy when it ends" in answered.stdout, answered
     out, err = run.communicate(timeout=60)
-    assert "status=200" in out, (out, err)
+    assert "status=200" in out and f"added {HOST}" in err, (out, err)
+    # Written by the run once its sandbox ended (its checks would take an edit made meanwhile for a planted file).
+    assert tomllib.loads((folder / ".stockade.toml").read_text())["network"]["allow"] == ["pypi.org", HOST]
     bad = subprocess.run(stockade_words("approve", question, "once"), cwd=folder, env=world.box.env, capture_output=True, text=True)
     assert bad.returncode == 2 and "no request waits" in bad.stderr and "Traceback" not in bad.stderr, bad
 

@@ -329,10 +329,10 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
         journal.close()
     touched, planted = _project_changes(launch, session)
     quarantined += planted
-    if asker is not None and asker.always:  # after the checks: they would take the edit for the sandbox's
+    if bridge is not None and bridge.always:  # after the checks: they would take the edit for the sandbox's
         from stockade.proxy.asking import always
 
-        for question in asker.always:
+        for question in bridge.always:
             say(always(question, dict(os.environ)))
     if not launch.quiet:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing

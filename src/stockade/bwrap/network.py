@@ -39,7 +39,7 @@ class Bridge:
 
     __slots__ = (
         "session_id", "rules", "runtime", "state", "command", "cwd", "channel", "child_channel_fd", "handover", "denials", "trouble", "refused",
-        "credentials", "approve",
+        "credentials", "approve", "always",
     )  # fmt: skip
 
     def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
@@ -57,6 +57,7 @@ class Bridge:
         self.refused = ""  # connections the daemon refused over the session's budget, as one line
         self.credentials: list[Resolved] = []  # read by the run (proxy/credentials.py); the sandbox gets their placeholders
         self.approve = 0  # seconds a refused request waits for the user's answer (proxy/approvals.py)
+        self.always: list[dict[str, object]] = []  # hosts answered "always": written into the policy after the run
 
     def open(self) -> None:
         """Before bwrap starts: a connection to the daemon (a starting one will do), and the child's channel."""
@@ -87,4 +88,4 @@ class Bridge:
             return
         ended = self.handover.end()
         self.handover = None
-        self.denials, self.trouble, self.refused = ended.denials, ended.trouble, ended.refused
+        self.denials, self.trouble, self.refused, self.always = ended.denials, ended.trouble, ended.refused, ended.always

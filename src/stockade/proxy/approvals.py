@@ -11,7 +11,8 @@ can reach and no sandbox can see, so a sandbox cannot answer its own question.
 
 Answers: "once" lets this connection through (the backstop honours it through
 ClientState.approved), "run" adds the rule to the session's rules for the rest
-of the run, "deny" refuses it and every later request for it in this run
+of the run, "always" does that and is handed to the run when its session ends
+(the `end` reply's "always"), which writes it into its policy, "deny" refuses it and every later request for it in this run
 without asking again. No answer within the time is "deny", as without this
 module. Requests for a rule already asked share its question; a session has at
 most PENDING_MAX open questions, past which its refusals are not held.
@@ -33,7 +34,7 @@ from stockade.proxy.sessions import Session
 
 PENDING_MAX = 8  # open questions per session
 MAX_SECONDS = 300  # the longest a run may ask a request to be held
-ANSWERS = ("once", "run", "deny")
+ANSWERS = ("once", "run", "always", "deny")
 MAX_WAIT = 30.0  # seconds a client's `questions` request waits for news
 
 
@@ -68,8 +69,10 @@ class Approvals:
         `approved` is the client connection's set the backstop honours for "once"."""
         rule = rule_of(decision.hint) if not decision.allowed and decision.hint else None
         seconds = min(max(int(getattr(session.spec, "approve", 0) or 0), 0), MAX_SECONDS)
-        if rule is None or not seconds or session.ended or rule in session.declined:
+        if rule is None or not seconds or session.ended:
             return decision
+        if rule in session.declined:
+            return Decision(False, f"{decision.rule}; you declined it", decision.hint, decision.host)
         question = self._open(session, rule, host, port, seconds)
         if question is None:
             return decision
@@ -80,6 +83,9 @@ class Approvals:
         finally:
             if question.future.done() or time.monotonic() >= question.deadline:
                 self.questions.pop(question.id, None)
+        if answer == "always" and not session.ended:  # run's, and the run writes it into its policy when it ends
+            session.always.append({"rule": rule, "origin": session.spec.origin, "cwd": session.spec.cwd})
+            answer = "run"
         if answer == "run" and not session.ended:
             if rule not in session.approved:
                 session.approved.add(rule)

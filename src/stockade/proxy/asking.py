@@ -4,10 +4,11 @@ A run with a terminal starts one `Asker` thread while its command runs
 (bwrap/execute.py); `stockade approve` (cli/approve.py) uses the same
 pieces from another terminal. Both talk to the daemon over its control socket
 (proxy/approvals.py holds the question); nothing here is reachable from the
-sandbox. "always" answers the daemon "run" and adds the entry to the policy
-file the run used, the way `stockade allow` does (profiles/editing.py): by
-the run itself once its sandbox ended (a policy file changed while the
-sandbox ran is moved aside by the checks after it, as one it planted would be).
+sandbox. "always" is the daemon's "run", and the daemon hands it to the run
+when its session ends, which adds the entry to the policy file it used the
+way `stockade allow` does (profiles/editing.py), once its sandbox ended: a
+policy file changed while the sandbox ran is moved aside by the checks after
+it, as one the sandbox planted would be.
 
 The terminal is /dev/tty, opened for each question: the command may be
 reading it too, so the prompt says how long it waits, and an answer that
@@ -50,22 +51,21 @@ def choice(text: str) -> str:
     return CHOICES.get(text.strip().lower(), "deny")
 
 
-def send_answer(files: DaemonFiles, question: dict[str, Any], answer: str, *, write: bool = True) -> str:
-    """Tell the daemon; for "always" also write the policy (unless `write` is False: the run that
-    asked writes it after its sandbox ended, its checks done). Returns the line to show ("" for none)."""
+def send_answer(files: DaemonFiles, question: dict[str, Any], answer: str) -> str:
+    """Tell the daemon; returns the line to show ("" for none). "always" is written into the policy
+    by the run itself when its session ends (the daemon hands it over), not here."""
     from stockade.proxy.launch import connect, exchange
 
-    said = ""
-    if answer == "always" and write:
-        said = always(question, dict(os.environ))
     conn = connect(files)
     try:
-        reply = exchange(conn, {"op": "answer", "id": str(question.get("id")), "answer": "run" if answer == "always" else answer})
+        reply = exchange(conn, {"op": "answer", "id": str(question.get("id")), "answer": answer})
     finally:
         conn.close()
     if not reply.get("ok"):
         return f"stockade: {reply.get('error')}"
-    return said
+    if answer == "always":
+        return f"stockade: {question.get('rule')} is allowed for this run; the run adds it to its policy when it ends"
+    return ""
 
 
 def always(question: dict[str, Any], env: dict[str, str]) -> str:
@@ -99,7 +99,6 @@ class Asker:
         self.tty = tty
         self._stopped = threading.Event()
         self._conn: Any = None
-        self.always: list[dict[str, Any]] = []  # questions answered "always": written by the run after its checks
         self._thread = threading.Thread(target=self._run, name="stockade-asker", daemon=True)
 
     def start(self) -> Asker:
@@ -134,10 +133,8 @@ class Asker:
                             return
                         known.append(str(question.get("id")))
                         answer = self._ask(question)
-                        if answer == "always":
-                            self.always.append(question)
                         if answer is not None:
-                            said = send_answer(self.files, question, answer, write=False)
+                            said = send_answer(self.files, question, answer)
                             if said:
                                 self._write(said + "\n")
             except (OSError, ValueError):

@@ -20,12 +20,13 @@ Each request is one object with an "op"; each reply is one object with
         (macOS: the sandbox reaches the daemon's loopback port with the session's token)
     {"op": "listen", "session_id": "..."}   -> {"ok": true}
         (a registered session's listener, sent on the connection that registered it)
-    {"op": "end", "session_id": "..."}      -> {"ok": true, "denials": [{...}, ...], "audit_error": null, "refused": null}
+    {"op": "end", "session_id": "..."}      -> {"ok": true, "denials": [{...}, ...], "audit_error": null, "refused": null,
+                                                "always": [{"rule": "...", "origin": "...", "cwd": "..."}]}
     {"op": "questions", "session_id": "...", "known": ["id", ...], "wait": 5}
                                             -> {"ok": true, "questions": [{"id": "...", "rule": "pypi.org", ...}]}
         (open questions of a session, or of every session for "": refused requests held for the
         user's answer, proxy/approvals.py; waits up to "wait" seconds for one that is not "known")
-    {"op": "answer", "id": "...", "answer": "once"|"run"|"deny"} -> {"ok": true}
+    {"op": "answer", "id": "...", "answer": "once"|"run"|"always"|"deny"} -> {"ok": true}
 
 A refusal may carry "retry": true (the daemon is exiting): the client starts
 a new daemon and asks it instead.

@@ -187,7 +187,7 @@ class ControlServer:
             if ended is None:
                 return {"ok": False, "error": f"unknown session {session_id!r}"}
             refused = self.doors.refused(session_id)
-            return {"ok": True, "denials": ended.denial_summary(), "audit_error": ended.writer.broken, "refused": refused}
+            return {"ok": True, "denials": ended.denial_summary(), "audit_error": ended.writer.broken, "refused": refused, "always": ended.always}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     async def _questions(self, message: dict[str, Any]) -> dict[str, Any]:

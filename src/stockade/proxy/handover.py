@@ -158,8 +158,12 @@ class Handover:
             return SessionEnd([], None, summary.daemon_gone(OSError(f"it could not end the session: {reply.get('error')}")))
         denials, audit_error, refused = list(reply.get("denials", [])), reply.get("audit_error"), summary.refused_line(reply.get("refused"))
         if isinstance(audit_error, str):
-            return SessionEnd(denials, audit_error, summary.audit_failed(audit_error), refused)
-        return SessionEnd(denials, None, refused=refused)
+            ended = SessionEnd(denials, audit_error, summary.audit_failed(audit_error), refused)
+        else:
+            ended = SessionEnd(denials, None, refused=refused)
+        always = reply.get("always")
+        ended.always = [item for item in always if isinstance(item, dict)] if isinstance(always, list) else []
+        return ended
 
     def close(self) -> None:
         """Let go of everything; a session still open on the daemon ends with the connection."""

@@ -75,6 +75,7 @@ class Session:
     denial_pace: Pace = field(default_factory=lambda: Pace(DENIAL_RATE, DENIAL_BURST))
     approved: set[str] = field(default_factory=set)  # allow entries the user approved for this run (proxy/approvals.py)
     declined: set[str] = field(default_factory=set)  # ... and those the user refused: not asked again
+    always: list[dict[str, str]] = field(default_factory=list)  # answered "always": the run writes them when it ends
 
     @property
     def stopped(self) -> str | None:

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 class SessionEnd:
     """What a session's end tells the run (plain slots: this is on every networked run's path)."""
 
-    __slots__ = ("denials", "audit_error", "trouble", "refused")
+    __slots__ = ("denials", "audit_error", "trouble", "refused", "always")
 
     def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "") -> None:
+        self.always: list[dict[str, Any]] = []  # hosts the user answered "always" for: the run writes them (proxy/asking.py)
         self.denials = denials  # dicts with host, port, rule, hint, count, origin
         self.audit_error = audit_error  # why the session's audit log could not be written, if it could not
         self.trouble = trouble  # one line: why this run's network record is incomplete ("" when it is whole)

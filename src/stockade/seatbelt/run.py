@@ -41,6 +41,11 @@ class MacOSBackend:
         finally:
             ended = client.close_session(request.locations, session)
             _hand_over(planner, invocation, ended.denials)
+            if ended.always:
+                from stockade.proxy.asking import always
+
+                for question in ended.always:
+                    say(always(question, dict(request.host_env)))
             if ended.trouble:
                 invocation.troubles.append(ended.trouble)
             if not request.quiet:

@@ -1,0 +1,90 @@
+"""Refused requests held for the user's answer: what may be asked, each answer, the bounds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from stockade.proxy.approvals import PENDING_MAX, Approvals
+from stockade.proxy.control import SessionSpec
+from stockade.proxy.decide import Decision, decide
+from stockade.proxy.sessions import Registry, Session
+
+REFUSED = Decision(False, "no allow rule matches", 'allow = ["new.test"]', "new.test")
+
+
+def session(make_spec: Callable[..., SessionSpec], approve: int = 5) -> Session:
+    return Registry().register(make_spec(approve=approve))[1]
+
+
+async def answered(approvals: Approvals, mine: Session, answer: str | None, decision: Decision = REFUSED) -> tuple[Decision, set[tuple[str, int]]]:
+    once: set[tuple[str, int]] = set()
+    waiting = asyncio.ensure_future(approvals.consider(mine, decision, "new.test", 443, once))
+    questions = await approvals.wait(mine.spec.session_id, [], 2)
+    if answer is not None:
+        assert len(questions) == 1 and questions[0]["rule"] == "new.test" and questions[0]["port"] == 443
+        assert approvals.answer(questions[0]["id"], answer) is None
+    return await waiting, once
+
+
+async def test_a_run_that_did_not_ask_is_refused_at_once(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals = Approvals()
+    assert await approvals.consider(session(make_spec, approve=0), REFUSED, "new.test", 443, set()) is REFUSED
+    assert approvals.questions == {}
+
+
+async def test_only_a_refusal_one_allow_entry_lifts_is_asked(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals, mine = Approvals(), session(make_spec)
+    for decision in (Decision(False, 'deny "x.test"', "", "x.test"), Decision(False, "http deny GET /", '[network.http."a.test"] allow = ["GET /"]', "a.test")):
+        assert await approvals.consider(mine, decision, "x.test", 443, set()) is decision
+    assert approvals.questions == {}
+
+
+async def test_once_lets_this_connection_through_and_changes_no_rule(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals, mine = Approvals(), session(make_spec)
+    decision, once = await answered(approvals, mine, "once")
+    assert decision.allowed and "approved once" in decision.rule and once == {("new.test", 443)}
+    assert not decide(mine.rules, "new.test", 443).allowed
+
+
+async def test_run_adds_the_rule_to_the_session_and_always_hands_it_to_the_run(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals, mine = Approvals(), session(make_spec)
+    decision, _once = await answered(approvals, mine, "run")
+    assert decision.allowed and decide(mine.rules, "new.test", 443).allowed and mine.always == []
+    other = session(make_spec)
+    decision, _once = await answered(approvals, other, "always")
+    assert decision.allowed and other.always == [{"rule": "new.test", "origin": other.spec.origin, "cwd": other.spec.cwd}]
+
+
+async def test_deny_is_not_asked_again_and_no_answer_is_the_refusal(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals, mine = Approvals(), session(make_spec)
+    decision, _once = await answered(approvals, mine, "deny")
+    assert not decision.allowed and "you declined it" in decision.rule
+    assert "declined" in (await approvals.consider(mine, REFUSED, "new.test", 443, set())).rule and approvals.questions == {}
+    quick = session(make_spec, approve=1)
+    decision = await approvals.consider(quick, REFUSED, "new.test", 443, set())
+    assert not decision.allowed and "no answer within 1 s" in decision.rule and approvals.questions == {}
+
+
+async def test_requests_for_one_rule_share_a_question_and_a_session_has_a_bound(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals, mine = Approvals(), session(make_spec)
+    waiting = [asyncio.ensure_future(approvals.consider(mine, REFUSED, "new.test", 443, set())) for _ in range(3)]
+    many = [
+        asyncio.ensure_future(approvals.consider(mine, Decision(False, "no", f'allow = ["h{i}.test"]', f"h{i}.test"), f"h{i}.test", 443, set()))
+        for i in range(PENDING_MAX + 3)
+    ]
+    await asyncio.sleep(0.05)
+    assert len(approvals.questions) == PENDING_MAX  # one for new.test, the rest up to the bound
+    assert sum(1 for task in many if task.done()) == 4  # refused at once past it
+    (question,) = [q for q in approvals.questions.values() if q.rule == "new.test"]
+    assert approvals.answer(question.id, "run") is None
+    assert all(decision.allowed for decision in await asyncio.gather(*waiting))
+    approvals.end_session(mine)  # the rest are refused when the session ends
+    assert not any(decision.allowed for decision in await asyncio.gather(*many)) and approvals.questions == {}
+
+
+async def test_bad_answers_are_refused_with_a_reason(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals = Approvals()
+    assert "answer must be one of" in str(approvals.answer("x", "yes"))
+    assert "no open question" in str(approvals.answer("nope", "once"))
+    assert await approvals.wait("", ["a"], 0) == []
