@@ -27,11 +27,11 @@ from typing import Annotated
 
 import typer
 
-from stockade.core.errors import PolicyError, SandboxSetupError, UsageError
+from stockade.core.errors import SandboxSetupError, UsageError
 from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations, locate
 from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
-from stockade.profiles.editing import Entry, add_entries, read_text, replace_text
+from stockade.profiles.editing import Entry, add_entries, read_text, write_checked
 from stockade.profiles.learning import Proposal, builtin_secrets, propose
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.paths import is_within
@@ -164,15 +164,7 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
         if added:
             print(f"# to apply it: stockade learn --write ... (or edit {target} yourself)")
         return
-    replace_text(target, new_text)
-    try:
-        resolve(target.parent, locations, policy_file=target)  # the whole policy must still be valid
-    except PolicyError:
-        if created:
-            target.unlink()
-        else:
-            replace_text(target, old_text)
-        raise
+    write_checked(target, new_text, None if created else old_text, locations)
     wrote = _count(len(added), "entry", "entries")
     say(f"stockade learn: wrote {wrote} to {target}; it is not trusted until you read it and run: stockade trust {target}")
 

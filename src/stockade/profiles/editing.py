@@ -119,7 +119,7 @@ def allow_host(rule: str, target: Path, locations: Locations, extends: str | Non
     """Add `rule` (canonical) to [network] allow of `target`; returns the sentence saying what was done.
     `extends` names the built-in a new file builds on."""
     from stockade.profiles.discovery import PROJECT_FILE
-    from stockade.profiles.resolve import project_chain, resolve
+    from stockade.profiles.resolve import project_chain
     from stockade.profiles.trust import TrustStore, chain_digest
 
     if target.is_symlink():
@@ -134,15 +134,7 @@ def allow_host(rule: str, target: Path, locations: Locations, extends: str | Non
     new_text, added = add_entries(old_text, [Entry(("network",), "allow", rule)], file=str(target), extends=extends if created else None)
     if not added:
         return f"stockade: {rule} is already in [network] allow of {target}"
-    replace_text(target, new_text)
-    try:
-        resolve(target.parent, locations, policy_file=target)  # the whole policy must still be valid
-    except PolicyError:
-        if created:
-            target.unlink()
-        else:
-            replace_text(target, old_text)
-        raise
+    write_checked(target, new_text, None if created else old_text, locations)
     said = f"stockade: added {rule} to [network] allow in {target}"
     if created or was_trusted:
         if target.name == PROJECT_FILE:
@@ -151,6 +143,22 @@ def allow_host(rule: str, target: Path, locations: Locations, extends: str | Non
     elif target.name == PROJECT_FILE:
         said += f"; the file is not trusted, so the host applies only once you have read it and run: stockade trust {target}"
     return said
+
+
+def write_checked(target: Path, new_text: str, old_text: str | None, locations: Locations) -> None:
+    """Replace the file's text, then check the whole policy it is part of; a policy error puts
+    the old text back (`old_text` None: the file was new, and is removed) and is raised."""
+    from stockade.profiles.resolve import resolve
+
+    replace_text(target, new_text)
+    try:
+        resolve(target.parent, locations, policy_file=target)
+    except PolicyError:
+        if old_text is None:
+            target.unlink()
+        else:
+            replace_text(target, old_text)
+        raise
 
 
 def _trusted(store: Any, target: Path, locations: Locations) -> bool:
