@@ -149,9 +149,14 @@ def test_no_answer_in_time_is_the_refusal_it_always_was(world: SimpleNamespace) 
 
 def test_stockade_approve_answers_a_run_without_a_terminal(world: SimpleNamespace) -> None:
     folder = project(world, "other")
+    desk = world.root / "desktop"  # a desktop's notify-send, as the run finds it on its PATH
+    desk.mkdir()
+    (desk / "notify-send").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {desk}/shown\n')
+    (desk / "notify-send").chmod(0o755)
+    env = {**world.box.env, "DISPLAY": ":99", "PATH": f"{desk}:{world.box.env['PATH']}"}
     run = subprocess.Popen(
-        stockade_words("run", "--approve", "--", "/bin/sh", "-c", curl(world)), cwd=folder, env=world.box.env,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stockade_words("run", "--approve", "--", "/bin/sh", "-c", curl(world)), cwd=folder, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,  # no terminal
     )  # fmt: skip
     listed = None
     for _ in range(100):
@@ -161,6 +166,11 @@ def test_stockade_approve_answers_a_run_without_a_terminal(world: SimpleNamespac
         time.sleep(0.2)
     assert listed is not None and f"wants {HOST}:{world.port}" in listed.stdout, listed
     question = listed.stdout.split("[", 1)[1].split("]", 1)[0]
+    for _ in range(50):  # the run's desktop notification says how to answer
+        if (desk / "shown").exists() and f"stockade approve {question} once|run|always|deny" in (desk / "shown").read_text():
+            break
+        time.sleep(0.1)
+    assert f"wants {HOST}:{world.port}" in (desk / "shown").read_text()
     answered = subprocess.run(stockade_words("approve", question, "always"), cwd=folder, env=world.box.env, capture_output=True, text=True)
     assert answered.returncode == 0 and "adds it to its policy when it ends" in answered.stdout, answered
     out, err = run.communicate(timeout=60)

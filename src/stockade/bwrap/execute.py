@@ -352,17 +352,23 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
 
 def _asker(bridge: Bridge | None) -> Asker | None:
     """The thread that asks at this terminal for the requests the daemon holds (proxy/asking.py), when
-    the run approves and has a terminal; without one, `stockade approve` answers from another."""
+    the run approves and has a terminal; without one, it shows each as a desktop notification where
+    there is a desktop (notify-send), and `stockade approve` answers from another terminal."""
     if bridge is None or not bridge.approve:
-        return None
-    try:
-        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
-    except OSError:
         return None
     from stockade.proxy.asking import Asker
     from stockade.proxy.control import DaemonFiles
 
-    return Asker(DaemonFiles(bridge.runtime, bridge.state), bridge.session_id).start()
+    files = DaemonFiles(bridge.runtime, bridge.state)
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
+    except OSError:
+        import shutil
+
+        desktop = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        notifier = shutil.which("notify-send") if desktop else None
+        return Asker(files, bridge.session_id, tty=None, notifier=notifier).start() if notifier else None
+    return Asker(files, bridge.session_id).start()
 
 
 def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> None:

@@ -93,10 +93,11 @@ def always(question: dict[str, Any], env: dict[str, str]) -> str:
 class Asker:
     """A thread that asks at the terminal for each question of one session, until `stop`."""
 
-    def __init__(self, files: DaemonFiles, session_id: str, tty: str = "/dev/tty") -> None:
+    def __init__(self, files: DaemonFiles, session_id: str, tty: str | None = "/dev/tty", notifier: str | None = None) -> None:
         self.files = files
         self.session_id = session_id
-        self.tty = tty
+        self.tty = tty  # None: no terminal; each question is a desktop notification (`notifier`) saying how to answer
+        self.notifier = notifier
         self._stopped = threading.Event()
         self._conn: Any = None
         self._thread = threading.Thread(target=self._run, name="stockade-asker", daemon=True)
@@ -132,6 +133,9 @@ class Asker:
                         if self._stopped.is_set() or not isinstance(question, dict):
                             return
                         known.append(str(question.get("id")))
+                        if self.tty is None:
+                            self._notify(question)
+                            continue
                         answer = self._ask(question)
                         if answer is not None:
                             said = send_answer(self.files, question, answer)
@@ -142,8 +146,25 @@ class Asker:
             finally:
                 self._conn.close()
 
+    def _notify(self, question: dict[str, Any]) -> None:
+        """A desktop notification (notify-send) with the command that answers it from a terminal."""
+        if self.notifier is None:
+            return
+        import subprocess
+
+        said, _asked = question_text(question)
+        answer = f"stockade approve {question.get('id')} once|run|always|deny ({question.get('seconds_left')} s)"
+        try:
+            subprocess.run(
+                [self.notifier, "--app-name=stockade", "stockade: a request waits for you", f"{said.removeprefix('stockade: ')}\n{answer}"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=5, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            pass
+
     def _ask(self, question: dict[str, Any]) -> str | None:
         """The user's answer, or None when none came in time (the daemon refuses it then)."""
+        assert self.tty is not None
         try:
             fd = os.open(self.tty, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
@@ -163,6 +184,8 @@ class Asker:
             os.close(fd)
 
     def _write(self, text: str) -> None:
+        if self.tty is None:
+            return
         try:
             fd = os.open(self.tty, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
