@@ -61,7 +61,7 @@ def test_resolve_command_errors(tmp_path: Path) -> None:
     with pytest.raises(CommandNotFoundError, match="no such file"):
         execute.resolve_command([str(tmp_path / "missing")], {})
     plain = make_program(tmp_path / "c", "plain", 0o644)
-    with pytest.raises(CannotExecuteError, match="not executable \\(chmod \+x it"):
+    with pytest.raises(CannotExecuteError, match=r"not executable \(chmod \+x it"):
         execute.resolve_command([str(plain)], {})
     with pytest.raises(CannotExecuteError):
         execute.resolve_command([str(tmp_path)], {})

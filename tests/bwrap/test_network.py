@@ -19,7 +19,7 @@ class FakeHandover:
     """Stands in for proxy.handover.Handover: records each call, no daemon."""
 
     made: list[FakeHandover] = []
-    ending = SimpleNamespace(denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused")
+    ending = SimpleNamespace(always=[], denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused")
 
     def __init__(self, files: Any, spec: dict[str, Any]) -> None:
         self.files, self.spec = files, spec
@@ -69,7 +69,7 @@ def test_open_reaches_the_daemon_with_the_sessions_spec_and_makes_the_channel(fa
         assert (made.files.runtime, made.files.state) == ("/run/u/stockade", "/state")
         assert made.spec == {
             "session_id": "abc123abc123", "command": ["pip", "install", "x"], "cwd": "/p", "allow": ["pypi.org"], "deny": [],
-            "audit_path": "/s/audit.jsonl", "origin": "/p/.stockade.toml", "mode": "allowlist", "http": [], "credentials": [],
+            "audit_path": "/s/audit.jsonl", "origin": "/p/.stockade.toml", "mode": "allowlist", "http": [], "credentials": [], "approve": 0,
         }  # fmt: skip
         assert b.channel is not None and b.channel.family == socket.AF_UNIX
         assert b.child_channel_fd >= 0 and fd_is_open(b.child_channel_fd)

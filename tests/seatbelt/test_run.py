@@ -52,7 +52,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         opened=[],
         closed=[],
         said=[],
-        ended=SimpleNamespace(trouble="", denials=[], refused=""),
+        ended=SimpleNamespace(always=[], trouble="", denials=[], refused=""),
     )
     FakePlanner.made, FakePlanner.status, FakePlanner.fail = [], 0, None
     monkeypatch.setattr(run, "SeatbeltPlanner", FakePlanner)
@@ -108,7 +108,7 @@ def test_credentials_are_read_for_the_daemon_and_the_sandbox_gets_placeholders(w
 
 
 def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> None:
-    world.ended = SimpleNamespace(trouble="daemon hiccup", denials=["evil.com"], refused="too many sessions")
+    world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="too many sessions")
     inv = invocation()
     run.MacOSBackend().run(inv)
     assert inv.troubles == ["daemon hiccup"]
@@ -121,7 +121,7 @@ def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> Non
 
 def test_quiet_keeps_the_trouble_but_says_nothing(world: SimpleNamespace) -> None:
     world.request = request(NetworkMode.ALLOWLIST, quiet=True)
-    world.ended = SimpleNamespace(trouble="daemon hiccup", denials=["evil.com"], refused="no")
+    world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="no")
     inv = invocation()
     run.MacOSBackend().run(inv)
     assert inv.troubles == ["daemon hiccup"] and world.said == []
@@ -129,7 +129,7 @@ def test_quiet_keeps_the_trouble_but_says_nothing(world: SimpleNamespace) -> Non
 
 def test_the_session_is_closed_even_when_the_planner_raises(world: SimpleNamespace) -> None:
     FakePlanner.fail = RuntimeError("sandbox-exec missing")
-    world.ended = SimpleNamespace(trouble="late", denials=[], refused="")
+    world.ended = SimpleNamespace(always=[], trouble="late", denials=[], refused="")
     inv = invocation()
     with pytest.raises(RuntimeError, match="sandbox-exec missing"):
         run.MacOSBackend().run(inv)
@@ -145,7 +145,7 @@ def test_explain_builds_a_plain_plan(world: SimpleNamespace) -> None:
 @pytest.mark.parametrize("mode", [NetworkMode.NONE, NetworkMode.ALLOWLIST])
 def test_the_refusals_are_handed_over_when_asked_for(world: SimpleNamespace, mode: NetworkMode) -> None:
     world.request = request(mode)
-    world.ended = SimpleNamespace(trouble="", denials=[{"host": "x.test", "port": 443, "hint": 'allow = ["x.test"]'}], refused="")
+    world.ended = SimpleNamespace(always=[], trouble="", denials=[{"host": "x.test", "port": 443, "hint": 'allow = ["x.test"]'}], refused="")
     asked = Invocation(["curl", "x"], "/p", {}, session_id="abc123abc123", findings={})
     assert run.MacOSBackend().run(asked) == 0
     assert asked.findings is not None and asked.findings["files"] == [{"path": "/Users/u/.ssh/k", "operation": "read"}]
