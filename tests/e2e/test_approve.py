@@ -182,3 +182,12 @@ def test_without_a_terminal_or_with_no_approve_it_is_refused_at_once(world: Simp
     assert "status=403" in out and PROMPT.decode() not in out, out
     code, out = at_terminal(world, folder, curl(world, host="never.test"), ["o"])
     assert "status=403" in out and PROMPT.decode() not in out, out  # a deny entry is never put to you
+
+
+def test_a_loopback_address_is_never_asked(world: SimpleNamespace) -> None:
+    """An address of this machine (or its network) is refused at once, as the README says: not a
+    prompt that one habitual `r` turns into a way to the services on loopback."""
+    folder = project(world, "loopback")
+    script = f'curl --noproxy "" -x "$http_proxy" -sS -o /dev/null -w "status=%{{http_code}}\\n" "http://127.0.0.1:{world.port}/"'
+    code, out = at_terminal(world, folder, script, ["r"])
+    assert "status=403" in out and PROMPT.decode() not in out, out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import Callable
 
 from stockade.proxy.approvals import PENDING_MAX, Approvals
@@ -88,3 +89,21 @@ async def test_bad_answers_are_refused_with_a_reason(make_spec: Callable[..., Se
     assert "answer must be one of" in str(approvals.answer("x", "yes"))
     assert "no open question" in str(approvals.answer("nope", "once"))
     assert await approvals.wait("", ["a"], 0) == []
+
+
+async def test_an_inside_address_is_never_asked(make_spec: Callable[..., SessionSpec]) -> None:
+    """A loopback, private or metadata address literal (or one of this host's own) is refused at
+    once: one `run` answer typed from habit must not open a service of this machine or its network."""
+    approvals, mine = Approvals(), session(make_spec)
+    own = {ipaddress.ip_address("192.0.2.7")}
+    for host, port in (("127.0.0.1", 8080), ("0x7f.1", 80), ("[::ffff:127.0.0.1]", 80), ("::1", 80), ("10.1.2.3", 443),
+                       ("169.254.169.254", 80), ("0", 80), ("192.0.2.7", 443)):  # fmt: skip
+        decision = decide(mine.rules, host, port)
+        assert not decision.allowed and decision.hint  # a line to add exists: the run alone may decide
+        assert await approvals.consider(mine, decision, host, port, set(), own) is decision, host
+    assert approvals.questions == {}
+    public = decide(mine.rules, "203.0.113.9", 443)  # a public literal is a host like any other
+    waiting = asyncio.ensure_future(approvals.consider(mine, public, "203.0.113.9", 443, set(), own))
+    assert [q["rule"] for q in await approvals.wait(mine.spec.session_id, [], 2)] == ["203.0.113.9"]
+    approvals.end_session(mine)
+    assert not (await waiting).allowed

@@ -24,12 +24,13 @@ import asyncio
 import dataclasses
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from stockade.profiles.domains import parse_rule
+from stockade.profiles.domains import IPAddress, parse_rule
 from stockade.profiles.hints import rule_of
-from stockade.proxy.decide import Decision, _normalise_rule
+from stockade.proxy.decide import Decision, _normalise_rule, address_kind, canonical_target
 from stockade.proxy.sessions import Session
 
 PENDING_MAX = 8  # open questions per session
@@ -57,6 +58,17 @@ class Question:
         }  # fmt: skip
 
 
+def inside(host: str, own: Collection[IPAddress] = ()) -> bool:
+    """Whether `host` is an address literal off limits by default (loopback, private, link-local and
+    metadata, ...; or this host's own): the line to add exists, but only the policy may say it, not
+    one keystroke at a prompt the sandbox raised."""
+    try:
+        address = canonical_target(host).address
+    except ValueError:
+        return False
+    return address is not None and (address_kind(address) is not None or address in own)
+
+
 class Approvals:
     """The daemon's open questions, and the clients waiting to hear of them."""
 
@@ -64,12 +76,15 @@ class Approvals:
         self.questions: dict[str, Question] = {}
         self._news: asyncio.Event | None = None  # made on the daemon's loop, set and replaced on each question
 
-    async def consider(self, session: Session, decision: Decision, host: str, port: int, approved: set[tuple[str, int]]) -> Decision:
+    async def consider(
+        self, session: Session, decision: Decision, host: str, port: int, approved: set[tuple[str, int]], own: Collection[IPAddress] = ()
+    ) -> Decision:
         """`decision` (a refusal) as the user answers it, or unchanged when it may not be asked.
-        `approved` is the client connection's set the backstop honours for "once"."""
+        `approved` is the client connection's set the backstop honours for "once"; `own` are this
+        host's addresses (never asked about, as no loopback, private or metadata address is)."""
         rule = rule_of(decision.hint) if not decision.allowed and decision.hint else None
         seconds = min(max(int(getattr(session.spec, "approve", 0) or 0), 0), MAX_SECONDS)
-        if rule is None or not seconds or session.ended:
+        if rule is None or not seconds or session.ended or inside(host, own):
             return decision
         if rule in session.declined:
             return Decision(False, f"{decision.rule}; you declined it", decision.hint, decision.host)

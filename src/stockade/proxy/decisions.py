@@ -70,7 +70,7 @@ class Decisions:
                     decision = judged if isinstance(judged, Decision) else Decision(False, "a credential in a CONNECT request", "", decision.host)
             if not decision.allowed:  # held for the user's answer when the run asked for that
                 state = self.connections.client(flow.client_conn)
-                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved)
+                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved, self.lookup.own_addresses())
             tracked = refusal.track(flow, session, decision, scheme="connect", path=None)
             if decision.allowed:
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
@@ -94,7 +94,7 @@ class Decisions:
             if not decision.allowed and (request.host, request.port) in state.approved:
                 decision = Decision(True, "approved once by you", "", decision.host)  # plain HTTP in the tunnel it approved
             elif not decision.allowed and tunnel is None:  # plain HTTP; a tunnel's host was asked at its CONNECT
-                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved)
+                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved, self.lookup.own_addresses())
             tables: tuple[HttpTable, ...] = ()
             if decision.allowed:
                 # A host with HTTP rules has each request judged: inside its terminated TLS, and in
