@@ -91,9 +91,11 @@ class Decisions:
             state = self.connections.client(flow.client_conn)
             tunnel = state.tunnel
             decision = decide(session.rules, request.host, request.port)
-            if not decision.allowed and (request.host, request.port) in state.approved:
+            if not decision.allowed and tunnel is not None and (request.host, request.port) in state.approved:
                 decision = Decision(True, "approved once by you", "", decision.host)  # plain HTTP in the tunnel it approved
             elif not decision.allowed and tunnel is None:  # plain HTTP; a tunnel's host was asked at its CONNECT
+                # Once is this request: the backstop takes the approval when it dials for it, and
+                # one that makes no dial (refused after all, or a kept-alive connection reused) drops it below.
                 decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved, self.lookup.own_addresses())
             tables: tuple[HttpTable, ...] = ()
             if decision.allowed:
@@ -119,7 +121,10 @@ class Decisions:
                     swaps = judged
                     names = ", ".join(one.secret.name for one in swaps)
                     tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
+            dials = decision.allowed and not _reusable(state, request.host, request.port)
             goes_on = await _goes_on(flow, session, tracked, decision)
+            if tunnel is None and not (goes_on and dials):  # a once no dial takes (refused after all, or reused) ends here
+                state.approved.discard((request.host, request.port))
             if goes_on and decision.rule == PUSH_PENDING:
                 request.stream = push_gate(flow, tracked, tables)
             if goes_on and session.rules.secrets:
