@@ -107,3 +107,22 @@ async def test_an_inside_address_is_never_asked(make_spec: Callable[..., Session
     assert [q["rule"] for q in await approvals.wait(mine.spec.session_id, [], 2)] == ["203.0.113.9"]
     approvals.end_session(mine)
     assert not (await waiting).allowed
+
+
+async def test_once_lets_one_connection_through_not_every_one_that_shared_the_question(make_spec: Callable[..., SessionSpec]) -> None:
+    """A sandbox that queues many connections on one question (and to other ports under the same
+    rule) before you answer once gets the one it showed you; the others are asked again."""
+    approvals, mine = Approvals(), session(make_spec)
+    sets = [set[tuple[str, int]]() for _ in range(4)]
+    shown = asyncio.ensure_future(approvals.consider(mine, REFUSED, "new.test", 443, sets[0]))
+    await asyncio.sleep(0.01)
+    queued = [asyncio.ensure_future(approvals.consider(mine, REFUSED, "new.test", port, sets[i])) for i, port in ((1, 443), (2, 443), (3, 8443))]
+    await asyncio.sleep(0.01)  # all four wait on the one question
+    (question,) = await approvals.wait(mine.spec.session_id, [], 2)
+    assert (question["host"], question["port"]) == ("new.test", 443)
+    assert approvals.answer(question["id"], "once") is None
+    assert (await shown).allowed and sets[0] == {("new.test", 443)}
+    again = await approvals.wait(mine.spec.session_id, [question["id"]], 2)
+    assert len(again) == 1 and not any(task.done() for task in queued)  # asked again, one question for the rest
+    assert approvals.answer(again[0]["id"], "deny") is None
+    assert not any(decision.allowed for decision in await asyncio.gather(*queued)) and sets[1:] == [set(), set(), set()]

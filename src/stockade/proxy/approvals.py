@@ -10,7 +10,7 @@ another one asks for it over the control socket, which only the daemon's user
 can reach and no sandbox can see, so a sandbox cannot answer its own question.
 
 Answers: "once" lets this connection through (the backstop honours it through
-ClientState.approved), "run" adds the rule to the session's rules for the rest
+ClientState.approved; another request that shared the question asks again), "run" adds the rule to the session's rules for the rest
 of the run, "always" does that and is handed to the run when its session ends
 (the `end` reply's "always"), which writes it into its policy, "deny" refuses it and every later request for it in this run
 without asking again. No answer within the time is "deny", as without this
@@ -48,6 +48,7 @@ class Question:
     port: int
     deadline: float  # time.monotonic()
     future: asyncio.Future[str] = field(repr=False)
+    taken: bool = False  # answered once, and that one connection let through
 
     def to_dict(self) -> dict[str, Any]:
         spec = self.session.spec
@@ -88,16 +89,20 @@ class Approvals:
             return decision
         if rule in session.declined:
             return Decision(False, f"{decision.rule}; you declined it", decision.hint, decision.host)
-        question = self._open(session, rule, host, port, seconds)
-        if question is None:
-            return decision
-        try:
-            answer = await asyncio.wait_for(asyncio.shield(question.future), max(question.deadline - time.monotonic(), 0.0))
-        except TimeoutError:
-            answer = ""
-        finally:
-            if question.future.done() or time.monotonic() >= question.deadline:
-                self.questions.pop(question.id, None)
+        while True:
+            question = self._open(session, rule, host, port, seconds)
+            if question is None:
+                return decision
+            try:
+                answer = await asyncio.wait_for(asyncio.shield(question.future), max(question.deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                answer = ""
+            finally:
+                if question.future.done() or time.monotonic() >= question.deadline:
+                    self.questions.pop(question.id, None)
+            if answer != "once" or session.ended or (not question.taken and (host, port) == (question.host, question.port)):
+                break
+            # Once is the one connection the question showed: another request that shared it asks again.
         if answer == "always" and not session.ended:  # run's, and the run writes it into its policy when it ends
             session.always.append({"rule": rule, "origin": session.spec.origin, "cwd": session.spec.cwd})
             answer = "run"
@@ -107,6 +112,7 @@ class Approvals:
                 session.rules = dataclasses.replace(session.rules, allow=(*session.rules.allow, _normalise_rule(parse_rule(rule))))
             return Decision(True, f'approved for this run by you: "{rule}"', "", decision.host)
         if answer == "once" and not session.ended:
+            question.taken = True
             approved.add((host, port))
             return Decision(True, f'approved once by you: "{rule}"', "", decision.host)
         if answer == "deny":
