@@ -126,3 +126,15 @@ async def test_once_lets_one_connection_through_not_every_one_that_shared_the_qu
     assert len(again) == 1 and not any(task.done() for task in queued)  # asked again, one question for the rest
     assert approvals.answer(again[0]["id"], "deny") is None
     assert not any(decision.allowed for decision in await asyncio.gather(*queued)) and sets[1:] == [set(), set(), set()]
+
+
+async def test_the_question_shows_the_host_as_judged_not_a_look_alike(make_spec: Callable[..., SessionSpec]) -> None:
+    """mitmproxy hands over a punycode name decoded (xn--pi-kmcm.org as "руpi.org", Cyrillic р and у):
+    shown as such, the prompt's first line would read as pypi.org while the rule asked is another host."""
+    approvals, mine = Approvals(), session(make_spec)
+    look_alike = "\u0440\u0443pi.org"
+    decision = decide(mine.rules, look_alike, 443)
+    waiting = asyncio.ensure_future(approvals.consider(mine, decision, look_alike, 443, set()))
+    (question,) = await approvals.wait(mine.spec.session_id, [], 2)
+    assert question["host"] == question["rule"] == "xn--pi-kmcm.org"
+    assert approvals.answer(question["id"], "once") is None and (await waiting).allowed

@@ -44,7 +44,7 @@ class Question:
     id: str
     session: Session
     rule: str  # the allow entry that would lift the refusal ("pypi.org", "host:8443")
-    host: str
+    host: str  # canonical (decide's Decision.host): what the prompt shows is what the rule names
     port: int
     deadline: float  # time.monotonic()
     future: asyncio.Future[str] = field(repr=False)
@@ -90,7 +90,7 @@ class Approvals:
         if rule in session.declined:
             return Decision(False, f"{decision.rule}; you declined it", decision.hint, decision.host)
         while True:
-            question = self._open(session, rule, host, port, seconds)
+            question = self._open(session, rule, decision.host or host, port, seconds)  # shown as judged: an A-label, not a look-alike
             if question is None:
                 return decision
             try:
@@ -100,7 +100,7 @@ class Approvals:
             finally:
                 if question.future.done() or time.monotonic() >= question.deadline:
                     self.questions.pop(question.id, None)
-            if answer != "once" or session.ended or (not question.taken and (host, port) == (question.host, question.port)):
+            if answer != "once" or session.ended or (not question.taken and (decision.host or host, port) == (question.host, question.port)):
                 break
             # Once is the one connection the question showed: another request that shared it asks again.
         if answer == "always" and not session.ended:  # run's, and the run writes it into its policy when it ends
