@@ -138,3 +138,13 @@ async def test_the_question_shows_the_host_as_judged_not_a_look_alike(make_spec:
     (question,) = await approvals.wait(mine.spec.session_id, [], 2)
     assert question["host"] == question["rule"] == "xn--pi-kmcm.org"
     assert approvals.answer(question["id"], "once") is None and (await waiting).allowed
+
+
+async def test_always_is_handed_over_once_however_many_requests_shared_it(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals, mine = Approvals(), session(make_spec)
+    waiting = [asyncio.ensure_future(approvals.consider(mine, REFUSED, "new.test", 443, set())) for _ in range(20)]
+    await asyncio.sleep(0.01)
+    (question,) = await approvals.wait(mine.spec.session_id, [], 2)
+    assert approvals.answer(question["id"], "always") is None
+    assert all(decision.allowed for decision in await asyncio.gather(*waiting))
+    assert mine.always == [{"rule": "new.test", "origin": mine.spec.origin, "cwd": mine.spec.cwd}]

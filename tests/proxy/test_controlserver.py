@@ -107,7 +107,7 @@ async def test_end_closes_the_door_and_reports_its_refusals(server: ControlServe
     assert server.handle({"op": "listen", "session_id": spec.session_id}, owned, [listener.detach()]) == {"ok": True}
     server.doors.by_session[spec.session_id].refused = 2
     reply = server.handle({"op": "end", "session_id": spec.session_id}, owned)
-    assert reply == {"ok": True, "denials": [], "audit_error": None, "refused": {"count": 2, "why": ""}}
+    assert reply == {"ok": True, "denials": [], "audit_error": None, "refused": {"count": 2, "why": ""}, "always": []}
     assert owned == set() and server.registry.get(spec.session_id) is None and server.doors.by_session == {}
     assert host(server).touched == 2
     assert server.handle({"op": "end", "session_id": spec.session_id}, owned) == {"ok": False, "error": f"unknown session {spec.session_id!r}"}

@@ -104,7 +104,9 @@ class Approvals:
                 break
             # Once is the one connection the question showed: another request that shared it asks again.
         if answer == "always" and not session.ended:  # run's, and the run writes it into its policy when it ends
-            session.always.append({"rule": rule, "origin": session.spec.origin, "cwd": session.spec.cwd})
+            entry = {"rule": rule, "origin": session.spec.origin, "cwd": session.spec.cwd}
+            if entry not in session.always:  # once per rule, however many requests shared the question
+                session.always.append(entry)
             answer = "run"
         if answer == "run" and not session.ended:
             if rule not in session.approved:
