@@ -192,3 +192,23 @@ def test_without_a_terminal_or_with_no_approve_it_is_refused_at_once(world: Simp
     assert "status=403" in out and PROMPT.decode() not in out, out
     code, out = at_terminal(world, folder, curl(world, host="never.test"), ["o"])
     assert "status=403" in out and PROMPT.decode() not in out, out  # a deny entry is never put to you
+
+
+def test_a_loopback_address_is_never_asked(world: SimpleNamespace) -> None:
+    """An address of this machine (or its network) is refused at once, as the README says: not a
+    prompt that one habitual `r` turns into a way to the services on loopback."""
+    folder = project(world, "loopback")
+    script = f'curl --noproxy "" -x "$http_proxy" -sS -o /dev/null -w "status=%{{http_code}}\\n" "http://127.0.0.1:{world.port}/"'
+    code, out = at_terminal(world, folder, script, ["r"])
+    assert "status=403" in out and PROMPT.decode() not in out, out
+
+
+def test_once_is_one_request_on_a_kept_alive_connection(world: SimpleNamespace) -> None:
+    """Plain HTTP through the proxy: the client's connection stays open for more requests (to this
+    host or any), and once is the one request it was asked for; the next one asks again."""
+    folder = project(world, "keepalive")
+    url = f"http://{HOST}:{world.port}/"
+    script = f'curl -sS -w "status=%{{http_code}}\\n" -o /dev/null "{url}" -o /dev/null "{url}" -o /dev/null "{url}"'
+    code, out = at_terminal(world, folder, script, ["o", "n"])
+    assert code == 0 and out.count("status=200") == 1 and out.count("status=403") == 2, out
+    assert out.count(PROMPT.decode()) == 2, out  # the second asked; the third was declined with it

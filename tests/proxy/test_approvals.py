@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import Callable
 
 from stockade.proxy.approvals import PENDING_MAX, Approvals
@@ -88,3 +89,62 @@ async def test_bad_answers_are_refused_with_a_reason(make_spec: Callable[..., Se
     assert "answer must be one of" in str(approvals.answer("x", "yes"))
     assert "no open question" in str(approvals.answer("nope", "once"))
     assert await approvals.wait("", ["a"], 0) == []
+
+
+async def test_an_inside_address_is_never_asked(make_spec: Callable[..., SessionSpec]) -> None:
+    """A loopback, private or metadata address literal (or one of this host's own) is refused at
+    once: one `run` answer typed from habit must not open a service of this machine or its network."""
+    approvals, mine = Approvals(), session(make_spec)
+    own = {ipaddress.ip_address("192.0.2.7")}
+    for host, port in (("127.0.0.1", 8080), ("0x7f.1", 80), ("[::ffff:127.0.0.1]", 80), ("::1", 80), ("10.1.2.3", 443),
+                       ("169.254.169.254", 80), ("0", 80), ("192.0.2.7", 443)):  # fmt: skip
+        decision = decide(mine.rules, host, port)
+        assert not decision.allowed and decision.hint  # a line to add exists: the run alone may decide
+        assert await approvals.consider(mine, decision, host, port, set(), own) is decision, host
+    assert approvals.questions == {}
+    public = decide(mine.rules, "203.0.113.9", 443)  # a public literal is a host like any other
+    waiting = asyncio.ensure_future(approvals.consider(mine, public, "203.0.113.9", 443, set(), own))
+    assert [q["rule"] for q in await approvals.wait(mine.spec.session_id, [], 2)] == ["203.0.113.9"]
+    approvals.end_session(mine)
+    assert not (await waiting).allowed
+
+
+async def test_once_lets_one_connection_through_not_every_one_that_shared_the_question(make_spec: Callable[..., SessionSpec]) -> None:
+    """A sandbox that queues many connections on one question (and to other ports under the same
+    rule) before you answer once gets the one it showed you; the others are asked again."""
+    approvals, mine = Approvals(), session(make_spec)
+    sets = [set[tuple[str, int]]() for _ in range(4)]
+    shown = asyncio.ensure_future(approvals.consider(mine, REFUSED, "new.test", 443, sets[0]))
+    await asyncio.sleep(0.01)
+    queued = [asyncio.ensure_future(approvals.consider(mine, REFUSED, "new.test", port, sets[i])) for i, port in ((1, 443), (2, 443), (3, 8443))]
+    await asyncio.sleep(0.01)  # all four wait on the one question
+    (question,) = await approvals.wait(mine.spec.session_id, [], 2)
+    assert (question["host"], question["port"]) == ("new.test", 443)
+    assert approvals.answer(question["id"], "once") is None
+    assert (await shown).allowed and sets[0] == {("new.test", 443)}
+    again = await approvals.wait(mine.spec.session_id, [question["id"]], 2)
+    assert len(again) == 1 and not any(task.done() for task in queued)  # asked again, one question for the rest
+    assert approvals.answer(again[0]["id"], "deny") is None
+    assert not any(decision.allowed for decision in await asyncio.gather(*queued)) and sets[1:] == [set(), set(), set()]
+
+
+async def test_the_question_shows_the_host_as_judged_not_a_look_alike(make_spec: Callable[..., SessionSpec]) -> None:
+    """mitmproxy hands over a punycode name decoded (xn--pi-kmcm.org as "руpi.org", Cyrillic р and у):
+    shown as such, the prompt's first line would read as pypi.org while the rule asked is another host."""
+    approvals, mine = Approvals(), session(make_spec)
+    look_alike = "\u0440\u0443pi.org"
+    decision = decide(mine.rules, look_alike, 443)
+    waiting = asyncio.ensure_future(approvals.consider(mine, decision, look_alike, 443, set()))
+    (question,) = await approvals.wait(mine.spec.session_id, [], 2)
+    assert question["host"] == question["rule"] == "xn--pi-kmcm.org"
+    assert approvals.answer(question["id"], "once") is None and (await waiting).allowed
+
+
+async def test_always_is_handed_over_once_however_many_requests_shared_it(make_spec: Callable[..., SessionSpec]) -> None:
+    approvals, mine = Approvals(), session(make_spec)
+    waiting = [asyncio.ensure_future(approvals.consider(mine, REFUSED, "new.test", 443, set())) for _ in range(20)]
+    await asyncio.sleep(0.01)
+    (question,) = await approvals.wait(mine.spec.session_id, [], 2)
+    assert approvals.answer(question["id"], "always") is None
+    assert all(decision.allowed for decision in await asyncio.gather(*waiting))
+    assert mine.always == [{"rule": "new.test", "origin": mine.spec.origin, "cwd": mine.spec.cwd}]

@@ -10,7 +10,7 @@ another one asks for it over the control socket, which only the daemon's user
 can reach and no sandbox can see, so a sandbox cannot answer its own question.
 
 Answers: "once" lets this connection through (the backstop honours it through
-ClientState.approved), "run" adds the rule to the session's rules for the rest
+ClientState.approved; another request that shared the question asks again), "run" adds the rule to the session's rules for the rest
 of the run, "always" does that and is handed to the run when its session ends
 (the `end` reply's "always"), which writes it into its policy, "deny" refuses it and every later request for it in this run
 without asking again. No answer within the time is "deny", as without this
@@ -24,12 +24,13 @@ import asyncio
 import dataclasses
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from stockade.profiles.domains import parse_rule
+from stockade.profiles.domains import IPAddress, parse_rule
 from stockade.profiles.hints import rule_of
-from stockade.proxy.decide import Decision, _normalise_rule
+from stockade.proxy.decide import Decision, _normalise_rule, address_kind, canonical_target
 from stockade.proxy.sessions import Session
 
 PENDING_MAX = 8  # open questions per session
@@ -43,10 +44,11 @@ class Question:
     id: str
     session: Session
     rule: str  # the allow entry that would lift the refusal ("pypi.org", "host:8443")
-    host: str
+    host: str  # canonical (decide's Decision.host): what the prompt shows is what the rule names
     port: int
     deadline: float  # time.monotonic()
     future: asyncio.Future[str] = field(repr=False)
+    taken: bool = False  # answered once, and that one connection let through
 
     def to_dict(self) -> dict[str, Any]:
         spec = self.session.spec
@@ -57,6 +59,17 @@ class Question:
         }  # fmt: skip
 
 
+def inside(host: str, own: Collection[IPAddress] = ()) -> bool:
+    """Whether `host` is an address literal off limits by default (loopback, private, link-local and
+    metadata, ...; or this host's own): the line to add exists, but only the policy may say it, not
+    one keystroke at a prompt the sandbox raised."""
+    try:
+        address = canonical_target(host).address
+    except ValueError:
+        return False
+    return address is not None and (address_kind(address) is not None or address in own)
+
+
 class Approvals:
     """The daemon's open questions, and the clients waiting to hear of them."""
 
@@ -64,27 +77,36 @@ class Approvals:
         self.questions: dict[str, Question] = {}
         self._news: asyncio.Event | None = None  # made on the daemon's loop, set and replaced on each question
 
-    async def consider(self, session: Session, decision: Decision, host: str, port: int, approved: set[tuple[str, int]]) -> Decision:
+    async def consider(
+        self, session: Session, decision: Decision, host: str, port: int, approved: set[tuple[str, int]], own: Collection[IPAddress] = ()
+    ) -> Decision:
         """`decision` (a refusal) as the user answers it, or unchanged when it may not be asked.
-        `approved` is the client connection's set the backstop honours for "once"."""
+        `approved` is the client connection's set the backstop honours for "once"; `own` are this
+        host's addresses (never asked about, as no loopback, private or metadata address is)."""
         rule = rule_of(decision.hint) if not decision.allowed and decision.hint else None
         seconds = min(max(int(getattr(session.spec, "approve", 0) or 0), 0), MAX_SECONDS)
-        if rule is None or not seconds or session.ended:
+        if rule is None or not seconds or session.ended or inside(host, own):
             return decision
         if rule in session.declined:
             return Decision(False, f"{decision.rule}; you declined it", decision.hint, decision.host)
-        question = self._open(session, rule, host, port, seconds)
-        if question is None:
-            return decision
-        try:
-            answer = await asyncio.wait_for(asyncio.shield(question.future), max(question.deadline - time.monotonic(), 0.0))
-        except TimeoutError:
-            answer = ""
-        finally:
-            if question.future.done() or time.monotonic() >= question.deadline:
-                self.questions.pop(question.id, None)
+        while True:
+            question = self._open(session, rule, decision.host or host, port, seconds)  # shown as judged: an A-label, not a look-alike
+            if question is None:
+                return decision
+            try:
+                answer = await asyncio.wait_for(asyncio.shield(question.future), max(question.deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                answer = ""
+            finally:
+                if question.future.done() or time.monotonic() >= question.deadline:
+                    self.questions.pop(question.id, None)
+            if answer != "once" or session.ended or (not question.taken and (decision.host or host, port) == (question.host, question.port)):
+                break
+            # Once is the one connection the question showed: another request that shared it asks again.
         if answer == "always" and not session.ended:  # run's, and the run writes it into its policy when it ends
-            session.always.append({"rule": rule, "origin": session.spec.origin, "cwd": session.spec.cwd})
+            entry = {"rule": rule, "origin": session.spec.origin, "cwd": session.spec.cwd}
+            if entry not in session.always:  # once per rule, however many requests shared the question
+                session.always.append(entry)
             answer = "run"
         if answer == "run" and not session.ended:
             if rule not in session.approved:
@@ -92,6 +114,7 @@ class Approvals:
                 session.rules = dataclasses.replace(session.rules, allow=(*session.rules.allow, _normalise_rule(parse_rule(rule))))
             return Decision(True, f'approved for this run by you: "{rule}"', "", decision.host)
         if answer == "once" and not session.ended:
+            question.taken = True
             approved.add((host, port))
             return Decision(True, f'approved once by you: "{rule}"', "", decision.host)
         if answer == "deny":

@@ -53,6 +53,8 @@ class Backstop:
             decision = decide(session.rules, host, port)
             if not decision.allowed and (host, port) in state.approved:
                 decision = Decision(True, "approved once by you", "", decision.host or host)
+                if state.tunnel is None:  # plain HTTP: once was that request; the next one asks again
+                    state.approved.discard((host, port))
             resolved: Resolved | None = None
             if decision.allowed:
                 resolved = state.pending.pop((host, port), None) or await self.lookup.resolver(host, port)

@@ -70,7 +70,7 @@ class Decisions:
                     decision = judged if isinstance(judged, Decision) else Decision(False, "a credential in a CONNECT request", "", decision.host)
             if not decision.allowed:  # held for the user's answer when the run asked for that
                 state = self.connections.client(flow.client_conn)
-                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved)
+                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved, self.lookup.own_addresses())
             tracked = refusal.track(flow, session, decision, scheme="connect", path=None)
             if decision.allowed:
                 decision = await self._check_addresses(flow.client_conn, session, request.host, request.port, decision)
@@ -91,10 +91,12 @@ class Decisions:
             state = self.connections.client(flow.client_conn)
             tunnel = state.tunnel
             decision = decide(session.rules, request.host, request.port)
-            if not decision.allowed and (request.host, request.port) in state.approved:
+            if not decision.allowed and tunnel is not None and (request.host, request.port) in state.approved:
                 decision = Decision(True, "approved once by you", "", decision.host)  # plain HTTP in the tunnel it approved
             elif not decision.allowed and tunnel is None:  # plain HTTP; a tunnel's host was asked at its CONNECT
-                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved)
+                # Once is this request: the backstop takes the approval when it dials for it, and
+                # one that makes no dial (refused after all, or a kept-alive connection reused) drops it below.
+                decision = await self.approvals.consider(session, decision, request.host, request.port, state.approved, self.lookup.own_addresses())
             tables: tuple[HttpTable, ...] = ()
             if decision.allowed:
                 # A host with HTTP rules has each request judged: inside its terminated TLS, and in
@@ -119,7 +121,10 @@ class Decisions:
                     swaps = judged
                     names = ", ".join(one.secret.name for one in swaps)
                     tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
+            dials = decision.allowed and not _reusable(state, request.host, request.port)
             goes_on = await _goes_on(flow, session, tracked, decision)
+            if tunnel is None and not (goes_on and dials):  # a once no dial takes (refused after all, or reused) ends here
+                state.approved.discard((request.host, request.port))
             if goes_on and decision.rule == PUSH_PENDING:
                 request.stream = push_gate(flow, tracked, tables)
             if goes_on and session.rules.secrets:
