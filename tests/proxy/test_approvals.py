@@ -84,6 +84,20 @@ async def test_requests_for_one_rule_share_a_question_and_a_session_has_a_bound(
     assert not any(decision.allowed for decision in await asyncio.gather(*many)) and approvals.questions == {}
 
 
+async def test_a_run_that_keeps_asking_is_refused_at_once_past_the_bound(make_spec: Callable[..., SessionSpec]) -> None:
+    from stockade.proxy.approvals import ASKED_MAX
+
+    approvals, mine = Approvals(), session(make_spec)
+    for number in range(ASKED_MAX):
+        decision = Decision(False, "no", f'allow = ["h{number}.test"]', f"h{number}.test")
+        waiting = asyncio.ensure_future(approvals.consider(mine, decision, f"h{number}.test", 443, set()))
+        (question,) = await approvals.wait(mine.spec.session_id, [], 2)
+        approvals.answer(question["id"], "deny")
+        await waiting
+    late = Decision(False, "no", 'allow = ["late.test"]', "late.test")
+    assert await approvals.consider(mine, late, "late.test", 443, set()) is late and approvals.questions == {}
+
+
 async def test_bad_answers_are_refused_with_a_reason(make_spec: Callable[..., SessionSpec]) -> None:
     approvals = Approvals()
     assert "answer must be one of" in str(approvals.answer("x", "yes"))

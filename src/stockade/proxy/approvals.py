@@ -34,6 +34,7 @@ from stockade.proxy.decide import Decision, _normalise_rule, address_kind, canon
 from stockade.proxy.sessions import Session
 
 PENDING_MAX = 8  # open questions per session
+ASKED_MAX = 20  # questions one session may ask in all: past it a run that keeps asking is refused at once
 MAX_SECONDS = 300  # the longest a run may ask a request to be held
 ANSWERS = ("once", "run", "always", "deny")
 MAX_WAIT = 30.0  # seconds a client's `questions` request waits for news
@@ -128,8 +129,9 @@ class Approvals:
         for question in mine:
             if question.rule == rule:
                 return question
-        if len(mine) >= PENDING_MAX:
+        if len(mine) >= PENDING_MAX or session.asked >= ASKED_MAX:
             return None
+        session.asked += 1
         question = Question(os.urandom(6).hex(), session, rule, host, port, time.monotonic() + seconds, asyncio.get_running_loop().create_future())
         self.questions[question.id] = question
         self._announce()

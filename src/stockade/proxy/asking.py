@@ -26,6 +26,7 @@ from typing import Any
 from stockade.proxy.control import DaemonFiles
 
 POLL = 5  # seconds one `questions` request waits for news
+RESET = "\r\x1b[0m\x1b[2K\n"  # plain text on a fresh line, whatever the command left the terminal in
 CHOICES = {"o": "once", "once": "once", "r": "run", "run": "run", "a": "always", "always": "always"}
 
 
@@ -88,6 +89,33 @@ def always(question: dict[str, Any], env: dict[str, str]) -> str:
         return allow_host(str(question.get("rule")), target, locate(env), extends)
     except StockadeError as error:
         return f"stockade: the host is allowed for this run, but not written: {error}"
+
+
+def _line_mode(fd: int) -> list[Any] | None:
+    """Line input with echo for the answer, and keys typed before the question thrown away (typed
+    for the command, they are no answer); returns the settings to put back, None when not a terminal."""
+    import termios
+
+    try:
+        saved = termios.tcgetattr(fd)
+        wanted = termios.tcgetattr(fd)
+        wanted[3] |= termios.ICANON | termios.ECHO  # lflags
+        termios.tcsetattr(fd, termios.TCSANOW, wanted)
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except (termios.error, OSError):
+        return None
+    return saved
+
+
+def _restore(fd: int, saved: list[Any] | None) -> None:
+    if saved is None:
+        return
+    import termios
+
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
+    except (termios.error, OSError):
+        pass
 
 
 class Asker:
@@ -169,8 +197,9 @@ class Asker:
             fd = os.open(self.tty, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             return None
+        saved = _line_mode(fd)  # the command may have left the terminal raw, or its text invisible
         try:
-            os.write(fd, ("\n".join(question_text(question))).encode("utf-8", "replace"))
+            os.write(fd, (RESET + "\n".join(question_text(question))).encode("utf-8", "replace"))
             seconds = float(question.get("seconds_left") or 0)
             ready, _w, _x = select.select([fd], [], [], max(seconds, 0.0))
             if not ready or self._stopped.is_set():
@@ -181,6 +210,7 @@ class Asker:
         except OSError:
             return None
         finally:
+            _restore(fd, saved)
             os.close(fd)
 
     def _write(self, text: str) -> None:

@@ -76,6 +76,7 @@ class Session:
     approved: set[str] = field(default_factory=set)  # allow entries the user approved for this run (proxy/approvals.py)
     declined: set[str] = field(default_factory=set)  # ... and those the user refused: not asked again
     always: list[dict[str, str]] = field(default_factory=list)  # answered "always": the run writes them when it ends
+    asked: int = 0  # questions put to the user (approvals.ASKED_MAX bounds them, so answering does not become a habit)
 
     @property
     def stopped(self) -> str | None:
