@@ -13,7 +13,7 @@ def test_nothing_waits_when_no_daemon_runs(project: object, capsys: pytest.Captu
 
 
 @pytest.mark.parametrize(("args", "says"), [(["approve", "ab12"], "give the answer after the id"),
-                                             (["approve", "ab12", "maybe"], "give the answer after the id"),
+                                             (["approve", "ab12", "maybe"], "unknown answer 'maybe'"),
                                              (["approve", "ab12", "once"], "no request waits under id 'ab12'")])  # fmt: skip
 def test_a_bad_call_is_one_line_with_2(project: object, capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
     assert main(args) == 2

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from stockade.cli.learn import additions_text
+from stockade.cli.main import main
 from stockade.profiles.editing import Entry
 from stockade.profiles.loader import parse_layer
 
@@ -31,3 +34,19 @@ def test_later_rounds_get_hosts_and_places_outside_the_home_but_not_the_homes_fi
         Entry(("filesystem",), "allow_read", "~/.config/tool/settings.ini"), Entry(("filesystem",), "allow_write", "~/.cache/tool"),
     ]  # fmt: skip
     assert [entry.value for entry in granted(entries)] == ["pypi.org", "/srv/cache"]
+
+
+@pytest.mark.parametrize("args", [["learn", "--bogus"], ["learn", "--write", "--bogus", "--", "true"]])
+def test_an_unknown_option_is_a_usage_error_not_the_command(project: object, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "unknown option '--bogus'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_deleted_working_directory_is_125_as_for_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert main(["learn", "--", "true"]) == 125
+    assert "the working directory no longer exists" in capsys.readouterr().err

@@ -66,18 +66,19 @@ class Denial:
     """A refused access, the wall that refused it in words (`rule`), and which kind of wall (`wall`,
     one of WALLS: what stockade learn may propose for it)."""
 
-    __slots__ = ("failure", "rule", "wall")
+    __slots__ = ("failure", "rule", "wall", "fix")
 
     def __init__(self, failure: Failure, rule: str, wall: str = "") -> None:
         self.failure = failure
         self.rule = rule
         self.wall = wall
+        self.fix = ""  # the entry that would allow it, or why none does (profiles/learning.fix_of)
 
     def to_data(self) -> dict[str, object]:
         failure = self.failure
         return {
             "path": failure.path, "operation": failure.operation, "syscall": failure.syscall, "errno": failure.error,
-            "rule": self.rule, "wall": self.wall,
+            "rule": self.rule, "wall": self.wall, "fix": self.fix,
         }  # fmt: skip
 
 

@@ -378,6 +378,10 @@ def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict
 
     found = denials(lines, launch.walls, launch.writable, launch.cwd, launch.origin)
     fixes = _fixes(launch, [denial.to_data() for denial in found]) if found else {}
+    for denial in found:
+        denial.fix = fixes.get(denial.failure.path, "")
+        if denial.fix.startswith("a secret") and denial.wall == "private_home":
+            denial.rule = "the private home does not show it"  # not "allow_read can show it": never a secret
     if findings is not None:
         findings["files"] = [denial.to_data() for denial in found]
         findings["files_dropped"] = dropped

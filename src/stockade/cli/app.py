@@ -95,7 +95,8 @@ app.command(
     name="learn",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     help="Run COMMAND in the sandbox, and propose the policy entries its refusals need (--write applies them): "
-    "stockade learn [OPTIONS] -- COMMAND [ARGS...]",
+    "stockade learn [OPTIONS] -- COMMAND [ARGS...]. The command runs up to --rounds times, each round with what "
+    "the earlier ones learned; the exit status is the last round's.",
 )(learn.learn)
 app.command(name="approve", help="Answer the requests a run holds for you (list and ask, or ID ANSWER; --watch keeps asking).")(approve.approve)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)

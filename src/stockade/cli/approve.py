@@ -32,8 +32,10 @@ def approve(
 
     files = daemon_files(locate())
     if question is not None:
-        if answer not in ANSWER_WORDS:
+        if answer is None:
             raise UsageError(f"approve: give the answer after the id: one of {', '.join(ANSWER_WORDS)}")
+        if answer not in ANSWER_WORDS:
+            raise UsageError(f"approve: unknown answer {answer!r}: give one of {', '.join(ANSWER_WORDS)}")
         waiting = {str(item.get("id")): item for item in _questions(files, [], 0)}
         if question not in waiting:
             raise UsageError(f"approve: no request waits under id {question!r} (answered, or its time ran out); `stockade approve` lists them")
@@ -43,6 +45,8 @@ def approve(
     if answer is not None:
         raise UsageError("approve: give an id before the answer")
     known: list[str] = []
+    if watch:
+        print("stockade: waiting for requests to answer (Ctrl-C to stop)", flush=True)
     while True:
         found = _questions(files, known, 25 if watch else 0)
         if not found and not watch:

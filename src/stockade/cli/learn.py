@@ -51,14 +51,21 @@ def learn(
     policy: Annotated[Path | None, typer.Option("--policy", "-p", help="Policy file to learn for (default: this project's .stockade.toml).")] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="Start from this built-in; a new .stockade.toml extends it.")] = None,
     write: Annotated[bool, typer.Option("--write", help="Apply the proposal to the policy file (comments kept; it stays untrusted).")] = False,
-    rounds: Annotated[int, typer.Option("--rounds", help="Run the command at most this many times.", min=1, max=MAX_ROUNDS)] = 4,
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="Run the command at most this many times (each round does what the command does).", min=1, max=MAX_ROUNDS)
+    ] = 4,
 ) -> None:
     command = list(ctx.args)
     if not command:
         raise UsageError("learn: give the command after --, for example: stockade learn -- pip download requests -d dl")
+    if command[0].startswith("-"):  # Typer passes options it does not know on with the command
+        raise UsageError(f"learn: unknown option {command[0]!r}; `stockade learn --help` lists the options (the command goes after --)")
     if policy is not None and profile is not None:
         raise UsageError("learn: give either --policy or --profile, not both")
-    cwd = os.getcwd()
+    try:
+        cwd = os.getcwd()
+    except FileNotFoundError:
+        raise SandboxSetupError("the working directory no longer exists: cd to a folder that does, then run it again") from None
     target = (policy if policy.is_absolute() else Path(cwd) / policy) if policy is not None else (
         find_project_policy(Path(cwd)) or Path(cwd) / PROJECT_FILE
     )  # fmt: skip

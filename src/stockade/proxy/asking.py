@@ -32,9 +32,12 @@ CHOICES = {"o": "once", "once": "once", "r": "run", "run": "run", "a": "always",
 
 def question_text(question: dict[str, Any]) -> list[str]:
     """The two lines that put a question: what wants which host, and the choices."""
+    import shlex
+
     from stockade.profiles.text import shown
 
-    command = " ".join(str(word) for word in question.get("command") or [])
+    words = [str(word) for word in question.get("command") or []]
+    command = words[2] if len(words) == 3 and words[1] == "-c" and words[0].endswith("sh") else shlex.join(words)
     if len(command) > 120:
         command = command[:117] + "..."
     origin = question.get("origin") or "the policy"
