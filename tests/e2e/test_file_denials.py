@@ -52,6 +52,10 @@ def test_each_line_names_the_entry_that_allows_it_and_the_report_carries_them(vb
         ("read", str(config), "private_home"),
         ("create", f"{vbox.outside}/out", "outside_write"),
     }, files
+    assert {item["fix"] for item in files} == {
+        'to allow it, add "~/.config/suite/settings.ini" to [filesystem] allow_read',
+        f'to allow it, add "{vbox.outside}" to [filesystem] allow_write',
+    }
 
 
 def test_a_create_in_a_protected_place_names_the_floor_entry(vbox: Box) -> None:
