@@ -59,8 +59,9 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setattr(run, "request_for", lambda inv: (state.request, None))
     monkeypatch.setattr(run, "say", state.said.append)
 
-    def open_session(locations: Any, session: str, command: list[str], cwd: str, policy: Any, credentials: Any = None) -> Any:
+    def open_session(locations: Any, session: str, command: list[str], cwd: str, policy: Any, credentials: Any = None, approve: int = 0) -> Any:
         state.opened.append((locations, session, command, cwd, policy))
+        state.approve = approve
         state.credentials = credentials
         return SimpleNamespace(port=4321, token="tok")
 
@@ -153,3 +154,11 @@ def test_the_refusals_are_handed_over_when_asked_for(world: SimpleNamespace, mod
     plain = invocation()
     run.MacOSBackend().run(plain)
     assert plain.findings is None  # not asked: nothing kept
+
+
+def test_the_runs_approve_goes_to_its_session(world: SimpleNamespace) -> None:
+    asked = Invocation(["curl", "x"], "/p", {}, session_id="abc123abc123", approve=30)
+    run.MacOSBackend().run(asked)
+    assert world.approve == 30
+    run.MacOSBackend().run(invocation())
+    assert world.approve == 0

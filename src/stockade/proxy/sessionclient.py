@@ -72,16 +72,18 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
 
 
 def open_session(
-    locations: Locations, session_id: str, command: list[str], cwd: str, policy: Policy, credentials: list[Resolved] | None = None
-) -> SessionTicket:
+    locations: Locations, session_id: str, command: list[str], cwd: str, policy: Policy, credentials: list[Resolved] | None = None,
+    approve: int = 0,
+) -> SessionTicket:  # fmt: skip
     """Start (or reuse) the daemon and register one run's network rules and its credentials, read
-    (proxy/credentials.py); fails closed with exit 125."""
-    return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations), credentials)
+    (proxy/credentials.py), and how long a refused request waits for an answer; fails closed with exit 125."""
+    return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations), credentials, approve)
 
 
 def open_session_with(
-    locations: Locations, session_id: str, command: list[str], cwd: str, rules: dict[str, Any], credentials: list[Resolved] | None = None
-) -> SessionTicket:
+    locations: Locations, session_id: str, command: list[str], cwd: str, rules: dict[str, Any], credentials: list[Resolved] | None = None,
+    approve: int = 0,
+) -> SessionTicket:  # fmt: skip
     """open_session from `session_rules` already taken from the policy, with the run's credentials read."""
     from stockade.proxy.control import SessionCredential
 
@@ -96,6 +98,7 @@ def open_session_with(
         origin=str(rules["origin"]),
         http=tuple(rules.get("http", [])),
         credentials=tuple(SessionCredential(c.name, c.placeholder, c.value, tuple(c.hosts), c.header, c.query) for c in credentials or ()),
+        approve=approve,
     )
     try:
         ensure_daemon(locations)

@@ -13,6 +13,11 @@ from stockade.profiles.resolve import request_for
 from stockade.profiles.text import say
 from stockade.seatbelt.backend import SeatbeltPlanner
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stockade.core.locations import Locations
+    from stockade.proxy.asking import Asker
+
 
 class MacOSBackend:
     name = "seatbelt"
@@ -30,8 +35,9 @@ class MacOSBackend:
 
         session, policy = invocation.session_id, request.policy
         credentials = read_all(policy.credentials, request.host_env)
-        ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials)
+        ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials, invocation.approve)
         planner: SeatbeltPlanner | None = None
+        asker = _asker(request.locations, session, invocation.approve)
         try:
             planner = SeatbeltPlanner(
                 proxy_port=ticket.port, session_id=session, proxy_token=ticket.token,
@@ -39,6 +45,8 @@ class MacOSBackend:
             )  # fmt: skip
             return planner.run(planner.build(request))
         finally:
+            if asker is not None:
+                asker.stop()
             ended = client.close_session(request.locations, session)
             _hand_over(planner, invocation, ended.denials)
             if ended.always:
@@ -59,6 +67,22 @@ class MacOSBackend:
         request, _note = request_for(invocation)
         planner = SeatbeltPlanner()
         return planner.explain(planner.build(request))
+
+
+def _asker(locations: Locations, session: str, approve: int) -> Asker | None:
+    """The thread that asks at this terminal for the requests the daemon holds (proxy/asking.py)."""
+    if not approve:
+        return None
+    import os
+
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
+    except OSError:
+        return None  # `stockade approve` answers from another terminal
+    from stockade.proxy.asking import Asker
+    from stockade.proxy.launch import daemon_files
+
+    return Asker(daemon_files(locations), session).start()
 
 
 def _hand_over(planner: SeatbeltPlanner | None, invocation: Invocation, denials: list[dict[str, object]]) -> None:
