@@ -281,3 +281,23 @@ async def test_a_connection_the_backstop_checked_is_not_looked_up_again(make_spe
         await alone.requestheaders(other)
     assert f.response is None and other.response is None
     assert resolver.queries == ["a.wild.test"]  # only the destination no open connection was checked for
+
+
+async def test_a_once_approval_a_failed_request_never_used_is_dropped(make_spec: Callable[..., SessionSpec]) -> None:
+    """Approved once, then the request failed before its dial (here: the lookup raised): the
+    approval must not stay on the connection for a later request to the same host and port."""
+    import asyncio
+
+    from stockade.proxy.approvals import Approvals
+
+    connections, lookup, approvals = Connections(), Lookup(), Approvals()
+    lookup.resolver = boom  # type: ignore[assignment]
+    alone = Decisions(connections, lookup, approvals)
+    with taddons.context(alone):
+        f = admitted(Registry(), make_spec(approve=5), get_flow("new.test", 80))
+        waiting = asyncio.ensure_future(alone.requestheaders(f))
+        (question,) = await approvals.wait("", [], 2)
+        assert approvals.answer(question["id"], "once") is None
+        await waiting
+    assert f.response is not None and f.response.status_code == 403
+    assert connections.client(f.client_conn).approved == set()

@@ -139,6 +139,7 @@ class Decisions:
                     flow.metadata[SWAPPED] = masked
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
+            _drop_once(self.connections, flow)
             refusal.fail(flow)
 
     def dns_request(self, flow: Any) -> None:
@@ -157,6 +158,16 @@ class Decisions:
             self.connections.client(client).pending[(host, port)] = resolved
             return decision
         return checked
+
+
+def _drop_once(connections: Connections, flow: http.HTTPFlow) -> None:
+    """A plain-HTTP request approved once that failed before its dial takes its approval with it."""
+    try:
+        state = connections.client(flow.client_conn)
+        if state.tunnel is None:
+            state.approved.discard((flow.request.host, flow.request.port))
+    except Exception:  # noqa: BLE001 - already failing: refusing the flow is what matters
+        logger.exception("could not drop a once approval of %s", refusal.where(flow))
 
 
 def _inspected_request(request: http.Request, tunnel_host: str, tables: tuple[HttpTable, ...], decision: Decision) -> Decision:
