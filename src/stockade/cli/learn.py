@@ -27,6 +27,7 @@ from typing import Annotated
 
 import typer
 
+from stockade.cli.run_options import host_platform
 from stockade.core.errors import SandboxSetupError, UsageError
 from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations, locate
@@ -76,8 +77,8 @@ def learn(
     secrets = (*start.policy.filesystem.deny_read, *builtin_secrets(Path(cwd), locations.home))
     protected, hidden = _floor(Path(cwd), locations)
     network_off = start.policy.network.mode is NetworkMode.NONE
-    trace = _can_trace()
-    if not trace:
+    trace = host_platform() == "linux" and _can_trace()  # macOS's file refusals come from the sandbox's log
+    if not trace and host_platform() == "linux":
         say("stockade learn: strace is not installed, so refused file accesses are not seen (apt-get install strace); learning the network only")
     learned: list[Entry] = []
     withheld: list[str] = []
@@ -206,7 +207,6 @@ def _can_trace() -> bool:
 
 def _backend() -> Backend:
     from stockade.cli.run_command import backend_for
-    from stockade.cli.run_options import host_platform
 
     return backend_for(host_platform())
 
