@@ -356,19 +356,10 @@ def _asker(bridge: Bridge | None) -> Asker | None:
     there is a desktop (notify-send), and `stockade approve` answers from another terminal."""
     if bridge is None or not bridge.approve:
         return None
-    from stockade.proxy.asking import Asker
+    from stockade.proxy.asking import start_asking
     from stockade.proxy.control import DaemonFiles
 
-    files = DaemonFiles(bridge.runtime, bridge.state)
-    try:
-        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
-    except OSError:
-        import shutil
-
-        desktop = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-        notifier = shutil.which("notify-send") if desktop else None
-        return Asker(files, bridge.session_id, tty=None, notifier=notifier).start() if notifier else None
-    return Asker(files, bridge.session_id).start()
+    return start_asking(lambda: DaemonFiles(bridge.runtime, bridge.state), bridge.session_id, os.environ)
 
 
 def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> None:

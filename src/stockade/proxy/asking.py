@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,22 @@ def _restore(fd: int, saved: list[Any] | None) -> None:
         termios.tcsetattr(fd, termios.TCSANOW, saved)
     except (termios.error, OSError):
         pass
+
+
+def start_asking(files: Callable[[], DaemonFiles], session_id: str, env: Mapping[str, str]) -> Asker | None:
+    """The thread that asks for the requests the daemon holds for this run: at its terminal, or,
+    without one, as desktop notifications where there is a desktop (notify-send); None when neither
+    (then `stockade approve` answers from another terminal). Both backends start it; `files` finds
+    the daemon's files only when something will ask."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
+    except OSError:
+        import shutil
+
+        desktop = env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")
+        notifier = shutil.which("notify-send", path=env.get("PATH")) if desktop else None
+        return Asker(files(), session_id, tty=None, notifier=notifier).start() if notifier else None
+    return Asker(files(), session_id).start()
 
 
 class Asker:

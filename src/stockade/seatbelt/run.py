@@ -70,19 +70,15 @@ class MacOSBackend:
 
 
 def _asker(locations: Locations, session: str, approve: int) -> Asker | None:
-    """The thread that asks at this terminal for the requests the daemon holds (proxy/asking.py)."""
+    """The thread that asks for the requests the daemon holds (proxy/asking.py)."""
     if not approve:
         return None
     import os
 
-    try:
-        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
-    except OSError:
-        return None  # `stockade approve` answers from another terminal
-    from stockade.proxy.asking import Asker
+    from stockade.proxy.asking import start_asking
     from stockade.proxy.launch import daemon_files
 
-    return Asker(daemon_files(locations), session).start()
+    return start_asking(lambda: daemon_files(locations), session, os.environ)
 
 
 def _hand_over(planner: SeatbeltPlanner | None, invocation: Invocation, denials: list[dict[str, object]]) -> None:
