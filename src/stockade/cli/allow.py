@@ -15,7 +15,7 @@ import typer
 
 from stockade.core.errors import UsageError
 from stockade.core.locations import locate
-from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
+from stockade.profiles.discovery import policy_to_edit
 from stockade.profiles.domains import parse_rule
 from stockade.profiles.editing import allow_host
 
@@ -30,5 +30,4 @@ def allow(
     except ValueError as exc:
         raise UsageError(f"cannot allow {host!r}: {exc}") from None
     cwd = Path(os.getcwd())
-    target = (policy if policy.is_absolute() else cwd / policy) if policy is not None else (find_project_policy(cwd) or cwd / PROJECT_FILE)
-    print(allow_host(rule, target, locate(), profile))
+    print(allow_host(rule, policy_to_edit(cwd, policy), locate(), profile))

@@ -31,7 +31,7 @@ from stockade.cli.run_options import host_platform
 from stockade.core.errors import SandboxSetupError, UsageError
 from stockade.core.invocation import Invocation
 from stockade.core.locations import Locations, locate
-from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
+from stockade.profiles.discovery import policy_to_edit
 from stockade.profiles.editing import Entry, add_entries, read_text, write_checked
 from stockade.profiles.learning import Proposal, builtin_secrets, propose
 from stockade.profiles.model import NetworkMode
@@ -67,9 +67,7 @@ def learn(
         cwd = os.getcwd()
     except FileNotFoundError:
         raise SandboxSetupError("the working directory no longer exists: cd to a folder that does, then run it again") from None
-    target = (policy if policy.is_absolute() else Path(cwd) / policy) if policy is not None else (
-        find_project_policy(Path(cwd)) or Path(cwd) / PROJECT_FILE
-    )  # fmt: skip
+    target = policy_to_edit(Path(cwd), policy)
     if target.is_symlink():
         raise UsageError(f"{target} is a symlink; stockade learn edits no file through a link: give the file itself with --policy")
     locations = locate()
@@ -182,7 +180,7 @@ def _floor(project: Path, locations: Locations) -> tuple[tuple[str, ...], tuple[
     and hidden (stockade's state): learn proposes none of it, whichever wall refused the run."""
     from stockade.profiles.floor import RUNS_LATER_IN_HOME, RUNS_LATER_IN_PROJECT
 
-    top = (find_project_policy(project) or project / PROJECT_FILE).parent
+    top = policy_to_edit(project).parent
     home = str(locations.home)
     hidden = tuple(str(folder) for folder in (*locations.private_dirs(), locations.config))
     path_dirs = [os.path.realpath(folder) for folder in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(folder)]

@@ -7,6 +7,14 @@ from pathlib import Path
 PROJECT_FILE = ".stockade.toml"
 
 
+def policy_to_edit(cwd: Path, policy: Path | None = None) -> Path:
+    """The file `stockade allow`, `learn --write` and an "always" answer change: the one given
+    (relative to `cwd`), else the project's nearest .stockade.toml, else a new one in `cwd`."""
+    if policy is not None:
+        return policy if policy.is_absolute() else cwd / policy
+    return find_project_policy(cwd) or cwd / PROJECT_FILE
+
+
 def find_project_policy(start: Path) -> Path | None:
     """The nearest non-empty `.stockade.toml` at or above `start`, up to the filesystem root.
 

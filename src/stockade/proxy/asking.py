@@ -77,14 +77,14 @@ def always(question: dict[str, Any], env: dict[str, str]) -> str:
     """Add the question's rule to the policy file the run used (the project's for a built-in)."""
     from stockade.core.errors import StockadeError
     from stockade.core.locations import locate
-    from stockade.profiles.discovery import PROJECT_FILE, find_project_policy
+    from stockade.profiles.discovery import policy_to_edit
     from stockade.profiles.editing import allow_host
 
     origin = str(question.get("origin") or "")
     cwd = Path(str(question.get("cwd") or os.getcwd()))
     extends = None
     if origin.startswith("builtin:") or not origin:
-        target = find_project_policy(cwd) or cwd / PROJECT_FILE
+        target = policy_to_edit(cwd)
         name = origin.removeprefix("builtin:")
         extends = name if name and name != "default" else None
     else:
