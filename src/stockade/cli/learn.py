@@ -177,20 +177,16 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
 
 def _floor(project: Path, locations: Locations) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What the floor keeps read-only (files that run code later, PATH's folders, stockade's config)
-    and hidden (stockade's state): learn proposes none of it, whichever wall refused the run."""
-    from stockade.profiles.floor import RUNS_LATER_IN_HOME, RUNS_LATER_IN_PROJECT
+    and hidden (stockade's state): learn proposes none of it, whichever wall refused the run. The
+    floor of a run that could write everywhere (profiles/floor.py), at the project and the cwd."""
+    from stockade.profiles.floor import floor_for
 
     top = policy_to_edit(project).parent
-    home = str(locations.home)
-    hidden = tuple(str(folder) for folder in (*locations.private_dirs(), locations.config))
+    floor = floor_for(("/",), locations, anchors=tuple(dict.fromkeys((str(top), str(project)))))
+    hidden = (*floor.hidden, str(locations.config))
     path_dirs = [os.path.realpath(folder) for folder in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(folder)]
-    protected = (
-        *(f"{home}/{name}" for name in RUNS_LATER_IN_HOME),
-        *(f"{place}/{name}" for place in dict.fromkeys((str(top), str(project))) for name in RUNS_LATER_IN_PROJECT),
-        *(folder for folder in path_dirs if os.path.isdir(folder) and not is_within(folder, str(top))),
-        *hidden,
-    )  # fmt: skip
-    return protected, hidden
+    in_path = (folder for folder in path_dirs if os.path.isdir(folder) and not is_within(folder, str(top)))
+    return (*floor.read_only, *in_path, *hidden), hidden
 
 
 def _can_trace() -> bool:
