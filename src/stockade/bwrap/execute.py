@@ -16,9 +16,10 @@ from _signal import SIGXFSZ  # the builtin module: `signal` imports enum
 
 from stockade.bwrap import args as bw
 from stockade.bwrap import changes
+from stockade.bwrap.foreground import Hold, Terminal
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
-from stockade.bwrap.supervise import Outcome, supervise
-from stockade.core import phases
+from stockade.bwrap.supervise import Outcome, Relay, supervise
+from stockade.core import ending, phases
 from stockade.core.errors import CannotExecuteError, CommandNotFoundError, SandboxSetupError
 from stockade.profiles.text import say
 
@@ -203,7 +204,27 @@ def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:
         return False
 
 
-def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None, tracer: Tracer | None = None) -> tuple[Outcome, list[str]]:
+class Signals:
+    """What one run does with signals and the terminal (supervise.py, foreground.py): made before
+    the asking thread starts, so a question can stop the sandbox and take the terminal."""
+
+    def __init__(self, launch: Launch, approvals: bool) -> None:
+        from stockade.bwrap.signal_reset import inherited_default, wrappers
+
+        defaults = inherited_default()  # before our own handlers replace them
+        self.relay = Relay().install()
+        self.terminal = Terminal.of_this_job() if launch.interactive else None
+        self.hold = Hold(self.terminal) if approvals else None
+        self.outer, self.inner = wrappers(launch.cache_dir, launch.command, defaults)
+        self.outcome: Outcome | None = None
+
+    def close(self) -> None:
+        self.relay.uninstall()
+
+
+def _supervised(
+    launch: Launch, limits: LimitPlan, bridge: Bridge | None, tracer: Tracer | None = None, signals: Signals | None = None
+) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
     Each host socket planning saw is masked only if still there: bwrap cannot mount over a
@@ -212,30 +233,43 @@ def _supervised(launch: Launch, limits: LimitPlan, bridge: Bridge | None, tracer
     once more without it (a networked run with a new proxy session); in a writable place
     bwrap makes an empty file, removed after the run (_remove_made_mount_points)."""
     masks = [path for path in launch.socket_masks if os.path.lexists(path)]
+    outer, inner = (signals.outer, signals.inner) if signals is not None else ([], [])
+    terminal = signals.terminal if signals is not None else None
     while True:
         if bridge is not None:
             bridge.open()
         seccomp_fd = _seccomp_fd(launch)
         info_read, info_write = os.pipe()
         os.set_inheritable(info_write, True)
+        passed = [seccomp_fd, info_write]
         tail: list[bw.Piece] = [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
         if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
+        release = None
+        if terminal is not None:  # the command waits until the terminal is its own (foreground.py)
+            block_read, release = os.pipe()
+            os.set_inheritable(block_read, True)
+            passed.append(block_read)
+            tail.append(bw.FdOption("--block-fd", block_read))
         args_fd = _args_fd(launch.args + bw.encode(tail))
         try:
-            argv = [launch.bwrap, "--args", str(args_fd), "--", *launch.command]
+            argv = [*outer, launch.bwrap, "--args", str(args_fd), "--", *inner, *launch.command]
             outcome = supervise(
                 tracer.wrap(argv) if tracer is not None else argv,
                 env=BWRAP_ENV,
-                pass_fds=(args_fd, seccomp_fd, info_write),
+                pass_fds=(args_fd, *passed),
                 info_read_fd=info_read,
-                close_after_spawn=(args_fd, seccomp_fd, info_write),
+                close_after_spawn=(args_fd, *passed),
                 wall_time=launch.wall_time,
-                interactive=launch.interactive,
+                new_session=not launch.interactive,
                 preexec=_preexec(limits, bridge),
                 after_spawn=bridge.attach if bridge else None,
                 watch=bridge.handover if bridge else None,
+                relay=signals.relay if signals is not None else None,
+                terminal=terminal,
+                release_fd=release,
+                hold=signals.hold if signals is not None else None,
             )
             return outcome, masks
         except SandboxSetupError:
@@ -267,8 +301,25 @@ def _remove_made_mount_points(masked: list[str], writable: list[str], since: flo
 def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: bool = False, findings: dict[str, object] | None = None) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after; `trace` (--trace) runs bwrap
     under strace and reports the file accesses the sandbox refused (trace.py, denials.py).
-    `findings`, when given, gets what the run refused as data (Invocation.findings)."""
+    `findings`, when given, gets what the run refused as data (Invocation.findings).
+
+    Signals sent to stockade from here on go to the sandbox (supervise.Relay); when one killed
+    the command, or one came after it, stockade ends by it once its checks are done."""
     resolve_command(launch.command, launch.env)
+    signals = Signals(launch, approvals=bridge is not None and bool(bridge.approve))
+    try:
+        code = _execute(launch, session, bridge, trace, findings, signals)
+    finally:
+        signals.close()
+    outcome = signals.outcome
+    if outcome is not None and outcome.signal is not None:
+        ending.end_by(outcome.signal, whole_job=outcome.whole_job)
+    elif signals.relay.late is not None:
+        ending.end_by(signals.relay.late)
+    return code
+
+
+def _execute(launch: Launch, session: str, bridge: Bridge | None, trace: bool, findings: dict[str, object] | None, signals: Signals) -> int:
     tracer = None
     if trace:
         from stockade.bwrap.trace import Tracer
@@ -302,9 +353,10 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
         phases.mark("checks")
-        asker = _asker(bridge)  # asks at this terminal for the requests the daemon holds
+        asker = _asker(bridge, signals.hold)  # asks at this terminal for the requests the daemon holds
         try:
-            outcome, masked = _supervised(launch, limits, bridge, tracer)
+            outcome, masked = _supervised(launch, limits, bridge, tracer, signals)
+            signals.outcome = outcome
         finally:
             if asker is not None:
                 asker.stop()
@@ -350,7 +402,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
     return 128 - code if code < 0 else code
 
 
-def _asker(bridge: Bridge | None) -> Asker | None:
+def _asker(bridge: Bridge | None, hold: Hold | None) -> Asker | None:
     """The thread that asks at this terminal for the requests the daemon holds (proxy/asking.py), when
     the run approves and has a terminal; without one, it shows each as a desktop notification where
     there is a desktop (notify-send), and `stockade approve` answers from another terminal."""
@@ -359,7 +411,7 @@ def _asker(bridge: Bridge | None) -> Asker | None:
     from stockade.proxy.asking import start_asking
     from stockade.proxy.control import DaemonFiles
 
-    return start_asking(lambda: DaemonFiles(bridge.runtime, bridge.state), bridge.session_id, os.environ)
+    return start_asking(lambda: DaemonFiles(bridge.runtime, bridge.state), bridge.session_id, os.environ, hold)
 
 
 def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> None:

@@ -3,17 +3,30 @@
 bwrap's own pid 1 reaps inside the PID namespace; when the command exits, the
 namespace ends and takes every process it started with it (ESCAPES 55).
 
+The signal contract (README, "Exit codes"): bwrap starts as the leader of a
+process group of its own, with the terminal's signals ignored
+(signal_reset.py) and, at a terminal, as its foreground group
+(foreground.py). A signal sent to stockade reaches the sandbox's group once
+(`Relay`); one from the terminal reaches the command alone; either way
+bwrap lives to report the command's own status, and stockade ends by the
+signal that killed the command (core/ending.py). Ctrl-Z stops bwrap with the
+command, and stockade follows like a shell's job. A set-up failure is told
+apart from a command killed by a signal by bwrap's status pipe, never by the
+exit code.
+
 This is on every run's path, so it imports only os, time and `_signal`
 (the C core of `signal`, whose Python layer builds IntEnums at import), and
 starts bwrap with posix_spawn, or fork and exec when the child must first
-join a cgroup or a network namespace (the only time Python runs between fork and exec); subprocess would cost more to import
-than the whole sandbox takes to start.
+join a cgroup or a network namespace (the only time Python runs between fork
+and exec); subprocess would cost more to import than the whole sandbox takes
+to start.
 """
 
 from __future__ import annotations
 
 import _signal
 import os
+import time
 
 from stockade.bwrap.netcount import attempts, open_counters
 from stockade.core.errors import ExitCode, SandboxSetupError
@@ -22,29 +35,26 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from stockade.bwrap.foreground import Hold, Terminal
     from stockade.proxy.handover import Handover
 
-FORWARDED = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1, _signal.SIGUSR2)
+FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1, _signal.SIGUSR2)
 # Python ignores these at start-up; an ignored signal stays ignored across exec, so
 # the child gets them back as they were (what subprocess's restore_signals does).
 RESTORED = (_signal.SIGPIPE, _signal.SIGXFSZ)
+STOPS = (_signal.SIGTSTP, _signal.SIGTTIN, _signal.SIGTTOU, _signal.SIGSTOP)
+SAME_EVENT = 0.25  # seconds: the same signal again this soon is one event (timeout(1) signals stockade, then its group)
 
 
 class Outcome:
-    __slots__ = ("exit_code", "timed_out", "no_route")
+    __slots__ = ("exit_code", "timed_out", "no_route", "signal", "whole_job")
 
-    def __init__(self, exit_code: int, timed_out: bool = False) -> None:
-        self.exit_code = exit_code  # negative: killed by that signal
+    def __init__(self, exit_code: int, timed_out: bool = False, signal: int | None = None) -> None:
+        self.exit_code = exit_code  # the command's status, 128+N for a signal, as bwrap reports it
         self.timed_out = timed_out
         self.no_route = 0  # connections and packets the sandbox sent towards a network it lacks (netcount.py)
-
-
-def _sandbox_members(init_pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{init_pid}/task/{init_pid}/children", encoding="ascii") as handle:
-            return [int(pid) for pid in handle.read().split()]
-    except OSError:
-        return []
+        self.signal = signal  # the signal that ended the command, when it came through stockade or its terminal
+        self.whole_job = False  # that signal came from the terminal, which would have sent it to stockade's whole job
 
 
 def _read_info(fd: int) -> int | None:
@@ -98,15 +108,17 @@ def _seal_inherited_fds(keep: Sequence[int]) -> None:
 
 
 def _spawn(argv: Sequence[str], env: dict[str, str], pass_fds: Sequence[int], preexec: Callable[[], None] | None) -> int:
-    """bwrap's pid; the fds in `pass_fds` must already be inheritable."""
+    """bwrap's pid, the leader of a new process group; the fds in `pass_fds` must already be
+    inheritable."""
     _seal_inherited_fds(pass_fds)
     if preexec is None:
-        return os.posix_spawn(argv[0], list(argv), env, setsigdef=RESTORED)
+        return os.posix_spawn(argv[0], list(argv), env, setsigdef=RESTORED, setpgroup=0)
     errors_read, errors_write = os.pipe()  # both close on exec: EOF means the exec worked
     pid = os.fork()
     if pid == 0:  # the child: nothing here may return
         try:
             os.close(errors_read)
+            os.setpgid(0, 0)
             for signum in RESTORED:
                 _signal.signal(signum, _signal.SIG_DFL)
             preexec()
@@ -117,12 +129,80 @@ def _spawn(argv: Sequence[str], env: dict[str, str], pass_fds: Sequence[int], pr
             finally:
                 os._exit(ExitCode.SETUP)
     os.close(errors_write)
+    try:
+        os.setpgid(pid, pid)  # as a shell does: in the group before either side goes on
+    except OSError:
+        pass  # already exec'd (EACCES) with the child's own setpgid done
     failure = os.read(errors_read, 4096)
     os.close(errors_read)
     if failure:
         os.waitpid(pid, 0)
         raise OSError(failure.decode(errors="replace"))
     return pid
+
+
+class Relay:
+    """Signals sent to stockade while it runs a sandbox go to the sandbox's group, once each.
+
+    Installed by bwrap/execute.py around the whole run: a signal that comes
+    before the sandbox exists is passed on when it does; one that comes after
+    it ended waits for the checks and the summary, then ends stockade
+    (core/ending.py). bwrap's outer process ignores them (signal_reset.py), so
+    the command alone decides what they do, and its status comes back."""
+
+    def __init__(self) -> None:
+        self.group: int | None = None
+        self.pending: list[int] = []
+        self.sent: set[int] = set()
+        self.late: int | None = None
+        self.ended = False
+        self.on_continue: Callable[[], None] | None = None
+        self._last = (0, -1.0)
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> Relay:
+        for number in FORWARDED:
+            self._previous[number] = _signal.signal(number, self._handle)
+        self._previous[_signal.SIGCONT] = _signal.signal(_signal.SIGCONT, self._continued)
+        return self
+
+    def uninstall(self) -> None:
+        for number, handler in self._previous.items():
+            _signal.signal(number, handler)
+        self._previous = {}
+
+    def started(self, group: int) -> None:
+        self.group = group
+        for number in self.pending:
+            self._send(number)
+        self.pending = []
+
+    def stopped(self) -> None:
+        """The sandbox ended: a signal from now on is stockade's own, after its checks."""
+        self.ended = True
+        self.group = None
+
+    def _handle(self, number: int, _frame: object) -> None:
+        now = time.monotonic()
+        if self._last[0] == number and now - self._last[1] < SAME_EVENT:
+            return
+        self._last = (number, now)
+        if self.ended:
+            if self.late is None:
+                self.late = number
+        elif self.group is None:
+            self.pending.append(number)
+        else:
+            self._send(number)
+
+    def _send(self, number: int) -> None:
+        assert self.group is not None
+        self.sent.add(number)
+        _kill(-self.group, number)
+
+    def _continued(self, _number: int, _frame: object) -> None:
+        if self.on_continue is not None and not self.ended:
+            self.on_continue()
 
 
 def supervise(
@@ -133,13 +213,20 @@ def supervise(
     info_read_fd: int,
     close_after_spawn: Sequence[int],
     wall_time: float | None,
-    interactive: bool,
+    new_session: bool,
     preexec: Callable[[], None] | None,
     after_spawn: Callable[[], None] | None = None,
     watch: Handover | None = None,
+    relay: Relay | None = None,
+    terminal: Terminal | None = None,
+    release_fd: int | None = None,
+    hold: Hold | None = None,
 ) -> Outcome:
     """Run bwrap to its end. `watch` is the run's network session while the daemon has not
-    answered: its answer is read as it comes, and a refusal stops the sandbox (125)."""
+    answered: its answer is read as it comes, and a refusal stops the sandbox (125).
+    `terminal`: hand it to the sandbox's group, then write `release_fd` (bwrap's --block-fd),
+    so the command starts with the terminal already its own. `new_session`: bwrap --new-session
+    made the sandbox's pid 1 the leader of the group its signals go to."""
     try:
         pid = _spawn(argv, env, pass_fds, preexec)
     except OSError as exc:
@@ -147,70 +234,129 @@ def supervise(
     finally:
         for fd in close_after_spawn:
             os.close(fd)
+    if terminal is not None:
+        terminal.give(pid)
+    if release_fd is not None:
+        try:
+            os.write(release_fd, b"1")
+        finally:
+            os.close(release_fd)
     if after_spawn is not None:
         try:
             after_spawn()
         except OSError as exc:
             _kill(pid, _signal.SIGKILL)
             os.waitpid(pid, 0)
+            _give_back(terminal)
             raise SandboxSetupError(f"cannot connect the sandbox to the network proxy: {exc}") from None
     init_pid = _read_info(info_read_fd)
     counters = open_counters(init_pid) if init_pid is not None else []
     if init_pid is None:
         os.close(info_read_fd)
         code = _exit_code(os.waitpid(pid, 0)[1])
+        _give_back(terminal)
         raise SandboxSetupError(f"bwrap could not set up the sandbox (exit {code}, its message is above); run `stockade doctor`")
-
-    def forward(signum: int, _frame: object) -> None:
-        if interactive:
-            for member in _sandbox_members(init_pid):
-                _kill(member, signum)
-        else:
-            _kill(-init_pid, signum)  # bwrap --new-session made init the group leader
-
-    previous = {sig: _signal.signal(sig, forward) for sig in FORWARDED}
-    # On a terminal, Ctrl-C reaches the sandbox directly; stockade just waits for it.
-    previous[_signal.SIGINT] = _signal.signal(_signal.SIGINT, _signal.SIG_IGN if interactive else forward)
+    group = init_pid if new_session else pid
+    if hold is not None:
+        hold.attach(init_pid)
+    own_relay = relay is None
+    relay = Relay().install() if relay is None else relay
+    relay.on_continue = lambda: _resume(pid, terminal)
+    relay.started(group)
     try:
-        outcome = _wait(pid, wall_time, watch, info_read_fd)
+        outcome = _wait(pid, wall_time, watch, info_read_fd, terminal)
         outcome.no_route = attempts(counters)
     finally:
-        for sig, handler in previous.items():
-            _signal.signal(sig, handler)
+        relay.on_continue = None
+        relay.stopped()
+        if own_relay:
+            relay.uninstall()
+        _give_back(terminal)
     try:
         ran = outcome.timed_out or _command_ran(info_read_fd)
     finally:
         os.close(info_read_fd)
+    if outcome.exit_code < 0:  # bwrap itself was killed (signals it could not ignore): the sandbox died with it
+        number = -outcome.exit_code
+        outcome.exit_code = ExitCode.SIGNAL_BASE + number
+        outcome.signal = number if number in relay.sent else None
+        return outcome
     if not ran and outcome.exit_code != 0:
         raise SandboxSetupError(
             f"bwrap could not finish setting up the sandbox or start the command (exit {outcome.exit_code}, its message "
             "is above); run `stockade doctor`"
         )
+    number = outcome.exit_code - ExitCode.SIGNAL_BASE
+    if 0 < number < 65:
+        handed = terminal is not None and terminal.given is not None
+        if terminal is not None and handed:
+            terminal.restore_modes()  # killed mid-way, it could not put back what it changed (as a shell does)
+        from_terminal = handed and number in TERMINAL_SIGNALS
+        if not outcome.timed_out and (number in relay.sent or from_terminal):
+            outcome.signal = number
+            outcome.whole_job = from_terminal and number not in relay.sent
     return outcome
 
 
-def _wait(pid: int, wall_time: float | None, watch: Handover | None = None, ended_fd: int = -1) -> Outcome:
-    """bwrap's exit; at the deadline a timer kills bwrap and --die-with-parent takes the namespace."""
-    if wall_time is None:
-        _watch_network(pid, watch, ended_fd)
-        return Outcome(_exit_code(os.waitpid(pid, 0)[1]))  # signals interrupt and resume it (PEP 475)
-    expired = []
+TERMINAL_SIGNALS = (_signal.SIGINT, _signal.SIGQUIT, _signal.SIGHUP)
 
-    def expire(_signum: int, _frame: object) -> None:
-        expired.append(True)
-        _kill(pid, _signal.SIGKILL)
 
-    previous = _signal.signal(_signal.SIGALRM, expire)
-    _signal.setitimer(_signal.ITIMER_REAL, max(wall_time, 0.001))
+def _give_back(terminal: Terminal | None) -> None:
+    if terminal is not None and terminal.given is not None:
+        terminal.take()
+
+
+def _resume(pid: int, terminal: Terminal | None) -> None:
+    """stockade was continued (fg after bg, with the sandbox's group stopped on terminal input):
+    give the sandbox the terminal again when it is stockade's, and continue it."""
+    if terminal is not None and terminal.given is not None and terminal.ours():
+        terminal.give(pid)
+    _kill(-pid, _signal.SIGCONT)
+
+
+def _follow_stop(number: int, pid: int, terminal: Terminal | None) -> None:
+    """bwrap's outer process stopped with the sandbox's group (Ctrl-Z, or a stop signal sent to the
+    group): stop stockade's own job as the terminal would have, and resume the sandbox with it."""
+    handed = terminal is not None and terminal.given is not None
+    if terminal is not None and handed:
+        terminal.take()
+    previous = _signal.signal(number, _signal.SIG_DFL) if number != _signal.SIGSTOP else None
+    try:
+        os.kill(0 if handed else os.getpid(), number)  # returns once continued (fg, bg), or at once when orphaned
+    finally:
+        if previous is not None:
+            _signal.signal(number, previous)
+    _resume(pid, terminal)
+
+
+def _wait(pid: int, wall_time: float | None, watch: Handover | None = None, ended_fd: int = -1, terminal: Terminal | None = None) -> Outcome:
+    """bwrap's exit; at the deadline a timer kills bwrap and --die-with-parent takes the namespace.
+    A stop of bwrap (its group was stopped) stops stockade too, and both go on together."""
+    expired: list[bool] = []
+    previous = None
+    if wall_time is not None:
+
+        def expire(_signum: int, _frame: object) -> None:
+            expired.append(True)
+            _kill(pid, _signal.SIGKILL)
+
+        previous = _signal.signal(_signal.SIGALRM, expire)
+        _signal.setitimer(_signal.ITIMER_REAL, max(wall_time, 0.001))
     try:
         _watch_network(pid, watch, ended_fd)
-        code = _exit_code(os.waitpid(pid, 0)[1])
+        while True:
+            status = os.waitpid(pid, os.WUNTRACED)[1]  # signals interrupt and resume it (PEP 475)
+            if not os.WIFSTOPPED(status):
+                break
+            if not expired:
+                _follow_stop(os.WSTOPSIG(status), pid, terminal)
     finally:
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        _signal.signal(_signal.SIGALRM, previous)
+        if wall_time is not None:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _signal.signal(_signal.SIGALRM, previous)
     if expired:
         return Outcome(ExitCode.SIGNAL_BASE + _signal.SIGKILL, timed_out=True)
-    return Outcome(code)
+    return Outcome(_exit_code(status))
 
 
 def _watch_network(pid: int, watch: Handover | None, ended_fd: int) -> None:

@@ -41,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         except StockadeError as error:
             _report(error, debug)
             return int(error.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C before the sandbox started: the whole job got it, stockade ends by it
+            from stockade.core import ending
+
+            ending.end_by(2)
             return ExitCode.SIGNAL_BASE + 2
         except Exception as error:  # the last resort: one line, and "could not set up"
             from stockade.cli.failure import report
@@ -76,12 +79,16 @@ def exit_with(code: int) -> None:
     there is to lose, and no "Exception ignored" line is printed for it.
     Every other command exits the usual way (Rich, Typer and logging have
     their own exit work)."""
-    if _ran:
+    from stockade.core import ending
+
+    if _ran or ending.pending() is not None:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+        ending.finish()  # the command was killed by a signal that came through stockade: so is stockade
+    if _ran:
         os._exit(code & 0xFF)
     sys.exit(code)
 

@@ -10,9 +10,13 @@ way `stockade allow` does (profiles/editing.py), once its sandbox ended: a
 policy file changed while the sandbox ran is moved aside by the checks after
 it, as one the sandbox planted would be.
 
-The terminal is /dev/tty, opened for each question: the command may be
-reading it too, so the prompt says how long it waits, and an answer that
-does not come in time leaves the refusal standing.
+The terminal is /dev/tty, opened for each question. While the question is
+open the run stops its sandbox and takes the terminal (`Holder`), so nothing
+the command writes draws over the question and no key goes to the command;
+the prompt counts down the seconds left, and an answer that does not come in
+time leaves the refusal standing. A run in the background does not take the
+terminal: it shows the question with the `stockade approve` line that answers
+it.
 """
 
 from __future__ import annotations
@@ -22,17 +26,27 @@ import select
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from stockade.proxy.control import DaemonFiles
+
+
+class Holder(Protocol):
+    """What the run offers while a question is open (bwrap/foreground.py Hold): its sandbox stopped
+    and its terminal taken, so the question stays on screen and the answer is the user's."""
+
+    def hold(self, tty_fd: int) -> bool: ...
+
+    def release(self, tty_fd: int) -> None: ...
 
 POLL = 5  # seconds one `questions` request waits for news
 RESET = "\r\x1b[0m\x1b[2K\n"  # plain text on a fresh line, whatever the command left the terminal in
 CHOICES = {"o": "once", "once": "once", "r": "run", "run": "run", "a": "always", "always": "always"}
 
 
-def question_text(question: dict[str, Any]) -> list[str]:
-    """The two lines that put a question: what wants which host, and the choices."""
+def question_text(question: dict[str, Any], seconds: int | None = None) -> list[str]:
+    """The two lines that put a question: what wants which host, and the choices (with
+    `seconds` left, else the question's own)."""
     import shlex
 
     from stockade.profiles.text import shown
@@ -46,7 +60,7 @@ def question_text(question: dict[str, Any]) -> list[str]:
         shown(f"stockade: `{command}` wants {question.get('host')}:{question.get('port')}, which {origin} does not allow."),
         shown(
             f"stockade: allow {question.get('rule')}? [o]nce, for this [r]un, [a]lways (adds it to the policy), [N]o "
-            f"({question.get('seconds_left')} s): "
+            f"({question.get('seconds_left') if seconds is None else seconds} s): "
         ),
     ]
 
@@ -95,15 +109,70 @@ def always(question: dict[str, Any], env: dict[str, str]) -> str:
         return f"stockade: the host is allowed for this run, but not written: {error}"
 
 
-def _line_mode(fd: int) -> list[Any] | None:
-    """Line input with echo for the answer, and keys typed before the question thrown away (typed
-    for the command, they are no answer); returns the settings to put back, None when not a terminal."""
+def _foreground(fd: int) -> bool:
+    """Whether this process's group is the terminal's foreground group (else reading it stops us)."""
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+
+
+KEYS_DENY = {b"\x03", b"\x04"}  # Ctrl-C, Ctrl-D: no
+KEYS_ERASE = {b"\x7f", b"\x08"}
+
+
+def _answer(fd: int, question: dict[str, Any], stopped: threading.Event) -> str | None:
+    """Put the question, and read the answer key by key, redrawing the prompt with the seconds
+    left once a second; None when the time runs out or the run ends first."""
+    import time
+
+    seconds = float(question.get("seconds_left") or 0)
+    deadline = time.monotonic() + max(seconds, 0.0)
+    said, _asked = question_text(question)
+    saved = _key_mode(fd)  # the command may have left the terminal raw, or its text invisible
+    typed = ""
+    try:
+        os.write(fd, (RESET + said + "\n").encode("utf-8", "replace"))
+        while True:
+            left = deadline - time.monotonic()
+            prompt = question_text(question, seconds=max(int(left + 0.999), 0))[1]
+            os.write(fd, ("\r\x1b[2K" + prompt + typed).encode("utf-8", "replace"))
+            if left <= 0 or stopped.is_set():
+                os.write(fd, b"\nstockade: no answer: refused\n")
+                return None
+            ready, _w, _x = select.select([fd], [], [], min(1.0, left))
+            if not ready:
+                continue
+            key = os.read(fd, 64)
+            if not key or key[:1] in KEYS_DENY:
+                os.write(fd, b"\n")
+                return "deny"
+            if key[:1] in (b"\r", b"\n"):
+                os.write(fd, b"\n")
+                return choice(typed)
+            if key[:1] in KEYS_ERASE:
+                typed = typed[:-1]
+            elif key[:1] == b"\x15":  # Ctrl-U
+                typed = ""
+            else:
+                typed = (typed + "".join(ch for ch in key.decode("utf-8", "replace") if ch.isprintable()))[:16]
+    finally:
+        _restore(fd, saved)
+
+
+def _key_mode(fd: int) -> list[Any] | None:
+    """Keys one at a time, no echo (the prompt draws what was typed), no signals from Ctrl-C or
+    Ctrl-Z (a key here, not a signal to the run), and keys typed before the question thrown away
+    (typed for the command, they are no answer); returns the settings to put back, None when not
+    a terminal."""
     import termios
 
     try:
         saved = termios.tcgetattr(fd)
         wanted = termios.tcgetattr(fd)
-        wanted[3] |= termios.ICANON | termios.ECHO  # lflags
+        wanted[3] &= ~(termios.ICANON | termios.ECHO | termios.ISIG)  # lflags
+        wanted[6][termios.VMIN] = 1
+        wanted[6][termios.VTIME] = 0
         termios.tcsetattr(fd, termios.TCSANOW, wanted)
         termios.tcflush(fd, termios.TCIFLUSH)
     except (termios.error, OSError):
@@ -122,7 +191,7 @@ def _restore(fd: int, saved: list[Any] | None) -> None:
         pass
 
 
-def start_asking(files: Callable[[], DaemonFiles], session_id: str, env: Mapping[str, str]) -> Asker | None:
+def start_asking(files: Callable[[], DaemonFiles], session_id: str, env: Mapping[str, str], holder: Holder | None = None) -> Asker | None:
     """The thread that asks for the requests the daemon holds for this run: at its terminal, or,
     without one, as desktop notifications where there is a desktop (notify-send); None when neither
     (then `stockade approve` answers from another terminal). Both backends start it; `files` finds
@@ -135,14 +204,17 @@ def start_asking(files: Callable[[], DaemonFiles], session_id: str, env: Mapping
         desktop = env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")
         notifier = shutil.which("notify-send", path=env.get("PATH")) if desktop else None
         return Asker(files(), session_id, tty=None, notifier=notifier).start() if notifier else None
-    return Asker(files(), session_id).start()
+    return Asker(files(), session_id, holder=holder).start()
 
 
 class Asker:
     """A thread that asks at the terminal for each question of one session, until `stop`."""
 
-    def __init__(self, files: DaemonFiles, session_id: str, tty: str | None = "/dev/tty", notifier: str | None = None) -> None:
+    def __init__(
+        self, files: DaemonFiles, session_id: str, tty: str | None = "/dev/tty", notifier: str | None = None, holder: Holder | None = None
+    ) -> None:
         self.files = files
+        self.holder = holder
         self.session_id = session_id
         self.tty = tty  # None: no terminal; each question is a desktop notification (`notifier`) saying how to answer
         self.notifier = notifier
@@ -217,20 +289,19 @@ class Asker:
             fd = os.open(self.tty, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             return None
-        saved = _line_mode(fd)  # the command may have left the terminal raw, or its text invisible
         try:
-            os.write(fd, (RESET + "\n".join(question_text(question))).encode("utf-8", "replace"))
-            seconds = float(question.get("seconds_left") or 0)
-            ready, _w, _x = select.select([fd], [], [], max(seconds, 0.0))
-            if not ready or self._stopped.is_set():
-                os.write(fd, b"\nstockade: no answer: refused\n")
+            readable = self.holder.hold(fd) if self.holder is not None else _foreground(fd)
+            if not readable:  # in the background: say it, and let `stockade approve` answer
+                said, _asked = question_text(question)
+                approve = f"stockade: answer with: stockade approve {question.get('id')} once|run|always|deny"
+                os.write(fd, (RESET + said + "\n" + approve + "\n").encode("utf-8", "replace"))
                 return None
-            line = os.read(fd, 256).decode("utf-8", "replace")
-            return choice(line)
+            return _answer(fd, question, self._stopped)
         except OSError:
             return None
         finally:
-            _restore(fd, saved)
+            if self.holder is not None:
+                self.holder.release(fd)
             os.close(fd)
 
     def _write(self, text: str) -> None:

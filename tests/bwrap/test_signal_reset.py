@@ -1,0 +1,80 @@
+"""bwrap ignores the terminal's signals, the command gets them back: the env words and their cache."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stockade.bwrap import signal_reset
+
+pytestmark = pytest.mark.skipif(not signal_reset.supported("/nonexistent-cache-probe"), reason="this env lacks --default-signal")
+
+
+def test_the_wrappers_name_only_the_signals_given(tmp_path: Path) -> None:
+    outer, inner = signal_reset.wrappers(str(tmp_path), ["sleep", "1"], [signal.SIGINT, signal.SIGTERM])
+    assert outer == ["/usr/bin/env", "--ignore-signal=INT,TERM"]
+    assert inner == ["/usr/bin/env", "--default-signal=INT,TERM", "--"]
+
+
+@pytest.mark.parametrize("command", [["A=b", "x"], []])
+def test_no_wrappers_for_a_first_word_env_would_read_as_a_variable(tmp_path: Path, command: list[str]) -> None:
+    assert signal_reset.wrappers(str(tmp_path), command, [signal.SIGINT]) == ([], [])
+
+
+def test_no_wrappers_when_nothing_is_to_be_reset(tmp_path: Path) -> None:
+    assert signal_reset.wrappers(str(tmp_path), ["true"], []) == ([], [])
+
+
+def test_the_outer_ignores_and_the_inner_restores(tmp_path: Path) -> None:
+    """The whole point: the middle (bwrap) ignores SIGINT and SIGTERM, the command has them at default."""
+    outer, inner = signal_reset.wrappers(str(tmp_path), ["grep"], [signal.SIGINT, signal.SIGTERM])
+    middle = "grep SigIgn /proc/$$/status; exec \"$@\""
+    words = [*outer, "/bin/sh", "-c", middle, "sh", *inner, "grep", "SigIgn", "/proc/self/status"]
+    lines = subprocess.run(words, capture_output=True, text=True, check=True).stdout.split()
+    ignored_in_middle, ignored_in_command = int(lines[1], 16), int(lines[3], 16)
+    for number in (signal.SIGINT, signal.SIGTERM):
+        assert ignored_in_middle & (1 << (number - 1))
+        assert not ignored_in_command & (1 << (number - 1))
+
+
+def test_inherited_default_leaves_out_a_signal_ignored_from_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        assert signal.SIGHUP not in signal_reset.inherited_default()
+        assert signal.SIGTERM in signal_reset.inherited_default()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_the_answer_is_cached_per_env_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[bool] = []
+    monkeypatch.setattr(signal_reset, "_ask", lambda: asked.append(True) or True)
+    assert signal_reset.supported(str(tmp_path)) is True
+    assert signal_reset.supported(str(tmp_path)) is True
+    assert asked == [True]
+    record = tmp_path / "env-signals"
+    stamp = record.read_text().split()[0]
+    record.write_text(f"{stamp} no\n")
+    assert signal_reset.supported(str(tmp_path)) is False  # the record speaks for the same binary
+    record.write_text("0:0:0:0 yes\n")  # another binary (an upgrade): asked again
+    assert signal_reset.supported(str(tmp_path)) is True
+    assert asked == [True, True]
+
+
+def test_an_env_without_the_options_is_no(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "env"
+    fake.write_text("#!/bin/sh\necho 'env: unrecognized option' >&2\nexit 125\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(signal_reset, "ENV", str(fake))
+    assert signal_reset.supported(str(tmp_path / "cache")) is False
+    assert (tmp_path / "cache" / "env-signals").read_text().endswith(" no\n")
+
+
+def test_no_env_at_all_is_no(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(signal_reset, "ENV", str(tmp_path / "missing"))
+    assert signal_reset.supported(str(tmp_path)) is False
+    assert not os.path.exists(tmp_path / "env-signals")
