@@ -117,8 +117,8 @@ def _foreground(fd: int) -> bool:
         return False
 
 
-KEYS_DENY = {b"\x03", b"\x04"}  # Ctrl-C, Ctrl-D: no
-KEYS_ERASE = {b"\x7f", b"\x08"}
+KEYS_DENY = "\x03\x04"  # Ctrl-C, Ctrl-D: no
+KEYS_ERASE = "\x7f\x08"
 
 
 def _answer(fd: int, question: dict[str, Any], stopped: threading.Event) -> str | None:
@@ -143,19 +143,19 @@ def _answer(fd: int, question: dict[str, Any], stopped: threading.Event) -> str 
             ready, _w, _x = select.select([fd], [], [], min(1.0, left))
             if not ready:
                 continue
-            key = os.read(fd, 64)
-            if not key or key[:1] in KEYS_DENY:
-                os.write(fd, b"\n")
-                return "deny"
-            if key[:1] in (b"\r", b"\n"):
-                os.write(fd, b"\n")
-                return choice(typed)
-            if key[:1] in KEYS_ERASE:
-                typed = typed[:-1]
-            elif key[:1] == b"\x15":  # Ctrl-U
-                typed = ""
-            else:
-                typed = (typed + "".join(ch for ch in key.decode("utf-8", "replace") if ch.isprintable()))[:16]
+            for key in os.read(fd, 64).decode("utf-8", "replace") or "\x04":  # keys typed fast arrive together
+                if key in KEYS_DENY:
+                    os.write(fd, b"\n")
+                    return "deny"
+                if key in "\r\n":
+                    os.write(fd, b"\n")
+                    return choice(typed)
+                if key in KEYS_ERASE:
+                    typed = typed[:-1]
+                elif key == "\x15":  # Ctrl-U
+                    typed = ""
+                elif key.isprintable() and len(typed) < 16:
+                    typed += key
     finally:
         _restore(fd, saved)
 

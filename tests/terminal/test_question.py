@@ -1,0 +1,85 @@
+"""A question the user sees: while a held request is asked about at the terminal, the sandbox
+is stopped, so a spinner cannot draw over the question, and the prompt counts down.
+
+Seen failing before the hold (bwrap/foreground.py Hold): the spinner's output went on under
+the question and the seconds never changed.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.e2e.test_approve import PROMPT, QUESTION, approval_world, curl, project, stockade_words
+
+
+@pytest.fixture(scope="module")
+def asking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    with approval_world(tmp_path_factory.mktemp("question")) as made:
+        yield made
+
+SPINNER = "i=0; while :; do i=$((i+1)); printf '\\r%s spin-%s' '|' $i; sleep 0.02; done"
+
+
+def _read_for(fd: int, seconds: float) -> bytes:
+    out = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _w, _x = select.select([fd], [], [], 0.05)
+        if ready:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+    return out
+
+
+def _start(world: SimpleNamespace, folder: Path, script: str) -> tuple[int, int]:
+    argv = stockade_words("run", "--", "/bin/sh", "-c", script)
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(folder)
+            os.execve(argv[0], argv, world.box.env)
+        finally:
+            os._exit(127)
+    return pid, fd
+
+
+def test_a_spinner_stops_while_the_question_counts_down(asking: SimpleNamespace) -> None:
+    world = asking
+    folder = project(world, "spinner")
+    script = f"({SPINNER}) & spinner=$!; sleep 0.5; {curl(world)}; kill $spinner; echo; echo spun-after"
+    pid, fd = _start(world, folder, script)
+    try:
+        before = b""
+        deadline = time.monotonic() + 60
+        while QUESTION not in before or PROMPT not in before[before.find(QUESTION) :]:
+            assert time.monotonic() < deadline, before
+            before += _read_for(fd, 0.1)
+        assert b"spin-" in before  # control: the spinner ran before the question
+        during = before[before.find(QUESTION) :] + _read_for(fd, 2.6)
+        assert b"spin-" not in during, during  # held: nothing the sandbox writes draws over the question
+        seconds = [int(n) for n in re.findall(rb"\((\d+) s\): ", during)]
+        assert len(set(seconds)) >= 2 and seconds == sorted(seconds, reverse=True), seconds  # a countdown
+        os.write(fd, b"o\r")
+        after = _read_for(fd, 3)
+        assert b"status=200" in after and b"spin-" in after, after  # resumed, and the answer was the user's
+    finally:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
