@@ -83,3 +83,24 @@ def test_a_spinner_stops_while_the_question_counts_down(asking: SimpleNamespace)
             pass
         os.waitpid(pid, 0)
         os.close(fd)
+
+
+def test_ctrl_c_at_the_question_refuses_and_interrupts_the_command(asking: SimpleNamespace) -> None:
+    """As without the question: Ctrl-C goes to the command (130), and the request is refused."""
+    world = asking
+    folder = project(world, "interrupt")
+    script = f'{curl(world)}; echo NOT""REACHED'
+    pid, fd = _start(world, folder, script)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 60
+        while PROMPT not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += _read_for(fd, 0.1)
+        os.write(fd, b"\x03")
+        seen += _read_for(fd, 3)
+    finally:
+        _pid, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == -2, seen  # stockade ends by the SIGINT that ended its command
+    assert b"NOTREACHED" not in seen and b"Traceback" not in seen and b"could not" not in seen, seen

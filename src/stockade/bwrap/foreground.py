@@ -133,13 +133,18 @@ class Hold:
         self.foreground = current
         return _set_foreground(tty_fd, own)
 
-    def release(self, tty_fd: int) -> None:
-        if self.foreground is not None:
-            _set_foreground(tty_fd, self.foreground)
+    def release(self, tty_fd: int, interrupt: bool = False) -> None:
+        """Give the terminal back and continue the sandbox; `interrupt` (Ctrl-C at the question)
+        then sends SIGINT where the terminal would have: the group that had the foreground."""
+        group = self.foreground
+        if group is not None:
+            _set_foreground(tty_fd, group)
             self.foreground = None
         for pid in reversed(self.stopped):  # children first: a parent resumes to find them running
             _kill(pid, _signal.SIGCONT)
         self.stopped = []
+        if interrupt:
+            _kill(-group if group is not None else 0, _signal.SIGINT)  # 0: stockade's own job had it
 
 
 def _in_sandbox(group: int, given: int, stopped: list[int]) -> bool:

@@ -37,7 +37,7 @@ class Holder(Protocol):
 
     def hold(self, tty_fd: int) -> bool: ...
 
-    def release(self, tty_fd: int) -> None: ...
+    def release(self, tty_fd: int, interrupt: bool = False) -> None: ...
 
 POLL = 5  # seconds one `questions` request waits for news
 RESET = "\r\x1b[0m\x1b[2K\n"  # plain text on a fresh line, whatever the command left the terminal in
@@ -117,7 +117,8 @@ def _foreground(fd: int) -> bool:
         return False
 
 
-KEYS_DENY = "\x03\x04"  # Ctrl-C, Ctrl-D: no
+KEYS_DENY = "\x04"  # Ctrl-D: no
+INTERRUPT = "interrupt"  # Ctrl-C: no, and the Ctrl-C goes on to the command, as it would without the question
 KEYS_ERASE = "\x7f\x08"
 
 
@@ -144,6 +145,9 @@ def _answer(fd: int, question: dict[str, Any], stopped: threading.Event) -> str 
             if not ready:
                 continue
             for key in os.read(fd, 64).decode("utf-8", "replace") or "\x04":  # keys typed fast arrive together
+                if key == "\x03":
+                    os.write(fd, b"^C\n")
+                    return INTERRUPT
                 if key in KEYS_DENY:
                     os.write(fd, b"\n")
                     return "deny"
@@ -289,6 +293,7 @@ class Asker:
             fd = os.open(self.tty, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             return None
+        interrupted = False
         try:
             readable = self.holder.hold(fd) if self.holder is not None else _foreground(fd)
             if not readable:  # in the background: say it, and let `stockade approve` answer
@@ -296,12 +301,14 @@ class Asker:
                 approve = f"stockade: answer with: stockade approve {question.get('id')} once|run|always|deny"
                 os.write(fd, (RESET + said + "\n" + approve + "\n").encode("utf-8", "replace"))
                 return None
-            return _answer(fd, question, self._stopped)
+            answer = _answer(fd, question, self._stopped)
+            interrupted = answer == INTERRUPT
+            return "deny" if interrupted else answer
         except OSError:
             return None
         finally:
             if self.holder is not None:
-                self.holder.release(fd)
+                self.holder.release(fd, interrupted)
             os.close(fd)
 
     def _write(self, text: str) -> None:
