@@ -184,3 +184,41 @@ def test_no_traceback_one_line_and_a_contract_code(world: World, case: str, comm
             assert b"ran" in result.stdout, out
     if command == "hook":
         assert result.returncode == 0 or b"blocked" in result.stderr, out
+
+
+# -- the signal matrix: a signal at any moment of a run -----------------------------------------
+#
+# Early (while stockade plans), during the command, and for a networked run: whichever moment
+# it lands on, stockade ends by that signal (a parent sees -N, as for the bare command), with
+# no traceback and no error line, and nothing it started is left running.
+
+SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"]
+MOMENTS = [0.0, 0.03, 0.08, 0.15, 0.4]
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("network", [False, True], ids=["offline", "networked"])
+@pytest.mark.parametrize("moment", MOMENTS)
+@pytest.mark.parametrize("name", SIGNALS)
+def test_a_signal_at_any_moment_ends_the_run_by_it(world: World, name: str, moment: float, network: bool) -> None:
+    import signal
+    import time
+
+    number = int(getattr(signal, name))
+    if network:
+        (world.project / ".stockade.toml").write_text('[network]\nallow = ["pypi.org"]\n')
+        trusted = world.stockade(["trust", str(world.project / ".stockade.toml")])
+        assert trusted.returncode == 0, trusted
+    tag = f"{number}{MOMENTS.index(moment)}{int(network)}{os.getpid() % 1000}"
+    argv = [*STOCKADE, "run", "--", "/bin/sh", "-c", f"exec sleep 5.{tag}"]
+    proc = subprocess.Popen(argv, cwd=world.cwd, env=world.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(moment)
+    proc.send_signal(number)
+    _out, err = proc.communicate(timeout=60)
+    said = err.decode("utf-8", "replace")
+    assert proc.returncode == -number, (proc.returncode, said)
+    assert "Traceback" not in said and "stockade: error" not in said, said
+    deadline = time.monotonic() + 5
+    while subprocess.run(["pgrep", "-f", f"sleep 5.{tag}"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the sandbox outlived stockade"
+        time.sleep(0.05)

@@ -270,12 +270,16 @@ def _supervised(
                 terminal=terminal,
                 release_fd=release,
                 hold=signals.hold if signals is not None else None,
+                starting_marks=(launch.bwrap.encode() + b"\0", inner[0].encode() + b"\0" + inner[1].encode()) if inner else (),
             )
             return outcome, masks
         except SandboxSetupError:
             still = [path for path in masks if os.path.lexists(path)]
             if len(still) == len(masks):
                 raise
+            if signals is not None and signals.relay.sent:  # a signal came while it started: not started again
+                number = signals.relay.sent[0]
+                return Outcome(128 + number, signal=number), masks
             masks = still
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own

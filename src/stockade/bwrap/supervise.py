@@ -44,6 +44,7 @@ FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _
 RESTORED = (_signal.SIGPIPE, _signal.SIGXFSZ)
 STOPS = (_signal.SIGTSTP, _signal.SIGTTIN, _signal.SIGTTOU, _signal.SIGSTOP)
 SAME_EVENT = 0.25  # seconds: the same signal again this soon is one event (timeout(1) signals stockade, then its group)
+STARTING = 10.0  # seconds a signal waits at most for the command to have its signals back (bwrap's set-up)
 
 
 class Outcome:
@@ -153,10 +154,11 @@ class Relay:
     def __init__(self) -> None:
         self.group: int | None = None
         self.pending: list[int] = []
-        self.sent: set[int] = set()
+        self.sent: list[int] = []  # in the order they were passed on
         self.late: int | None = None
         self.ended = False
         self.on_continue: Callable[[], None] | None = None
+        self._ready: Callable[[], bool] | None = None
         self._last = (0, -1.0)
         self._previous: dict[int, object] = {}
 
@@ -171,8 +173,11 @@ class Relay:
             _signal.signal(number, handler)
         self._previous = {}
 
-    def started(self, group: int) -> None:
+    def started(self, group: int, command_ready: Callable[[], bool] | None = None) -> None:
+        """The sandbox's group exists; `command_ready` says whether its command has its signals back
+        yet (until then, bwrap's processes inside ignore them, and one sent would be lost)."""
         self.group = group
+        self._ready = command_ready
         for number in self.pending:
             self._send(number)
         self.pending = []
@@ -197,7 +202,13 @@ class Relay:
 
     def _send(self, number: int) -> None:
         assert self.group is not None
-        self.sent.add(number)
+        if self._ready is not None:  # the first signal of a run that may still be starting: wait until it can land
+            deadline = time.monotonic() + STARTING
+            while not self._ready() and time.monotonic() < deadline:
+                time.sleep(0.002)
+            self._ready = None
+        if number not in self.sent:
+            self.sent.append(number)
         _kill(-self.group, number)
 
     def _continued(self, _number: int, _frame: object) -> None:
@@ -221,12 +232,15 @@ def supervise(
     terminal: Terminal | None = None,
     release_fd: int | None = None,
     hold: Hold | None = None,
+    starting_marks: tuple[bytes, ...] = (),
 ) -> Outcome:
     """Run bwrap to its end. `watch` is the run's network session while the daemon has not
     answered: its answer is read as it comes, and a refusal stops the sandbox (125).
     `terminal`: hand it to the sandbox's group, then write `release_fd` (bwrap's --block-fd),
     so the command starts with the terminal already its own. `new_session`: bwrap --new-session
-    made the sandbox's pid 1 the leader of the group its signals go to."""
+    made the sandbox's pid 1 the leader of the group its signals go to. `starting_marks`: how the
+    command lines of the sandbox's processes begin until the command runs with its signals reset
+    (signal_reset.py); a signal that comes before then waits for it."""
     try:
         pid = _spawn(argv, env, pass_fds, preexec)
     except OSError as exc:
@@ -262,7 +276,7 @@ def supervise(
     own_relay = relay is None
     relay = Relay().install() if relay is None else relay
     relay.on_continue = lambda: _resume(pid, terminal)
-    relay.started(group)
+    relay.started(group, _command_ready(init_pid, pid, starting_marks) if starting_marks else None)
     try:
         outcome = _wait(pid, wall_time, watch, info_read_fd, terminal)
         outcome.no_route = attempts(counters)
@@ -299,6 +313,40 @@ def supervise(
 
 
 TERMINAL_SIGNALS = (_signal.SIGINT, _signal.SIGQUIT, _signal.SIGHUP)
+
+
+def _command_ready(init_pid: int, bwrap_pid: int, marks: tuple[bytes, ...]) -> Callable[[], bool]:
+    """Whether a child of the sandbox's pid 1 runs something that is neither bwrap nor the env that
+    resets signals (`marks`), or the sandbox has ended: either way a signal sent now is not lost."""
+
+    def ready() -> bool:
+        if _state(bwrap_pid) in (None, "Z"):
+            return True
+        try:
+            with open(f"/proc/{init_pid}/task/{init_pid}/children", encoding="ascii") as handle:
+                children = handle.read().split()
+        except OSError:
+            return True  # pid 1 is gone: so is the sandbox
+        for child in children:
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as handle:
+                    words = handle.read()
+            except OSError:
+                continue
+            if words and not words.startswith(marks):  # empty: in the middle of an exec
+                return True
+        return False
+
+    return ready
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 : text.rfind(")") + 3] or None
 
 
 def _give_back(terminal: Terminal | None) -> None:
