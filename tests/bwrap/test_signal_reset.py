@@ -14,15 +14,28 @@ from stockade.bwrap import signal_reset
 pytestmark = pytest.mark.skipif(not signal_reset.supported("/nonexistent-cache-probe"), reason="this env lacks --default-signal")
 
 
-def test_the_wrappers_name_only_the_signals_given(tmp_path: Path) -> None:
+def test_bwrap_ignores_all_four_and_the_command_gets_back_only_those_given(tmp_path: Path) -> None:
+    """Under nohup (HUP ignored from the start) the command keeps HUP ignored: only INT and TERM come back."""
     outer, inner = signal_reset.wrappers(str(tmp_path), ["sleep", "1"], [signal.SIGINT, signal.SIGTERM])
-    assert outer == ["/usr/bin/env", "--ignore-signal=INT,TERM"]
+    assert outer == ["/usr/bin/env", "--ignore-signal=INT,QUIT,HUP,TERM"]
     assert inner == ["/usr/bin/env", "--default-signal=INT,TERM", "--"]
 
 
-@pytest.mark.parametrize("command", [["A=b", "x"], []])
-def test_no_wrappers_for_a_first_word_env_would_read_as_a_variable(tmp_path: Path, command: list[str]) -> None:
-    assert signal_reset.wrappers(str(tmp_path), command, [signal.SIGINT]) == ([], [])
+def test_a_first_word_env_would_read_as_a_variable_goes_through_sh(tmp_path: Path) -> None:
+    """env takes `./a=b` for a variable: sh runs it, after env reset the signals."""
+    script = tmp_path / "a=b"
+    script.write_text("#!/bin/sh\ngrep SigIgn /proc/self/status\necho \"$0 $1\"\n")
+    script.chmod(0o755)
+    outer, inner = signal_reset.wrappers(str(tmp_path), [str(script), "one"], [signal.SIGINT])
+    assert inner[-3:] == ["/bin/sh", "-c", 'exec "$0" "$@"']
+    done = subprocess.run([*outer, *inner, str(script), "one"], capture_output=True, text=True, check=True)
+    ignored, said = done.stdout.splitlines()
+    assert not int(ignored.split()[1], 16) & (1 << (signal.SIGINT - 1))
+    assert said == f"{script} one"  # its own argv[0]
+
+
+def test_no_wrappers_without_a_command(tmp_path: Path) -> None:
+    assert signal_reset.wrappers(str(tmp_path), [], [signal.SIGINT]) == ([], [])
 
 
 def test_no_wrappers_when_nothing_is_to_be_reset(tmp_path: Path) -> None:
@@ -39,15 +52,6 @@ def test_the_outer_ignores_and_the_inner_restores(tmp_path: Path) -> None:
     for number in (signal.SIGINT, signal.SIGTERM):
         assert ignored_in_middle & (1 << (number - 1))
         assert not ignored_in_command & (1 << (number - 1))
-
-
-def test_inherited_default_leaves_out_a_signal_ignored_from_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
-    try:
-        assert signal.SIGHUP not in signal_reset.inherited_default()
-        assert signal.SIGTERM in signal_reset.inherited_default()
-    finally:
-        signal.signal(signal.SIGHUP, previous)
 
 
 def test_the_answer_is_cached_per_env_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,14 +28,3 @@ def test_finish_ends_the_process_by_the_signal(number: int) -> None:
 def test_finish_without_a_request_returns() -> None:
     done = subprocess.run([sys.executable, "-c", "from stockade.core import ending; ending.finish(); print(ending.pending())"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "None"
-
-
-def test_the_whole_job_gets_a_terminal_signal() -> None:
-    """A signal from the terminal reached the sandbox's group only: the rest of stockade's job gets it too."""
-    script = (
-        "trap 'echo parent-got-INT' INT; "
-        f"{sys.executable} -c 'from stockade.core import ending; ending.end_by(2, whole_job=True); ending.finish()'; "
-        "echo child=$?"
-    )
-    done = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, start_new_session=True)
-    assert "parent-got-INT" in done.stdout and "child=130" in done.stdout

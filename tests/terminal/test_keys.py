@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.terminal.shell import PREFIXES, Shell
+from tests.terminal.shell import PREFIXES, Shell, World
 
 TRAP_INT = "sh -c 'trap \"echo trapped-INT; exit 3\" INT; echo RE\"\"ADY; while :; do sleep 0.05; done'"
 READY = "READY"  # typed as RE""ADY: only the command's own output matches
@@ -109,3 +109,15 @@ def test_terminal_modes_are_back_after_a_command_killed_in_raw_mode(shell: Shell
     shell.until_prompt()
     modes = shell.run("stty -a")
     assert " icanon" in modes and " echo " in modes
+
+
+@pytest.mark.parametrize("way", list(PREFIXES))
+def test_ctrl_c_to_a_command_named_with_an_equals_sign_keeps_its_status(shell: Shell, world: World, way: str) -> None:
+    script = world.project / "a=b"
+    script.write_text("#!/bin/sh\ntrap 'echo trapped-INT; exit 7' INT\necho RE\"\"ADY\nwhile :; do sleep 0.05; done\n")
+    script.chmod(0o755)
+    shell.start_line(f"{PREFIXES[way]}./a=b", ready=READY)
+    shell.key("c")
+    said = shell.until_prompt()
+    assert said.count("trapped-INT") == 1
+    assert shell.status() == 7

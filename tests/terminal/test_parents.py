@@ -163,3 +163,44 @@ def test_sigkill_of_stockade_leaves_nothing_running_and_the_next_run_works(world
     assert _gone(tag)  # --die-with-parent took the sandbox with it
     again = subprocess.run([STOCKADE, "run", "--", "/bin/sh", "-c", "echo fine"], cwd=world.project, env=world.env, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and again.stdout == "fine\n"
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_signals_ignored_by_the_parent_stay_ignored_in_the_command(world: World, way: str) -> None:
+    """nohup, or a script's `trap '' INT QUIT`: the command inherits them ignored, as bare."""
+    probe = ["grep", "SigIgn", "/proc/self/status"]
+    words = ["/bin/sh", "-c", 'trap "" INT QUIT; exec nohup "$@" 2>/dev/null', "sh", *_words(way, probe)]
+    done = subprocess.run(words, cwd=world.project, env=world.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    ignored = int((world.project / "nohup.out").read_text().split()[1], 16) if not done.stdout else int(done.stdout.split()[1], 16)
+    for number in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        assert ignored & (1 << (number - 1)), (way, hex(ignored))
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_nohup_run_survives_its_sessions_hangup(world: World, way: str) -> None:
+    marker = world.project / f"survived-{way}"
+    command = ["/bin/sh", "-c", f"sleep 1; echo yes > {marker}"]
+    proc = subprocess.Popen(["nohup", *_words(way, command)], cwd=world.project, env=world.env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGHUP)
+    assert proc.wait(timeout=30) == 0
+    assert marker.read_text() == "yes\n"
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_first_word_with_an_equals_sign_keeps_its_trap_and_status(world: World, way: str) -> None:
+    script = world.project / "a=b"
+    marker = world.project / f"got-{way}"
+    script.write_text(f"#!/bin/sh\ntrap 'echo got >> {marker}; exit 7' TERM\necho ready\nwhile :; do sleep 0.05; done\n")
+    script.chmod(0o755)
+    proc = _start(world, _words(way, ["./a=b"]), session=True)
+    os.kill(proc.pid, signal.SIGTERM)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 7, err
+    assert marker.read_text() == "got\n"
+
+
+def test_a_closed_stdout_is_no_traceback(world: World) -> None:
+    done = subprocess.run(["/bin/sh", "-c", f"'{STOCKADE}' run -q -- true >&-"], cwd=world.project, env=world.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done

@@ -9,14 +9,15 @@ pattern matching unless the run changed the project.
 
 from __future__ import annotations
 
+import _signal  # the builtin module: `signal` imports enum
 import os
 import stat
 import time
-from _signal import SIGXFSZ  # the builtin module: `signal` imports enum
+from _signal import SIGXFSZ
 
 from stockade.bwrap import args as bw
 from stockade.bwrap import changes
-from stockade.bwrap.foreground import Hold, Terminal
+from stockade.bwrap.freeze import Freeze
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
 from stockade.bwrap.supervise import Outcome, Relay, supervise
 from stockade.core import ending, phases
@@ -27,6 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from stockade.bwrap.console import Console
     from stockade.bwrap.globs import Tree
     from stockade.bwrap.limits import LimitPlan
     from stockade.bwrap.network import Bridge
@@ -205,21 +207,66 @@ def _kept(path: str, before: changes.Stamps, writable: list[str]) -> bool:
 
 
 class Signals:
-    """What one run does with signals and the terminal (supervise.py, foreground.py): made before
-    the asking thread starts, so a question can stop the sandbox and take the terminal."""
+    """What one run does with signals and the terminal (supervise.py, console.py, freeze.py): made
+    before the asking thread starts, and the thing that thread holds while it asks a question."""
 
     def __init__(self, launch: Launch, approvals: bool) -> None:
-        from stockade.bwrap.signal_reset import inherited_default, wrappers
+        from stockade.bwrap.signal_reset import SIGNALS, wrappers
 
-        defaults = inherited_default()  # before our own handlers replace them
+        reset = [number for number in SIGNALS if _signal.getsignal(number) != _signal.SIG_IGN]  # before our own handlers
         self.relay = Relay().install()
-        self.terminal = Terminal.of_this_job() if launch.interactive else None
-        self.hold = Hold(self.terminal) if approvals else None
-        self.outer, self.inner = wrappers(launch.cache_dir, launch.command, defaults)
+        self.interactive = launch.interactive
+        self.console: Console | None = None
+        self.freeze = Freeze() if approvals and not launch.interactive else None
+        self.outer, self.inner = wrappers(launch.cache_dir, launch.command, reset)
         self.outcome: Outcome | None = None
+        self._winch = _signal.signal(_signal.SIGWINCH, self._resized) if launch.interactive else None
+
+    def new_console(self) -> Console | None:
+        """The pty of this attempt at starting the sandbox (a run whose stdin is a terminal)."""
+        if not self.interactive:
+            return None
+        from stockade.bwrap.console import Console
+
+        try:
+            self.console = Console.for_this_run()
+        except OSError as exc:
+            raise SandboxSetupError(
+                f"cannot open a pseudo-terminal for the sandbox ({exc}); mount devpts at /dev/pts, or run with stdin not a terminal"
+            ) from None
+        if self.console is not None:
+            self.console.on_key_signal = self.relay.to_own_job
+        return self.console
+
+    def hold(self, tty_fd: int) -> bool:
+        """A question is open (proxy/asking.py): the sandbox's output waits; True when stockade can read the answer."""
+        if self.console is not None:
+            return self.console.hold(tty_fd)
+        if self.freeze is not None:
+            return self.freeze.hold(tty_fd)
+        return _foreground(tty_fd)
+
+    def release(self, tty_fd: int, interrupt: bool = False) -> None:
+        if self.console is not None:
+            self.console.release(tty_fd, interrupt)
+        elif self.freeze is not None:
+            self.freeze.release(tty_fd, interrupt)
 
     def close(self) -> None:
         self.relay.uninstall()
+        if self._winch is not None:
+            _signal.signal(_signal.SIGWINCH, self._winch)
+
+    def _resized(self, _number: int, _frame: object) -> None:
+        if self.console is not None:
+            self.console.resize()
+
+
+def _foreground(fd: int) -> bool:
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
 
 
 def _supervised(
@@ -234,42 +281,34 @@ def _supervised(
     bwrap makes an empty file, removed after the run (_remove_made_mount_points)."""
     masks = [path for path in launch.socket_masks if os.path.lexists(path)]
     outer, inner = (signals.outer, signals.inner) if signals is not None else ([], [])
-    terminal = signals.terminal if signals is not None else None
     while True:
         if bridge is not None:
             bridge.open()
         seccomp_fd = _seccomp_fd(launch)
         info_read, info_write = os.pipe()
         os.set_inheritable(info_write, True)
-        passed = [seccomp_fd, info_write]
         tail: list[bw.Piece] = [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
         if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
-        release = None
-        if terminal is not None:  # the command waits until the terminal is its own (foreground.py)
-            block_read, release = os.pipe()
-            os.set_inheritable(block_read, True)
-            passed.append(block_read)
-            tail.append(bw.FdOption("--block-fd", block_read))
         args_fd = _args_fd(launch.args + bw.encode(tail))
         try:
+            console = signals.new_console() if signals is not None else None
             argv = [*outer, launch.bwrap, "--args", str(args_fd), "--", *inner, *launch.command]
             outcome = supervise(
                 tracer.wrap(argv) if tracer is not None else argv,
                 env=BWRAP_ENV,
-                pass_fds=(args_fd, *passed),
+                pass_fds=(args_fd, seccomp_fd, info_write),
                 info_read_fd=info_read,
-                close_after_spawn=(args_fd, *passed),
+                close_after_spawn=(args_fd, seccomp_fd, info_write),
                 wall_time=launch.wall_time,
                 new_session=not launch.interactive,
                 preexec=_preexec(limits, bridge),
                 after_spawn=bridge.attach if bridge else None,
                 watch=bridge.handover if bridge else None,
                 relay=signals.relay if signals is not None else None,
-                terminal=terminal,
-                release_fd=release,
-                hold=signals.hold if signals is not None else None,
+                console=console,
+                freeze=signals.freeze if signals is not None else None,
                 starting_marks=(launch.bwrap.encode() + b"\0", inner[0].encode() + b"\0" + inner[1].encode()) if inner else (),
             )
             return outcome, masks
@@ -317,7 +356,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
         signals.close()
     outcome = signals.outcome
     if outcome is not None and outcome.signal is not None:
-        ending.end_by(outcome.signal, whole_job=outcome.whole_job)
+        ending.end_by(outcome.signal)
     elif signals.relay.late is not None:
         ending.end_by(signals.relay.late)
     return code
@@ -357,7 +396,7 @@ def _execute(launch: Launch, session: str, bridge: Bridge | None, trace: bool, f
             except OSError as exc:
                 raise SandboxSetupError(f"cannot create the cgroup for [limits]: {exc}") from None
         phases.mark("checks")
-        asker = _asker(bridge, signals.hold)  # asks at this terminal for the requests the daemon holds
+        asker = _asker(bridge, signals)  # asks at this terminal for the requests the daemon holds
         try:
             outcome, masked = _supervised(launch, limits, bridge, tracer, signals)
             signals.outcome = outcome
@@ -406,7 +445,7 @@ def _execute(launch: Launch, session: str, bridge: Bridge | None, trace: bool, f
     return 128 - code if code < 0 else code
 
 
-def _asker(bridge: Bridge | None, hold: Hold | None) -> Asker | None:
+def _asker(bridge: Bridge | None, holder: Signals) -> Asker | None:
     """The thread that asks at this terminal for the requests the daemon holds (proxy/asking.py), when
     the run approves and has a terminal; without one, it shows each as a desktop notification where
     there is a desktop (notify-send), and `stockade approve` answers from another terminal."""
@@ -415,7 +454,7 @@ def _asker(bridge: Bridge | None, hold: Hold | None) -> Asker | None:
     from stockade.proxy.asking import start_asking
     from stockade.proxy.control import DaemonFiles
 
-    return start_asking(lambda: DaemonFiles(bridge.runtime, bridge.state), bridge.session_id, os.environ, hold)
+    return start_asking(lambda: DaemonFiles(bridge.runtime, bridge.state), bridge.session_id, os.environ, holder)
 
 
 def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> None:

@@ -8,15 +8,17 @@ like a sandbox that failed to start. So bwrap is started with those signals
 ignored, by coreutils' `env --ignore-signal` on the host, and the command gets
 them back at their default by `env --default-signal` inside (an ignored
 signal stays ignored across exec; a caught one is reset, so nothing else
-carries over). Only signals that were not already ignored when stockade
-started are touched: under `nohup`, the command keeps SIGHUP ignored as it
+carries over). Only the signals that were not already ignored when stockade
+started are reset: under `nohup`, the command keeps SIGHUP ignored as it
 would without the sandbox.
+
+A command whose first word holds `=` (which `env` would take for a variable)
+is started through `/bin/sh -c 'exec "$0" "$@"'`, after the reset.
 
 Both options need coreutils 8.31 or newer; whether this machine's `env` has
 them is asked once per `env` binary and kept in the cache folder. Without
-them (or for a command whose first word holds `=`, which `env` would take for
-a variable), bwrap runs as before and a signal that kills it is reported as
-the command's 128+N (bwrap/supervise.py).
+them, bwrap runs as before and a signal that kills it is reported as the
+command's 128+N (bwrap/supervise.py).
 
 On every run's path: imports only os and `_signal`.
 """
@@ -30,19 +32,17 @@ ENV = "/usr/bin/env"
 SIGNALS = {_signal.SIGINT: "INT", _signal.SIGQUIT: "QUIT", _signal.SIGHUP: "HUP", _signal.SIGTERM: "TERM"}
 
 
-def inherited_default() -> list[int]:
-    """The signals of SIGNALS this process did not inherit as ignored (Python keeps SIG_IGN for
-    SIGINT at start-up when its parent ignored it, and leaves the others as it found them)."""
-    return [number for number in SIGNALS if _signal.getsignal(number) != _signal.SIG_IGN]
-
-
-def wrappers(cache_dir: str, command: list[str], numbers: list[int]) -> tuple[list[str], list[str]]:
-    """(the words before bwrap on the host, the words before the command inside); both empty when
-    this machine's env cannot, or the command's first word would be misread by env."""
-    if not numbers or not command or "=" in command[0] or not supported(cache_dir):
+def wrappers(cache_dir: str, command: list[str], reset: list[int]) -> tuple[list[str], list[str]]:
+    """(the words before bwrap on the host, the words before the command inside); `reset`: the
+    signals the command gets back at their default (those not ignored when stockade started).
+    Both empty when there is none to reset, or this machine's env cannot."""
+    if not reset or not command or not supported(cache_dir):
         return [], []
-    names = ",".join(SIGNALS[number] for number in numbers)
-    return [ENV, f"--ignore-signal={names}"], [ENV, f"--default-signal={names}", "--"]
+    ignored = ",".join(SIGNALS.values())
+    inner = [ENV, f"--default-signal={','.join(SIGNALS[number] for number in reset)}", "--"]
+    if "=" in command[0]:
+        inner += ["/bin/sh", "-c", 'exec "$0" "$@"']
+    return [ENV, f"--ignore-signal={ignored}"], inner
 
 
 def supported(cache_dir: str) -> bool:

@@ -5,14 +5,14 @@ namespace ends and takes every process it started with it (ESCAPES 55).
 
 The signal contract (README, "Exit codes"): bwrap starts as the leader of a
 process group of its own, with the terminal's signals ignored
-(signal_reset.py) and, at a terminal, as its foreground group
-(foreground.py). A signal sent to stockade reaches the sandbox's group once
-(`Relay`); one from the terminal reaches the command alone; either way
-bwrap lives to report the command's own status, and stockade ends by the
-signal that killed the command (core/ending.py). Ctrl-Z stops bwrap with the
-command, and stockade follows like a shell's job. A set-up failure is told
-apart from a command killed by a signal by bwrap's status pipe, never by the
-exit code.
+(signal_reset.py); at a terminal, as the leader of a session whose
+controlling terminal is a pty of stockade's (console.py). A signal sent to
+stockade reaches the sandbox's group once (`Relay`); a key typed at the
+terminal reaches the command through the pty; either way bwrap lives to
+report the command's own status, and stockade ends by the signal that killed
+the command (core/ending.py). Ctrl-Z stops bwrap with the command, and
+stockade follows like a shell's job. A set-up failure is told apart from a
+command killed by a signal by bwrap's status pipe, never by the exit code.
 
 This is on every run's path, so it imports only os, time and `_signal`
 (the C core of `signal`, whose Python layer builds IntEnums at import), and
@@ -34,8 +34,10 @@ from stockade.core.errors import ExitCode, SandboxSetupError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import NoReturn
 
-    from stockade.bwrap.foreground import Hold, Terminal
+    from stockade.bwrap.console import Console
+    from stockade.bwrap.freeze import Freeze
     from stockade.proxy.handover import Handover
 
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1, _signal.SIGUSR2)
@@ -48,14 +50,13 @@ STARTING = 10.0  # seconds a signal waits at most for the command to have its si
 
 
 class Outcome:
-    __slots__ = ("exit_code", "timed_out", "no_route", "signal", "whole_job")
+    __slots__ = ("exit_code", "timed_out", "no_route", "signal")
 
     def __init__(self, exit_code: int, timed_out: bool = False, signal: int | None = None) -> None:
         self.exit_code = exit_code  # the command's status, 128+N for a signal, as bwrap reports it
         self.timed_out = timed_out
         self.no_route = 0  # connections and packets the sandbox sent towards a network it lacks (netcount.py)
         self.signal = signal  # the signal that ended the command, when it came through stockade or its terminal
-        self.whole_job = False  # that signal came from the terminal, which would have sent it to stockade's whole job
 
 
 def _read_info(fd: int) -> int | None:
@@ -108,38 +109,105 @@ def _seal_inherited_fds(keep: Sequence[int]) -> None:
                 pass  # the fd listdir itself used, already closed
 
 
-def _spawn(argv: Sequence[str], env: dict[str, str], pass_fds: Sequence[int], preexec: Callable[[], None] | None) -> int:
-    """bwrap's pid, the leader of a new process group; the fds in `pass_fds` must already be
-    inheritable."""
+def _spawn(
+    argv: Sequence[str], env: dict[str, str], pass_fds: Sequence[int], preexec: Callable[[], None] | None, console: Console | None = None
+) -> int:
+    """The pid to wait for: bwrap, the leader of a new process group; with a console, the holder of
+    bwrap's session (`_hold_session`). The fds in `pass_fds` must already be inheritable."""
     _seal_inherited_fds(pass_fds)
-    if preexec is None:
+    if preexec is None and console is None:
         return os.posix_spawn(argv[0], list(argv), env, setsigdef=RESTORED, setpgroup=0)
     errors_read, errors_write = os.pipe()  # both close on exec: EOF means the exec worked
     pid = os.fork()
     if pid == 0:  # the child: nothing here may return
         try:
             os.close(errors_read)
-            os.setpgid(0, 0)
-            for signum in RESTORED:
-                _signal.signal(signum, _signal.SIG_DFL)
-            preexec()
-            os.execve(argv[0], list(argv), env)
+            if console is None:
+                _become_bwrap(argv, env, preexec, None)
+            else:
+                _hold_session(argv, env, preexec, console, errors_write)
         except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then die
             try:
                 os.write(errors_write, f"{type(exc).__name__}: {exc}".encode(errors="replace")[:4096])
             finally:
                 os._exit(ExitCode.SETUP)
     os.close(errors_write)
-    try:
-        os.setpgid(pid, pid)  # as a shell does: in the group before either side goes on
-    except OSError:
-        pass  # already exec'd (EACCES) with the child's own setpgid done
+    if console is None:
+        try:
+            os.setpgid(pid, pid)  # as a shell does: in the group before either side goes on
+        except OSError:
+            pass  # already exec'd (EACCES) with the child's own setpgid done
     failure = os.read(errors_read, 4096)
     os.close(errors_read)
     if failure:
         os.waitpid(pid, 0)
         raise OSError(failure.decode(errors="replace"))
     return pid
+
+
+def _become_bwrap(argv: Sequence[str], env: dict[str, str], preexec: Callable[[], None] | None, terminal: int | None) -> NoReturn:
+    """In a forked child: a process group of its own (the terminal's foreground one, given one),
+    then bwrap. Never returns."""
+    os.setpgid(0, 0)
+    if terminal is not None:
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGTTOU})  # a background group asks
+        os.tcsetpgrp(terminal, os.getpid())
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGTTOU})
+    for signum in RESTORED:
+        _signal.signal(signum, _signal.SIG_DFL)
+    if preexec is not None:
+        preexec()
+    os.execve(argv[0], list(argv), env)
+
+
+def _hold_session(argv: Sequence[str], env: dict[str, str], preexec: Callable[[], None] | None, console: Console, errors: int) -> NoReturn:
+    """The holder: the leader of a new session whose controlling terminal is the console's pty,
+    and bwrap's parent, in a process group of its own.
+
+    bwrap runs in a second group of that session, the pty's foreground one. Were
+    bwrap itself the session's leader, its group would have no parent in its
+    session, and the kernel drops Ctrl-Z for such an orphaned group. The holder
+    mirrors bwrap to stockade: it stops when bwrap stops and continues bwrap when
+    continued, and ends as bwrap ended. It dies with stockade (PR_SET_PDEATHSIG),
+    and bwrap's --die-with-parent takes the sandbox with it. Never returns."""
+    _die_with_parent()
+    os.setsid()
+    fd = os.open(console.slave_path, os.O_RDWR)  # the first terminal a session leader opens is its own
+    for target in console.tty_fds:
+        if target != fd:
+            os.dup2(fd, target)
+    terminal = console.tty_fds[0]
+    if fd not in console.tty_fds:
+        os.close(fd)
+    child = os.fork()
+    if child == 0:
+        _become_bwrap(argv, env, preexec, terminal)
+    os.close(errors)
+    for target in console.tty_fds:
+        os.close(target)  # only bwrap's side holds the pty: its end is the sandbox's end
+    try:
+        os.setpgid(child, child)
+    except OSError:
+        pass
+    while True:
+        status = os.waitpid(child, os.WUNTRACED)[1]
+        if os.WIFSTOPPED(status):
+            os.kill(os.getpid(), _signal.SIGSTOP)  # stockade sees the stop (SIGSTOP: a Ctrl-Z would be dropped here)
+            _kill(-child, _signal.SIGCONT)
+            continue
+        if os.WIFSIGNALED(status):
+            _signal.signal(os.WTERMSIG(status), _signal.SIG_DFL)
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:
+        os._exit(ExitCode.SETUP)  # stockade died before the line above
 
 
 class Relay:
@@ -159,11 +227,14 @@ class Relay:
         self.ended = False
         self.on_continue: Callable[[], None] | None = None
         self._ready: Callable[[], bool] | None = None
+        self._own: list[int] = []  # signals stockade sent its own job (a key typed at the console)
         self._last = (0, -1.0)
         self._previous: dict[int, object] = {}
 
     def install(self) -> Relay:
         for number in FORWARDED:
+            if _signal.getsignal(number) == _signal.SIG_IGN:
+                continue  # ignored from the start (nohup): it stays ignored, for stockade and the command
             self._previous[number] = _signal.signal(number, self._handle)
         self._previous[_signal.SIGCONT] = _signal.signal(_signal.SIGCONT, self._continued)
         return self
@@ -187,7 +258,20 @@ class Relay:
         self.ended = True
         self.group = None
 
+    def to_own_job(self, number: int) -> None:
+        """What the user's terminal would have done with a Ctrl-C typed for the command: send it to
+        stockade's whole job too (a script running stockade stops its loop); stockade's own copy is
+        not passed on, the command got it from its pty."""
+        self._own.append(number)
+        try:
+            os.kill(0, number)
+        except OSError:
+            self._own.remove(number)
+
     def _handle(self, number: int, _frame: object) -> None:
+        if number in self._own:
+            self._own.remove(number)
+            return
         now = time.monotonic()
         if self._last[0] == number and now - self._last[1] < SAME_EVENT:
             return
@@ -229,63 +313,73 @@ def supervise(
     after_spawn: Callable[[], None] | None = None,
     watch: Handover | None = None,
     relay: Relay | None = None,
-    terminal: Terminal | None = None,
-    release_fd: int | None = None,
-    hold: Hold | None = None,
+    console: Console | None = None,
+    freeze: Freeze | None = None,
     starting_marks: tuple[bytes, ...] = (),
 ) -> Outcome:
     """Run bwrap to its end. `watch` is the run's network session while the daemon has not
     answered: its answer is read as it comes, and a refusal stops the sandbox (125).
-    `terminal`: hand it to the sandbox's group, then write `release_fd` (bwrap's --block-fd),
-    so the command starts with the terminal already its own. `new_session`: bwrap --new-session
-    made the sandbox's pid 1 the leader of the group its signals go to. `starting_marks`: how the
-    command lines of the sandbox's processes begin until the command runs with its signals reset
-    (signal_reset.py); a signal that comes before then waits for it."""
+    `console`: the sandbox's pty (console.py), copied to and from the user's terminal while it
+    runs. `new_session`: bwrap --new-session made the sandbox's pid 1 the leader of the group its
+    signals go to. `freeze`: told the sandbox's pid 1, to stop the sandbox for a question.
+    `starting_marks`: how the command lines of the sandbox's processes begin until the command runs
+    with its signals reset (signal_reset.py); a signal that comes before then waits for it."""
     try:
-        pid = _spawn(argv, env, pass_fds, preexec)
+        pid = _spawn(argv, env, pass_fds, preexec, console)
     except OSError as exc:
         raise SandboxSetupError(f"cannot start bwrap: {exc}") from None
     finally:
         for fd in close_after_spawn:
             os.close(fd)
-    if terminal is not None:
-        terminal.give(pid)
-    if release_fd is not None:
-        try:
-            os.write(release_fd, b"1")
-        finally:
-            os.close(release_fd)
+    if console is not None:
+        console.start()
+    try:
+        return _supervised(pid, info_read_fd, wall_time, new_session, after_spawn, watch, relay, console, freeze, starting_marks)
+    finally:
+        if console is not None:
+            console.finish()  # the rest of the output, then the user's terminal as it was
+
+
+def _supervised(
+    pid: int,
+    info_read_fd: int,
+    wall_time: float | None,
+    new_session: bool,
+    after_spawn: Callable[[], None] | None,
+    watch: Handover | None,
+    relay: Relay | None,
+    console: Console | None,
+    freeze: Freeze | None,
+    starting_marks: tuple[bytes, ...],
+) -> Outcome:
     if after_spawn is not None:
         try:
             after_spawn()
         except OSError as exc:
             _kill(pid, _signal.SIGKILL)
             os.waitpid(pid, 0)
-            _give_back(terminal)
             raise SandboxSetupError(f"cannot connect the sandbox to the network proxy: {exc}") from None
     init_pid = _read_info(info_read_fd)
     counters = open_counters(init_pid) if init_pid is not None else []
     if init_pid is None:
         os.close(info_read_fd)
         code = _exit_code(os.waitpid(pid, 0)[1])
-        _give_back(terminal)
         raise SandboxSetupError(f"bwrap could not set up the sandbox (exit {code}, its message is above); run `stockade doctor`")
-    group = init_pid if new_session else pid
-    if hold is not None:
-        hold.attach(init_pid)
+    group = init_pid if new_session else _group_of(init_pid, pid)
+    if freeze is not None:
+        freeze.attach(init_pid)
     own_relay = relay is None
     relay = Relay().install() if relay is None else relay
-    relay.on_continue = lambda: _resume(pid, terminal)
+    relay.on_continue = lambda: _resume(pid, console)
     relay.started(group, _command_ready(init_pid, pid, starting_marks) if starting_marks else None)
     try:
-        outcome = _wait(pid, wall_time, watch, info_read_fd, terminal)
+        outcome = _wait(pid, wall_time, watch, info_read_fd, console)
         outcome.no_route = attempts(counters)
     finally:
         relay.on_continue = None
         relay.stopped()
         if own_relay:
             relay.uninstall()
-        _give_back(terminal)
     try:
         ran = outcome.timed_out or _command_ran(info_read_fd)
     finally:
@@ -301,18 +395,18 @@ def supervise(
             "is above); run `stockade doctor`"
         )
     number = outcome.exit_code - ExitCode.SIGNAL_BASE
-    if 0 < number < 65:
-        handed = terminal is not None and terminal.given is not None
-        if terminal is not None and handed:
-            terminal.restore_modes()  # killed mid-way, it could not put back what it changed (as a shell does)
-        from_terminal = handed and number in TERMINAL_SIGNALS
-        if not outcome.timed_out and (number in relay.sent or from_terminal):
-            outcome.signal = number
-            outcome.whole_job = from_terminal and number not in relay.sent
+    typed = console.typed if console is not None else []
+    if not outcome.timed_out and 0 < number < 65 and (number in relay.sent or number in typed):
+        outcome.signal = number
     return outcome
 
 
-TERMINAL_SIGNALS = (_signal.SIGINT, _signal.SIGQUIT, _signal.SIGHUP)
+def _group_of(init_pid: int, pid: int) -> int:
+    """The sandbox's process group: its pid 1's (bwrap's, or the one the holder made bwrap's)."""
+    try:
+        return os.getpgid(init_pid)
+    except OSError:
+        return pid
 
 
 def _command_ready(init_pid: int, bwrap_pid: int, marks: tuple[bytes, ...]) -> Callable[[], bool]:
@@ -349,35 +443,30 @@ def _state(pid: int) -> str | None:
     return text[text.rfind(")") + 2 : text.rfind(")") + 3] or None
 
 
-def _give_back(terminal: Terminal | None) -> None:
-    if terminal is not None and terminal.given is not None:
-        terminal.take()
-
-
-def _resume(pid: int, terminal: Terminal | None) -> None:
-    """stockade was continued (fg after bg, with the sandbox's group stopped on terminal input):
-    give the sandbox the terminal again when it is stockade's, and continue it."""
-    if terminal is not None and terminal.given is not None and terminal.ours():
-        terminal.give(pid)
+def _resume(pid: int, console: Console | None) -> None:
+    """stockade was continued (fg or bg): the console copies again, and the sandbox goes on
+    (the holder, with a console, continues bwrap's group in turn)."""
+    if console is not None:
+        console.resume()
     _kill(-pid, _signal.SIGCONT)
 
 
-def _follow_stop(number: int, pid: int, terminal: Terminal | None) -> None:
+def _follow_stop(number: int, pid: int, console: Console | None) -> None:
     """bwrap's outer process stopped with the sandbox's group (Ctrl-Z, or a stop signal sent to the
     group): stop stockade's own job as the terminal would have, and resume the sandbox with it."""
-    handed = terminal is not None and terminal.given is not None
-    if terminal is not None and handed:
-        terminal.take()
+    if console is not None:
+        console.suspend()  # the user's terminal gets its modes back while the shell has it
+        number = _signal.SIGTSTP  # the holder stops with SIGSTOP; the user pressed Ctrl-Z
     previous = _signal.signal(number, _signal.SIG_DFL) if number != _signal.SIGSTOP else None
     try:
-        os.kill(0 if handed else os.getpid(), number)  # returns once continued (fg, bg), or at once when orphaned
+        os.kill(0 if console is not None else os.getpid(), number)  # returns once continued, or at once when orphaned
     finally:
         if previous is not None:
             _signal.signal(number, previous)
-    _resume(pid, terminal)
+    _resume(pid, console)
 
 
-def _wait(pid: int, wall_time: float | None, watch: Handover | None = None, ended_fd: int = -1, terminal: Terminal | None = None) -> Outcome:
+def _wait(pid: int, wall_time: float | None, watch: Handover | None = None, ended_fd: int = -1, console: Console | None = None) -> Outcome:
     """bwrap's exit; at the deadline a timer kills bwrap and --die-with-parent takes the namespace.
     A stop of bwrap (its group was stopped) stops stockade too, and both go on together."""
     expired: list[bool] = []
@@ -397,7 +486,7 @@ def _wait(pid: int, wall_time: float | None, watch: Handover | None = None, ende
             if not os.WIFSTOPPED(status):
                 break
             if not expired:
-                _follow_stop(os.WSTOPSIG(status), pid, terminal)
+                _follow_stop(os.WSTOPSIG(status), pid, console)
     finally:
         if wall_time is not None:
             _signal.setitimer(_signal.ITIMER_REAL, 0)

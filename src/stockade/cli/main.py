@@ -35,13 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:]))):
         global _ran
         _ran = True
+        _die_by_ctrl_c()
         phases.mark("start")
         try:
             return _run(args[1:])
         except StockadeError as error:
             _report(error, debug)
             return int(error.exit_code)
-        except KeyboardInterrupt:  # Ctrl-C before the sandbox started: the whole job got it, stockade ends by it
+        except KeyboardInterrupt:  # Ctrl-C before the sandbox started: stockade ends by it
             from stockade.core import ending
 
             ending.end_by(2)
@@ -69,6 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
 
 
+def _die_by_ctrl_c() -> None:
+    """A Ctrl-C before the sandbox exists ends `run` at once by SIGINT, as SIGTERM does: Python's
+    KeyboardInterrupt can land in a callback that swallows it (an import lock's), and the run would
+    go on. The sandbox's own handling takes over once it starts (bwrap/supervise.py Relay)."""
+    import _signal
+
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # not ignored by our parent
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+
+
 def exit_with(code: int) -> None:
     """End the process with `code` (the console script's last step).
 
@@ -84,7 +95,8 @@ def exit_with(code: int) -> None:
     if _ran or ending.pending() is not None:
         for stream in (sys.stdout, sys.stderr):
             try:
-                stream.flush()
+                if stream is not None:  # None: the fd was closed when stockade started
+                    stream.flush()
             except (OSError, ValueError):
                 pass
         ending.finish()  # the command was killed by a signal that came through stockade: so is stockade

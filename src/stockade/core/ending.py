@@ -4,10 +4,9 @@ A shell decides what to do after a child by how it ended: `bash` stops a
 script or a loop when the child was killed by SIGINT and it saw the Ctrl-C
 too, and runs on when the child caught it and exited. So when the command was
 killed by a signal that reached it through stockade (one stockade passed on,
-or one the terminal sent to the group stockade handed it), stockade ends by
-that same signal, after its checks and summary, rather than with exit(128+N).
-A signal from the terminal is also sent to the rest of stockade's own job, as
-the terminal would have sent it had the sandbox not held the foreground.
+or a Ctrl-C the user typed at the sandbox's terminal, bwrap/console.py),
+stockade ends by that same signal, after its checks and summary, rather than
+with exit(128+N).
 
 Core dumps are switched off first: the command's SIGQUIT is not stockade's
 crash.
@@ -15,18 +14,18 @@ crash.
 
 from __future__ import annotations
 
-_ending: tuple[int, bool] | None = None  # (signal, to the whole job)
+_ending: int | None = None
 
 
-def end_by(number: int, whole_job: bool = False) -> None:
+def end_by(number: int) -> None:
     """Have `finish` end this process by `number` (the first such request wins)."""
     global _ending
     if _ending is None:
-        _ending = (number, whole_job)
+        _ending = number
 
 
 def pending() -> int | None:
-    return _ending[0] if _ending is not None else None
+    return _ending
 
 
 def finish() -> None:
@@ -36,7 +35,7 @@ def finish() -> None:
     import _signal
     import os
 
-    number, whole_job = _ending
+    number = _ending
     try:
         import resource
 
@@ -46,6 +45,6 @@ def finish() -> None:
     try:
         _signal.signal(number, _signal.SIG_DFL)
         _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {number})
-        os.kill(0 if whole_job else os.getpid(), number)
+        os.kill(os.getpid(), number)
     except OSError:
         pass

@@ -1,0 +1,67 @@
+"""The sandbox cannot reach the user's terminal: it has a pty of stockade's own (bwrap/console.py).
+
+The attack (a hostile review's): a process started in the background ignores SIGTTOU and
+SIGTTIN, makes itself the terminal's foreground group and reads what the user types next to
+another program (a password). Bare, it steals it: that is the control. Under stockade it only
+reaches its own pty, which gets the user's keys only while stockade's job has the terminal.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.terminal.shell import PREFIXES, Shell, World
+
+STEAL = """
+import os, signal, sys, time
+for number in (signal.SIGTTOU, signal.SIGTTIN, signal.SIGHUP):
+    signal.signal(number, signal.SIG_IGN)
+os.setpgid(0, 0)
+fd = os.open("/dev/tty", os.O_RDWR)
+print("R" "EADY", flush=True)
+got = b""
+deadline = time.monotonic() + 6
+while time.monotonic() < deadline:
+    try:
+        os.tcsetpgrp(fd, os.getpgrp())
+    except OSError:
+        pass
+    os.set_blocking(fd, False)
+    try:
+        got += os.read(fd, 100)
+    except OSError:
+        pass
+    time.sleep(0.01)
+with open(sys.argv[1], "wb") as out:
+    out.write(got)
+"""
+
+
+@pytest.mark.parametrize("way", list(PREFIXES))
+def test_a_background_process_cannot_read_what_the_user_types_next(shell: Shell, world: World, way: str) -> None:
+    (world.project / "steal.py").write_text(STEAL)
+    stolen = world.project / "stolen.log"
+    shell.run(f"{PREFIXES[way]}python3 steal.py {stolen} &")
+    shell.child.expect("READY")
+    time.sleep(0.5)
+    shell.child.sendline("read -r secret; echo got-it=$secret")
+    time.sleep(0.5)
+    shell.child.sendline("hunter2")
+    deadline = time.monotonic() + 20
+    while not stolen.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    taken = stolen.read_bytes() if stolen.exists() else b""
+    if way == "bare":
+        assert b"hunter2" in taken  # the control: the attack is real
+    else:
+        assert b"hunter2" not in taken and b"unter" not in taken, taken
+
+
+def test_the_command_cannot_change_the_users_terminal_modes(shell: Shell) -> None:
+    """It sets its own terminal raw and leaves it so: the user's terminal is as it was."""
+    shell.run("stockade run -- sh -c 'stty raw -echo; stty -a | grep -c -- -icanon'")
+    modes = shell.run("stty -a")
+    assert " icanon" in modes and " echo " in modes
