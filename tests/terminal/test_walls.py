@@ -65,3 +65,24 @@ def test_the_command_cannot_change_the_users_terminal_modes(shell: Shell) -> Non
     shell.run("stockade run -- sh -c 'stty raw -echo; stty -a | grep -c -- -icanon'")
     modes = shell.run("stty -a")
     assert " icanon" in modes and " echo " in modes
+
+
+def test_a_sigkill_of_stockade_at_a_terminal_leaves_nothing_running(shell: Shell) -> None:
+    """The holder of the sandbox's session dies with stockade, and bwrap with the holder."""
+    import os
+    import subprocess
+
+    tag = f"31.{os.getpid() % 1000}7"
+    shell.start_line(f"stockade run -- sleep {tag}", settle=1.5)
+    stockade = subprocess.run(["pgrep", "-f", f"stockade run -- sleep {tag}"], capture_output=True, text=True).stdout.split()
+    assert stockade, "the run did not start"
+    before = subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True, text=True).stdout.split()
+    assert len(before) >= 4  # stockade, its session's holder, bwrap (two) and the command: all show the words
+    os.kill(int(stockade[0]), 9)
+    shell.until_prompt()
+    deadline = time.monotonic() + 5
+    while subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, subprocess.run(["pgrep", "-af", f"sleep {tag}"], capture_output=True, text=True).stdout
+        time.sleep(0.05)
+    modes = shell.run("stty -a")
+    assert " icanon" in modes and " echo " in modes

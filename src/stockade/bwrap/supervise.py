@@ -118,6 +118,7 @@ def _spawn(
     if preexec is None and console is None:
         return os.posix_spawn(argv[0], list(argv), env, setsigdef=RESTORED, setpgroup=0)
     errors_read, errors_write = os.pipe()  # both close on exec: EOF means the exec worked
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: nothing here may return
         try:
@@ -125,7 +126,7 @@ def _spawn(
             if console is None:
                 _become_bwrap(argv, env, preexec, None)
             else:
-                _hold_session(argv, env, preexec, console, errors_write)
+                _hold_session(argv, env, preexec, console, errors_write, parent)
         except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then die
             try:
                 os.write(errors_write, f"{type(exc).__name__}: {exc}".encode(errors="replace")[:4096])
@@ -160,7 +161,9 @@ def _become_bwrap(argv: Sequence[str], env: dict[str, str], preexec: Callable[[]
     os.execve(argv[0], list(argv), env)
 
 
-def _hold_session(argv: Sequence[str], env: dict[str, str], preexec: Callable[[], None] | None, console: Console, errors: int) -> NoReturn:
+def _hold_session(
+    argv: Sequence[str], env: dict[str, str], preexec: Callable[[], None] | None, console: Console, errors: int, parent: int
+) -> NoReturn:
     """The holder: the leader of a new session whose controlling terminal is the console's pty,
     and bwrap's parent, in a process group of its own.
 
@@ -170,7 +173,6 @@ def _hold_session(argv: Sequence[str], env: dict[str, str], preexec: Callable[[]
     mirrors bwrap to stockade: it stops when bwrap stops and continues bwrap when
     continued, and ends as bwrap ended. It dies with stockade (PR_SET_PDEATHSIG),
     and bwrap's --die-with-parent takes the sandbox with it. Never returns."""
-    _die_with_parent()
     os.setsid()
     fd = os.open(console.slave_path, os.O_RDWR)  # the first terminal a session leader opens is its own
     for target in console.tty_fds:
@@ -182,6 +184,7 @@ def _hold_session(argv: Sequence[str], env: dict[str, str], preexec: Callable[[]
     child = os.fork()
     if child == 0:
         _become_bwrap(argv, env, preexec, terminal)
+    _die_with(parent)  # while bwrap starts: ctypes takes a millisecond to import
     os.close(errors)
     for target in console.tty_fds:
         os.close(target)  # only bwrap's side holds the pty: its end is the sandbox's end
@@ -201,13 +204,14 @@ def _hold_session(argv: Sequence[str], env: dict[str, str], preexec: Callable[[]
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
-def _die_with_parent() -> None:
+def _die_with(parent: int) -> None:
+    """SIGKILL when stockade (`parent`) dies; bwrap's --die-with-parent then takes the sandbox."""
     import ctypes
 
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:
-        os._exit(ExitCode.SETUP)  # stockade died before the line above
+    if os.getppid() != parent:  # stockade died before the line above (we belong to a reaper now)
+        os.kill(os.getpid(), _signal.SIGKILL)
 
 
 class Relay:
