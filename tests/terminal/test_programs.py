@@ -3,6 +3,7 @@ an interactive bash with its own job control, less, vim and the Python REPL."""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
@@ -43,10 +44,10 @@ def test_less_shows_a_file_and_quits(shell: Shell, world: World, way: str) -> No
 
 @pytest.mark.parametrize("way", list(PREFIXES))
 def test_vim_edits_and_writes_a_file(shell: Shell, world: World, way: str) -> None:
-    need("vim")
+    vim = "vim" if shutil.which("vim") else need("vi")
     target = world.project / "edit.txt"
     target.write_text("hello\n")
-    shell.child.sendline(f"{PREFIXES[way]}vim -u NONE -N edit.txt")
+    shell.child.sendline(f"{PREFIXES[way]}{vim} -u NONE -N edit.txt")
     shell.child.expect("edit.txt")
     time.sleep(0.5)
     shell.child.send("ihi \x1b:wq\r")
