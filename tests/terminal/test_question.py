@@ -104,3 +104,29 @@ def test_ctrl_c_at_the_question_refuses_and_interrupts_the_command(asking: Simpl
         os.close(fd)
     assert os.waitstatus_to_exitcode(status) == -2, seen  # stockade ends by the SIGINT that ended its command
     assert b"NOTREACHED" not in seen and b"Traceback" not in seen and b"could not" not in seen, seen
+
+
+def test_a_terminated_networked_run_still_checks_and_its_audit_is_complete(asking: SimpleNamespace) -> None:
+    """SIGTERM mid-run: the command dies by it, and so does stockade, but only after its checks
+    (a runs-later file the command made is named in the summary) and after its network session
+    closed (the request's record is whole)."""
+    import subprocess
+
+    from tests.e2e.test_approve import HOST, audit
+
+    world = asking
+    folder = project(world, "terminated", f'[network]\nallow = ["{HOST}"]\n')
+    script = f"{curl(world)}; echo x > conftest.py; echo ready; exec sleep 30"
+    run = subprocess.Popen(
+        stockade_words("run", "--", "/bin/sh", "-c", script), cwd=folder, env=world.box.env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert run.stdout is not None
+    assert run.stdout.readline().strip() == "status=200"
+    assert run.stdout.readline().strip() == "ready"
+    run.terminate()
+    _out, err = run.communicate(timeout=60)
+    assert run.returncode == -15, err
+    assert "conftest.py" in err and "Traceback" not in err and "error" not in err, err
+    records = audit(folder, world)
+    assert [r.get("decision") for r in records] == ["allow"], records
