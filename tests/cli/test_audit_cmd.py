@@ -122,7 +122,7 @@ LOG = [
     [
         pytest.param([], ["allowed.test", "api.example.test", "other.test"], id="all"),
         pytest.param(["--session", "s1"], ["allowed.test", "api.example.test"], id="session"),
-        pytest.param(["--session", "s"], [], id="session-is-exact"),
+        pytest.param(["--session", "s2"], ["other.test"], id="session-whole"),
         pytest.param(["--denied"], ["api.example.test", "other.test"], id="denied"),
         pytest.param(["--host", "other.test"], ["other.test"], id="host"),
         pytest.param(["--host", "*.example.test"], ["api.example.test"], id="host-suffix"),
@@ -134,6 +134,32 @@ def test_filters(project: Path, capsys: pytest.CaptureFixture[str], args: list[s
     log = write_log(project / "audit.jsonl", *LOG)
     code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--json", *args)
     assert code == 0 and [json.loads(line)["host"] for line in out.splitlines()] == hosts
+
+
+def test_a_session_is_any_start_of_its_id_that_only_it_has(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table shows 8 characters of an id; those (or fewer, or more) find the session."""
+    log = write_log(
+        project / "audit.jsonl",
+        record(session="3f2a9c81d4e5", host="one.test"), record(session="3f2b0000aaaa", host="two.test"), record(session="77aa", host="three.test"),
+    )
+    code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--json", "--session", "3f2a9c81")
+    assert code == 0 and [json.loads(line)["host"] for line in out.splitlines()] == ["one.test"]
+    code, out, err = run_cli(capsys, "audit", "--log", str(log), "--json", "--session", "3f2")
+    assert code == ExitCode.USAGE and out == "" and err.splitlines() == [
+        "stockade: error: --session 3f2 starts 2 sessions' ids (3f2a9c81d4e5, 3f2b0000aaaa): give more of the one you mean"
+    ]
+    code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--session", "nothing")
+    assert code == 0 and "no matching audit records" in out
+
+
+def test_the_command_and_a_long_host_stay_readable(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    host = "a-very-long-subdomain-name.of-some-registry.example.test"
+    log = write_log(project / "audit.jsonl", record(host=host, command=["/bin/sh", "-c", "npm install left-pad && npm test -- --coverage"]))
+    code, out, _ = run_cli(capsys, "audit", "--log", str(log))
+    row = rows(out)[0]
+    assert code == 0 and row[2] == "npm install left-pad && npm..."
+    assert row[4].startswith("a-very-long-subdoma") and row[4].endswith("example.test:443") and "…" in row[4] and len(row[4]) == 40
 
 
 def test_since_a_duration_keeps_only_recent_records(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,8 +187,8 @@ def test_the_wide_table_has_a_column_each(project: Path, capsys: pytest.CaptureF
     )
     code, out, err = run_cli(capsys, "audit", "--log", str(log))
     assert code == 0 and err == ""
-    assert header(out) == ["time", "session", "decision", "destination", "request", "rule", "up", "down"]
-    assert rows(out) == [["00:00:00", "01234567", "allow", "h.test:443", "GET /simple", "r", "1200", "52000000"]]
+    assert header(out) == ["time", "session", "command", "decision", "destination", "request", "rule", "up", "down"]
+    assert rows(out) == [["00:00:00", "01234567", "", "allow", "h.test:443", "GET /simple", "r", "1200", "52000000"]]
 
 
 def test_an_80_column_table_folds_bytes_into_one_cell(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,7 +250,7 @@ def test_the_request_cell(project: Path, capsys: pytest.CaptureFixture[str], mon
     monkeypatch.setenv("COLUMNS", "300")
     log = write_log(project / "audit.jsonl", record(**fields))
     code, out, _ = run_cli(capsys, "audit", "--log", str(log))
-    assert code == 0 and rows(out)[0][4] == cell
+    assert code == 0 and rows(out)[0][5] == cell
 
 
 @pytest.mark.parametrize(("stamp", "cell"), [("2026-01-01T12:34:56.789+00:00", "12:34:56"), ("sometime", "sometime"), ("", "")])
@@ -246,7 +272,7 @@ def test_a_flow_with_no_end_gets_a_note_column(project: Path, capsys: pytest.Cap
     code, out, _ = run_cli(capsys, "audit", "--log", str(log))
     assert code == 0
     assert header(out)[-1] == "note"
-    assert [(row[3], row[-1]) for row in rows(out)] == [
+    assert [(row[4], row[-1]) for row in rows(out)] == [
         ("done.test:443", ""),
         ("cut.test:443", "incomplete: no end record (the daemon stopped under it)"),
     ]
@@ -384,4 +410,4 @@ def test_a_tunnel_shows_what_it_carried(project: Path, capsys: pytest.CaptureFix
     monkeypatch.setenv("COLUMNS", "200")
     log = write_log(project / "audit.jsonl", record(method="CONNECT", scheme="ssh", host="git.test", port=22), record(method="GET", scheme="https", path="/x"))
     _code, out, _ = run_cli(capsys, "audit", "--log", str(log))
-    assert [row[4] for row in rows(out)] == ["ssh", "GET /x"]
+    assert [row[5] for row in rows(out)] == ["ssh", "GET /x"]

@@ -30,7 +30,7 @@ def _log_path(log: Path | None) -> Path:
 
 
 def audit(
-    session: Annotated[str | None, typer.Option("--session", help="Only this session id.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session id (any part of its start that only it has).")] = None,
     denied: Annotated[bool, typer.Option("--denied", help="Only denials.")] = False,
     host: Annotated[str | None, typer.Option("--host", help="Only this host (or *.suffix).")] = None,
     since: Annotated[str | None, typer.Option("--since", help="Only newer records: 10m, 2h, 1d or an ISO time.")] = None,
@@ -40,10 +40,13 @@ def audit(
 ) -> None:
     from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
 
-    where = AuditFilter(session=session, denied_only=denied, host=host, since=parse_since(since) if since else None)
+    since_time = parse_since(since) if since else None
     path = _log_path(log)
     if log is not None and not follow and not os.path.lexists(path):  # a mistyped --log is no empty log (--follow waits for it)
         raise UsageError(f"no audit log at {log}; runs write to {locate().default_audit_log} unless [audit] log names another")
+    if session is not None and not follow:
+        session = _whole_session(path, session)
+    where = AuditFilter(session=session, denied_only=denied, host=host, since=since_time)
     records = follow_records(path, where) if follow else read_records(path, where)
     if as_json or follow:
         for record in records:
@@ -59,7 +62,7 @@ def audit(
     console = stdout()
     narrow = console.width < 110  # an 80-column terminal: one session's rows, bytes in one cell
     columns = ["time", "decision", "destination", "request", "rule", "bytes up/down"] if narrow else [
-        "time", "session", "decision", "destination", "request", "rule", "up", "down"]  # fmt: skip
+        "time", "session", "command", "decision", "destination", "request", "rule", "up", "down"]  # fmt: skip
     noted = any(record.get("incomplete") for record in ordered)
     if noted:
         columns.append("note")
@@ -67,7 +70,7 @@ def audit(
     one_day = len(days) == 1 and len(days[0]) == 10
     table = Table(show_header=True, header_style="bold", expand=False, title=f"records of {days[0]} (UTC)" if one_day else None)
     for column in columns:
-        table.add_column(column, overflow="fold", no_wrap=column in ("time", "session", "decision"))
+        table.add_column(column, overflow="fold", no_wrap=column in ("time", "session", "decision", "destination"))
     for record in ordered:
         cells = _cells(record)
         if not one_day:  # records of several days: each row says its day
@@ -76,6 +79,8 @@ def audit(
         if narrow:
             moved = f"{_short(record.get('bytes_up'))}/{_short(record.get('bytes_down'))}" if cells[6] or cells[7] else ""
             cells = [cells[0], *cells[2:6], moved, cells[8]]
+        else:
+            cells.insert(2, _command(record))
         table.add_row(*(cells if noted else cells[:-1]))
     console.print(table)
 
@@ -83,7 +88,7 @@ def audit(
 def _cells(record: dict[str, object]) -> list[str]:
     """Short cells for a terminal: time of day, 8-character session, host:port, first 40 characters of the path."""
     stamp = printable(record.get("time", ""))
-    destination = f"{record.get('host')}:{record.get('port')}"
+    destination = _middle(printable(f"{record.get('host')}:{record.get('port')}"), 40)
     path = printable(record.get("path") or "")
     method, scheme = record.get("method"), record.get("scheme")
     tunnelled = method == "CONNECT" and scheme in ("ssh", "tls", "tcp")  # what the tunnel turned out to carry
@@ -93,13 +98,45 @@ def _cells(record: dict[str, object]) -> list[str]:
         stamp[11:19] or stamp,
         printable(record.get("session", ""))[:8],
         printable(record.get("decision", "")),
-        printable(destination),
+        destination,
         request,
         printable(record.get("rule", "")),
         printable(record.get("bytes_up", "")),
         printable(record.get("bytes_down", "")),
         "incomplete: no end record (the daemon stopped under it)" if record.get("incomplete") else "",
     ]
+
+
+def _whole_session(path: Path, prefix: str) -> str:
+    """The one session id in the log that starts with `prefix` (the table shows 8 characters)."""
+    from stockade.proxy.audit import read_records
+
+    found = sorted({str(record.get("session", "")) for record in read_records(path) if str(record.get("session", "")).startswith(prefix)})
+    if len(found) > 1:
+        shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+        raise UsageError(f"--session {prefix} starts {len(found)} sessions' ids ({shown}): give more of the one you mean")
+    return found[0] if found else prefix
+
+
+def _command(record: dict[str, object]) -> str:
+    """The run's command in at most 30 characters (`sh -c SCRIPT` as its script)."""
+    import shlex
+
+    words = record.get("command")
+    if not isinstance(words, list) or not words:
+        return ""
+    words = [str(word) for word in words]
+    text = words[2] if len(words) == 3 and words[1] == "-c" and words[0].endswith("sh") else shlex.join(words)
+    text = printable(text)
+    return text if len(text) <= 30 else text[:27] + "..."
+
+
+def _middle(text: str, width: int) -> str:
+    """`text` whole when it fits, else its start and end around an ellipsis: a host name is never broken."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
 
 
 def _short(value: object) -> str:

@@ -268,8 +268,8 @@ class AuditFilter:
     since: datetime | None = None
 
     def matches(self, record: dict[str, object]) -> bool:
-        if self.session is not None and record.get("session") != self.session:
-            return False
+        if self.session is not None and not str(record.get("session", "")).startswith(self.session):
+            return False  # a unique start of the id, as the table shows it (cli/audit_cmd.py)
         if self.denied_only and record.get("decision") != "deny":
             return False
         if self.host is not None and not _host_matches(self.host, str(record.get("host", ""))):
