@@ -80,7 +80,7 @@ def test_processes_that_continue_each_other_are_all_stopped() -> None:
         hold.hold(-1)
         time.sleep(0.2)
         states = {pid: freeze._state(pid) for pid in freeze.descendants(proc.pid)}
-        assert states and set(states.values()) == {"T"}, states
+        assert states and set(states.values()) <= {"T", "Z"} and "T" in states.values(), states
         hold.release(-1)
     finally:
         os.killpg(proc.pid, 9)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not signal_reset.supported("/nonexistent-cache-p
 def test_bwrap_ignores_all_four_and_the_command_gets_back_only_those_given(tmp_path: Path) -> None:
     """Under nohup (HUP ignored from the start) the command keeps HUP ignored: only INT and TERM come back."""
     outer, inner = signal_reset.wrappers(str(tmp_path), ["sleep", "1"], [signal.SIGINT, signal.SIGTERM])
-    assert outer == ["/usr/bin/env", "--ignore-signal=INT,QUIT,HUP,TERM"]
+    assert outer == ["/usr/bin/env", "--ignore-signal=INT,QUIT,HUP,TERM,USR1,USR2,ALRM,VTALRM,PROF,XCPU,PWR"]
     assert inner == ["/usr/bin/env", "--default-signal=INT,TERM", "--"]
 
 

@@ -121,3 +121,76 @@ def test_ctrl_c_to_a_command_named_with_an_equals_sign_keeps_its_status(shell: S
     said = shell.until_prompt()
     assert said.count("trapped-INT") == 1
     assert shell.status() == 7
+
+
+def test_a_burst_of_sigcont_does_not_break_the_run(shell: Shell) -> None:
+    """SIGCONT's handler only wakes the console's thread: a burst cannot nest it and deadlock."""
+    import os
+    import subprocess
+
+    tag = f"2.{os.getpid() % 1000}3"
+    shell.start_line(f"stockade run -- sh -c 'sleep {tag}; echo fin\"\"ished'", settle=0.8)
+    found = subprocess.run(["pgrep", "-f", f"stockade run -- sh -c sleep {tag}"], capture_output=True, text=True).stdout.split()
+    assert found
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        for pid in found:
+            try:
+                os.kill(int(pid), 18)  # SIGCONT
+            except ProcessLookupError:
+                pass
+    said = shell.until_prompt()
+    assert "finished" in said and "stockade:" not in said
+    assert shell.status() == 0
+
+
+@pytest.mark.parametrize("way", list(PREFIXES))
+def test_started_in_the_background_then_fg_gets_the_keys(shell: Shell, way: str) -> None:
+    """`fg` sends no signal to a job that runs: the console notices it has the terminal anyway."""
+    shell.run(f"{PREFIXES[way]}sh -c 'read x; echo got=$x' &")
+    time.sleep(1.0)
+    shell.child.sendline("fg")
+    time.sleep(1.0)
+    shell.child.sendline("typed")
+    said = shell.until_prompt()
+    assert "got=typed" in said
+
+
+@pytest.mark.parametrize("way", list(PREFIXES))
+def test_a_pipeline_partner_writes_whole_lines_to_the_terminal(shell: Shell, way: str) -> None:
+    """The user's terminal is raw for the keys only: `cat` after a pipe keeps its carriage returns."""
+    shell.child.sendline(f"{PREFIXES[way]}sh -c 'sleep 0.5; echo one; echo two' | cat")
+    shell.child.expect("PROMPT\\$ ")
+    assert "one\r\ntwo\r\n" in shell.child.before
+
+
+def test_a_pipeline_partner_keeps_the_modes_it_set(shell: Shell) -> None:
+    """A pager after a pipe sets the modes it wants while stockade runs: stockade does not undo them."""
+    shell.child.sendline("stockade run -- sleep 1 | (sleep 0.4; stty tostop; sleep 1.5; stty -a | grep -o -- ' tostop')")
+    shell.child.expect("PROMPT\\$ ")
+    assert " tostop" in shell.child.before
+    shell.run("stty -tostop")
+
+
+def test_an_alarm_sent_to_stockade_ends_the_command_and_leaves_the_terminal_as_it_was(shell: Shell) -> None:
+    import os
+    import subprocess
+
+    tag = f"3.{os.getpid() % 1000}1"
+    shell.start_line(f"sh -c 'stockade run -- sleep {tag}; echo status=$?; stty -a | grep -o -- \" icanon\"'", settle=1.0)
+    found = subprocess.run(["pgrep", "-f", f"bin/stockade run -- sleep {tag}"], capture_output=True, text=True).stdout.split()
+    assert found
+    os.kill(int(found[0]), 14)  # SIGALRM: passed on to the command, whose death by it stockade shares
+    said = shell.until_prompt()
+    assert "status=142" in said and " icanon" in said
+
+
+def test_the_sandbox_cannot_choose_which_keys_signal_stockades_job(shell: Shell) -> None:
+    """The sandbox sets its pty's Ctrl-C to Enter: an Enter interrupts the command (its pty's
+    business) but is no Ctrl-C for the script that runs stockade."""
+    script = "trap \"echo PARENT-GOT-INT\" INT; stockade run -- sh -c \"stty intr ^M; echo RE\"\"ADY; read x\"; echo parent-goes-on"
+    shell.start_line(f"bash -c '{script}'", ready=READY)
+    time.sleep(0.3)
+    shell.child.send("\r")  # Enter
+    said = shell.until_prompt()
+    assert "parent-goes-on" in said and "PARENT-GOT-INT" not in said

@@ -86,3 +86,20 @@ def test_a_sigkill_of_stockade_at_a_terminal_leaves_nothing_running(shell: Shell
         time.sleep(0.05)
     modes = shell.run("stty -a")
     assert " icanon" in modes and " echo " in modes
+
+
+def test_a_background_run_ends_when_its_terminal_hangs_up(world: World) -> None:
+    """As the kernel would: the command's terminal sends it SIGHUP when the user's hangs up."""
+    import os
+    import subprocess
+
+    opened = Shell.start(world)
+    tag = f"4.{os.getpid() % 1000}9"
+    opened.run(f"stockade run -- sh -c 'read x; sleep {tag}' &")
+    time.sleep(1.0)
+    assert subprocess.run(["pgrep", "-f", f"bin/stockade run -- sh -c read x; sleep {tag}"], capture_output=True).returncode == 0
+    opened.child.close(force=True)  # the terminal goes away under the shell
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, subprocess.run(["pgrep", "-af", f"sleep {tag}"], capture_output=True, text=True).stdout
+        time.sleep(0.1)

@@ -60,12 +60,17 @@ class Console:
         os.set_blocking(self.master, False)
         self.typed: list[int] = []  # SIGINT and SIGQUIT the user typed for the command
         self.on_key_signal: Callable[[int], None] | None = None
-        self._paused = True  # until start(); and while a question or a stop has the terminal
+        self.on_hangup: Callable[[], None] | None = None  # the user's terminal hung up
+        self._paused = True  # until start(), and while the command is stopped (Ctrl-Z)
+        self._held = False  # a question has the terminal (proxy/asking.py)
         self._raw = False
+        self._set_modes: list[Any] | None = None  # what stockade set: put back only what is still ours
         self._ended = False
+        self._hung_up = False
         self._pending_in = b""
         self._wake_read, self._wake_write = os.pipe()
-        self._lock = threading.Lock()
+        os.set_blocking(self._wake_write, False)
+        self._lock = threading.RLock()  # the user's terminal's modes
         self._parked = threading.Event()  # the copying thread waits, reading nothing
         self._thread = threading.Thread(target=self._copy, name="stockade-console", daemon=True)
 
@@ -89,11 +94,11 @@ class Console:
     def finish(self, timeout: float = 5.0) -> None:
         """After bwrap ended: the rest of its output, then the user's terminal as it was."""
         self._ended = True
-        self._paused = False
         self._wake()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        self._cooked()
+        with self._lock:
+            self._cooked()
         for fd in (self.master, self._wake_read, self._wake_write):
             try:
                 os.close(fd)
@@ -101,21 +106,15 @@ class Console:
                 pass
 
     def suspend(self) -> None:
-        """The command stopped (Ctrl-Z), or a question is asked: stop copying (returns once the
-        copying thread reads nothing more), and give the user's terminal its modes back."""
+        """The command stopped (Ctrl-Z): stop copying (returns once the copying thread reads
+        nothing more), and give the user's terminal its modes back for the shell."""
         self._paused = True
-        self._wake()
-        if self._thread.is_alive():
-            self._parked.wait(1.0)
-        with self._lock:
-            self._cooked()
+        self._park()
 
     def resume(self) -> None:
-        """Copy again; raw mode on the user's terminal only when stockade's job has it (not after `bg`)."""
-        with self._lock:
-            if self.in_foreground():
-                self._make_raw()
-                self.resize()
+        """Copy again. Safe in a signal handler (SIGCONT): it only sets a flag and wakes the copying
+        thread, which makes the user's terminal raw when stockade's job has it (not after `bg`;
+        after a later `fg` too, which sends no signal to a running job)."""
         self._paused = False
         self._wake()
 
@@ -139,18 +138,28 @@ class Console:
     # -- a question (proxy/asking.py's Holder) ------------------------------------------------
 
     def hold(self, tty_fd: int) -> bool:
-        """Stop copying (the command's output waits in the pty) and give the user's terminal its
-        modes back for the question; True when stockade's job can read the answer."""
-        self.suspend()
+        """Stop copying until `release` (the command's output waits in the pty; a SIGCONT meanwhile
+        does not start it again), and give the user's terminal its modes back for the question;
+        True when stockade's job can read the answer."""
+        self._held = True
+        self._park()
         return self.in_foreground()
 
     def release(self, tty_fd: int, interrupt: bool = False) -> None:
         """Copy again; `interrupt` (Ctrl-C at the question) types the pty's Ctrl-C for the command."""
         if interrupt:
             self._type(self._interrupt_key())
-        self.resume()
+        self._held = False
+        self._wake()
 
     # -- the copying thread ---------------------------------------------------------------------
+
+    def _park(self) -> None:
+        self._wake()
+        if self._thread.is_alive():
+            self._parked.wait(1.0)
+        with self._lock:
+            self._cooked()
 
     def _copy(self) -> None:
         _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGTTIN, _signal.SIGTTOU})  # EIO, not a stop, if in the background
@@ -160,27 +169,49 @@ class Console:
             pass  # the user's terminal went away: the run goes on without it
 
     def _loop(self) -> None:
+        poller = select.poll()
         while True:
-            if self._paused and not self._ended:
+            if (self._paused or self._held) and not self._ended:
                 self._parked.set()
                 select.select([self._wake_read], [], [], None)
                 self._parked.clear()
                 self._drain_wake()
                 continue
-            reading = [self.master, self._wake_read]
-            typing = not self._ended and self._raw and self.in_foreground()
-            if typing:
-                reading.append(self.real_in)
-            writing = [self.master] if self._pending_in else []
-            ready, can_write, _x = select.select(reading, writing, [], None if typing or self._ended else 0.25)
-            if self._wake_read in ready:
+            with self._lock:
+                if not (self._paused or self._held or self._raw or self._ended) and self.in_foreground():
+                    self._make_raw()
+                    self.resize()
+            typing = not self._ended and not self._hung_up and self._raw and self.in_foreground()
+            watching = {self.master: select.POLLIN, self._wake_read: select.POLLIN}
+            if not self._hung_up and not self._ended:
+                watching[self.real_in] = select.POLLIN if typing else 0  # 0: a hangup is still reported
+            if self._pending_in:
+                watching[self.master] |= select.POLLOUT
+            for fd in (self.master, self._wake_read, self.real_in):
+                try:
+                    poller.unregister(fd)
+                except KeyError:
+                    pass
+            for fd, events in watching.items():
+                poller.register(fd, events)
+            ready = dict(poller.poll(None if typing or self._ended else 250))
+            if ready.get(self._wake_read):
                 self._drain_wake()
-            if self.master in ready and not self._from_sandbox():
+            if ready.get(self.master, 0) & (select.POLLIN | select.POLLHUP | select.POLLERR) and not self._from_sandbox():
                 return  # every end of the pty is closed: the sandbox ended
-            if self.real_in in ready:
-                self._from_user()
-            if can_write:
+            if ready.get(self.master, 0) & select.POLLOUT:
                 self._flush_in()
+            events = ready.get(self.real_in, 0)
+            if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) and not events & select.POLLIN:
+                self._hang_up()
+            elif events & select.POLLIN:
+                self._from_user()
+
+    def _hang_up(self) -> None:
+        """The user's terminal hung up: as the kernel would, the command's terminal signals it."""
+        self._hung_up = True
+        if self.on_hangup is not None and not self._ended:
+            self.on_hangup()
 
     def _from_sandbox(self) -> bool:
         try:
@@ -197,9 +228,10 @@ class Console:
     def _from_user(self) -> None:
         try:
             data = os.read(self.real_in, CHUNK)
-        except OSError:  # EIO: in the background after all
+        except OSError:  # EIO: in the background after all, or hung up
             return
         if not data:
+            self._hang_up()
             return
         self._notice_signal_keys(data)
         self._pending_in += data
@@ -223,19 +255,19 @@ class Console:
 
     def _notice_signal_keys(self, data: bytes) -> None:
         """A Ctrl-C or Ctrl-\\ the pty turns into a signal for the command: the user's terminal
-        would also have sent it to the rest of stockade's job."""
+        would also have sent it to the rest of stockade's job. The key must be the user's own
+        terminal's key too: the sandbox sets its pty's keys, not which keys signal stockade's job."""
         import termios
 
         try:
             modes = termios.tcgetattr(self.master)
         except (termios.error, OSError):
             return
-        if not modes[3] & termios.ISIG:
+        if not modes[3] & termios.ISIG or self.modes is None:
             return
         for index, number in ((termios.VINTR, _signal.SIGINT), (termios.VQUIT, _signal.SIGQUIT)):
-            key = modes[6][index]
-            key = key if isinstance(key, bytes) else bytes([key])
-            if key != b"\0" and key in data:
+            key, own = _key(modes[6][index]), _key(self.modes[6][index])
+            if key != b"\0" and key == own and key in data:
                 if number not in self.typed:
                     self.typed.append(number)
                 if self.on_key_signal is not None:
@@ -245,38 +277,48 @@ class Console:
         import termios
 
         try:
-            key = termios.tcgetattr(self.master)[6][termios.VINTR]
+            return _key(termios.tcgetattr(self.master)[6][termios.VINTR])
         except (termios.error, OSError):
             return b"\x03"
-        return key if isinstance(key, bytes) else bytes([key])
 
     # -- the user's terminal's modes ------------------------------------------------------------
 
     def _make_raw(self) -> None:
+        """Keys as they are typed, nothing echoed or turned into signals here (the pty does that);
+        output processing stays as it was, for the other programs of a pipeline that write here."""
         if self.modes is None or self._raw:
             return
         import termios
-        import tty
 
+        raw: list[Any] = [list(part) if isinstance(part, list) else part for part in self.modes]
+        raw[0] &= ~(termios.IGNBRK | termios.BRKINT | termios.PARMRK | termios.ISTRIP | termios.INLCR | termios.IGNCR | termios.ICRNL | termios.IXON)
+        raw[2] = (raw[2] & ~(termios.CSIZE | termios.PARENB)) | termios.CS8
+        raw[3] &= ~(termios.ECHO | termios.ECHONL | termios.ICANON | termios.ISIG | termios.IEXTEN)
+        raw[6][termios.VMIN] = 1
+        raw[6][termios.VTIME] = 0
         try:
-            tty.setraw(self.real_in, termios.TCSANOW)
+            termios.tcsetattr(self.real_in, termios.TCSANOW, raw)
+            self._set_modes = termios.tcgetattr(self.real_in)
             self._raw = True
         except (termios.error, OSError):
             pass
 
     def _cooked(self) -> None:
+        """The user's terminal's modes back, unless another program (a pager after a pipe) changed
+        them since stockade set them: those are its to put back."""
         if self.modes is None or not self._raw:
             return
         import termios
 
+        self._raw = False
         previous = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGTTOU})
         try:
-            termios.tcsetattr(self.real_in, termios.TCSADRAIN, self.modes)
+            if termios.tcgetattr(self.real_in) == self._set_modes:
+                termios.tcsetattr(self.real_in, termios.TCSADRAIN, self.modes)
         except (termios.error, OSError):
             pass
         finally:
             _signal.pthread_sigmask(_signal.SIG_SETMASK, previous)
-        self._raw = False
 
     def _wake(self) -> None:
         try:
@@ -291,6 +333,10 @@ class Console:
                 pass
         except OSError:
             pass
+
+
+def _key(value: object) -> bytes:
+    return value if isinstance(value, bytes) else bytes([int(str(value))])
 
 
 def _write_all(fd: int, data: bytes) -> None:

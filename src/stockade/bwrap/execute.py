@@ -236,6 +236,7 @@ class Signals:
             ) from None
         if self.console is not None:
             self.console.on_key_signal = self.relay.to_own_job
+            self.console.on_hangup = self.relay.hangup
         return self.console
 
     def hold(self, tty_fd: int) -> bool:

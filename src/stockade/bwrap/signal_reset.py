@@ -1,7 +1,7 @@
 """Keep bwrap alive through the signals meant for the command, and give the command them back.
 
 bwrap's outer process (the one stockade waits for) dies of SIGINT, SIGTERM,
-SIGHUP or SIGQUIT, their default action. When it does, `--die-with-parent`
+SIGHUP, SIGQUIT and the other signals in SIGNALS, their default action. When it does, `--die-with-parent`
 kills the sandbox before a command that traps the signal can finish, and
 bwrap never writes the command's exit to its status pipe: a Ctrl-C looked
 like a sandbox that failed to start. So bwrap is started with those signals
@@ -29,7 +29,13 @@ import _signal
 import os
 
 ENV = "/usr/bin/env"
-SIGNALS = {_signal.SIGINT: "INT", _signal.SIGQUIT: "QUIT", _signal.SIGHUP: "HUP", _signal.SIGTERM: "TERM"}
+# Every signal whose default ends a process and that a user, a parent or a timer sends a run
+# (not SIGKILL, which nothing can ignore; not the crash signals, nor SIGPIPE and SIGXFSZ).
+SIGNALS = {
+    _signal.SIGINT: "INT", _signal.SIGQUIT: "QUIT", _signal.SIGHUP: "HUP", _signal.SIGTERM: "TERM",
+    _signal.SIGUSR1: "USR1", _signal.SIGUSR2: "USR2", _signal.SIGALRM: "ALRM", _signal.SIGVTALRM: "VTALRM",
+    _signal.SIGPROF: "PROF", _signal.SIGXCPU: "XCPU", _signal.SIGPWR: "PWR",
+}  # fmt: skip
 
 
 def wrappers(cache_dir: str, command: list[str], reset: list[int]) -> tuple[list[str], list[str]]:

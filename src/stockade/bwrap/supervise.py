@@ -40,7 +40,12 @@ if TYPE_CHECKING:
     from stockade.bwrap.freeze import Freeze
     from stockade.proxy.handover import Handover
 
-FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1, _signal.SIGUSR2)
+# What stockade passes on to the sandbox: every signal that would otherwise end stockade with the
+# sandbox's terminal raw (signal_reset.SIGNALS, which bwrap ignores and the command gets back).
+FORWARDED = (
+    _signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1, _signal.SIGUSR2,
+    _signal.SIGALRM, _signal.SIGVTALRM, _signal.SIGPROF, _signal.SIGXCPU, _signal.SIGPWR,
+)  # fmt: skip
 # Python ignores these at start-up; an ignored signal stays ignored across exec, so
 # the child gets them back as they were (what subprocess's restore_signals does).
 RESTORED = (_signal.SIGPIPE, _signal.SIGXFSZ)
@@ -229,9 +234,10 @@ class Relay:
         self.sent: list[int] = []  # in the order they were passed on
         self.late: int | None = None
         self.ended = False
-        self.on_continue: Callable[[], None] | None = None
         self._ready: Callable[[], bool] | None = None
         self._own: list[int] = []  # signals stockade sent its own job (a key typed at the console)
+        self._busy = False
+        self._queued: list[int] = []
         self._last = (0, -1.0)
         self._previous: dict[int, object] = {}
 
@@ -240,7 +246,6 @@ class Relay:
             if _signal.getsignal(number) == _signal.SIG_IGN:
                 continue  # ignored from the start (nohup): it stays ignored, for stockade and the command
             self._previous[number] = _signal.signal(number, self._handle)
-        self._previous[_signal.SIGCONT] = _signal.signal(_signal.SIGCONT, self._continued)
         return self
 
     def uninstall(self) -> None:
@@ -262,6 +267,11 @@ class Relay:
         self.ended = True
         self.group = None
 
+    def hangup(self) -> None:
+        """The user's terminal hung up (console.py): the command's terminal sends SIGHUP, once."""
+        if self.group is not None and _signal.SIGHUP not in self.sent:
+            self._send(_signal.SIGHUP)
+
     def to_own_job(self, number: int) -> None:
         """What the user's terminal would have done with a Ctrl-C typed for the command: send it to
         stockade's whole job too (a script running stockade stops its loop); stockade's own copy is
@@ -273,6 +283,19 @@ class Relay:
             self._own.remove(number)
 
     def _handle(self, number: int, _frame: object) -> None:
+        if self._busy:  # a flood of signals nests handlers (between any two bytecodes): one at a time
+            if number not in self._queued:
+                self._queued.append(number)
+            return
+        self._busy = True
+        try:
+            self._take(number)
+            while self._queued:
+                self._take(self._queued.pop(0))
+        finally:
+            self._busy = False
+
+    def _take(self, number: int) -> None:
         if number in self._own:
             self._own.remove(number)
             return
@@ -299,9 +322,6 @@ class Relay:
             self.sent.append(number)
         _kill(-self.group, number)
 
-    def _continued(self, _number: int, _frame: object) -> None:
-        if self.on_continue is not None and not self.ended:
-            self.on_continue()
 
 
 def supervise(
@@ -374,13 +394,11 @@ def _supervised(
         freeze.attach(init_pid)
     own_relay = relay is None
     relay = Relay().install() if relay is None else relay
-    relay.on_continue = lambda: _resume(pid, console)
     relay.started(group, _command_ready(init_pid, pid, starting_marks) if starting_marks else None)
     try:
         outcome = _wait(pid, wall_time, watch, info_read_fd, console)
         outcome.no_route = attempts(counters)
     finally:
-        relay.on_continue = None
         relay.stopped()
         if own_relay:
             relay.uninstall()
@@ -448,8 +466,9 @@ def _state(pid: int) -> str | None:
 
 
 def _resume(pid: int, console: Console | None) -> None:
-    """stockade was continued (fg or bg): the console copies again, and the sandbox goes on
-    (the holder, with a console, continues bwrap's group in turn)."""
+    """stockade was continued (fg or bg) after it followed a stop: the console copies again (raw
+    once stockade's job has the terminal: console.py notices), and the sandbox goes on (the
+    holder, with a console, continues bwrap's group in turn)."""
     if console is not None:
         console.resume()
     _kill(-pid, _signal.SIGCONT)
