@@ -77,8 +77,23 @@ def _session_daemons(since: float, own_state: str, roots: tuple[str, ...] = ()) 
     return found
 
 
+def _default_signals() -> None:
+    """The suite's commands start with the terminal's signals at their default, whatever the runner
+    ignored (a step run in the background ignores SIGINT and SIGQUIT, nohup SIGHUP): the signal
+    tests compare stockade with the bare command, and both would inherit an ignored signal."""
+    import signal
+
+    for number in (signal.SIGHUP, signal.SIGQUIT):
+        if signal.getsignal(number) == signal.SIG_IGN:
+            signal.signal(number, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     import time
+
+    _default_signals()
 
     from tests.visible import VISIBLE_BASE
 
