@@ -19,6 +19,9 @@ import _signal
 import os
 import time
 
+from stockade.bwrap.procfs import children
+from stockade.bwrap.procfs import state as _state
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -98,33 +101,9 @@ def descendants(root: int) -> Iterator[int]:
     queue = [root]
     while queue:
         pid = queue.pop(0)
-        for child in _children(pid):
+        for child in children(pid) or []:
             yield child
             queue.append(child)
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
-                found += [int(word) for word in handle.read().split()]
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 : text.rfind(")") + 3] or None
 
 
 def _send(pidfd: int, number: int) -> None:

@@ -29,6 +29,7 @@ import os
 import time
 
 from stockade.bwrap.netcount import attempts, open_counters
+from stockade.bwrap.procfs import children, state
 from stockade.core.errors import ExitCode, SandboxSetupError
 
 TYPE_CHECKING = False
@@ -436,14 +437,12 @@ def _command_ready(init_pid: int, bwrap_pid: int, marks: tuple[bytes, ...]) -> C
     resets signals (`marks`), or the sandbox has ended: either way a signal sent now is not lost."""
 
     def ready() -> bool:
-        if _state(bwrap_pid) in (None, "Z"):
+        if state(bwrap_pid) in (None, "Z"):
             return True
-        try:
-            with open(f"/proc/{init_pid}/task/{init_pid}/children", encoding="ascii") as handle:
-                children = handle.read().split()
-        except OSError:
+        found = children(init_pid)
+        if found is None:
             return True  # pid 1 is gone: so is the sandbox
-        for child in children:
+        for child in found:
             try:
                 with open(f"/proc/{child}/cmdline", "rb") as handle:
                     words = handle.read()
@@ -454,15 +453,6 @@ def _command_ready(init_pid: int, bwrap_pid: int, marks: tuple[bytes, ...]) -> C
         return False
 
     return ready
-
-
-def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 : text.rfind(")") + 3] or None
 
 
 def _resume(pid: int, console: Console | None) -> None:
