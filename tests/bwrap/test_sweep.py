@@ -175,3 +175,43 @@ def test_a_pin_in_a_folder_the_run_swapped_for_a_link_gets_nothing(root: Path, t
     link = root / "sub" / ".claude"
     sweep(root, (link, LINK_PIN + "dotfiles"))
     assert not os.path.lexists(tmp_path / ".claude")  # never made through the link
+
+
+def _git_init(root: Path, config: str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n") -> Path:
+    """What `git init` leaves: HEAD, objects, refs, an inert config, git's sample hooks."""
+    git_dir = root / ".git"
+    for folder in ("objects", "refs", "hooks"):
+        (git_dir / folder).mkdir(parents=True)
+    (git_dir / "HEAD").write_text("ref: refs/heads/main\n")
+    (git_dir / "config").write_text(config)
+    (git_dir / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
+    return git_dir
+
+
+def test_the_repository_a_first_git_init_makes_stays(root: Path) -> None:
+    git_dir = _git_init(root)
+    assert sweep(root, (git_dir / "config", git_dir), (git_dir / "hooks", git_dir)) == []
+    assert (git_dir / "config").exists() and (git_dir / "hooks" / "pre-commit.sample").exists()
+
+
+@pytest.mark.parametrize("config", ["[core]\n\tfsmonitor = touch x\n", "[alias]\n\tst = !touch x\n", "[include]\n\tpath = ../x\n"])
+def test_a_config_that_runs_something_is_moved_aside(root: Path, config: str) -> None:
+    git_dir = _git_init(root, config)
+    assert sweep(root, (git_dir / "config", git_dir), (git_dir / "hooks", git_dir)) == [(str(git_dir / "config"), str(aside(git_dir / "config")))]
+
+
+@pytest.mark.parametrize("planted", ["pre-commit", "link.sample"])
+def test_hooks_beside_the_samples_are_moved_aside_whole(root: Path, planted: str) -> None:
+    git_dir = _git_init(root)
+    target = git_dir / "hooks" / planted
+    if planted.endswith(".sample"):
+        target.symlink_to("/bin/true")  # a link named like a sample: not git's own file
+    else:
+        target.write_text("#!/bin/sh\ntouch x\n")
+    assert sweep(root, (git_dir / "hooks", git_dir)) == [(str(git_dir / "hooks"), str(aside(git_dir / "hooks")))]
+
+
+def test_a_config_in_a_folder_that_is_no_git_dir_is_moved_as_before(root: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    assert sweep(root, (root / ".git" / "config", root / ".git")) == [(str(root / ".git" / "config"), str(aside(root / ".git" / "config")))]

@@ -7,6 +7,7 @@ tool would run it (git hooks), the host tool is run and its marker must not appe
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -146,6 +147,32 @@ def test_case_58_repository_made_inside_an_unversioned_project(vbox: Box) -> Non
     assert "PLANTED" in attack.stdout, attack  # control: the project is writable and git works inside
     assert not (vbox.project / ".git" / "hooks" / "pre-commit").exists(), attack.stderr
     git(vbox, "commit", "-q", "--allow-empty", "-m", "host", check=False)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        pytest.param("printf {hook} > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit", id="hook"),
+        pytest.param("git config core.fsmonitor {fsmonitor}", id="fsmonitor"),
+        pytest.param("git config alias.st '!{fsmonitor}'", id="shell-alias"),
+    ],
+)
+def test_case_58_a_first_git_init_stays_a_working_repository_and_what_runs_goes(vbox: Box, plant: str) -> None:
+    """`git init` at the project's root is an agent's first command: the repository it makes stays
+    whole (an inert config, git's sample hooks), and what would run later is still moved aside."""
+    work = vbox.run("git init -q . && git add -A && git commit -q --allow-empty -m first && git config user.name someone && echo MADE", env=GIT_ENV)
+    assert "MADE" in work.stdout and "renamed to" not in work.stderr, work
+    assert git(vbox, "config", "--local", "user.name").stdout.strip() == "someone"  # the user's repository, whole
+    assert (vbox.project / ".git" / "hooks" / "pre-commit.sample").exists()
+    assert git(vbox, "log", "--oneline").stdout.strip().endswith("first")
+    marker = vbox.root / "RAN"
+    shutil.rmtree(vbox.project / ".git")
+    attack = vbox.run(f"git init -q . && {plant.format(hook=q(HOOK.format(marker=marker)), fsmonitor=q(f'touch {marker}'))} && echo PLANTED", env=GIT_ENV)
+    assert "PLANTED" in attack.stdout and "renamed to" in attack.stderr, attack
+    git(vbox, "status", check=False)
+    git(vbox, "commit", "-q", "--allow-empty", "-m", "host", check=False)
+    git(vbox, "st", check=False)
     assert not marker.exists()
 
 

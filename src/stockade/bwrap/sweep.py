@@ -47,11 +47,46 @@ def sweep_unguarded(paths: list[tuple[str, str]], session: str, roots: list[str]
     pins = [(path, mark.removeprefix(LINK_PIN)) for path, mark in paths if mark.startswith(LINK_PIN)]
     replaced = [path for path, target in pins if not _same_link(path, target)]
     entries = [_to_move(path, first_absent, roots) for path, first_absent in paths if not first_absent.startswith(LINK_PIN)]
+    entries = [entry for entry in entries if entry is None or not _made_by_git_init(entry)]
     moved = quarantine(list(dict.fromkeys([*(p for p in replaced if os.path.lexists(p)), *(e for e in entries if e is not None)])), session, roots)
     for path, target in pins:
         if path in replaced:
             _put_back(path, target, roots)
     return moved
+
+
+def _made_by_git_init(entry: str) -> bool:
+    """What `git init` writes where the floor's paths were absent (the project's own first
+    repository) and that runs nothing on the host: a config of inert keys (gitcheck.py), a hooks
+    folder of git's own `*.sample` files. Anything else there is moved aside as before."""
+    from stockade.bwrap.gitcheck import inert_config, is_git_dir_by_content
+
+    name, git_dir = os.path.basename(entry), os.path.dirname(entry)
+    if name not in ("config", "hooks") or not is_git_dir_by_content(git_dir):
+        return False
+    try:
+        info = os.lstat(entry)
+    except OSError:
+        return False
+    if name == "config":
+        return stat.S_ISREG(info.st_mode) and inert_config(entry)
+    return stat.S_ISDIR(info.st_mode) and _only_samples(entry)
+
+
+def _only_samples(hooks: str) -> bool:
+    """Every entry a plain file named `*.sample`: git never runs those."""
+    try:
+        names = os.listdir(hooks)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            regular = stat.S_ISREG(os.lstat(os.path.join(hooks, name)).st_mode)
+        except OSError:
+            return False
+        if not regular or not name.endswith(".sample"):
+            return False
+    return True
 
 
 def _put_back(path: str, target: str, roots: list[str]) -> None:
