@@ -119,6 +119,15 @@ def test_preexec_is_none_without_limits_or_network() -> None:
     assert callable(execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[(1, 2)]), None))  # type: ignore[arg-type]
 
 
+def test_no_network_line_for_an_untrusted_file_that_asks_for_hosts_says_trust(tmp_path: Path) -> None:
+    policy = tmp_path / ".stockade.toml"
+    policy.write_text('[network]\nallow = ["pypi.org"]\n')
+    line = execute._no_network_line(launch(origin=str(policy), session_rules=None))
+    assert line.endswith(f"read it, then run: stockade trust {policy}") and "add it under" not in line
+    policy.write_text("[filesystem]\n")  # control: a file that asks for no host gets the old advice
+    assert "add it under [network] allow" in execute._no_network_line(launch(origin=str(policy), session_rules=None))
+
+
 def test_no_network_line_for_off_and_for_around_the_proxy() -> None:
     off = execute._no_network_line(launch(origin="builtin:default", session_rules=None))
     assert "network, which is off" in off and 'extends = ["default"]' in off

@@ -89,6 +89,14 @@ def test_open_ends_are_notes_on_stderr_and_a_field_in_json(project: Path, capsys
     assert json.loads(out)["open"] == [line.removeprefix("stockade: note: ") for line in notes]
 
 
+def test_an_untrusted_file_that_lists_a_host_is_told_to_trust_not_to_add(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = project / ".stockade.toml"
+    policy.write_text('[network]\nallow = ["pypi.org"]\n[network.http."pypi.org"]\nallow = ["GET /simple/*"]\n')
+    code, _out, err = run_cli(capsys, "check")
+    assert code == 0
+    assert f"(it is in {policy}, which is not trusted: run `stockade trust {policy}`)" in err and 'add "pypi.org" to allow' not in err
+
+
 def test_check_takes_policy_like_run(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / "p.toml").write_text('[network]\nallow = ["pypi.org"]\n')
     assert main(["check", "--policy", "p.toml"]) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +52,14 @@ def test_a_hint_without_a_rule_gives_no_command(hint: str) -> None:
 def test_a_hostile_rule_is_quoted_for_the_shell() -> None:
     command = allow_command('allow = ["x.test; rm -rf ~"]', "/p/$(id).toml")
     assert shlex.split(command) == ["stockade", "allow", "x.test; rm -rf ~", "--policy", "/p/$(id).toml"]
+
+
+def test_a_rule_the_file_already_lists_needs_trust_not_another_allow(tmp_path: Path) -> None:
+    """After `stockade allow pypi.org` on an untrusted file, the refusal's fix is trusting it."""
+    policy = tmp_path / ".stockade.toml"
+    policy.write_text('[network]\nallow = ["files.test", "pypi.org"]\n')
+    assert allow_command('allow = ["pypi.org"]', str(policy)) == f"stockade trust {policy}"
+    assert allow_command('allow = ["other.test"]', str(policy)) == f"stockade allow other.test --policy {policy}"  # control
+    policy.write_text('[network]\nallow = ["files.test"]\n')  # changed: read again
+    assert allow_command('allow = ["pypi.org"]', str(policy)) == f"stockade allow pypi.org --policy {policy}"
+    assert allow_command('allow = ["pypi.org"]', str(tmp_path / "missing.toml")).startswith("stockade allow pypi.org")

@@ -500,6 +500,13 @@ def _no_network_line(launch: Launch) -> str:
         else (f'a .stockade.toml with extends = ["{launch.origin.removeprefix("builtin:")}"] (then `stockade trust`)')
     )
     if launch.session_rules is None:
+        from stockade.profiles.hints import own_allow
+
+        if not launch.origin.startswith("builtin:") and own_allow(launch.origin):
+            return (  # the file asks for hosts, and is not trusted (a trusted one would have its network)
+                f"the command tried to reach the network, which is off in this sandbox: {launch.origin} allows hosts but is not "
+                f"trusted, so it can only narrow your own policy; read it, then run: stockade trust {launch.origin}"
+            )
         return (
             f"the command tried to reach the network, which is off in this sandbox ({launch.origin}); to allow a host, "
             f'add it under [network] allow (for example allow = ["pypi.org"]) in {where}'

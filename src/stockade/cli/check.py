@@ -37,5 +37,17 @@ def check(
     if note:
         say(note)
     for line in open_ends(resolution.policy, str(locate().home)):
-        say(f"stockade: note: {line}")
+        say(f"stockade: note: {_trust_hint(line, resolution.project_file) if note else line}")
     print(policy_to_toml(resolution.policy), end="")
+
+
+def _trust_hint(line: str, project_file: Path | None) -> str:
+    """An `(add "HOST" to allow)` for a host the untrusted file already lists: what it needs is trust."""
+    import re
+
+    from stockade.profiles.hints import listed_in
+
+    match = re.search(r'\(add "([^"]+)" to allow\)', line)
+    if match is None or project_file is None or not listed_in(str(project_file), match.group(1)):
+        return line
+    return line.replace(match.group(0), f"(it is in {project_file}, which is not trusted: run `stockade trust {project_file}`)")

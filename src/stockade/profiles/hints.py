@@ -10,6 +10,7 @@ summary and `stockade audit`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -67,10 +68,14 @@ def after_allow(origin: str) -> str:
 
 def allow_command(hint: str, origin: str) -> str:
     """`stockade allow RULE` for the policy the run used: `--policy FILE` for a file,
-    `--profile NAME` for a built-in other than the default; "" when the hint names no rule."""
+    `--profile NAME` for a built-in other than the default; "" when the hint names no rule.
+    When the file already lists the rule, it was refused because the file is not trusted (a
+    project's file narrows your policy until then): `stockade trust FILE` is what allows it."""
     rule = rule_of(hint)
     if rule is None:
         return ""
+    if origin and not origin.startswith("builtin:") and listed_in(origin, rule):
+        return shlex.join(["stockade", "trust", origin])
     words = ["stockade", "allow", rule]
     if origin.startswith("builtin:"):
         name = origin.removeprefix("builtin:")
@@ -79,3 +84,34 @@ def allow_command(hint: str, origin: str) -> str:
     elif origin:
         words += ["--policy", origin]
     return shlex.join(words)
+
+
+def listed_in(path: str, rule: str) -> bool:
+    """Whether the policy file at `path` lists `rule` in its own [network] allow (not its chain's)."""
+    return rule in own_allow(path)
+
+
+def own_allow(path: str) -> tuple[str, ...]:
+    """The policy file's own [network] allow entries; () when it has none or cannot be read."""
+    import os
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ()
+    return _allow_list(path, info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _allow_list(path: str, _mtime: int, _size: int) -> tuple[str, ...]:
+    """The file's own [network] allow entries, read once per version of the file; () when unreadable."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, ValueError):
+        return ()
+    network = data.get("network")
+    allow = network.get("allow") if isinstance(network, dict) else None
+    return tuple(entry for entry in allow if isinstance(entry, str)) if isinstance(allow, list) else ()
