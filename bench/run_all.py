@@ -47,7 +47,7 @@ from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare,
 HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
-WORKLOADS = ("startup", "phases", "first", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = ("startup", "terminal", "phases", "first", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -141,6 +141,23 @@ def startup(bench: Bench) -> list[Section]:
             "daemon is stopped (untimed) before each of its samples, and the one the run started is waited for (untimed) "
             "after it, so its start loads no other sample. srt starts its proxies on every run.")  # fmt: skip
     return [Section("Startup: `true`", note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF), (WARM, SRT_NET), (COLD, SRT_NET)])]
+
+
+def terminal(bench: Bench) -> list[Section]:
+    """`true` with a terminal as stdin, as a person at a shell runs it: stockade then gives the sandbox a
+    pty of its own and a session holder (bwrap/console.py); the same through script(1) for every row."""
+    runs = bench.plan.startup_runs
+    if shutil.which("script") is None:
+        progress("terminal: skipped (no script(1))")
+        return []
+    progress(f"terminal: `true` at a terminal, {count_of(runs, 'round')}")
+    contenders = [
+        replace(contender, argv=["script", "-qec", shlex.join(contender.argv), "/dev/null"])
+        for contender in bench.contenders("terminal", [BARE, BWRAP, OFF], lambda tool, project: [TRUE])
+    ]
+    note = (f"Wall time of one `true` run by script(1), which gives it a terminal, median of {count_of(runs, 'interleaved round')}: "
+            "script's own cost is in every row.")  # fmt: skip
+    return [Section("At a terminal: `true`", note, MS, timed_rounds(contenders, runs), BWRAP, [])]
 
 
 # The marks a run takes with STOCKADE_PHASES set (core/phases.py), in order, and what lies between them.
@@ -317,7 +334,7 @@ def keepalive(bench: Bench) -> list[Section]:
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
-    "startup": startup, "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
+    "startup": startup, "terminal": terminal, "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 
 
