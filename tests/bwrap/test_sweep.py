@@ -194,7 +194,17 @@ def test_the_repository_a_first_git_init_makes_stays(root: Path) -> None:
     assert (git_dir / "config").exists() and (git_dir / "hooks" / "pre-commit.sample").exists()
 
 
-@pytest.mark.parametrize("config", ["[core]\n\tfsmonitor = touch x\n", "[alias]\n\tst = !touch x\n", "[include]\n\tpath = ../x\n"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        "[core]\n\tfsmonitor = touch x\n",
+        "[alias]\n\tst = !touch x\n",
+        "[include]\n\tpath = ../x\n",
+        "[core]\n\tworktree = ../sub\n",  # moves where a relative core.hooksPath of the user's points
+        "[core]\n\tbare = true\n",  # hooks from inside .git, the same way
+        '[remote "o"]\n\turl = ssh://127.0.0.1:9/x\n\tpromisor = true\n',  # a host `git log -p` fetches from there
+    ],
+)
 def test_a_config_that_runs_something_is_moved_aside(root: Path, config: str) -> None:
     git_dir = _git_init(root, config)
     assert sweep(root, (git_dir / "config", git_dir), (git_dir / "hooks", git_dir)) == [(str(git_dir / "config"), str(aside(git_dir / "config")))]

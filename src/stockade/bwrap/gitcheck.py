@@ -63,7 +63,9 @@ INERT_KEYS = frozenset(
         "lfs.repositoryformatversion",
     }
 )
-# remote.NAME.KEY, branch.NAME.KEY, submodule.NAME.KEY: (section, key) pairs that name no program
+# remote.NAME.KEY, branch.NAME.KEY, submodule.NAME.KEY: (section, key) pairs that name no program.
+# Not remote.*.promisor nor partialclonefilter: with them, a host `git log -p` fetches missing
+# objects from the remote's URL by itself, with the user's ssh keys or credential helpers.
 INERT_NAMED = frozenset(
     {
         ("remote", "url"),
@@ -73,8 +75,6 @@ INERT_NAMED = frozenset(
         ("remote", "tagopt"),
         ("remote", "mirror"),
         ("remote", "prune"),
-        ("remote", "promisor"),
-        ("remote", "partialclonefilter"),
         ("branch", "remote"),
         ("branch", "merge"),
         ("branch", "rebase"),
@@ -229,6 +229,8 @@ def user_hook_folders(planted: list[str]) -> list[str]:
             work_trees.append(parent)
         elif name == "config" and os.path.basename(parent) == ".git":
             work_trees.append(os.path.dirname(parent))
+        if name == "config" and _is_git_dir(parent):
+            work_trees += named_work_trees(path, parent)
     if not work_trees:
         return []
     from stockade.profiles.gitdirs import user_hooks_paths
@@ -237,6 +239,18 @@ def user_hook_folders(planted: list[str]) -> list[str]:
     relative = [value for value in user_hooks_paths(home, os.environ) if not value.startswith(("/", "~"))]
     found = [os.path.normpath(os.path.join(tree, value)) for tree in work_trees for value in relative]
     return [folder for folder in dict.fromkeys(found) if os.path.lexists(folder)]
+
+
+def named_work_trees(config: str, git_dir: str) -> list[str]:
+    """Where a config moves its work tree (`core.worktree`), or the git dir itself for a bare one:
+    git resolves a relative core.hooksPath from there, so the run could choose where hooks run from."""
+    found = []
+    for key, value in gitconfig.read(config) or []:
+        if key == "core.worktree":
+            found.append(os.path.normpath(os.path.join(git_dir, value)))
+        elif key == "core.bare" and value.strip().lower() in ("true", "yes", "on", "1", ""):
+            found.append(git_dir)
+    return found
 
 
 def inert(path: str, before_stamps: dict[str, tuple[int, int, int, int]], writable: list[str]) -> bool:

@@ -59,7 +59,7 @@ def _made_by_git_init(entry: str) -> bool:
     """What `git init` writes where the floor's paths were absent (the project's own first
     repository) and that runs nothing on the host: a config of inert keys (gitcheck.py), a hooks
     folder of git's own `*.sample` files. Anything else there is moved aside as before."""
-    from stockade.bwrap.gitcheck import inert_config, is_git_dir_by_content
+    from stockade.bwrap.gitcheck import inert_config, is_git_dir_by_content, named_work_trees
 
     name, git_dir = os.path.basename(entry), os.path.dirname(entry)
     if name not in ("config", "hooks") or not is_git_dir_by_content(git_dir):
@@ -68,8 +68,8 @@ def _made_by_git_init(entry: str) -> bool:
         info = os.lstat(entry)
     except OSError:
         return False
-    if name == "config":
-        return stat.S_ISREG(info.st_mode) and inert_config(entry)
+    if name == "config":  # and where git init leaves the work tree: a moved one moves a relative core.hooksPath
+        return stat.S_ISREG(info.st_mode) and inert_config(entry) and not named_work_trees(entry, git_dir)
     return stat.S_ISDIR(info.st_mode) and _only_samples(entry)
 
 
