@@ -131,3 +131,37 @@ def test_only_the_empty_file_bwrap_made_in_a_writable_place_is_removed(tmp_path:
     os.utime(old, (since - 3600, since - 3600))
     execute._remove_made_mount_points([str(old)], [str(writable)], since + 3600)
     assert old.exists()  # made before the run: not bwrap's
+
+
+def test_a_socket_made_anew_during_the_start_is_started_again_with_it(tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon restarting in those milliseconds: the path is there again, another socket."""
+    path = tmp_path / "b.sock"
+    first = _socket(path)
+
+    def supervise(argv: list[str], **kwargs: object) -> Outcome:
+        _fake_supervise(calls, None)(argv, **kwargs)
+        if len(calls) == 1:
+            first.close()
+            path.unlink()
+            time.sleep(0.02)  # a daemon's restart takes this long at least: its clock tick has passed
+            _socket(path)  # made again: another file at the same path (perhaps the same inode number)
+            raise SandboxSetupError("bwrap could not set up the sandbox")
+        return Outcome(0)
+
+    monkeypatch.setattr(execute, "supervise", supervise)
+    outcome, masked = execute._supervised(_launch([str(path)], []), plan_limits(None, None, None, "s"), None)
+    assert outcome.exit_code == 0 and calls == [[str(path)], [str(path)]] and masked == [str(path)]
+
+
+def test_a_failure_with_no_socket_changed_is_no_race(tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "b.sock"
+    _socket(path)
+
+    def supervise(argv: list[str], **kwargs: object) -> Outcome:
+        _fake_supervise(calls, None)(argv, **kwargs)
+        raise SandboxSetupError("bwrap could not set up the sandbox")
+
+    monkeypatch.setattr(execute, "supervise", supervise)
+    with pytest.raises(SandboxSetupError):
+        execute._supervised(_launch([str(path)], []), plan_limits(None, None, None, "s"), None)
+    assert len(calls) == 1

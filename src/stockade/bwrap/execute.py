@@ -277,12 +277,14 @@ def _supervised(
 
     Each host socket planning saw is masked only if still there: bwrap cannot mount over a
     missing file without making one. One can still vanish in the milliseconds bwrap takes to
-    set up (a daemon ending): on the read-only root bwrap then fails, and the run is started
-    once more without it (a networked run with a new proxy session); in a writable place
-    bwrap makes an empty file, removed after the run (_remove_made_mount_points)."""
+    set up (a daemon ending, or one restarting, which makes it anew): on the read-only root
+    bwrap then fails, and the run is started again with the sockets there are then (a
+    networked run with a new proxy session), up to SOCKET_RACE_TRIES times; in a writable
+    place bwrap makes an empty file, removed after the run (_remove_made_mount_points)."""
     masks = [path for path in launch.socket_masks if os.path.lexists(path)]
+    seen = {path: _identity(path) for path in masks}
     outer, inner = (signals.outer, signals.inner) if signals is not None else ([], [])
-    while True:
+    for attempt in range(SOCKET_RACE_TRIES):
         if bridge is not None:
             bridge.open()
         seccomp_fd = _seccomp_fd(launch)
@@ -314,15 +316,29 @@ def _supervised(
             )
             return outcome, masks
         except SandboxSetupError:
-            still = [path for path in masks if os.path.lexists(path)]
-            if len(still) == len(masks):
+            changed = [path for path in masks if _identity(path) != seen[path]]  # gone, or gone and made again
+            if not changed or attempt == SOCKET_RACE_TRIES - 1:
                 raise
             if signals is not None and signals.relay.sent:  # a signal came while it started: not started again
                 number = signals.relay.sent[0]
                 return Outcome(128 + number, signal=number), masks
-            masks = still
+            masks = [path for path in masks if os.path.lexists(path)]
+            seen = {path: _identity(path) for path in masks}
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+SOCKET_RACE_TRIES = 4  # starts of one run while host sockets come and go under bwrap's set-up
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
+    """Which file is at `path`: a socket made again may get the freed inode, not its change time."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_ctime_ns
 
 
 def _remove_made_mount_points(masked: list[str], writable: list[str], since: float) -> None:
