@@ -147,12 +147,29 @@ def test_a_build_cache_outside_the_project_and_a_config_in_home_converge(world: 
     assert "refused" in other.stdout and "hidden" in other.stdout and "CANARY" not in other.stdout, other
 
 
+def test_write_after_a_proposal_writes_it_without_running_the_command_again(world: SimpleNamespace) -> None:
+    """learn without --write ran the command (a package really installed); --write must not need it
+    to fail again to know what to write."""
+    project = fresh_project(world, "write-after")
+    counter = world.box.outside / "runs"
+    script = f"echo x >> {counter}; echo x > {world.box.outside}/made"
+    shown = stockade(world, project, "learn", "--", "/bin/sh", "-c", script)
+    assert shown.returncode == 0 and "proposes 1 entry" in shown.stdout, shown
+    runs = counter.read_text().count("x")
+    written = stockade(world, project, "learn", "--write", "--", "/bin/sh", "-c", script)
+    assert written.returncode == 0 and "without running it again" in written.stderr, written
+    assert counter.read_text().count("x") == runs  # not run again
+    assert f'"{world.box.outside}"' in (project / ".stockade.toml").read_text()
+    again = stockade(world, project, "learn", "--write", "--", "/bin/sh", "-c", f"{script}; true")  # another command: runs
+    assert "round 1" in again.stderr and counter.read_text().count("x") > runs, again
+
+
 def test_without_write_nothing_changes_and_a_bad_call_is_one_line(world: SimpleNamespace) -> None:
     project = fresh_project(world, "dry")
     shown = stockade(world, project, "learn", "--", "/bin/sh", "-c", f"echo x > {world.box.outside}/f")
     # Round 2 ran with the learned entry (and wrote the file: learn runs the command for real); the policy is untouched.
     assert shown.returncode == 0 and (world.box.outside / "f").exists() and not (project / ".stockade.toml").exists(), shown
-    assert f'+    "{world.box.outside}", # learn: create' in shown.stdout and "to apply it: stockade learn --write" in shown.stdout, shown
+    assert f'+    "{world.box.outside}", # learn: create' in shown.stdout and "to apply it: the same learn with --write" in shown.stdout, shown
     for args, says in ((["learn"], "give the command after --"), (["learn", "--rounds", "0", "--", "true"], "--rounds")):
         bad = stockade(world, project, *args)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and says in bad.stderr, bad

@@ -71,6 +71,13 @@ def learn(
     if target.is_symlink():
         raise UsageError(f"{target} is a symlink; stockade learn edits no file through a link: give the file itself with --policy")
     locations = locate()
+    shown_before = _last_proposal(locations, target, command, policy, profile) if write else None
+    if shown_before is not None:  # what a run without --write showed: written as shown, the command not run again
+        entries, not_proposed, when = shown_before
+        say(f"stockade learn: writing the proposal learn showed for this command at {when}, without running it again")
+        _conclude(target, entries, not_proposed, write=True, extends=profile if profile and not target.exists() else None, locations=locations)
+        _forget_proposal(locations, target, command, policy, profile)
+        raise typer.Exit(0)
     start = resolve(Path(cwd), locations, policy_file=policy, profile=profile)
     secrets = (*start.policy.filesystem.deny_read, *builtin_secrets(Path(cwd), locations.home))
     protected, hidden = _floor(Path(cwd), locations)
@@ -110,7 +117,74 @@ def learn(
             "the command may need them to get further: apply them, trust the file, and learn again"
         )
     _conclude(target, learned, withheld, write=write, extends=profile if profile and not target.exists() else None, locations=locations)
+    if not write and learned:
+        _keep_proposal(locations, target, command, policy, profile, learned, withheld)
     raise typer.Exit(code)
+
+
+# -- the proposal a run without --write showed, for the --write that follows it --------------------
+#
+# Running the command again to write what it learned would do what the command does once more (a
+# package really installed the third time) and could learn nothing new. So a proposal is kept, for
+# the same command, options and policy file content, until a --write applies it or a day passes.
+
+PROPOSAL_DAYS = 1.0
+
+
+def _proposal_file(locations: Locations, target: Path, command: list[str], policy: Path | None, profile: str | None) -> Path:
+    import hashlib
+
+    try:
+        content = target.read_bytes()
+    except OSError:
+        content = b""
+    key = json.dumps([str(target), command, str(policy) if policy else None, profile, hashlib.sha256(content).hexdigest()])
+    return locations.state / "learn" / (hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".json")
+
+
+def _keep_proposal(
+    locations: Locations, target: Path, command: list[str], policy: Path | None, profile: str | None, entries: list[Entry], withheld: list[str]
+) -> None:
+    import datetime
+
+    path = _proposal_file(locations, target, command, policy, profile)
+    data = {
+        "time": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "entries": [[list(entry.table), entry.key, entry.value, entry.comment] for entry in entries],
+        "withheld": withheld,
+    }
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(data), encoding="utf-8", errors="surrogateescape")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a --write later runs the command again, as before
+
+
+def _last_proposal(
+    locations: Locations, target: Path, command: list[str], policy: Path | None, profile: str | None
+) -> tuple[list[Entry], list[str], str] | None:
+    """(entries, what was not proposed, when) of the proposal kept for these inputs; None if none is."""
+    import time
+
+    path = _proposal_file(locations, target, command, policy, profile)
+    try:
+        if time.time() - path.stat().st_mtime > PROPOSAL_DAYS * 86400:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8", errors="surrogateescape"))
+        entries = [Entry(tuple(str(part) for part in table), str(key), str(value), str(comment)) for table, key, value, comment in data["entries"]]
+        withheld = [str(line) for line in data.get("withheld", [])]
+        return entries, withheld, str(data.get("time", "an earlier run"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _forget_proposal(locations: Locations, target: Path, command: list[str], policy: Path | None, profile: str | None) -> None:
+    try:
+        _proposal_file(locations, target, command, policy, profile).unlink()
+    except OSError:
+        pass
 
 
 def granted(entries: list[Entry]) -> list[Entry]:
@@ -168,7 +242,7 @@ def _conclude(target: Path, learned: list[Entry], withheld: list[str], *, write:
         print(shown(f"# not proposed: {line}"))
     if not write or not added:
         if added:
-            print(f"# to apply it: stockade learn --write ... (or edit {target} yourself)")
+            print(f"# to apply it: the same learn with --write (it writes this proposal, the command not run again), or edit {target} yourself")
         return
     write_checked(target, new_text, None if created else old_text, locations)
     wrote = _count(len(added), "entry", "entries")
