@@ -219,8 +219,24 @@ def test_console_hook_names_stockade_and_bash_by_absolute_path(sandbox: None) ->
     result = _hook("claude", (PAYLOADS / "claude_pretooluse_bash.json").read_text())
     assert result.returncode == 0, result.stderr
     command = json.loads(result.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
-    assert command.startswith(f"{STOCKADE} run --no-approve --max-output 1048576 -- /")
+    session = json.loads((PAYLOADS / "claude_pretooluse_bash.json").read_text())["session_id"]
+    assert command.startswith(f"{STOCKADE} run --no-approve --agent-session {session} --max-output 1048576 -- /")
     assert os.path.isabs(command.split(" -- ", 1)[1].split(" ", 1)[0])
+
+
+@pytest.mark.parametrize(
+    ("payload", "session"),
+    [
+        ({"session_id": "4f1c2d7e-9b3a"}, "4f1c2d7e-9b3a"),
+        ({"conversation_id": "c0ffee00-1111"}, "c0ffee00-1111"),  # Cursor
+        ({"session_id": "../../etc/x; rm -rf ~"}, "etcxrm-rf"),  # a file name, one shell word
+        ({"session_id": 5}, None),
+        ({"session_id": "..."}, None),
+        ({}, None),
+    ],
+)
+def test_the_agent_session_id_is_a_safe_file_name(payload: dict[str, object], session: str | None) -> None:
+    assert hook.agent_session(payload) == session
 
 
 @pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]", '{"tool_name": "Bash", "tool_input": {"command": 5}}'])
@@ -320,3 +336,16 @@ def test_a_flood_through_the_hook_is_cut_with_a_note(sandbox: None, world: World
     result = _bash(world, wrapped, world.project)
     assert result.returncode == 5 and len(result.stdout) <= 2048 and result.stdout.endswith("y\ndone\n")  # the head and the tail
     assert "stockade: output cut: " in result.stderr and "keeps the first 1024 and the last 1024 bytes" in result.stderr
+
+
+
+def test_an_agent_session_is_told_the_untrusted_policy_once(sandbox: None, world: World) -> None:
+    """Each agent command is a run of its own: the untrusted-policy line comes once per agent session."""
+    (world.project / ".stockade.toml").write_text('[network]\nallow = ["pypi.org"]\n')
+    said = []
+    for session in ("s1", "s1", "s2", None):
+        options = ["--agent-session", session] if session else []
+        result = world.stockade("run", "--no-approve", *options, "--", "/bin/sh", "-c", "echo ran")
+        assert result.returncode == 0 and result.stdout == "ran\n", result
+        said.append("is not trusted" in result.stderr)
+    assert said == [True, False, True, True]  # a second command of s1 is not told again; another session and no session are

@@ -358,7 +358,14 @@ def _remove_made_mount_points(masked: list[str], writable: list[str], since: flo
                 pass
 
 
-def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: bool = False, findings: dict[str, object] | None = None) -> int:
+def execute(
+    launch: Launch,
+    session: str,
+    bridge: Bridge | None = None,
+    trace: bool = False,
+    findings: dict[str, object] | None = None,
+    agent_session: str | None = None,
+) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after; `trace` (--trace) runs bwrap
     under strace and reports the file accesses the sandbox refused (trace.py, denials.py).
     `findings`, when given, gets what the run refused as data (Invocation.findings).
@@ -368,7 +375,7 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
     resolve_command(launch.command, launch.env)
     signals = Signals(launch, approvals=bridge is not None and bool(bridge.approve))
     try:
-        code = _execute(launch, session, bridge, trace, findings, signals)
+        code = _execute(launch, session, bridge, trace, findings, signals, agent_session)
     finally:
         signals.close()
     outcome = signals.outcome
@@ -379,7 +386,9 @@ def execute(launch: Launch, session: str, bridge: Bridge | None = None, trace: b
     return code
 
 
-def _execute(launch: Launch, session: str, bridge: Bridge | None, trace: bool, findings: dict[str, object] | None, signals: Signals) -> int:
+def _execute(
+    launch: Launch, session: str, bridge: Bridge | None, trace: bool, findings: dict[str, object] | None, signals: Signals, agent_session: str | None
+) -> int:
     tracer = None
     if trace:
         from stockade.bwrap.trace import Tracer
@@ -449,7 +458,7 @@ def _execute(launch: Launch, session: str, bridge: Bridge | None, trace: bool, f
     if not launch.quiet:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
-        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble)
+        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble, agent_session)
     if tracer is not None:
         _trace_report(launch, traced, tracer.dropped, findings)
     if findings is not None:
@@ -548,8 +557,10 @@ def _summary(
     elapsed: float,
     unreachable: bool = False,
     trouble: list[str] | None = None,
+    agent_session: str | None = None,
 ) -> None:
-    """One short stderr block of what stockade knows it blocked; silent when nothing was."""
+    """One short stderr block of what stockade knows it blocked; silent when nothing was. The plan's
+    notes are said once per agent session (core/notices.py)."""
     origin = launch.origin
     lines: list[str] = []
     if unreachable:
@@ -585,7 +596,12 @@ def _summary(
 
         names = grouped_files(touched, launch.project)
         lines.append(f"files that run code later were created or changed; review them before running them outside the sandbox: {names}")
-    lines += launch.notes
+    if launch.notes and agent_session is not None:
+        from stockade.core.notices import first_time
+
+        lines += [note for note in launch.notes if first_time(launch.state_dir, agent_session, note)]
+    else:
+        lines += launch.notes
     lines += trouble or []
     if len(lines) > 1:
         from stockade.bwrap.summary import bounded

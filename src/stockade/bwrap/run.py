@@ -39,7 +39,7 @@ class LinuxBackend:
         phases.mark("plan")
         if found is not None:
             launch, note = found
-            if note and not invocation.quiet:
+            if note and not invocation.quiet and _first_time(launch, invocation, note):
                 say(note)
             return run_launch(launch, invocation, None)
         return self._plan_and_run(invocation, cacheable)
@@ -112,10 +112,21 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
         bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
         bridge.credentials = credentials if credentials is not None else _read_credentials(launch, invocation) or []
         bridge.approve = invocation.approve
-    code = execute(launch, invocation.session_id, bridge, trace=invocation.trace, findings=invocation.findings)
+    code = execute(
+        launch, invocation.session_id, bridge, trace=invocation.trace, findings=invocation.findings, agent_session=invocation.agent_session
+    )
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)
     return code
+
+
+def _first_time(launch: Launch, invocation: Invocation, note: str) -> bool:
+    """Whether the stored plan's note is new to the agent session (always, without one: core/notices.py)."""
+    if invocation.agent_session is None:
+        return True
+    from stockade.core.notices import first_time
+
+    return first_time(launch.state_dir, invocation.agent_session, note)
 
 
 def _say_moved(moved: list[tuple[str, str]]) -> None:

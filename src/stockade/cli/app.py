@@ -69,6 +69,7 @@ def run(
     trace: Annotated[bool, typer.Option("--trace", help=_help("trace"))] = False,
     approve: Annotated[bool, typer.Option("--approve", help=_help("approve"))] = False,
     no_approve: Annotated[bool, typer.Option("--no-approve", help=_help("no_approve"))] = False,
+    agent_session: Annotated[str | None, typer.Option("--agent-session", help=_help("agent_session"), metavar="ID")] = None,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
     # console script sends `run` to the lean parser first.
@@ -77,7 +78,7 @@ def run(
     argv: list[str] = []
     for flag, value in (
         ("--policy", policy), ("--profile", profile), ("-c", shell), ("--platform", platform),
-        ("--max-output", max_output), ("--report", report),
+        ("--max-output", max_output), ("--report", report), ("--agent-session", agent_session),
     ):  # fmt: skip
         if value is not None:
             argv += [flag, str(value)]

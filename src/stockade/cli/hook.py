@@ -5,9 +5,11 @@ stdin); the hook answers with that command rewritten so the whole string,
 whatever it holds (pipes, `;`, `&&`, newlines, `$(...)`, heredocs, `&`), is
 the single argument of one sandboxed shell:
 
-    /abs/stockade run --no-approve --max-output 1048576 -- /usr/bin/bash -c -- '<the original, quoted>'
+    /abs/stockade run --no-approve --agent-session ID --max-output 1048576 -- /usr/bin/bash -c -- '<the original, quoted>'
 
-Nothing in the hook input chooses the policy, the sandbox or the wrapper:
+Nothing in the hook input chooses the policy, the sandbox or the wrapper (the
+agent's session id, made a safe file name, decides only which notices are not
+said again: core/notices.py):
 `stockade run` resolves the policy as it always does (the project's
 `.stockade.toml` if trusted, else the user's default), and stockade and bash
 are named by absolute path, so neither a PATH entry nor an alias can stand in.
@@ -67,9 +69,12 @@ class Wrapper:
     stockade: str  # absolute path of the stockade executable
     shell: str  # absolute path of the shell that runs the string inside the sandbox
     max_output: int | None = DEFAULT_MAX_OUTPUT
+    agent_session: str | None = None  # the agent's session id (core/notices.py): its notices are said once
 
     def prefix(self) -> list[str]:
         words = [self.stockade, "run", "--no-approve"]  # an agent cannot answer a held request: it gets the 403 at once
+        if self.agent_session is not None:
+            words += ["--agent-session", self.agent_session]
         if self.max_output is not None:
             words += ["--max-output", str(self.max_output)]
         return [*words, "--", self.shell, "-c", "--"]  # `--`: a string that starts with "-" is still the command
@@ -278,7 +283,7 @@ def main(argv: list[str]) -> int:
             payload = json.loads(data)
         except ValueError as exc:
             raise HookError(f"the hook input is not JSON: {exc}") from None
-        wrapper = Wrapper(stockade_executable(), sandbox_shell(), max_output)
+        wrapper = Wrapper(stockade_executable(), sandbox_shell(), max_output, agent_session(payload))
         result = answer(agent, payload, wrapper)
         text = "" if result is None else _encoded(result)
     except HookError as error:
@@ -287,6 +292,16 @@ def main(argv: list[str]) -> int:
         return _blocked(agent, f"the hook could not read this call ({type(error).__name__})")
     sys.stdout.write(text)
     return 0
+
+
+def agent_session(payload: Any) -> str | None:
+    """The agent's session id: Claude Code, Codex and Gemini CLI send `session_id`, Cursor
+    `conversation_id`; as a safe file name (core/notices.py), or None."""
+    if not isinstance(payload, dict):
+        return None
+    from stockade.core.notices import session_name
+
+    return session_name(payload.get("session_id")) or session_name(payload.get("conversation_id"))
 
 
 def _encoded(result: dict[str, Any]) -> str:

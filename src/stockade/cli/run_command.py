@@ -66,7 +66,17 @@ def invocation_of(args: RunArgs) -> Invocation:
         trace=args.trace,
         findings={} if args.ci or args.report else None,  # the report carries the sandbox's refusals
         approve=approve_seconds(args, os.environ),
+        agent_session=session_name(args.agent_session),
     )
+
+
+def session_name(raw: str | None) -> str | None:
+    """--agent-session as a safe file name (imported only when given: the lean path stays lean)."""
+    if not raw:
+        return None
+    from stockade.core.notices import session_name as name
+
+    return name(raw)
 
 
 def approve_seconds(args: RunArgs, env: Mapping[str, str]) -> int:

@@ -67,6 +67,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "from another); the default when stdin and stderr are a terminal.",
     ),
     RunOption("no_approve", ("--no-approve",), False, "Refuse such a request at once, as without a terminal (agents' and CI runs)."),
+    RunOption(
+        "agent_session",
+        ("--agent-session",),
+        True,
+        "The agent session this command belongs to (the agent hook gives it): notices are said once per session.",
+        "ID",
+    ),
 )
 
 BY_FLAG: dict[str, RunOption] = {flag: option for option in RUN_OPTIONS for flag in option.flags}
@@ -89,6 +96,7 @@ class RunArgs:
         self.trace = False
         self.approve = False
         self.no_approve = False
+        self.agent_session: str | None = None
         self.command: list[str] = []
 
 

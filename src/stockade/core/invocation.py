@@ -27,7 +27,7 @@ class Invocation:
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "additions", "approve", "policy", "locations", "troubles", "findings",
+        "additions", "approve", "policy", "locations", "troubles", "findings", "agent_session",
     )  # fmt: skip
 
     def __init__(
@@ -47,6 +47,7 @@ class Invocation:
         additions: str | None = None,
         findings: dict[str, object] | None = None,
         approve: int = 0,
+        agent_session: str | None = None,
     ) -> None:
         self.command = command
         self.cwd = cwd  # as the user's shell spells it (os.getcwd())
@@ -62,6 +63,7 @@ class Invocation:
         # TOML of one more layer, applied last as the user's own (stockade learn's later rounds)
         self.additions = additions
         self.approve = approve  # seconds a refused request waits for the user's answer (proxy/approvals.py); 0: none
+        self.agent_session = agent_session  # the agent session's id (core/notices.py): its notices are said once
         self.policy: Policy | None = None  # the effective policy, once the backend has read it
         self.locations: Locations | None = None  # stockade's folders, once the backend has found them
         self.troubles: list[str] = []  # why the run's audit record may be incomplete (the daemon died...)

@@ -206,6 +206,7 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
 
     Both backends start here; the invocation learns its policy and locations (the CI report reads them)."""
     from stockade.core.locations import locate
+    from stockade.core.notices import first_time
     from stockade.profiles.text import say
 
     locations = locate(invocation.env)
@@ -215,7 +216,7 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
         additions=invocation.additions,
     )  # fmt: skip
     note = untrusted_note(resolution)
-    if note and not invocation.quiet:
+    if note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, note):
         say(note)
     invocation.policy, invocation.locations = resolution.policy, locations
     return RunRequest.of(invocation, resolution.policy, locations), note
