@@ -82,3 +82,9 @@ def test_no_env_at_all_is_no(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(signal_reset, "ENV", str(tmp_path / "missing"))
     assert signal_reset.supported(str(tmp_path)) is False
     assert not os.path.exists(tmp_path / "env-signals")
+
+
+def test_the_starting_marks_are_bwraps_command_line_and_the_inner_envs() -> None:
+    inner = ["/usr/bin/env", "--default-signal=INT,TERM", "--"]
+    assert signal_reset.starting_marks("/usr/bin/bwrap", inner) == (b"/usr/bin/bwrap\0", b"/usr/bin/env\0--default-signal=INT,TERM")
+    assert signal_reset.starting_marks("/usr/bin/bwrap", []) == ()

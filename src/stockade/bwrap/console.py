@@ -69,6 +69,7 @@ class Console:
         self._hung_up = False
         self._pending_in = b""
         self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self._lock = threading.RLock()  # the user's terminal's modes
         self._parked = threading.Event()  # the copying thread waits, reading nothing
@@ -182,18 +183,15 @@ class Console:
                     self._make_raw()
                     self.resize()
             typing = not self._ended and not self._hung_up and self._raw and self.in_foreground()
-            watching = {self.master: select.POLLIN, self._wake_read: select.POLLIN}
+            poller.register(self.master, select.POLLIN | (select.POLLOUT if self._pending_in else 0))  # again: updates it
+            poller.register(self._wake_read, select.POLLIN)
             if not self._hung_up and not self._ended:
-                watching[self.real_in] = select.POLLIN if typing else 0  # 0: a hangup is still reported
-            if self._pending_in:
-                watching[self.master] |= select.POLLOUT
-            for fd in (self.master, self._wake_read, self.real_in):
+                poller.register(self.real_in, select.POLLIN if typing else 0)  # 0: a hangup is still reported
+            else:
                 try:
-                    poller.unregister(fd)
+                    poller.unregister(self.real_in)
                 except KeyError:
                     pass
-            for fd, events in watching.items():
-                poller.register(fd, events)
             ready = dict(poller.poll(None if typing or self._ended else 250))
             if ready.get(self._wake_read):
                 self._drain_wake()
@@ -327,7 +325,6 @@ class Console:
             pass
 
     def _drain_wake(self) -> None:
-        os.set_blocking(self._wake_read, False)
         try:
             while os.read(self._wake_read, 64):
                 pass

@@ -17,7 +17,6 @@ from _signal import SIGXFSZ
 
 from stockade.bwrap import args as bw
 from stockade.bwrap import changes
-from stockade.bwrap.freeze import Freeze
 from stockade.bwrap.limits import enter_limits, limit_hit, make_cgroups, plan_limits, remove_cgroups
 from stockade.bwrap.supervise import Outcome, Relay, supervise
 from stockade.core import ending, phases
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from stockade.bwrap.console import Console
+    from stockade.bwrap.freeze import Freeze
     from stockade.bwrap.globs import Tree
     from stockade.bwrap.limits import LimitPlan
     from stockade.bwrap.network import Bridge
@@ -211,14 +211,19 @@ class Signals:
     before the asking thread starts, and the thing that thread holds while it asks a question."""
 
     def __init__(self, launch: Launch, approvals: bool) -> None:
-        from stockade.bwrap.signal_reset import SIGNALS, wrappers
+        from stockade.bwrap.signal_reset import SIGNALS, starting_marks, wrappers
 
         reset = [number for number in SIGNALS if _signal.getsignal(number) != _signal.SIG_IGN]  # before our own handlers
         self.relay = Relay().install()
         self.interactive = launch.interactive
         self.console: Console | None = None
-        self.freeze = Freeze() if approvals and not launch.interactive else None
+        self.freeze: Freeze | None = None  # a question's hold when the run has no console
+        if approvals:
+            from stockade.bwrap.freeze import Freeze
+
+            self.freeze = Freeze()
         self.outer, self.inner = wrappers(launch.cache_dir, launch.command, reset)
+        self.marks = starting_marks(launch.bwrap, self.inner)
         self.outcome: Outcome | None = None
         self._winch = _signal.signal(_signal.SIGWINCH, self._resized) if launch.interactive else None
 
@@ -241,17 +246,13 @@ class Signals:
 
     def hold(self, tty_fd: int) -> bool:
         """A question is open (proxy/asking.py): the sandbox's output waits; True when stockade can read the answer."""
-        if self.console is not None:
-            return self.console.hold(tty_fd)
-        if self.freeze is not None:
-            return self.freeze.hold(tty_fd)
-        return _foreground(tty_fd)
+        holder = self.console or self.freeze
+        return holder is not None and holder.hold(tty_fd)
 
     def release(self, tty_fd: int, interrupt: bool = False) -> None:
-        if self.console is not None:
-            self.console.release(tty_fd, interrupt)
-        elif self.freeze is not None:
-            self.freeze.release(tty_fd, interrupt)
+        holder = self.console or self.freeze
+        if holder is not None:
+            holder.release(tty_fd, interrupt)
 
     def close(self) -> None:
         self.relay.uninstall()
@@ -261,13 +262,6 @@ class Signals:
     def _resized(self, _number: int, _frame: object) -> None:
         if self.console is not None:
             self.console.resize()
-
-
-def _foreground(fd: int) -> bool:
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
 
 
 def _supervised(
@@ -283,7 +277,7 @@ def _supervised(
     place bwrap makes an empty file, removed after the run (_remove_made_mount_points)."""
     masks = [path for path in launch.socket_masks if os.path.lexists(path)]
     seen = {path: _identity(path) for path in masks}
-    outer, inner = (signals.outer, signals.inner) if signals is not None else ([], [])
+    outer, inner, marks = (signals.outer, signals.inner, signals.marks) if signals is not None else ([], [], ())
     for attempt in range(SOCKET_RACE_TRIES):
         if bridge is not None:
             bridge.open()
@@ -312,7 +306,7 @@ def _supervised(
                 relay=signals.relay if signals is not None else None,
                 console=console,
                 freeze=signals.freeze if signals is not None else None,
-                starting_marks=(launch.bwrap.encode() + b"\0", inner[0].encode() + b"\0" + inner[1].encode()) if inner else (),
+                starting_marks=marks,
             )
             return outcome, masks
         except SandboxSetupError:

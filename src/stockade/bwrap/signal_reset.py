@@ -51,6 +51,14 @@ def wrappers(cache_dir: str, command: list[str], reset: list[int]) -> tuple[list
     return [ENV, f"--ignore-signal={ignored}"], inner
 
 
+def starting_marks(bwrap: str, inner: list[str]) -> tuple[bytes, ...]:
+    """How a sandbox process's command line begins until the command runs with its signals reset:
+    bwrap's own (pid 1 and the child it forks), then the inner env's; () without the wrappers."""
+    if not inner:
+        return ()
+    return bwrap.encode() + b"\0", inner[0].encode() + b"\0" + inner[1].encode()
+
+
 def supported(cache_dir: str) -> bool:
     """Whether ENV has --ignore-signal and --default-signal (asked once per binary, then cached)."""
     try:

@@ -50,7 +50,6 @@ FORWARDED = (
 # Python ignores these at start-up; an ignored signal stays ignored across exec, so
 # the child gets them back as they were (what subprocess's restore_signals does).
 RESTORED = (_signal.SIGPIPE, _signal.SIGXFSZ)
-STOPS = (_signal.SIGTSTP, _signal.SIGTTIN, _signal.SIGTTOU, _signal.SIGSTOP)
 SAME_EVENT = 0.25  # seconds: the same signal again this soon is one event (timeout(1) signals stockade, then its group)
 STARTING = 10.0  # seconds a signal waits at most for the command to have its signals back (bwrap's set-up)
 
@@ -322,7 +321,6 @@ class Relay:
         if number not in self.sent:
             self.sent.append(number)
         _kill(-self.group, number)
-
 
 
 def supervise(
