@@ -143,7 +143,9 @@ def _below_setsid(pid: int) -> int:
 def test_a_shell_script_parent_passes_term_on(world: World, way: str) -> None:
     marker = world.project / f"got-{way}"
     command = shlex.join(_words(way, _trapping(marker, signal.SIGTERM, 8)))
-    script = f"{command} & child=$!; trap 'kill -TERM $child' TERM; wait $child; wait $child; echo status=$?"
+    # The trap is set before the child starts: the child's "ready" could otherwise reach the test
+    # (and its TERM reach bash) before bash had run `trap`, killing bash and leaving the child.
+    script = f"trap 'kill -TERM $child' TERM; {command} & child=$!; wait $child; wait $child; echo status=$?"
     proc = subprocess.Popen(["/bin/bash", "-c", script], cwd=world.project, env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
