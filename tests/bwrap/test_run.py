@@ -29,7 +29,9 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, Any]]:
     calls: list[tuple[Any, str, Any]] = []
     FakeBridge.made = []
 
-    def fake_execute(launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None) -> int:
+    def fake_execute(
+        launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None, files: Any = ()
+    ) -> int:
         calls.append((launch, session_id, bridge))
         return launch.status
 
@@ -41,7 +43,7 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, Any]]:
 
 
 def launch(rules: object = None, status: int = 0) -> Any:
-    return SimpleNamespace(session_rules=rules, command=["curl", "x"], cwd="/p", status=status)
+    return SimpleNamespace(session_rules=rules, command=["curl", "x"], cwd="/p", status=status, tool_files=[])
 
 
 def invocation(**kwargs: Any) -> Invocation:
@@ -83,7 +85,7 @@ def test_a_runs_credentials_are_read_once_for_its_bridge(executed: list[tuple[An
 
 
 def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
-    def troubled_execute(launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None) -> int:
+    def troubled_execute(launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None, files: Any = ()) -> int:
         bridge.trouble = "the daemon died"
         return 9
 

@@ -121,6 +121,12 @@ def test_home_may_only_become_private(mine: str, theirs: str, home: str, notes: 
     assert said == notes
 
 
+@pytest.mark.parametrize(("mine", "theirs", "shown"), [(True, True, True), (True, False, False), (False, True, False), (False, False, False)])
+def test_a_project_may_only_hide_the_tools_own_settings(mine: bool, theirs: bool, shown: bool) -> None:
+    effective, _said = narrow(fs(tool_config=mine), fs(tool_config=theirs))
+    assert effective.filesystem.tool_config is shown
+
+
 NONE, ALLOWLIST, OPEN = NetworkMode.NONE, NetworkMode.ALLOWLIST, NetworkMode.OPEN
 
 

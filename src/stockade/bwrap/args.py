@@ -160,6 +160,19 @@ class FdOption(Piece):
         yield from (self.word, str(self.fd))
 
 
+class DataBind(Piece):
+    """A writable private copy, at `dest`, of what file descriptor `fd` holds (--bind-data)."""
+
+    __slots__ = ("fd", "dest")
+
+    def __init__(self, fd: int, dest: str) -> None:
+        self.fd = fd
+        self.dest = dest
+
+    def to_args(self) -> Iterator[str]:
+        yield from ("--bind-data", str(self.fd), self.dest)
+
+
 def words(pieces: list[Piece]) -> list[str]:
     return [word for piece in pieces for word in piece.to_args()]
 

@@ -149,7 +149,7 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
         from stockade.bwrap.network import proxy_environment
 
         env.update(proxy_environment())
-        if request.policy.terminated_hosts:
+        if _terminates(request):
             from stockade.proxy.cabundle import SANDBOX_PATH
             from stockade.proxy.environment import ca_environment
 
@@ -157,10 +157,24 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
     return env
 
 
+def _terminates(request: RunRequest) -> bool:
+    """Whether the daemon may terminate TLS for this run: for HTTP rules and credentials, and for the
+    secrets of the user's tool configuration (a file that appears later makes a new plan)."""
+    if request.policy.terminated_hosts:
+        return True
+    if not request.policy.filesystem.tool_config:
+        return False
+    from stockade.profiles.toolconfig import candidates
+
+    home = str(request.locations.home).rstrip("/")
+    found = candidates(home, os.path.realpath(home) if home else "", request.policy.filesystem.deny_read)
+    return any(os.path.lexists(real) for _inside, real, _path in found)
+
+
 def _ca_bundle(request: RunRequest) -> str | None:
     """The bundle a sandbox trusts when the daemon terminates TLS for some host (proxy/cabundle.py);
     None without HTTP rules, and on a dry run (which makes nothing; explain says so)."""
-    if request.policy.network.mode is NetworkMode.NONE or not request.policy.terminated_hosts or request.dry_run:
+    if request.policy.network.mode is NetworkMode.NONE or not _terminates(request) or request.dry_run:
         return None
     from stockade.proxy.cabundle import bundle
     from stockade.proxy.launch import daemon_files
@@ -338,7 +352,18 @@ def launch_of(plan: BwrapPlan) -> Launch:
         interactive=plan.interactive,
         quiet=plan.quiet,
         walls=walls_of(view),
+        tool_files=_tool_files(plan),
     )
+
+
+def _tool_files(plan: BwrapPlan) -> list[tuple[str, str, str]]:
+    """The tool configuration files a run shows without their secrets (profiles/toolconfig.py)."""
+    if not plan.policy.filesystem.tool_config:
+        return []
+    from stockade.profiles.toolconfig import candidates
+
+    home = str(plan.locations.home).rstrip("/")
+    return candidates(home, os.path.realpath(home) if home else "", plan.policy.filesystem.deny_read)
 
 
 def walls_of(view: View) -> dict[str, object]:

@@ -25,7 +25,7 @@ from stockade.profiles.text import say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from stockade.bwrap.console import Console
     from stockade.bwrap.freeze import Freeze
@@ -73,6 +73,7 @@ class Launch:
     interactive: bool
     quiet: bool
     walls: dict[str, object]  # hidden and read-only places and why, for --trace (backend.walls_of, denials.py)
+    tool_files: list[tuple[str, str, str]]  # the user's tool configuration to show without secrets (profiles/toolconfig.py)
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -265,7 +266,12 @@ class Signals:
 
 
 def _supervised(
-    launch: Launch, limits: LimitPlan, bridge: Bridge | None, tracer: Tracer | None = None, signals: Signals | None = None
+    launch: Launch,
+    limits: LimitPlan,
+    bridge: Bridge | None,
+    tracer: Tracer | None = None,
+    signals: Signals | None = None,
+    files: Sequence[tuple[str, bytes]] = (),
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
@@ -284,7 +290,9 @@ def _supervised(
         seccomp_fd = _seccomp_fd(launch)
         info_read, info_write = os.pipe()
         os.set_inheritable(info_write, True)
-        tail: list[bw.Piece] = [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
+        copies = [(path, _data_fd(data)) for path, data in files]
+        tail: list[bw.Piece] = [bw.DataBind(fd, path) for path, fd in copies]  # over the plan's masks of them
+        tail += [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
         if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
@@ -295,9 +303,9 @@ def _supervised(
             outcome = supervise(
                 tracer.wrap(argv) if tracer is not None else argv,
                 env=BWRAP_ENV,
-                pass_fds=(args_fd, seccomp_fd, info_write),
+                pass_fds=(args_fd, seccomp_fd, info_write, *(fd for _path, fd in copies)),
                 info_read_fd=info_read,
-                close_after_spawn=(args_fd, seccomp_fd, info_write),
+                close_after_spawn=(args_fd, seccomp_fd, info_write, *(fd for _path, fd in copies)),
                 wall_time=launch.wall_time,
                 new_session=not launch.interactive,
                 preexec=_preexec(limits, bridge),
@@ -321,6 +329,16 @@ def _supervised(
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _data_fd(data: bytes) -> int:
+    """An inheritable fd bwrap copies a file's content from (--bind-data): the sandbox gets a
+    private copy, writable, gone with the run; the host file behind the path is not touched."""
+    fd = os.memfd_create("stockade-file")
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    return fd
 
 
 SOCKET_RACE_TRIES = 4  # starts of one run while host sockets come and go under bwrap's set-up
@@ -359,17 +377,19 @@ def execute(
     trace: bool = False,
     findings: dict[str, object] | None = None,
     agent_session: str | None = None,
+    files: Sequence[tuple[str, bytes]] = (),
 ) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after; `trace` (--trace) runs bwrap
     under strace and reports the file accesses the sandbox refused (trace.py, denials.py).
-    `findings`, when given, gets what the run refused as data (Invocation.findings).
+    `findings`, when given, gets what the run refused as data (Invocation.findings). `files`:
+    (path, content) of files the sandbox gets as private copies (profiles/toolconfig.py).
 
     Signals sent to stockade from here on go to the sandbox (supervise.Relay); when one killed
     the command, or one came after it, stockade ends by it once its checks are done."""
     resolve_command(launch.command, launch.env)
     signals = Signals(launch, approvals=bridge is not None and bool(bridge.approve))
     try:
-        code = _execute(launch, session, bridge, trace, findings, signals, agent_session)
+        code = _execute(launch, session, bridge, trace, findings, signals, agent_session, files)
     finally:
         signals.close()
     outcome = signals.outcome
@@ -381,7 +401,14 @@ def execute(
 
 
 def _execute(
-    launch: Launch, session: str, bridge: Bridge | None, trace: bool, findings: dict[str, object] | None, signals: Signals, agent_session: str | None
+    launch: Launch,
+    session: str,
+    bridge: Bridge | None,
+    trace: bool,
+    findings: dict[str, object] | None,
+    signals: Signals,
+    agent_session: str | None,
+    files: Sequence[tuple[str, bytes]],
 ) -> int:
     tracer = None
     if trace:
@@ -418,7 +445,7 @@ def _execute(
         phases.mark("checks")
         asker = _asker(bridge, signals)  # asks at this terminal for the requests the daemon holds
         try:
-            outcome, masked = _supervised(launch, limits, bridge, tracer, signals)
+            outcome, masked = _supervised(launch, limits, bridge, tracer, signals, files)
             signals.outcome = outcome
         finally:
             if asker is not None:

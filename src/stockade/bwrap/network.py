@@ -39,7 +39,7 @@ class Bridge:
 
     __slots__ = (
         "session_id", "rules", "runtime", "state", "command", "cwd", "channel", "child_channel_fd", "handover", "denials", "trouble", "refused",
-        "credentials", "approve", "always",
+        "credentials", "file_secrets", "approve", "always",
     )  # fmt: skip
 
     def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
@@ -56,6 +56,7 @@ class Bridge:
         self.trouble = ""  # why the run's network record may be incomplete (the audit log failed, the daemon died)
         self.refused = ""  # connections the daemon refused over the session's budget, as one line
         self.credentials: list[Resolved] = []  # read by the run (proxy/credentials.py); the sandbox gets their placeholders
+        self.file_secrets: list[Resolved] = []  # the secrets of the user's tool configuration (profiles/toolconfig.py)
         self.approve = 0  # seconds a refused request waits for the user's answer (proxy/approvals.py)
         self.always: list[dict[str, object]] = []  # hosts answered "always": written into the policy after the run
 
@@ -64,7 +65,7 @@ class Bridge:
         from stockade.proxy.control import DaemonFiles
         from stockade.proxy.handover import Handover, spec_message
 
-        spec = spec_message(self.session_id, list(self.command), self.cwd, self.rules, self.credentials, self.approve)
+        spec = spec_message(self.session_id, list(self.command), self.cwd, self.rules, [*self.credentials, *self.file_secrets], self.approve)
         self.handover = Handover(DaemonFiles(self.runtime, self.state), spec)
         self.handover.reach()
         parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.execute import Launch
     from stockade.core.invocation import Invocation
     from stockade.core.locations import Locations
+    from stockade.profiles.toolconfig import ToolView
     from stockade.proxy.credentials import Resolved
 
 
@@ -100,6 +101,7 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
     """Execute a plan, with its network session when it has one; the bridge is made here only."""
     from stockade.bwrap.execute import execute
 
+    tools = _tool_view(launch, invocation)
     bridge = None
     if launch.session_rules is not None:
         from stockade.bwrap.network import Bridge
@@ -112,12 +114,36 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
         bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
         bridge.credentials = credentials if credentials is not None else _read_credentials(launch, invocation) or []
         bridge.approve = invocation.approve
+        bridge.file_secrets = tools.credentials if tools is not None else []
     code = execute(
-        launch, invocation.session_id, bridge, trace=invocation.trace, findings=invocation.findings, agent_session=invocation.agent_session
+        launch,
+        invocation.session_id,
+        bridge,
+        trace=invocation.trace,
+        findings=invocation.findings,
+        agent_session=invocation.agent_session,
+        files=[(shown.path, shown.data) for shown in tools.shown] if tools is not None else (),
     )
     if bridge is not None and bridge.trouble:
         invocation.troubles.append(bridge.trouble)
     return code
+
+
+def _tool_view(launch: Launch, invocation: Invocation) -> ToolView | None:
+    """The user's tool configuration, read now, its secrets made this run's placeholders; a file that
+    cannot be shown that way is hidden, in one line (once per agent session)."""
+    import os
+
+    if not any(os.path.lexists(real) for _inside, real, _path in launch.tool_files):
+        return None
+    from stockade.profiles.toolconfig import read
+
+    tools = read(launch.tool_files)
+    for path, why in tools.hidden:
+        line = f"stockade: {path} is hidden inside: {why} (`stockade explain` shows what is shown of the tools' configuration)"
+        if not launch.quiet and _first_time(launch, invocation, line):
+            say(line)
+    return tools
 
 
 def _first_time(launch: Launch, invocation: Invocation, note: str) -> bool:

@@ -73,6 +73,31 @@ def _home_words(policy: Policy, home: str) -> str:
     )
 
 
+def _tool_config(policy: Policy, home: str) -> dict[str, Any]:
+    """What a run shows of the user's tool configuration now (profiles/toolconfig.py): never a value."""
+    if not policy.filesystem.tool_config or sys.platform == "darwin":
+        return {"shown": [], "hidden": [], "enabled": False}
+    from stockade.profiles.toolconfig import candidates, read
+
+    home = home.rstrip("/")
+    view = read(candidates(home, os.path.realpath(home) if home else "", policy.filesystem.deny_read))
+    shown = [{"path": s.path, "tools": s.tools, "secrets": s.secrets, "withheld": s.withheld} for s in view.shown]
+    return {"shown": shown, "hidden": [{"path": path, "why": why} for path, why in view.hidden], "enabled": True}
+
+
+def _tool_config_words(tools: dict[str, Any], policy: Policy, home: str) -> str:
+    if not tools["enabled"]:
+        reason = "on macOS the deny list keeps them hidden" if sys.platform == "darwin" else "tool_config = false: hidden as the deny list says"
+        return f"not shown ({reason})"
+    parts = []
+    for shown in tools["shown"]:
+        secrets = f"; secrets replaced: {'; '.join(shown['secrets'])}" if shown["secrets"] else ""
+        withheld = f"; withheld: {'; '.join(shown['withheld'])}" if shown["withheld"] else ""
+        parts.append(f"{_short(shown['path'], policy, home)} ({shown['tools']}{secrets}{withheld})")
+    parts += [f"{_short(hidden['path'], policy, home)} hidden: {hidden['why']}" for hidden in tools["hidden"]]
+    return " | ".join(parts) or "none of the files stockade knows is in your home"
+
+
 def _absent_write_places(policy: Policy, home: str) -> str:
     """What a run does with allow_write folders that do not exist (bwrap.mounts.make_write_places)."""
     words = []
@@ -152,6 +177,7 @@ def explain(
 ) -> None:
     resolution = select(policy, profile)
     data = explanation(resolution.policy)
+    data["tool_config"] = _tool_config(resolution.policy, str(locate().home))
     if as_json:
         data["trusted"] = resolution.trusted
         data["ignored"] = list(resolution.dropped)
@@ -175,6 +201,7 @@ def explain(
         ("read-only inside writable places", _listing((*p.filesystem.deny_write, *data["floor"]["read_only"]), p, home) or "-"),
         ("unreadable", _listing((*p.filesystem.deny_read, *data["floor"]["hidden"]), p, home)),
         ("home", _home_words(p, home)),
+        ("tools' own settings", _tool_config_words(data["tool_config"], p, home)),
         ("everything else", "readable, not writable"),
         ("network", _network_words(p)),
         *_network_detail_rows(p),

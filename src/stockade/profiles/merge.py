@@ -64,6 +64,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
             deny_write=anywhere.spread(fs.get("deny_write", ()), project, writable),
             home=fs.get("home", "private"),
             allow_read=fs.get("allow_read", ()),
+            tool_config=fs.get("tool_config", True),
         ),
         network=NetworkRules(
             mode=mode,

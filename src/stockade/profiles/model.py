@@ -34,6 +34,7 @@ class FilesystemRules:
     deny_write: tuple[str, ...] = ()  # absolute paths or globs, carve-outs
     home: str = "private"  # "private": a fresh home showing only allow_read; "host": the real home, read-only
     allow_read: tuple[str, ...] = ()  # absolute paths of the real home a private home shows, read-only
+    tool_config: bool = True  # the user's tool configuration shown without its secrets (profiles/toolconfig.py)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
         deny_write=_union(base.filesystem.deny_write, project.filesystem.deny_write),
         home=_narrow_home(base.filesystem.home, project.filesystem.home, notes),
         allow_read=_intersect_reads(base.filesystem.allow_read, project.filesystem.allow_read, notes),
+        tool_config=base.filesystem.tool_config and project.filesystem.tool_config,  # a project may only hide them
     )
     return (
         replace(

@@ -31,6 +31,7 @@ TABLES: dict[str, dict[str, Kind]] = {
         "deny_write": Kind.GLOB_PATHS,
         "home": Kind.HOME,
         "allow_read": Kind.PATHS,
+        "tool_config": Kind.BOOL,
     },
     "network": {
         "mode": Kind.MODE,

@@ -23,6 +23,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "deny_write": list(policy.filesystem.deny_write),
             "home": policy.filesystem.home,
             "allow_read": list(policy.filesystem.allow_read),
+            "tool_config": policy.filesystem.tool_config,
         },
         "network": {
             "mode": policy.network.mode.value,

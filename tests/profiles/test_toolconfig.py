@@ -1,0 +1,60 @@
+"""Which of the user's tool files a run shows, and how: placeholders made per run, the rest hidden."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from stockade.profiles.toolconfig import PLACEHOLDER, candidates, read
+
+
+def files(home: Path, denied: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    return candidates(str(home), str(home), denied)
+
+
+def test_candidates_skip_files_under_a_hidden_folder_but_not_a_file_the_deny_list_names(tmp_path: Path) -> None:
+    found = {path for _inside, _real, path in files(tmp_path, (str(tmp_path / ".npmrc"), str(tmp_path / ".cargo"), "/x/**/.env"))}
+    assert ".npmrc" in found and ".cargo/config.toml" not in found and ".config/pip/pip.conf" in found
+    assert candidates("/", "/", ()) == []
+
+
+def test_each_run_gets_new_placeholders_and_the_daemon_gets_the_values(tmp_path: Path) -> None:
+    (tmp_path / ".npmrc").write_text("//r.test/:_authToken=SECRET-one\n")
+    first, second = read(files(tmp_path)), read(files(tmp_path))
+    assert [shown.path for shown in first.shown] == [str(tmp_path / ".npmrc")]
+    assert b"SECRET-one" not in first.shown[0].data and PLACEHOLDER.encode() in first.shown[0].data
+    assert first.shown[0].data != second.shown[0].data  # a placeholder is the run's own
+    [credential] = first.credentials
+    assert credential.value == "SECRET-one" and credential.hosts == ["r.test:443"] and credential.placeholder.encode() in first.shown[0].data
+    assert "SECRET-one" not in repr(credential) and "SECRET-one" not in " ".join(first.shown[0].secrets)
+
+
+def test_a_secret_that_also_appears_elsewhere_in_the_file_hides_the_file(tmp_path: Path) -> None:
+    (tmp_path / ".npmrc").write_text("# token: SECRET-two\n//r.test/:_authToken=SECRET-two\n")
+    view = read(files(tmp_path))
+    assert (
+        view.shown == [] and view.credentials == [] and view.hidden == [(str(tmp_path / ".npmrc"), "a secret in it could not be told from the rest")]
+    )
+
+
+def test_files_that_cannot_be_read_are_hidden_with_why_and_a_fifo_never_blocks(tmp_path: Path) -> None:
+    (tmp_path / ".netrc").write_bytes(b"machine a password \xff\xfe\n")
+    os.mkfifo(tmp_path / ".npmrc")
+    (tmp_path / ".gitconfig").symlink_to(tmp_path / "nowhere")
+    view = read(files(tmp_path))
+    assert dict(view.hidden) == {str(tmp_path / ".netrc"): "it is not UTF-8 text", str(tmp_path / ".npmrc"): "it is not a regular file"}
+
+
+def test_cargo_and_poetry_tokens_go_to_the_registry_their_other_file_names(tmp_path: Path) -> None:
+    (tmp_path / ".cargo").mkdir()
+    (tmp_path / ".cargo" / "config.toml").write_text('[registries.corp]\nindex = "sparse+https://crates.corp.test/index/"\n')
+    (tmp_path / ".cargo" / "credentials.toml").write_text('[registries.corp]\ntoken = "corp-tok"\n[registry]\ntoken = "cio-tok"\n')
+    poetry = tmp_path / ".config" / "pypoetry"
+    poetry.mkdir(parents=True)
+    (poetry / "config.toml").write_text('[repositories.corp]\nurl = "https://py.corp.test/simple/"\n')
+    (poetry / "auth.toml").write_text('[http-basic.corp]\nusername = "u"\npassword = "po-pw"\n[pypi-token]\npypi = "pypi-AgEIcHlwaS5vcmcCJ"\n')
+    view = read(files(tmp_path))
+    assert sorted((c.value, tuple(c.hosts)) for c in view.credentials) == [
+        ("cio-tok", ("crates.io:443",)), ("corp-tok", ("crates.corp.test:443",)), ("po-pw", ("py.corp.test:443",)), ("pypi-AgEIcHlwaS5vcmcCJ", ("upload.pypi.org:443",))
+    ]  # fmt: skip
+    assert not any(any(secret in shown.data for secret in (b"corp-tok", b"cio-tok", b"po-pw", b"AgEI")) for shown in view.shown)
