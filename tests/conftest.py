@@ -11,7 +11,7 @@ from stockade.core.locations import Locations, locate
 
 # Folders whose tests run stockade whole against real tools, agents and projects (seconds each):
 # marked e2e, so `pytest -m "not e2e"` is the quick run of the unit tests that mirror the code.
-E2E_FOLDERS = ("e2e", "work", "agents", "projects", "macos", "terminal")
+E2E_FOLDERS = ("e2e", "work", "agents", "projects", "macos", "terminal", "day")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

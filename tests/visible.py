@@ -33,3 +33,23 @@ def force_rmtree(path: Path) -> None:
                 except OSError:
                     pass
     shutil.rmtree(path, ignore_errors=True)
+
+
+def visible_packages(root: Path, *names: str) -> Path:
+    """A copy, under `root`, of pure-Python packages of the interpreter running the tests (pytest,
+    pip), for Debian's /usr/bin/python3 to import through PYTHONPATH inside the sandbox: the test
+    venv itself may live where the sandbox has a private folder (/var/tmp, for the unprivileged run)."""
+    import importlib.util
+
+    target = root / "pylib"
+    target.mkdir(exist_ok=True)
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise LookupError(f"{name} is not installed in the test environment")
+        source = Path(spec.origin)
+        if source.name == "__init__.py":
+            shutil.copytree(source.parent, target / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target / source.name)
+    return target

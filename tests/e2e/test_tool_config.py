@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import ssl
-import sys
 import tarfile
 import threading
 import zipfile
@@ -29,7 +28,7 @@ import pytest
 
 from tests.e2e.netfixtures import make_box, state_dir
 from tests.netkit import make_certificate, stop_daemon
-from tests.visible import force_rmtree, visible_root
+from tests.visible import force_rmtree, visible_packages, visible_root
 
 pytestmark = pytest.mark.e2e
 
@@ -136,7 +135,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
     names.write_text(json.dumps({"names": {name: ["127.0.0.1"] for name in (NPM, INDEX, OTHER)}, "upstreams": [f"127.0.0.1:{port}"]}))
     box = make_box(root / "box")
     box.env.update(STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60")
-    yield SimpleNamespace(box=box, registry=registry, port=port)
+    # Debian's python3 with a copy of pip: the test venv may sit where the sandbox has a private folder
+    yield SimpleNamespace(box=box, registry=registry, port=port, pylib=visible_packages(root, "pip"))
     stop_daemon(state_dir(box) / "run")
     registry.shutdown()
     force_rmtree(root)
@@ -185,7 +185,7 @@ def test_npm_installs_from_the_users_private_registry_and_the_token_stays_outsid
 def test_pip_installs_from_the_users_private_index_with_its_password_swapped_in(configured: SimpleNamespace) -> None:
     before = len(configured.registry.seen)
     script = (
-        f"grep -c {PASSWORD} ~/.config/pip/pip.conf; {sys.executable} -m pip install --quiet --no-deps --target target demo-pkg && ls target/demo_pkg"
+        f"grep -c {PASSWORD} ~/.config/pip/pip.conf; PYTHONPATH={configured.pylib} /usr/bin/python3 -m pip install --quiet --no-deps --target target demo-pkg && ls target/demo_pkg"
     )
     result = configured.box.run(script, policy=policy(), timeout=120)
     assert result.returncode == 0, result
