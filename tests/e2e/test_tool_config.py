@@ -229,7 +229,7 @@ def test_with_tool_config_off_the_files_stay_hidden_and_the_private_registry_is_
 
 def test_a_file_that_cannot_be_read_for_its_secrets_is_hidden_with_one_line(configured: SimpleNamespace) -> None:
     condarc = configured.box.home / ".condarc"
-    condarc.write_text("channels:\n  - defaults\nnote: |\n  a block scalar the line reader does not follow\n")
+    condarc.write_text("channels: [defaults\nnote: an unclosed flow sequence, which no YAML reader follows\n")
     try:
         result = configured.box.run("cat ~/.condarc; echo cat=$?", policy=policy())
     finally:

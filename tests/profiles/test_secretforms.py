@@ -1,4 +1,9 @@
-"""Each reader finds the secrets of its format, names their hosts, and leaves everything else as it was."""
+"""Each reader finds the secrets of its format, names their hosts, and shows nothing it does not understand.
+
+Half of these are a hostile review's reproducers: files as tools really read
+them (indented .pypirc, flow-style YAML, a token as a URL's user name, CR line
+ends, commented-out tokens) where a line reader had shown the secret.
+"""
 
 from __future__ import annotations
 
@@ -18,159 +23,214 @@ def shown(rewrite: forms.Rewrite, placeholder: str = "PH") -> str:
     return text
 
 
+def pairs(rewrite: forms.Rewrite) -> list[tuple[str, tuple[str, ...]]]:
+    return [(found.value, found.hosts) for found in rewrite.found]
+
+
+# -- npm ---------------------------------------------------------------------------------------
+
+
 def test_npmrc_tokens_basic_pairs_and_passwords_go_to_their_registry() -> None:
     text = (
         "registry=https://npm.corp.test/\n//npm.corp.test/:_authToken=npm_SECRET\n"
         f"_auth={base64.b64encode(b'bob:pw1').decode()}\n//x.test:8443/:_password={base64.b64encode(b'pw2').decode()}\n"
-        "//x.test:8443/:username=bob\nproxy=http://corp:3128\nfund=false\n//e.test/:_authToken=${NPM_TOKEN}\n"
+        "//x.test:8443/:username=bob\nproxy=http://corp:3128\nfund=false\n//e.test/:_authToken=${NPM_TOKEN}\ncafile=/etc/corp.pem\n"
     )
     rewrite = forms.npmrc(text, "~/.npmrc")
-    assert [(f.value, f.hosts) for f in rewrite.found] == [
-        ("npm_SECRET", ("npm.corp.test:443",)), ("pw1", ("npm.corp.test:443",)), ("pw2", ("x.test:8443",))
-    ]  # fmt: skip
+    assert pairs(rewrite) == [("npm_SECRET", ("npm.corp.test:443",)), ("pw1", ("npm.corp.test:443",)), ("pw2", ("x.test:8443",))]
     out = shown(rewrite)
     assert "//npm.corp.test/:_authToken=PH" in out and f"_auth={base64.b64encode(b'bob:PH').decode()}" in out
     assert f"//x.test:8443/:_password={base64.b64encode(b'PH').decode()}" in out
-    assert "fund=false" in out and "username=bob" in out and "${NPM_TOKEN}" in out and "proxy" not in out
-    assert rewrite.withheld == ["~/.npmrc: proxy (a proxy of the tool's own: inside, stockade's filter is the proxy)"]
+    assert "fund=false" in out and "username=bob" in out and "${NPM_TOKEN}" in out and "proxy" not in out and "cafile" not in out
 
 
-def test_an_unknown_secret_looking_key_is_withheld_not_shown() -> None:
-    rewrite = forms.npmrc("//r.test/:otp-secret=abc\ncolor=false\n", "~/.npmrc")
-    assert "abc" not in shown(rewrite) and "color=false" in shown(rewrite) and len(rewrite.withheld) == 1
+def test_npmrc_values_are_read_as_npm_reads_them() -> None:
+    """A ; starts a comment in an unquoted value; a quoted one is JSON; CR ends a line (npm's ini)."""
+    rewrite = forms.npmrc('//a.test/:_authToken=tok-one ;old\r//b.test/:_authToken="tok\\u002dtwo"\r\n# //c.test/:_authToken=npm_OLDTOKEN123456789\n', "~/.npmrc")
+    assert pairs(rewrite) == [("tok-one", ("a.test:443",)), ("tok-two", ("b.test:443",))]
+    assert "OLDTOKEN" not in shown(rewrite) and "old" not in shown(rewrite)
 
 
-def test_pip_conf_passwords_in_every_index_url_continuation_lines_included() -> None:
-    text = "[global]\nindex-url = https://al:p%40ss@pypi.corp.test/simple\nextra-index-url =\n    https://pypi.org/simple\n    https://tok:abc@other.test:8443/s\nproxy = http://u:p@proxy:8080\n  http://continued\ntimeout = 60\n"
+def test_npmrc_sections_lone_words_and_unknown_secrets_are_withheld() -> None:
+    rewrite = forms.npmrc("color=false\n//r.test/:otp-secret=abc\nLONEWORD\n[sect]\nregistry=https://evil.test/\n_authToken=x\n", "~/.npmrc")
+    assert shown(rewrite) == "color=false\n" and len(rewrite.withheld) == 5 and rewrite.found == []
+
+
+# -- ini -----------------------------------------------------------------------------------------
+
+
+def test_pip_conf_user_and_password_in_every_index_url() -> None:
+    text = "[global]\nindex-url = https://al:p%40ss@pypi.corp.test/simple\nextra-index-url =\n    https://pypi.org/simple\n    https://tok:abc@other.test:8443/s\nproxy = http://u:p@proxy:8080\ntimeout = 60\n"
     rewrite = forms.ini(text, "~/.config/pip/pip.conf")
-    assert [(f.value, f.hosts) for f in rewrite.found] == [("p@ss", ("pypi.corp.test:443",)), ("abc", ("other.test:8443",))]
+    assert pairs(rewrite) == [("al", ("pypi.corp.test:443",)), ("p@ss", ("pypi.corp.test:443",)), ("tok", ("other.test:8443",)), ("abc", ("other.test:8443",))]
     out = shown(rewrite)
-    assert "https://al:PH@pypi.corp.test/simple" in out and "https://pypi.org/simple" in out and "timeout = 60" in out
-    assert "proxy" not in out and "continued" not in out
+    assert "https://PH:PH@pypi.corp.test/simple" in out and "https://pypi.org/simple" in out and "timeout = 60" in out and "proxy" not in out
 
 
-def test_pypirc_password_goes_to_its_repository() -> None:
-    text = "[distutils]\nindex-servers = pypi corp\n[pypi]\nusername = __token__\npassword = pypi-AgEN\n[corp]\nrepository = https://up.corp.test/\npassword = c0rp\n[orphan]\npassword = x\n"
+def test_an_indented_pypirc_as_pypi_documents_it() -> None:
+    text = "[distutils]\n  index-servers =\n    pypi\n    corp\n\n[pypi]\n  username = __token__\n  password = pypi-AgENdGVzdC5weXBpLm9yZwIkSECRET\n[corp]\n  repository: https://up.corp.test/\n  password: c0rp-pw\n[orphan]\n  password = xyzzy\n"
     rewrite = forms.ini(text, "~/.pypirc")
-    assert [(f.value, f.hosts) for f in rewrite.found] == [("pypi-AgEN", ("upload.pypi.org:443",)), ("c0rp", ("up.corp.test:443",))]
-    assert "x" not in shown(rewrite).split("[orphan]")[1]
+    assert pairs(rewrite) == [("pypi-AgENdGVzdC5weXBpLm9yZwIkSECRET", ("upload.pypi.org:443",)), ("c0rp-pw", ("up.corp.test:443",))]
+    out = shown(rewrite)
+    assert "SECRET" not in out and "xyzzy" not in out and "username = __token__" in out
 
 
-def test_toml_tokens_with_a_named_host_are_marked_and_the_rest_withheld() -> None:
-    text = '[registry]\ntoken = "cio"\n[registries.corp]\ntoken = "corp"\n[http]\nproxy = "http://x"\ncheck-revoke = false\n'
+# -- TOML --------------------------------------------------------------------------------------
+
+
+def test_toml_tokens_with_a_named_host_are_marked_and_every_other_secret_withheld() -> None:
+    text = '# token = "old-token-value"\n[registry]\ntoken = "cio"\n[registries.corp]\ntoken = "corp"\n[http]\nproxy = "http://x"\ncheck-revoke = false\n[env]\nGH_PAT = "ghp_abcdefghijklmnopqrstuvwxyz0123"\nPLAIN = "1"\n'
     rewrite = forms.toml(text, "~/.cargo/credentials.toml", lambda table, key: forms.CRATES_IO if table == "registry" else None)
-    assert [(f.value, f.hosts) for f in rewrite.found] == [("cio", ("crates.io:443",))]
+    assert pairs(rewrite) == [("cio", ("crates.io:443",))]
     out = shown(rewrite)
     assert 'token = "PH"' in out and "corp" not in out.replace("[registries.corp]", "") and "check-revoke = false" in out
+    assert "ghp_" not in out and "old-token" not in out and 'PLAIN = "1"' in out
     with pytest.raises(forms.Unreadable):
-        forms.toml('[registry]\ntoken = """\nabc"""\n', "~/.cargo/credentials.toml")
+        forms.toml("[registry\n", "~/.cargo/credentials.toml")
 
 
-def test_netrc_machines_get_placeholders_the_default_entry_is_withheld() -> None:
-    rewrite = forms.netrc("machine api.test login bob password s3cr3t\ndefault login x password y\n", "~/.netrc")
-    assert [(f.value, f.hosts) for f in rewrite.found] == [("s3cr3t", ("api.test",))]
-    assert shown(rewrite) == 'machine api.test login bob password PH\ndefault login x password ""\n'
-    with pytest.raises(forms.Unreadable):
-        forms.netrc("macdef init\nmachine a password b\n", "~/.netrc")
+# -- netrc ---------------------------------------------------------------------------------------
 
 
-def test_gitconfig_urls_and_extra_headers_for_a_url() -> None:
+def test_netrc_logins_and_passwords_are_marked_for_a_literal_host_only() -> None:
+    text = "# a comment\nmachine api.test login ghp_abcdefghijklmnopqrstu password x-oauth-basic\nmachine *.good.test login a password b\ndefault login x password y\n"
+    rewrite = forms.netrc(text, "~/.netrc")
+    assert pairs(rewrite) == [("ghp_abcdefghijklmnopqrstu", ("api.test",)), ("x-oauth-basic", ("api.test",))]
+    assert shown(rewrite) == "machine api.test login PH password PH\n"
+
+
+# -- git -----------------------------------------------------------------------------------------
+
+
+def test_gitconfig_urls_headers_comments_and_own_proxy() -> None:
     text = (
-        '[user]\n\tname = Bob\n[url "https://bob:ghp_tok@github.com/"]\n\tinsteadOf = https://github.com/\n'
+        '[user]\n\tname = Bob # me\n[url "https://bob:ghp_tok@github.com/"]\n\tinsteadOf = https://github.com/\n'
         '[http "https://git.corp.test/"]\n\textraHeader = Authorization: Basic ' + base64.b64encode(b"u:pw").decode() + "\n"
-        "[http]\n\textraheader = Authorization: Bearer zzz\n"
+        "[http]\n\textraheader = Authorization: Bearer zzz\n\tproxy = socks5://u:pw@proxy:1080\n#\textraheader = Authorization: Bearer OLD\n"
     )
     rewrite = forms.gitconfig(text, "~/.gitconfig")
-    assert [(f.value, f.hosts) for f in rewrite.found] == [("ghp_tok", ("github.com:443",)), ("pw", ("git.corp.test:443",))]
+    assert pairs(rewrite) == [("bob", ("github.com:443",)), ("ghp_tok", ("github.com:443",)), ("pw", ("git.corp.test:443",))]
     out = shown(rewrite)
-    assert "https://bob:PH@github.com/" in out and base64.b64encode(b"u:PH").decode() in out and "zzz" not in out and "name = Bob" in out
+    assert '[url "https://PH:PH@github.com/"]' in out and base64.b64encode(b"u:PH").decode() in out
+    assert "zzz" not in out and "OLD" not in out and "socks5" not in out and 'name = "Bob"' in out
 
 
-def test_yarnrc_yml_tokens_go_to_the_registry_they_sit_under() -> None:
-    text = 'npmRegistryServer: "https://npm.corp.test"\nnpmAuthToken: "tok123"\nnpmRegistries:\n  "https://other.test":\n    npmAuthIdent: "bob:pw"\nhttpProxy: "http://x"\nenableTelemetry: false\n'
-    rewrite = forms.yaml_lines(text, "~/.yarnrc.yml")
-    assert [(f.value, f.hosts) for f in rewrite.found] == [("tok123", ("npm.corp.test:443",)), ("pw", ("other.test:443",))]
-    out = shown(rewrite)
-    assert 'npmAuthIdent: "bob:PH"' in out and "httpProxy" not in out and "enableTelemetry: false" in out
-
-
-def test_condarc_path_tokens_and_the_tools_own_proxy_are_withheld() -> None:
-    text = "channels:\n  - https://conda.anaconda.org/t/abcdefghijklmnopqrstu/corp\n  - defaults\nproxy_servers:\n  http: http://x\n  https: http://y\nssl_verify: true\n"
-    out = shown(forms.yaml_lines(text, "~/.condarc"))
-    assert out == "channels:\n  - defaults\nssl_verify: true\n"
-    with pytest.raises(forms.Unreadable):
-        forms.yaml_lines("note: |\n  text\n", "~/.condarc")
-
-
-def test_maven_passwords_go_to_the_mirror_of_the_same_id() -> None:
-    text = (
-        "<settings><servers><server><id>corp</id><username>u</username><password>p&amp;w</password></server>"
-        "<server><id>nope</id><password>x</password></server></servers>"
-        "<mirrors><mirror><id>corp</id><url>https://maven.corp.test/repo</url></mirror></mirrors></settings>"
-    )
-    rewrite = forms.maven_settings(text, "~/.m2/settings.xml")
-    assert [(f.value, f.hosts) for f in rewrite.found] == [("p&w", ("maven.corp.test:443",))]
-    assert "<password>PH</password>" in shown(rewrite) and "<password></password>" in shown(rewrite)
-    with pytest.raises(forms.Unreadable):
-        forms.maven_settings("<settings>", "~/.m2/settings.xml")
-
-
-def test_docker_logins_are_withheld_and_helpers_kept() -> None:
-    rewrite = forms.docker_json('{"auths": {"ghcr.io": {"auth": "eHg6eXk="}}, "credsStore": "pass"}', "~/.docker/config.json")
-    assert "eHg6eXk=" not in rewrite.text and '"credsStore": "pass"' in rewrite.text and not rewrite.found
-
-
-def test_gradle_properties_secrets_are_withheld() -> None:
-    out = shown(forms.properties("org.gradle.jvmargs=-Xmx2g\nmavenPassword=secret\nsigning.keyId=ABC\n", "~/.gradle/gradle.properties"))
-    assert out == "org.gradle.jvmargs=-Xmx2g\nsigning.keyId=ABC\n"
-
-
-def _secret(rng: random.Random) -> str:
-    return "".join(rng.choice(string.ascii_letters + string.digits + "-_") for _ in range(rng.randint(8, 40)))
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_generated_files_never_show_a_secret(seed: int) -> None:
-    """Property: whatever the secrets and wherever they sit, the shown text holds none of them."""
-    rng = random.Random(seed)
-    secrets = [_secret(rng) for _ in range(6)]
-    a, b, c, d, e, f = secrets
-    port = rng.choice(["", ":8443"])
-    cases = [
-        (forms.npmrc, f"registry=https://r.test{port}/\n//r.test{port}/:_authToken={a}\n_auth={base64.b64encode(f'u:{b}'.encode()).decode()}\n"),
-        (forms.ini, f"[global]\nindex-url = https://u:{c}@i.test{port}/simple\nextra-index-url =\n  https://{d}{'x' * 20}@j.test/s\n"),
-        (forms.netrc, f"machine m.test login u password {e}\n"),
-        (forms.gitconfig, f'[url "https://u:{f}@g.test/"]\n\tinsteadOf = https://g.test/\n'),
-        (forms.url_lines, f"https://u:{a}@h.test\nhttps://v:{b}@k.test{port}\n"),
-        (forms.yaml_lines, f'npmRegistryServer: "https://y.test{port}"\nnpmAuthToken: "{c}"\n'),
-        (lambda text, where: forms.toml(text, where, lambda table, key: "t.test:443"), f'[registry]\ntoken = "{d}"\n'),
-    ]
-    for reader, text in cases:
-        out = shown(reader(text, "~/f"), "PLACEHOLDER")
-        assert not any(secret in out for secret in secrets), (reader, text, out)
+def test_gitconfig_forms_git_reads_but_stockade_does_not_follow_hide_the_file() -> None:
+    for text in ('[http "https://h/"] extraheader = Authorization: Bearer X\n', "[user]\n\tname = a \\\n b\n"):
+        with pytest.raises(forms.Unreadable):
+            forms.gitconfig(text, "~/.gitconfig")
 
 
 def test_each_basic_pair_keeps_its_own_user() -> None:
-    """Two extraHeaders with Basic pairs: the first placeholder is spelled with the first user, not the last."""
     pair = base64.b64encode(b"first:pw1").decode(), base64.b64encode(b"second:pw2").decode()
     text = f'[http "https://a.test/"]\n\textraHeader = Authorization: Basic {pair[0]}\n[http "https://b.test/"]\n\textraHeader = Authorization: Basic {pair[1]}\n'
     out = shown(forms.gitconfig(text, "~/.gitconfig"))
     assert base64.b64encode(b"first:PH").decode() in out and base64.b64encode(b"second:PH").decode() in out
 
 
-READERS = [forms.npmrc, forms.ini, forms.netrc, forms.gitconfig, forms.url_lines, forms.yaml_lines, forms.properties, forms.toml,
+def test_git_credentials_mark_the_user_too() -> None:
+    rewrite = forms.url_lines("https://ghp_abcdefghijklmnopqrstuv:x-oauth-basic@github.com\n", "~/.git-credentials")
+    assert shown(rewrite) == "https://PH:PH@github.com\n" and len(rewrite.found) == 2
+
+
+# -- YAML ----------------------------------------------------------------------------------------
+
+
+def test_yarnrc_yml_flow_style_and_anchors_as_yarn_reads_them() -> None:
+    text = 'npmRegistryServer: "https://npm.corp.test"\nx: &t tok123\nnpmAuthToken: *t\nnpmRegistries: {"//other.test": {npmAuthIdent: "bob:pw"}}\nhttpProxy: "http://x"\nenableTelemetry: false\n'
+    rewrite = forms.yaml(text, "~/.yarnrc.yml")
+    assert ("tok123", ("npm.corp.test:443",)) in pairs(rewrite) and ("pw", ("other.test:443",)) in pairs(rewrite)
+    out = shown(rewrite)
+    assert "npmAuthIdent: bob:PH" in out and "httpProxy" not in out and "enableTelemetry: false" in out
+
+
+def test_condarc_path_tokens_and_the_tools_own_proxy_and_ca_are_withheld() -> None:
+    text = "channels:\n  - https://conda.anaconda.org/t/abcdefghijklmnopqrstu/corp\n  - defaults\nproxy_servers:\n  http: http://x\nssl_verify: /corp.pem\n"
+    assert shown(forms.yaml(text, "~/.condarc")) == "channels:\n- defaults\n"
+
+
+# -- XML, JSON, properties ---------------------------------------------------------------------------
+
+
+def test_maven_passwords_go_to_the_mirror_of_the_same_id_and_other_secrets_are_emptied() -> None:
+    text = (
+        '<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0"><servers><server><id>corp</id><username>u</username>'
+        "<password><![CDATA[p&w]]></password></server><server><id>gl</id><configuration><httpHeaders><property><name>Private-Token</name>"
+        "<value>glpat-abcdefghijklmnopqrst</value></property></httpHeaders></configuration></server></servers>"
+        "<proxies><proxy><password>prox</password></proxy></proxies>"
+        "<mirrors><mirror><id>corp</id><url>https://maven.corp.test/repo</url></mirror></mirrors><!-- old: hunter2 --></settings>"
+    )
+    rewrite = forms.maven_settings(text, "~/.m2/settings.xml")
+    assert pairs(rewrite) == [("p&w", ("maven.corp.test:443",))]
+    out = shown(rewrite)
+    assert "<password>PH</password>" in out and "glpat" not in out and "prox<" not in out and "hunter2" not in out and "ns0" not in out
+
+
+def test_docker_logins_headers_and_proxy_passwords_are_withheld() -> None:
+    text = '{"AUTHS": {"ghcr.io": {"Auth": "eHg6eXk="}}, "credsStore": "pass", "HttpHeaders": {"X-Token": "t"}, "proxies": {"default": {"httpsProxy": "http://u:p@proxy:3128"}}}'
+    rewrite = forms.docker_json(text, "~/.docker/config.json")
+    assert "eHg6eXk=" not in rewrite.text and '"credsStore": "pass"' in rewrite.text and "X-Token" not in rewrite.text
+    assert "u:p@" not in shown(rewrite)
+
+
+def test_gradle_properties_secrets_are_withheld() -> None:
+    text = "org.gradle.jvmargs=-Xmx2g\nmavenPassword=secret\ngpr.key=ghp_abcdefghijklmnopqrstu\nGITHUB_PAT=abc\n#old.token=xyz\nsigning.keyId=ABC\nLONE\n"
+    assert shown(forms.properties(text, "~/.gradle/gradle.properties")) == "org.gradle.jvmargs=-Xmx2g\nsigning.keyId=ABC\n"
+
+
+# -- the whole class -------------------------------------------------------------------------------
+
+
+def _secret(rng: random.Random) -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "Zq9" + "".join(rng.choice(alphabet) for _ in range(rng.randint(6, 37)))
+
+
+READERS = [forms.npmrc, forms.ini, forms.netrc, forms.gitconfig, forms.url_lines, forms.yaml, forms.properties, forms.toml,
            forms.maven_settings, forms.docker_json, lambda text, where: forms.npmrc(text, where, spaced=True)]  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_a_secret_alone_on_a_line_is_never_shown(seed: int) -> None:
-    """A store written in no format the reader knows (a token pasted alone): hidden, or shown without it."""
+@pytest.mark.parametrize("seed", range(40))
+def test_generated_files_never_show_a_secret(seed: int) -> None:
+    """Property: whatever the secrets and wherever they sit, the shown text holds none of them."""
     rng = random.Random(seed)
-    secret = _secret(rng)
-    text = rng.choice([f"{secret}\n", f"# a comment\n{secret}\n", f"[section]\n{secret}\n", f"  {secret}\n"])
+    a, b, c, d, e, f = (_secret(rng) for _ in range(6))
+    port = rng.choice(["", ":8443"])
+    cases = [
+        (forms.npmrc, f"registry=https://r.test{port}/\n//r.test{port}/:_authToken={a}\n_auth={base64.b64encode(f'u:{b}'.encode()).decode()}\n"),
+        (forms.ini, f"[global]\nindex-url = https://u:{c}@i.test{port}/simple\nextra-index-url =\n  https://{d}@j.test/s\n"),
+        (forms.netrc, f"machine m.test login {a} password {e}\n"),
+        (forms.gitconfig, f'[url "https://u:{f}@g.test/"]\n\tinsteadOf = https://g.test/\n'),
+        (forms.url_lines, f"https://{a}:{b}@h.test\nhttps://v:{c}@k.test{port}\n"),
+        (forms.yaml, f'npmRegistryServer: "https://y.test{port}"\nnpmAuthToken: "{c}"\n'),
+        (lambda text, where: forms.toml(text, where, lambda table, key: "t.test:443"), f'[registry]\ntoken = "{d}"\n'),
+    ]
+    for reader, text in cases:
+        out = shown(reader(text, "~/f"), "PLACEHOLDER")
+        assert not any(secret in out for secret in (a, b, c, d, e, f)), (reader, text, out)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_secret_a_reader_does_not_know_is_never_shown(seed: int) -> None:
+    """A token pasted alone, commented out, under an unknown key or in a proxy URL: hidden, or shown without it."""
+    rng = random.Random(seed)
+    secret = "ghp_" + _secret(rng) + "x" * 16
+    text = rng.choice([
+        f"{secret}\n", f"# {secret}\n", f"[section]\n{secret}\n", f"  {secret}\n", f"unknown = {secret}\n", f"unknown: {secret}\n",
+        f"proxy = http://u:{secret}@p.test:3128\n", f'{{"k": "{secret}"}}\n', f"<s><v>{secret}</v></s>\n", f"k:\n  - {secret}\n",
+    ])  # fmt: skip
     for reader in READERS:
         try:
             out = shown(reader(text, "~/f"))
         except forms.Unreadable:
             continue
         assert secret not in out, (reader, text, out)
+
+
+def test_an_address_that_is_not_a_host_hides_the_file_not_the_run() -> None:
+    for reader, text in ((forms.npmrc, "registry=https://[oops/\n_authToken=x\n"), (forms.ini, "[x]\nrepository = https://[x/\npassword = p\n")):
+        try:
+            rewrite = reader(text, "~/f")
+        except forms.Unreadable:
+            continue
+        assert rewrite.found == []

@@ -12,9 +12,12 @@ def files(home: Path, denied: tuple[str, ...] = ()) -> list[tuple[str, str, str]
     return candidates(str(home), str(home), denied)
 
 
-def test_candidates_skip_files_under_a_hidden_folder_but_not_a_file_the_deny_list_names(tmp_path: Path) -> None:
-    found = {path for _inside, _real, path in files(tmp_path, (str(tmp_path / ".npmrc"), str(tmp_path / ".cargo"), "/x/**/.env"))}
-    assert ".npmrc" in found and ".cargo/config.toml" not in found and ".config/pip/pip.conf" in found
+def test_candidates_skip_files_under_a_hidden_folder_and_those_the_users_own_deny_names(tmp_path: Path) -> None:
+    npmrc, cargo, m2 = str(tmp_path / ".npmrc"), str(tmp_path / ".cargo"), str(tmp_path / ".m2") + "/**"
+    shown = {path for _inside, _real, path in candidates(str(tmp_path), str(tmp_path), (npmrc, cargo, "/x/**/.env"), (npmrc, cargo))}
+    assert ".npmrc" in shown and ".cargo/config.toml" not in shown and ".config/pip/pip.conf" in shown  # the default's own entry is replaced
+    mine = {path for _inside, _real, path in candidates(str(tmp_path), str(tmp_path), (npmrc, m2), ())}
+    assert ".npmrc" not in mine and ".m2/settings.xml" not in mine and ".netrc" in mine  # the user's own entries win
     assert candidates("/", "/", ()) == []
 
 
@@ -30,7 +33,7 @@ def test_each_run_gets_new_placeholders_and_the_daemon_gets_the_values(tmp_path:
 
 
 def test_a_secret_that_also_appears_elsewhere_in_the_file_hides_the_file(tmp_path: Path) -> None:
-    (tmp_path / ".npmrc").write_text("# token: SECRET-two\n//r.test/:_authToken=SECRET-two\n")
+    (tmp_path / ".npmrc").write_text("init-author-name=SECRET-two\n//r.test/:_authToken=SECRET-two\n")
     view = read(files(tmp_path))
     assert (
         view.shown == [] and view.credentials == [] and view.hidden == [(str(tmp_path / ".npmrc"), "a secret in it could not be told from the rest")]

@@ -73,3 +73,12 @@ def test_a_credential_denial_says_which_table_decides_where_it_goes() -> None:
     line = summary.describe_denial(denial, "/p/policy.toml")
     assert line.endswith("where it may go is [credentials.GH_TOKEN] in /p/policy.toml")
     assert "no policy change" not in line
+
+
+def test_a_refused_secret_of_a_tool_file_names_the_file_not_a_credentials_table() -> None:
+    from stockade.proxy.summary import credential_fix
+
+    assert credential_fix("~/.npmrc#2", "/p/.stockade.toml") == (
+        "it is a secret of your ~/.npmrc, which goes only to the host it is for (`stockade explain` lists it)"
+    )
+    assert credential_fix("GH_TOKEN", "/p/.stockade.toml") == "where it may go is [credentials.GH_TOKEN] in /p/.stockade.toml"

@@ -164,10 +164,11 @@ def _terminates(request: RunRequest) -> bool:
         return True
     if not request.policy.filesystem.tool_config:
         return False
-    from stockade.profiles.toolconfig import candidates
+    from stockade.profiles.toolconfig import candidates, default_denied
 
     home = str(request.locations.home).rstrip("/")
-    found = candidates(home, os.path.realpath(home) if home else "", request.policy.filesystem.deny_read)
+    builtin = default_denied(home, str(request.policy.project_dir)) if home else []
+    found = candidates(home, os.path.realpath(home) if home else "", request.policy.filesystem.deny_read, builtin)
     return any(os.path.lexists(real) for _inside, real, _path in found)
 
 
@@ -360,10 +361,11 @@ def _tool_files(plan: BwrapPlan) -> list[tuple[str, str, str]]:
     """The tool configuration files a run shows without their secrets (profiles/toolconfig.py)."""
     if not plan.policy.filesystem.tool_config:
         return []
-    from stockade.profiles.toolconfig import candidates
+    from stockade.profiles.toolconfig import candidates, default_denied
 
     home = str(plan.locations.home).rstrip("/")
-    return candidates(home, os.path.realpath(home) if home else "", plan.policy.filesystem.deny_read)
+    builtin = default_denied(home, str(plan.policy.project_dir)) if home else []
+    return candidates(home, os.path.realpath(home) if home else "", plan.policy.filesystem.deny_read, builtin)
 
 
 def walls_of(view: View) -> dict[str, object]:

@@ -1,33 +1,35 @@
 """Find the secrets in a tool's own configuration file, and write the file without them.
 
-Each reader takes a file's text and returns a `Rewrite`: the text with every
-secret replaced by a mark, and for each mark the value, the hosts it belongs
-to and how its placeholder is spelled in the file (a Basic pair is base64 of
-"user:" and the placeholder). profiles/toolconfig.py puts a per-run
-placeholder at each mark; the proxy daemon swaps it back only on requests
-to those hosts, as it does for `[credentials]` (proxy/inject.py).
+Each reader takes a file's text and returns a `Rewrite`: the file as the tool
+will read it inside, with a mark where each secret was, and for each mark the
+value, the hosts it belongs to and how its placeholder is spelled there (a
+Basic pair is base64 of "user:" and the placeholder). profiles/toolconfig.py
+puts a per-run placeholder at each mark; the proxy daemon swaps it back only
+on requests to those hosts, as it does for `[credentials]` (proxy/inject.py).
 
-What no host can be named for (a token in a properties file, a `default`
-netrc entry), and a proxy of the tool's own (inside, stockade's filter is
-the proxy), is withheld: removed, and named in `Rewrite.withheld`. Keys that
-look like secrets but that no reader knows are withheld too: a file is shown
-without what might be a secret rather than with it. A file a reader cannot
-follow raises `Unreadable`, and is then hidden whole.
-
-Readers work line by line on the file's own text, so everything else in it
-(comments, order, spelling) reaches the tool unchanged; the file is parsed
-as a whole only to check the result where a parser is at hand.
+Three rules keep what a reader does not understand from being shown:
+- Files are read with their format's own grammar (configparser, tomllib, json,
+  ElementTree, YAML, netrc, git's config grammar; npm's ini as npm reads it)
+  and written anew from what was read: comments never reach the sandbox.
+- A secret the reader knows, with a host to send it to, becomes a mark; one
+  without a host, a setting that would take the tool past stockade's proxy or
+  its CA, and every other value that `looks_secret` (a password in a URL, a
+  known token prefix, a long random word, a key named like a secret) is left
+  out and named in `Rewrite.withheld`.
+- Anything the reader cannot follow raises `Unreadable`: the file is hidden.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
-MARK = "\x00stockade-secret-{}\x00"  # no configuration file holds a NUL
+MARK = "stockade-secret-mark-{}-"  # placeholders are put where marks are (toolconfig.py)
 
 
 class Unreadable(ValueError):
@@ -43,69 +45,100 @@ class Found:
         self.key = key
         self.value = value
         self.hosts = hosts
-        self.spell = spell or (lambda placeholder: placeholder)
+        self.spell = spell or _itself
 
     def __repr__(self) -> str:
         return f"Found({self.key!r}, hosts={self.hosts!r})"
 
 
+def _itself(placeholder: str) -> str:
+    return placeholder
+
+
 class Rewrite:
     """A file's text with marks where its secrets were, what they were, and what was left out."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: str) -> None:
+        self.where = where
         self.text = ""
         self.found: list[Found] = []
         self.withheld: list[str] = []
 
-    def mark(self, found: Found) -> str:
-        self.found.append(found)
+    def mark(self, key: str, value: str, hosts: tuple[str, ...], spell: Callable[[str], str] | None = None) -> str:
+        self.found.append(Found(f"{self.where}: {key}", value, hosts, spell))
         return MARK.format(len(self.found) - 1)
 
     def withhold(self, key: str, why: str) -> None:
-        self.withheld.append(f"{key} ({why})")
+        self.withheld.append(f"{self.where}: {key} ({why})")
 
 
-# Keys that name a secret in any of these formats; a reader that knows better handles its own first.
-SECRET_KEY = re.compile(r"(pass(word|wd|phrase)?|token|secret|_auth|auth[-_]?ident|api[-_]?key|access[-_]?key|private[-_]?key|credential)", re.I)
 NO_HOST = "no host it belongs to is named"
 OWN_PROXY = "a proxy of the tool's own: inside, stockade's filter is the proxy"
+OWN_CA = "a CA of the tool's own: inside, stockade's CA bundle is trusted"
+LOOKS_SECRET = "it looks like a secret"
+UNKNOWN_SECRET = "a secret stockade does not know where to send"
+
+# Keys named like secrets, in any of these formats.
+SECRET_KEY = re.compile(
+    r"(pass(word|wd|phrase)?|token|secret|_auth|auth[-_]?ident|api[-_]?key|access[-_]?key|private[-_]?key|credential"
+    r"|(^|[._-])(key|pat|pwd|pin)$|httpheaders?$|extraheader$)",
+    re.I,
+)
+# Token formats that announce themselves (GitHub, GitLab, npm, PyPI, AWS, Slack, OpenAI/Stripe, Google, JWTs).
+TOKEN_PREFIX = re.compile(
+    r"(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|glpat-[\w-]{16,}|npm_[A-Za-z0-9]{16,}|pypi-[\w-]{16,}|(AKIA|ASIA)[A-Z0-9]{16}"
+    r"|xox[abprs]-[\w-]{10,}|sk[-_](live_)?[A-Za-z0-9_-]{16,}|AIza[\w-]{30,}|ya29\.[\w-]{16,}|eyJ[\w-]{8,}\.[\w-]{8,})"
+)
+RANDOM_WORD = re.compile(r"[A-Za-z0-9_+=.~-]{24,}")
+USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?!:?@)[^\s/@]*@")
 
 
-# --- URLs with a password in them (pip, uv, poetry, conda, git, git-credentials, npm's registry) ---
+def looks_secret(text: str) -> bool:
+    """A value that may be a secret whatever its key: a URL with a user or password in it, a
+    token with a known prefix, or a long word of mixed letters and digits (a placeholder's mark aside)."""
+    text = re.sub(MARK.format(r"\d+"), "", text)
+    if USERINFO.search(text) or TOKEN_PREFIX.search(text):
+        return True
+    for word in RANDOM_WORD.findall(text):
+        digits, letters = sum(c.isdigit() for c in word), sum(c.isalpha() for c in word)
+        if digits >= 2 and letters >= 2 and len(set(word)) >= 10:
+            return True
+    return False
 
-_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<user>[^\s/@:'\"<>]*)(?::(?P<password>[^\s/@'\"<>]*))?@(?P<host>[^\s/'\"?#<>]+)")
-LONE_USER_TOKEN = 20  # a user name alone this long is taken for a token (https://TOKEN@host/)
+
+def _normalised(text: str) -> str:
+    """Tools split lines on CR too (npm's ini, Python's text mode): so does every reader here."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def host_rule(scheme: str, host: str) -> str:
     """The `[network]` rule a URL's secret may travel to: its host and port (the scheme's if none)."""
+    from stockade.profiles.domains import parse_rule
+
     scheme = scheme.lower().rsplit("+", 1)[-1]
     try:
         parts = urlsplit(f"{scheme}://{host}")
         name, port = parts.hostname, parts.port
+        if not name or ":" in name or "*" in name:
+            raise ValueError(host)
+        rule = f"{name}:{port or (80 if scheme == 'http' else 443)}"
+        parse_rule(rule)
     except ValueError:
-        raise Unreadable(f"the address {host!r} cannot be read") from None
-    if not name or ":" in name:
-        raise Unreadable(f"the address {host!r} cannot be read")
-    return f"{name}:{port or (80 if scheme == 'http' else 443)}"
+        raise Unreadable("an address in it is not a host name") from None
+    return rule
 
 
-def urls(line: str, rewrite: Rewrite, where: str) -> str:
-    """Every URL in `line` with a password (or a user name that is a token) gets a mark for it."""
-
-    def one(match: re.Match[str]) -> str:
-        scheme, user, password, host = match["scheme"], match["user"], match["password"], match["host"]
-        if scheme.lower().rsplit("+", 1)[-1] not in ("http", "https"):
-            return match[0]
-        if password:
-            found = Found(f"{where}: the password in {scheme}://{user}:…@{host}", unquote(password), (host_rule(scheme, host),))
-            return f"{scheme}://{user}:{rewrite.mark(found)}@{host}"
-        if len(user) >= LONE_USER_TOKEN:
-            found = Found(f"{where}: the token in {scheme}://…@{host}", unquote(user), (host_rule(scheme, host),))
-            return f"{scheme}://{rewrite.mark(found)}@{host}"
-        return match[0]
-
-    return _URL.sub(one, line)
+def url_host(url: object) -> str | None:
+    """The host rule of a URL given in a configuration file (cargo's `sparse+https://...` too)."""
+    if not isinstance(url, str) or "://" not in url:
+        return None
+    scheme, _, rest = url.partition("://")
+    if scheme.lower().rsplit("+", 1)[-1] not in ("http", "https"):
+        return None
+    try:
+        return host_rule(scheme, rest.split("/", 1)[0].rpartition("@")[2])
+    except Unreadable:
+        return None
 
 
 def _b64(text: str) -> str:
@@ -124,371 +157,463 @@ def _unb64(value: str) -> str | None:
         return None
 
 
-def _unquote_value(value: str) -> tuple[str, str]:
-    """(the value without its quotes, the quote character or "")."""
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1], value[0]
-    return value, ""
+# --- a value: URLs with a user or password, and the gate ---
+
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<userinfo>[^\s/?#]*)@(?P<host>[^\s/?#@]+)")
+
+
+def value(rewrite: Rewrite, key: str, text: str) -> str | None:
+    """A setting's value as shown: each http(s) URL's user and password marked for its host; None
+    (withheld) when anything else in it looks like a secret."""
+
+    def one(match: re.Match[str]) -> str:
+        scheme, userinfo, host = match["scheme"], match["userinfo"], match["host"]
+        if scheme.lower().rsplit("+", 1)[-1] not in ("http", "https"):
+            raise _Withheld("a password for a service that is not HTTP")
+        rule = (host_rule(scheme, host),)
+        user, colon, password = userinfo.partition(":")
+        marked = rewrite.mark(f"{key} (user in {scheme}://…@{host})", unquote(user), rule) if user else ""
+        if colon:
+            marked += ":" + rewrite.mark(f"{key} (password in {scheme}://…@{host})", unquote(password), rule)
+        return f"{scheme}://{marked}@{host}"
+
+    try:
+        shown = _URL.sub(one, text)
+    except _Withheld as why:
+        rewrite.withhold(key, str(why))
+        return None
+    if looks_secret(shown):
+        rewrite.withhold(key, LOOKS_SECRET)
+        return None
+    return shown
+
+
+class _Withheld(Exception):
+    pass
+
+
+def keep(rewrite: Rewrite, key: str, text: str) -> str | None:
+    """`value`, and a key named like a secret is withheld whatever it holds."""
+    if SECRET_KEY.search(key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]) and text.strip():
+        rewrite.withhold(key, UNKNOWN_SECRET)
+        return None
+    return value(rewrite, key, text)
 
 
 # --- npm, pnpm and yarn 1: .npmrc, .yarnrc ---
 
 _NERF = re.compile(r"^//(?P<host>[^/]+)(?P<path>/.*)?:(?P<name>[^:/]+)$")
 NPM_DEFAULT = "https://registry.npmjs.org/"
-NPM_PROXY_KEYS = {"proxy", "https-proxy", "http-proxy"}
+NPM_PROXY = {"proxy", "https-proxy", "http-proxy", "noproxy"}
+NPM_CA = {"ca", "cafile", "ca[]", "strict-ssl"}
+
+
+def npm_value(raw: str) -> str:
+    """A value as npm's ini reads it: quoted is JSON (or single-quoted), otherwise up to an
+    unescaped ; or #, with \\; \\# and \\\\ unescaped."""
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        inner = raw[1:-1] if raw[0] == "'" else raw
+        try:
+            decoded = json.loads(inner if raw[0] == '"' else json.dumps(inner))
+            return decoded if isinstance(decoded, str) else raw
+        except ValueError:
+            return raw
+    out, escaped = "", False
+    for char in raw:
+        if escaped:
+            out += char if char in "\\;#" else "\\" + char
+            escaped = False
+        elif char in ";#":
+            break
+        elif char == "\\":
+            escaped = True
+        else:
+            out += char
+    return out.strip()
 
 
 def npmrc(text: str, where: str, spaced: bool = False) -> Rewrite:
-    """`key=value` lines (`key value` for .yarnrc); a token is `//host/path/:_authToken`, or bare
-    `_authToken` for the default registry; `_auth` is base64 of user:password, `_password` base64."""
-    rewrite = Rewrite()
-    registry = NPM_DEFAULT
-    parsed = [_npm_line(line, spaced) for line in text.split("\n")]
-    for key, value in (pair for pair in parsed if pair is not None):
-        if key == "registry":
-            registry = _unquote_value(value)[0]
+    """`key=value` lines (`key value` for .yarnrc). A token is `//host/path/:_authToken`, or a
+    bare `_authToken` for the default registry; `_auth` is base64 of user:password, `_password`
+    base64. Sections, lone words and comments are left out."""
+    rewrite = Rewrite(where)
+    pairs: list[tuple[str, str]] = []
+    section = False
+    for number, line in enumerate(_normalised(text).split("\n"), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        if stripped.startswith("["):
+            section = True
+        if section:
+            rewrite.withhold(f"line {number}", "in an ini section, which stockade does not show")
+            continue
+        key, separator, raw = stripped.partition(" " if spaced else "=")
+        if not separator:
+            rewrite.withhold(f"line {number}", "a lone word, which may be a secret")
+            continue
+        pairs.append((npm_value(key), npm_value(raw)))
+    registry = next((v for k, v in reversed(pairs) if k == "registry"), NPM_DEFAULT)
     lines = []
-    for number, (line, pair) in enumerate(zip(text.split("\n"), parsed, strict=True), 1):
-        if pair is None:
-            lines.append(line)
-            continue
-        key, raw = pair
-        if not raw and (" " if spaced else "=") not in line.strip():
-            rewrite.withhold(f"{where}: line {number}", "a lone word, which may be a secret")
-            continue
-        value, quote = _unquote_value(raw)
+    for key, raw in pairs:
         nerf = _NERF.match(key)
         name = nerf["name"] if nerf else key
-        if "${" in value:  # the value is read from the environment when npm runs: no secret here
-            lines.append(line)
-        elif key.lower() in NPM_PROXY_KEYS:
-            rewrite.withhold(f"{where}: {key}", OWN_PROXY)
+        if "${" in raw:  # read from the environment when npm runs (stockade's own filter decides what passes)
+            shown: str | None = raw
+        elif key.lower() in NPM_PROXY:
+            rewrite.withhold(key, OWN_PROXY)
+            continue
+        elif key.lower() in NPM_CA or name.lower() in ("cafile", "ca"):
+            rewrite.withhold(key, OWN_CA)
+            continue
         elif name in ("_authToken", "_auth", "_password"):
-            spelled = _npm_secret(rewrite, where, key, name, value, nerf["host"] if nerf else None, registry)
-            if spelled is None:
-                continue
-            separator = " " if spaced else "="
-            lines.append(f"{key}{separator}{quote}{spelled}{quote}")
-        elif name in ("username", "email", "certfile", "keyfile", "always-auth") or not SECRET_KEY.search(name):
-            lines.append(urls(line, rewrite, where))
+            shown = _npm_secret(rewrite, key, name, raw, nerf["host"] if nerf else None, registry)
+        elif name in ("username", "email", "always-auth", "certfile", "keyfile"):
+            shown = value(rewrite, key, raw)
         else:
-            rewrite.withhold(f"{where}: {key}", "not a kind of secret stockade knows where to send")
-    return _finish(rewrite, "\n".join(lines))
+            shown = keep(rewrite, key, raw)
+        if shown is not None:
+            lines.append(f"{_npm_key(key)}{' ' if spaced else '='}{json.dumps(shown) if _needs_quotes(shown) else shown}")
+    return _finish(rewrite, "".join(line + "\n" for line in lines))
 
 
-def _npm_line(line: str, spaced: bool) -> tuple[str, str] | None:
-    stripped = line.strip()
-    if not stripped or stripped[0] in "#;[":
-        return None
-    if not spaced and "=" not in stripped:
-        return stripped, ""  # npm reads a bare word as a flag set to true
-    if spaced:
-        key, _, value = stripped.partition(" ")
-        return _unquote_value(key)[0], value
-    key, _, value = stripped.partition("=")
-    return _unquote_value(key.strip())[0], value
+def _npm_key(key: str) -> str:
+    return json.dumps(key) if _needs_quotes(key) or "=" in key else key
 
 
-def _npm_secret(rewrite: Rewrite, where: str, key: str, name: str, value: str, host: str | None, registry: str) -> str | None:
+def _needs_quotes(text: str) -> bool:
+    return text != text.strip() or any(char in text for char in ";#\\\"'") or text.startswith("[")
+
+
+def _npm_secret(rewrite: Rewrite, key: str, name: str, raw: str, host: str | None, registry: str) -> str | None:
     if host is None:
-        parts = urlsplit(registry)
-        host, scheme = parts.netloc.rpartition("@")[2], parts.scheme or "https"
+        hosts = (url_host(registry),)
     else:
-        scheme = "https"
-    hosts = (host_rule(scheme, host),)
-    label = f"{where}: {key}"
+        hosts = (host_rule("https", host),)
+    if hosts[0] is None:
+        rewrite.withhold(key, NO_HOST)
+        return None
+    rule = (str(hosts[0]),)
     if name == "_authToken":
-        return rewrite.mark(Found(label, value, hosts))
-    decoded = _unb64(value)
+        return rewrite.mark(key, raw, rule)
+    decoded = _unb64(raw)
     if decoded is None:
-        rewrite.withhold(label, "not base64 as npm writes it")
+        rewrite.withhold(key, "not base64 as npm writes it")
         return None
     if name == "_password":
-        return rewrite.mark(Found(label, decoded, hosts, _b64))
+        return rewrite.mark(key, decoded, rule, _b64)
     user, colon, password = decoded.partition(":")
     if not colon:
-        rewrite.withhold(label, "not user:password as npm writes it")
+        rewrite.withhold(key, "not user:password as npm writes it")
         return None
-    return rewrite.mark(Found(label, password, hosts, _basic_pair(user)))
+    return rewrite.mark(key, password, rule, _basic_pair(user))
 
 
 # --- ini files: pip.conf, .pypirc ---
 
 PYPI_UPLOAD = {"pypi": "https://upload.pypi.org/legacy/", "testpypi": "https://test.pypi.org/legacy/"}
+PIP_OWN = {"proxy": OWN_PROXY, "cert": OWN_CA}
 
 
 def ini(text: str, where: str) -> Rewrite:
-    """pip.conf and .pypirc: `[section]`, `key = value` and indented continuation lines. Passwords
-    in URLs are marked; a .pypirc `password` goes to its section's `repository` (PyPI's by name)."""
+    """pip.conf and .pypirc, read as configparser (so pip and twine) reads them and written anew.
+    A .pypirc `password` goes to its section's `repository` (PyPI's, by the section's name)."""
     import configparser
 
+    parser = configparser.RawConfigParser(strict=False, interpolation=None, delimiters=("=", ":"))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
-        configparser.RawConfigParser(strict=False, interpolation=None).read_string(text)
+        parser.read_string(_normalised(text))
     except configparser.Error as exc:
         raise Unreadable(f"it is not an INI file ({exc.message.splitlines()[0]})") from None
-    rewrite = Rewrite()
-    sections = _ini_sections(text)
-    lines: list[str] = []
-    section, dropping = "", False
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if dropping and line[:1] in (" ", "\t") and stripped:
-            continue  # a continuation of a withheld value
-        dropping = False
-        if stripped.startswith("[") and stripped.endswith("]"):
-            section = stripped[1:-1].strip()
-            lines.append(line)
-            continue
-        match = re.match(r"^(?P<key>[^=:\s][^=:]*?)\s*[=:]\s*(?P<value>.*)$", line) if line[:1] not in (" ", "\t", "#", ";") else None
-        if match is None:
-            lines.append(urls(line, rewrite, where))
-            continue
-        key, value = match["key"].strip(), match["value"].strip()
-        label = f"{where}: [{section}] {key}"
-        if key.lower() == "proxy":
-            rewrite.withhold(label, OWN_PROXY)
-            dropping = True
-        elif key.lower() == "password" and value:
-            url = sections.get(section, {}).get("repository") or PYPI_UPLOAD.get(section)
-            if url is None:
-                rewrite.withhold(label, NO_HOST)
-                dropping = True
+    rewrite = Rewrite(where)
+    out = []
+    for section in parser.sections():
+        out.append(f"[{section}]")
+        options = {name.lower(): raw for name, raw in parser.items(section)}
+        for name, raw in parser.items(section):
+            label = f"[{section}] {name}"
+            lowered = name.lower()
+            if lowered in PIP_OWN:
+                rewrite.withhold(label, PIP_OWN[lowered])
                 continue
-            parts = urlsplit(url)
-            found = Found(label, value, (host_rule(parts.scheme or "https", parts.netloc.rpartition("@")[2]),))
-            lines.append(f"{match['key']} = {rewrite.mark(found)}")
-        elif SECRET_KEY.search(key) and value and key.lower() not in ("client-cert", "cert", "trusted-host"):
-            rewrite.withhold(label, "not a kind of secret stockade knows where to send")
-            dropping = True
-        else:
-            lines.append(urls(line, rewrite, where))
-    return _finish(rewrite, "\n".join(lines))
-
-
-def _ini_sections(text: str) -> dict[str, dict[str, str]]:
-    sections: dict[str, dict[str, str]] = {}
-    current = sections.setdefault("", {})
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if stripped.startswith("[") and stripped.endswith("]"):
-            current = sections.setdefault(stripped[1:-1].strip(), {})
-        elif "=" in stripped and line[:1] not in (" ", "\t", "#", ";"):
-            key, _, value = stripped.partition("=")
-            current[key.strip().lower()] = value.strip()
-    return sections
+            if lowered == "password" and raw:
+                url = options.get("repository") or PYPI_UPLOAD.get(section)
+                host = url_host(url)
+                if host is None:
+                    rewrite.withhold(label, NO_HOST)
+                    continue
+                shown: str | None = rewrite.mark(label, raw.strip(), (host,))
+            elif lowered in ("username", "client-cert", "trusted-host"):
+                shown = value(rewrite, label, raw)
+            else:
+                shown = keep(rewrite, label, raw)
+            if shown is not None:
+                out.append(f"{name} = {shown.strip().replace(chr(10), chr(10) + '    ')}")
+        out.append("")
+    return _finish(rewrite, "\n".join(out))
 
 
 # --- TOML: uv, cargo, poetry ---
 
-_TABLE = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
-_PAIR = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z0-9_.\"' -]+?)\s*=\s*(?P<value>.*)$")
 CRATES_IO = "crates.io:443"
 
 
 def toml(text: str, where: str, hosts_of: Callable[[str, str], str | None] | None = None) -> Rewrite:
-    """uv.toml, cargo's config and credentials, poetry's config and auth: `[table]` and one-line
-    `key = "string"` pairs. `hosts_of(table, key)` names the host a table's secret goes to (cargo's
-    registries and poetry's repositories are named in another file); secrets it has no host for
-    are withheld. Multi-line strings and inline tables holding a secret make the file unreadable."""
+    """uv.toml, cargo's config and credentials, poetry's config and auth, read with tomllib and
+    written anew. `hosts_of(table, key)` names the host of a table's secret (cargo's registries
+    and poetry's repositories are named in another file); one it has no host for is withheld."""
     import tomllib
 
+    import tomlkit
+
     try:
-        tomllib.loads(text)
+        tree = tomllib.loads(_normalised(text))
     except tomllib.TOMLDecodeError as exc:
         raise Unreadable(f"it is not TOML ({exc})") from None
-    rewrite = Rewrite()
-    lines: list[str] = []
-    table = ""
-    for line in text.split("\n"):
-        if '"""' in line or "'''" in line:
-            raise Unreadable("it holds a multi-line string")
-        heading = _TABLE.match(line)
-        if heading:
-            table = ".".join(part.strip().strip("\"'") for part in heading["name"].split("."))
-            lines.append(urls(line, rewrite, where))
-            continue
-        pair = _PAIR.match(line)
-        if pair is None or line.lstrip().startswith("#"):
-            lines.append(urls(line, rewrite, where))
-            continue
-        key = pair["key"].strip().strip("\"'")
-        label = f"{where}: {f'[{table}] ' if table else ''}{key}"
-        if not SECRET_KEY.search(key) and not (table.startswith("pypi-token") and key):
-            if key == "proxy":
-                rewrite.withhold(label, OWN_PROXY)
-                continue
-            if "{" in pair["value"] and SECRET_KEY.search(pair["value"]):
-                raise Unreadable(f"{label} is an inline table with a secret in it")
-            lines.append(urls(line, rewrite, where))
-            continue
-        try:
-            value = tomllib.loads(f"v = {pair['value']}")["v"]
-        except tomllib.TOMLDecodeError:
-            raise Unreadable(f"{label} cannot be read") from None
-        if not isinstance(value, str):
-            raise Unreadable(f"{label} is not a string")
-        host = hosts_of(table, key) if hosts_of is not None else None
-        if host is None:
-            rewrite.withhold(label, NO_HOST)
-            continue
-        lines.append(f'{pair["indent"]}{pair["key"]} = "{rewrite.mark(Found(label, value, (host,)))}"')
-    shown = "\n".join(lines)
-    try:
-        tomllib.loads(shown.replace("\x00", ""))
-    except tomllib.TOMLDecodeError:
-        raise Unreadable("it could not be written without its secrets as TOML") from None
-    return _finish(rewrite, shown)
+    rewrite = Rewrite(where)
+
+    def walk(node: dict[str, Any], table: str) -> dict[str, Any]:
+        shown: dict[str, Any] = {}
+        for key, item in node.items():
+            label = f"{table}.{key}" if table else key
+            if isinstance(item, dict):
+                shown[key] = walk(item, label)
+            elif isinstance(item, list):
+                kept = [walk(x, label) if isinstance(x, dict) else _toml_leaf(rewrite, label, table, key, x, hosts_of) for x in item]
+                shown[key] = [x for x in kept if x is not None]
+            else:
+                leaf = _toml_leaf(rewrite, label, table, key, item, hosts_of)
+                if leaf is not None:
+                    shown[key] = leaf
+        return shown
+
+    return _finish(rewrite, tomlkit.dumps(walk(tree, "")))
 
 
-def toml_tables(text: str) -> dict[str, dict[str, object]]:
+def _toml_leaf(rewrite: Rewrite, label: str, table: str, key: str, item: object, hosts_of: Callable[[str, str], str | None] | None) -> object:
+    if not isinstance(item, str):
+        return item
+    if key == "proxy":
+        rewrite.withhold(label, OWN_PROXY)
+        return None
+    if key in ("cainfo", "ca-certificates", "cert"):
+        rewrite.withhold(label, OWN_CA)
+        return None
+    secret = SECRET_KEY.search(key) or table.split(".")[0] == "pypi-token"
+    host = hosts_of(table, key) if secret and hosts_of is not None else None
+    if host is not None:
+        return rewrite.mark(label, item, (host,))
+    return keep(rewrite, label, item)
+
+
+def toml_tables(text: str) -> dict[str, Any]:
     """The tables of another file a reader takes hosts from; {} when it cannot be parsed."""
     import tomllib
 
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(_normalised(text))
     except tomllib.TOMLDecodeError:
         return {}
-
-
-def url_host(url: object) -> str | None:
-    """The host rule of a URL given in a configuration file (cargo's `sparse+https://...` too)."""
-    if not isinstance(url, str) or "://" not in url:
-        return None
-    scheme, _, rest = url.partition("://")
-    try:
-        return host_rule(scheme, rest.split("/", 1)[0].rpartition("@")[2])
-    except Unreadable:
-        return None
 
 
 # --- properties: gradle.properties ---
 
 
 def properties(text: str, where: str) -> Rewrite:
-    """`key=value`, `key: value` or `key value` lines; a secret's host is never named here, so each is withheld."""
-    rewrite = Rewrite()
+    """`key=value` or `key: value` lines; a secret's host is never named here, so each is withheld.
+    Continued lines, lone words and comments are left out."""
+    rewrite = Rewrite(where)
     lines: list[str] = []
-    continued = False
-    for number, line in enumerate(text.split("\n"), 1):
-        if continued:
-            continued = line.rstrip().endswith("\\")
-            continue
+    for number, line in enumerate(_normalised(text).split("\n"), 1):
         stripped = line.strip()
-        key = re.split(r"\s*[=:\s]\s*", stripped, maxsplit=1)[0] if stripped and stripped[0] not in "#!" else ""
-        if key and SECRET_KEY.search(key):
-            rewrite.withhold(f"{where}: {key}", NO_HOST)
-            continued = stripped.endswith("\\")
+        if not stripped or stripped[0] in "#!":
             continue
-        if key and key == stripped:
-            rewrite.withhold(f"{where}: line {number}", "a lone word, which may be a secret")
+        if stripped.endswith("\\"):
+            raise Unreadable(f"line {number} is continued on the next")
+        match = re.match(r"^(?P<key>[^=:\s]+)\s*[=:]\s*(?P<value>.*)$", stripped)
+        if match is None:
+            rewrite.withhold(f"line {number}", "a lone word, which may be a secret")
             continue
-        lines.append(urls(line, rewrite, where))
-    return _finish(rewrite, "\n".join(lines))
+        shown = keep(rewrite, match["key"], match["value"])
+        if match["key"].startswith("systemProp.http") and "proxy" in match["key"].lower():
+            rewrite.withhold(match["key"], OWN_PROXY)
+            continue
+        if shown is not None:
+            lines.append(f"{match['key']}={shown}")
+    return _finish(rewrite, "".join(line + "\n" for line in lines))
 
 
 # --- netrc ---
 
 
 def netrc(text: str, where: str) -> Rewrite:
-    """`machine HOST login USER password SECRET` (curl, git, pip, requests); a `default` entry's password has no host."""
-    if re.search(r"(^|\s)macdef(\s|$)", text):
-        raise Unreadable("it defines a macro (macdef)")
-    rewrite = Rewrite()
-    tokens = re.split(r"(\s+)", text)
-    machine: str | None = None
-    out: list[str] = []
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        out.append(token)
-        if token in ("machine", "default"):
-            machine = None
-            if token == "machine" and index + 2 < len(tokens):
-                out += [tokens[index + 1], tokens[index + 2]]
-                machine = tokens[index + 2]
-                index += 2
-        elif token in ("login", "account", "port") and index + 2 < len(tokens):
-            out += [tokens[index + 1], tokens[index + 2]]
-            index += 2
-        elif token.strip() and token not in ("password",):
-            raise Unreadable(f"it holds a word netrc does not know ({len(token)} characters)")
-        elif token == "password" and index + 2 < len(tokens):
-            label = f"{where}: the password of {f'machine {machine}' if machine else 'the default entry'}"
-            value = _unquote_value(tokens[index + 2])[0]
-            if machine is None:
-                rewrite.withhold(label, NO_HOST)
-                out += [tokens[index + 1], '""']
-            else:
-                out += [tokens[index + 1], rewrite.mark(Found(label, value, (machine,)))]
-            index += 2
-        index += 1
-    return _finish(rewrite, "".join(out))
+    """Read as Python's netrc module reads it (curl's grammar): each machine's login and password
+    are marked for that host name; the `default` entry and macros are left out."""
+    import io
+    import netrc as netrc_module
+
+    from stockade.profiles.domains import parse_rule
+
+    parsed = netrc_module.netrc.__new__(netrc_module.netrc)  # the module reads only named files: its parser, on the text
+    parsed.hosts, parsed.macros = {}, {}
+    try:
+        parsed._parse(where, io.StringIO(_normalised(text)), False)  # type: ignore[attr-defined]
+    except netrc_module.NetrcParseError as exc:
+        raise Unreadable(f"it is not a netrc file ({exc.msg})") from None
+    rewrite = Rewrite(where)
+    lines = []
+    for machine, (login, account, password) in parsed.hosts.items():
+        label = f"machine {machine}"
+        if machine == "default":
+            rewrite.withhold("the default entry", NO_HOST)
+            continue
+        try:
+            rule = parse_rule(machine)
+            if rule.wildcard or rule.network is not None and rule.network.num_addresses > 1 or "/" in machine:
+                raise ValueError(machine)
+        except ValueError:
+            rewrite.withhold(label, "not a host name")
+            continue
+        words = [f"machine {machine}"]
+        if login:
+            words.append(f"login {rewrite.mark(f'{label} login', login, (machine,))}")
+        if password:
+            words.append(f"password {rewrite.mark(f'{label} password', password, (machine,))}")
+        if account:
+            rewrite.withhold(f"{label} account", UNKNOWN_SECRET)
+        lines.append(" ".join(words))
+    if parsed.macros:
+        rewrite.withhold("macdef", "a macro, which is ftp's")
+    return _finish(rewrite, "".join(line + "\n" for line in lines))
 
 
 # --- git: config and the store helper's file ---
 
-_GIT_SECTION = re.compile(r'^\s*\[\s*(?P<name>[A-Za-z0-9.-]+)(\s+"(?P<sub>(?:[^"\\]|\\.)*)")?\s*\]')
-_EXTRA_HEADER = re.compile(
-    r"^(?P<head>\s*extraheader\s*=\s*\"?\s*authorization\s*:\s*)(?P<scheme>[A-Za-z]+)\s+(?P<value>[^\s\"]+)(?P<tail>\"?\s*)$", re.I
-)
+_GIT_SECTION = re.compile(r'^\s*\[\s*(?P<name>[A-Za-z0-9.-]+)(\s+"(?P<sub>(?:[^"\\]|\\.)*)")?\s*\]\s*$')
+_GIT_PAIR = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z0-9-]*)\s*(=\s*(?P<value>.*))?$")
+_AUTHORIZATION = re.compile(r"^\s*authorization\s*:\s*(?P<scheme>[A-Za-z]+)\s+(?P<value>\S+)\s*$", re.I)
+GIT_OWN = {("http", "proxy"): OWN_PROXY, ("https", "proxy"): OWN_PROXY, ("http", "sslcainfo"): OWN_CA, ("http", "sslcapath"): OWN_CA}
 
 
 def gitconfig(text: str, where: str) -> Rewrite:
-    """Passwords in URLs (`url.<base>.insteadOf` sections included), and `http.<url>.extraHeader =
-    Authorization: ...` for its URL's host; an extraHeader for every host is withheld."""
+    """git's config, checked with git's grammar (profiles/gitconfig.py) and written anew line by
+    line: passwords in URLs (`url.<base>.insteadOf` sections included) and `http.<url>.extraHeader
+    = Authorization: ...` are marked for their URL's host; a section heading with a password the
+    file could not be shown without, a line continued on the next, or a key on a heading's line,
+    make the file unreadable."""
     from stockade.profiles.gitconfig import ConfigSyntaxError, parse
 
+    text = _normalised(text)
     try:
         parse(text)
     except ConfigSyntaxError as exc:
         raise Unreadable(f"git would refuse it ({exc})") from None
-    rewrite = Rewrite()
+    rewrite = Rewrite(where)
     lines: list[str] = []
-    section, sub = "", ""
-    for line in text.split("\n"):
-        heading = _GIT_SECTION.match(line)
-        if heading:
-            section, sub = heading["name"].lower(), heading["sub"] or ""
-            lines.append(urls(line, rewrite, where))
+    section, sub, dropping = "", "", False
+    for number, line in enumerate(text.split("\n"), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
             continue
-        key = line.strip().split("=", 1)[0].strip().lower()
-        if key and "=" not in line and not key.startswith(("#", ";")) and (re.search(r"[\d_]", key) or len(key) > LONE_USER_TOKEN):
-            rewrite.withhold(f"{where}: a key without a value in [{section}]", "a lone word that looks like a token")
+        if stripped.endswith("\\"):
+            raise Unreadable(f"line {number} is continued on the next")
+        heading = _GIT_SECTION.match(line)
+        if stripped.startswith("[") and heading is None:
+            raise Unreadable(f"line {number} holds a section heading stockade does not follow")
+        if heading:
+            section, sub = heading["name"].lower(), (heading["sub"] or "").replace('\\"', '"').replace("\\\\", "\\")
+            label = f"[{section}{f' {sub!r}' if sub else ''}]"
+            shown_sub = value(rewrite, label, sub) if sub else ""
+            dropping = shown_sub is None
+            if not dropping:
+                lines.append(f"[{section}" + (f' "{_git_quote_sub(shown_sub or "")}"' if sub else "") + "]")
+            continue
+        if dropping:
+            continue
+        pair = _GIT_PAIR.match(line)
+        if pair is None:
+            raise Unreadable(f"line {number} is not a `key = value` git follows")
+        key, raw = pair["key"].lower(), pair["value"]
+        label = f"{section}{f'.{sub}' if sub else ''}.{key}"
+        if raw is None:
+            if looks_secret(key):
+                rewrite.withhold(f"a key of [{section}]", LOOKS_SECRET)
+                continue
+            lines.append(f"\t{pair['key']}")
+            continue
+        content = _git_unquote(raw)
+        if (section, key) in GIT_OWN:
+            rewrite.withhold(label, GIT_OWN[(section, key)])
             continue
         if section == "http" and key == "extraheader":
-            header = _EXTRA_HEADER.match(line)
-            host = url_host(sub) if sub else None
-            label = f"{where}: http{f' {sub!r}' if sub else ''}.extraHeader"
-            if header is None or host is None:
-                rewrite.withhold(label, NO_HOST if header is not None else "not an Authorization header stockade can swap")
-                continue
-            value, scheme = header["value"], header["scheme"]
-            if scheme.lower() == "basic":
-                decoded = _unb64(value)
-                user, colon, password = (decoded or "").partition(":")
-                if not colon:
-                    rewrite.withhold(label, "not base64 of user:password")
-                    continue
-                mark = rewrite.mark(Found(label, password, (host,), _basic_pair(user)))
-            else:
-                mark = rewrite.mark(Found(label, value, (host,)))
-            lines.append(f"{header['head']}{scheme} {mark}{header['tail']}")
+            shown = _extra_header(rewrite, label, sub, content)
+        elif key in ("helper", "usehttppath", "name", "email", "username", "signingkey"):
+            shown = value(rewrite, label, content)
+        else:
+            shown = keep(rewrite, label, content)
+        if shown is not None:
+            lines.append(f"\t{pair['key']} = {_git_quote(shown)}")
+    return _finish(rewrite, "".join(line + "\n" for line in lines))
+
+
+def _extra_header(rewrite: Rewrite, label: str, url: str, content: str) -> str | None:
+    header = _AUTHORIZATION.match(content)
+    host = url_host(url) if url else None
+    if header is None or host is None:
+        rewrite.withhold(label, NO_HOST if header is not None else "a header stockade cannot swap")
+        return None
+    scheme, secret = header["scheme"], header["value"]
+    if scheme.lower() == "basic":
+        user, colon, password = (_unb64(secret) or "").partition(":")
+        if not colon:
+            rewrite.withhold(label, "not base64 of user:password")
+            return None
+        return f"Authorization: {scheme} {rewrite.mark(label, password, (host,), _basic_pair(user))}"
+    return f"Authorization: {scheme} {rewrite.mark(label, secret, (host,))}"
+
+
+def _git_unquote(raw: str) -> str:
+    """A value as git reads it: quotes removed, escapes \\\\ \\" \\n \\t \\b, comments cut."""
+    out, quoted, index = "", False, 0
+    while index < len(raw):
+        char = raw[index]
+        if char == "\\" and index + 1 < len(raw):
+            out += {"n": "\n", "t": "\t", "b": "\b"}.get(raw[index + 1], raw[index + 1])
+            index += 2
             continue
-        if key and not key.startswith(("#", ";")) and SECRET_KEY.search(key) and "=" in line and key not in ("helper", "usehttppath"):
-            rewrite.withhold(f"{where}: {section}.{key}", "not a kind of secret stockade knows where to send")
-            continue
-        lines.append(urls(line, rewrite, where))
-    return _finish(rewrite, "\n".join(lines))
+        if char == '"':
+            quoted = not quoted
+        elif char in "#;" and not quoted:
+            break
+        else:
+            out += char
+        index += 1
+    return out.strip() if not quoted else out
+
+
+def _git_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def _git_quote_sub(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def url_lines(text: str, where: str) -> Rewrite:
-    """One URL per line (git's credential store): each password marked for its URL's host."""
-    rewrite = Rewrite()
-    lines = text.split("\n")
-    if any(line.strip() and "://" not in line for line in lines):
-        raise Unreadable("a line in it is not a URL")
-    return _finish(rewrite, "\n".join(urls(line, rewrite, where) for line in lines))
+    """One URL per line (git's credential store): the user and password of each marked for its host."""
+    rewrite = Rewrite(where)
+    lines = []
+    for number, line in enumerate(_normalised(text).split("\n"), 1):
+        if not line.strip():
+            continue
+        if "://" not in line or not _URL.search(line):
+            raise Unreadable(f"line {number} is not a URL with a user")
+        shown = value(rewrite, f"line {number}", line.strip())
+        if shown is not None:
+            lines.append(shown)
+    return _finish(rewrite, "".join(line + "\n" for line in lines))
 
 
 # --- JSON: docker's config.json ---
@@ -497,158 +622,169 @@ DOCKER_SECRETS = ("auth", "password", "identitytoken", "registrytoken")
 
 
 def docker_json(text: str, where: str) -> Rewrite:
-    """Registry logins under `auths` are withheld: the docker daemon, not the sandbox's network,
-    sends them (so no placeholder would ever be swapped); helpers and every other setting stay."""
-    import json
-
+    """Registry logins under `auths` are withheld (the docker daemon sends them, not the sandbox's
+    network), so are `HttpHeaders`; helpers and every other setting stay, each value gated."""
     try:
         config = json.loads(text)
     except ValueError:
         raise Unreadable("it is not JSON") from None
     if not isinstance(config, dict):
         raise Unreadable("it is not a JSON object")
-    rewrite = Rewrite()
-    auths = config.get("auths")
-    if isinstance(auths, dict):
-        for registry, entry in auths.items():
-            if isinstance(entry, dict):
-                for key in [k for k in entry if k.lower() in DOCKER_SECRETS]:
-                    del entry[key]
-                    rewrite.withhold(f"{where}: auths.{registry}.{key}", "the docker daemon sends registry logins, not the sandbox")
-    return _finish(rewrite, json.dumps(config, indent="\t") + "\n")
+    rewrite = Rewrite(where)
+    shown = _json_walk(rewrite, config, "")
+    return _finish(rewrite, json.dumps(shown, indent="\t") + "\n")
+
+
+def _json_walk(rewrite: Rewrite, node: Any, path: str) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for key, item in node.items():
+            label = f"{path}.{key}" if path else str(key)
+            lowered = str(key).lower()
+            if lowered in DOCKER_SECRETS or lowered == "httpheaders":
+                rewrite.withhold(label, "the docker daemon sends registry logins, not the sandbox" if lowered != "httpheaders" else UNKNOWN_SECRET)
+                continue
+            kept = _json_walk(rewrite, item, label)
+            if kept is not _GONE:
+                out[key] = kept
+        return out
+    if isinstance(node, list):
+        return [kept for kept in (_json_walk(rewrite, item, path) for item in node) if kept is not _GONE]
+    if isinstance(node, str):
+        shown = keep(rewrite, path, node)
+        return _GONE if shown is None else shown
+    return node
+
+
+_GONE = object()
 
 
 # --- XML: maven's settings.xml ---
 
-_SERVER = re.compile(r"<server>(?P<body>.*?)</server>", re.S)
-_ELEMENT = "<{0}>(?P<value>[^<]*)</{0}>"
-
 
 def maven_settings(text: str, where: str) -> Rewrite:
-    """Each `<server>`'s password and passphrase go to the URL of the mirror or repository with
-    the same `<id>` in the file; one with none is withheld."""
-    import html
+    """Each `<server>`'s password and passphrase go to the URL of the mirror or repository with the
+    same `<id>` in the file; one with none is withheld, and so is any other text that looks like a
+    secret (an `<httpHeaders>` value, a proxy's password, a profile's gpg.passphrase)."""
     import xml.etree.ElementTree as ElementTree
 
     try:
-        ElementTree.fromstring(text.encode())
+        root = ElementTree.fromstring(text.encode())
     except ElementTree.ParseError:
         raise Unreadable("it is not well-formed XML") from None
-    rewrite = Rewrite()
-    urls_by_id = _maven_urls(text)
-
-    def server(match: re.Match[str]) -> str:
-        body = match["body"]
-        ident = re.search(_ELEMENT.format("id"), body)
-        name = html.unescape(ident["value"].strip()) if ident else "?"
-        host = url_host(urls_by_id.get(name))
-        for element in ("password", "passphrase"):
-            found = re.search(_ELEMENT.format(element), body)
-            if found is None or not found["value"].strip():
+    namespace = root.tag[1:].partition("}")[0] if root.tag.startswith("{") else ""
+    if namespace:
+        ElementTree.register_namespace("", namespace)
+    rewrite = Rewrite(where)
+    urls: dict[str, str] = {}
+    for element in root.iter():
+        if _local(element.tag) in ("mirror", "repository", "pluginRepository"):
+            ident, url = _child_text(element, "id"), _child_text(element, "url")
+            if ident and url:
+                urls.setdefault(ident, url)
+    servers = {id(element) for element in root.iter() if _local(element.tag) == "server"}
+    for parent in root.iter():
+        for element in list(parent):
+            tag = _local(element.tag)
+            if element.text is None or not element.text.strip() or len(element):
                 continue
-            label = f"{where}: server {name} {element}"
-            if host is None:
-                rewrite.withhold(label, NO_HOST)
-                replacement = f"<{element}></{element}>"
-            else:
-                replacement = f"<{element}>{rewrite.mark(Found(label, html.unescape(found['value'].strip()), (host,)))}</{element}>"
-            body = body[: found.start()] + replacement + body[found.end() :]
-        return f"<server>{body}</server>"
-
-    return _finish(rewrite, _SERVER.sub(server, text))
-
-
-def _maven_urls(text: str) -> dict[str, str]:
-    import html
-
-    found: dict[str, str] = {}
-    for block in re.finditer(r"<(mirror|repository|pluginRepository)>(?P<body>.*?)</\1>", text, re.S):
-        ident = re.search(_ELEMENT.format("id"), block["body"])
-        url = re.search(_ELEMENT.format("url"), block["body"])
-        if ident and url:
-            found.setdefault(html.unescape(ident["value"].strip()), html.unescape(url["value"].strip()))
-    return found
+            label = f"{_local(parent.tag)}.{tag}"
+            if id(parent) in servers and tag in ("password", "passphrase"):
+                ident = _child_text(parent, "id") or "?"
+                host = url_host(urls.get(ident))
+                if host is None:
+                    rewrite.withhold(f"server {ident} {tag}", NO_HOST)
+                    element.text = ""
+                else:
+                    element.text = rewrite.mark(f"server {ident} {tag}", element.text.strip(), (host,))
+                continue
+            shown = keep(rewrite, label, element.text)
+            element.text = "" if shown is None else shown
+    return _finish(rewrite, '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n")
 
 
-# --- YAML, read by lines: conda's .condarc, yarn's .yarnrc.yml ---
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
 
-_YAML_PAIR = re.compile(r"^(?P<indent>\s*)(?P<dash>-\s+)?(?P<key>[\"']?[^\"'#:]+[\"']?|[\"'][^\"']*[\"'])\s*:(?:\s+(?P<value>.*?))?\s*$")
-_CONDA_TOKEN = re.compile(r"/t/[A-Za-z0-9_-]{16,}/")
+
+def _child_text(element: Any, name: str) -> str:
+    for child in element:
+        if _local(child.tag) == name and child.text:
+            return str(child.text).strip()
+    return ""
+
+
+# --- YAML: conda's .condarc, yarn's .yarnrc.yml ---
+
+_CONDA_TOKEN = re.compile(r"/t/[^/]+/")
 YARN_DEFAULT = "https://registry.yarnpkg.com"
+YAML_OWN = {"httpProxy": OWN_PROXY, "httpsProxy": OWN_PROXY, "proxy_servers": OWN_PROXY, "caFilePath": OWN_CA,
+            "httpsCaFilePath": OWN_CA, "ssl_verify": OWN_CA, "client_cert": OWN_CA}  # fmt: skip
 
 
-def yaml_lines(text: str, where: str) -> Rewrite:
-    """`key: value` lines by their indentation. yarn's npmAuthToken and npmAuthIdent go to the
-    registry they sit under (npmRegistries' key, a scope's or the top npmRegistryServer); a
-    conda channel's `/t/TOKEN/` travels in the path, where no placeholder is swapped, so its
-    line is withheld; a proxy of the tool's own is withheld with its block."""
-    if "\t" in text.replace("\n\t", "\n").split("\n", 1)[0] or re.search(r"(^|\n)\s*[|>][-+]?\s*$|:\s*[|>][-+]?\s*(\n|$)", text):
-        raise Unreadable("it has a block scalar")
-    rewrite = Rewrite()
-    top_registry = YARN_DEFAULT
-    for line in text.split("\n"):
-        pair = _YAML_PAIR.match(line)
-        if pair and not pair["indent"] and pair["key"].strip("\"'") == "npmRegistryServer" and pair["value"]:
-            top_registry = pair["value"].strip("\"'")
-    lines: list[str] = []
-    stack: list[tuple[int, str, str | None]] = []  # (indent, key, the registry that block names)
-    dropping: int | None = None
-    for line in text.split("\n"):
-        pair = _YAML_PAIR.match(line)
-        indent = len(pair["indent"]) if pair else None
-        if dropping is not None:
-            inside_block = indent > dropping if indent is not None else line[:1] in (" ", "-")
-            if line.strip() == "" or line.lstrip().startswith("#") or inside_block:
+def yaml(text: str, where: str) -> Rewrite:
+    """Read with a YAML safe loader (anchors and flow style as the tool reads them) and written
+    anew. yarn's npmAuthToken and npmAuthIdent go to the registry they sit under (an
+    npmRegistries key, a scope's or the top npmRegistryServer); a conda channel's `/t/TOKEN/`
+    travels in the path, where no placeholder is swapped, so that channel is withheld."""
+    import yaml as pyyaml
+
+    try:
+        tree = pyyaml.safe_load(_normalised(text))
+    except pyyaml.YAMLError:
+        raise Unreadable("it is not YAML stockade can read") from None
+    if tree is None:
+        return _finish(Rewrite(where), "")
+    if not isinstance(tree, dict):
+        raise Unreadable("it is not a YAML mapping")
+    rewrite = Rewrite(where)
+    top = tree.get("npmRegistryServer") if isinstance(tree.get("npmRegistryServer"), str) else YARN_DEFAULT
+    shown = _yaml_walk(rewrite, tree, "", str(top))
+    return _finish(rewrite, pyyaml.safe_dump(shown, sort_keys=False, allow_unicode=True))
+
+
+def _yaml_walk(rewrite: Rewrite, node: Any, path: str, registry: str | None) -> Any:
+    if isinstance(node, dict):
+        if isinstance(node.get("npmRegistryServer"), str) and path:
+            registry = node["npmRegistryServer"]
+        out = {}
+        for key, item in node.items():
+            label = f"{path}.{key}" if path else str(key)
+            if str(key) in YAML_OWN:
+                rewrite.withhold(label, YAML_OWN[str(key)])
                 continue
-            dropping = None
-        if pair is None and line.strip() and not line.lstrip().startswith(("#", "- ", "---")) and line.strip() != "-":
-            raise Unreadable("a line in it is neither `key: value` nor a list item")
-        if pair is None:
-            if _CONDA_TOKEN.search(line):
-                rewrite.withhold(f"{where}: {line.strip().lstrip('- ').split('/t/')[0]}/t/…", "the token travels in the path")
-                continue
-            lines.append(urls(line, rewrite, where))
-            continue
-        assert indent is not None
-        key = pair["key"].strip().strip("\"'")
-        value = (pair["value"] or "").strip()
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        registry = next((named for _i, _k, named in reversed(stack) if named), None)
-        if key == "npmRegistryServer" and stack:
-            stack[-1] = (stack[-1][0], stack[-1][1], value.strip("\"'"))
-        label = f"{where}: {'.'.join([*(k for _i, k, _n in stack), key])}"
-        if key in ("httpProxy", "httpsProxy", "proxy_servers", "proxy"):
-            rewrite.withhold(label, OWN_PROXY)
-            dropping = indent
-            continue
-        if value and _CONDA_TOKEN.search(value):
-            rewrite.withhold(label, "the token travels in the path")
-            continue
-        named = key if "://" in key or key.startswith("//") else None
-        stack.append((indent, key, named))
-        if key in ("npmAuthToken", "npmAuthIdent") and value:
-            secret, quote = _unquote_value(value)
-            server = registry or (top_registry if not any(k == "npmScopes" for _i, k, _n in stack) else None)
-            host = url_host(server if server is None or "://" in server else f"https:{server}")
-            if host is None:
-                rewrite.withhold(label, NO_HOST)
-                continue
-            if key == "npmAuthIdent":
-                user, colon, password = secret.partition(":")
-                if not colon:
-                    rewrite.withhold(label, "not user:password")
+            inner = registry
+            if path.rsplit(".", 1)[-1] == "npmRegistries":
+                inner = str(key) if "://" in str(key) else f"https:{key}"
+            elif path.rsplit(".", 1)[-1] == "npmScopes":
+                inner = None  # a scope's registry is its own npmRegistryServer, or none
+            if key in ("npmAuthToken", "npmAuthIdent") and isinstance(item, str):
+                host = url_host(registry)
+                if host is None:
+                    rewrite.withhold(label, NO_HOST)
                     continue
-                mark = f"{user}:{rewrite.mark(Found(label, password, (host,)))}"
-            else:
-                mark = rewrite.mark(Found(label, secret, (host,)))
-            lines.append(f"{pair['indent']}{pair['dash'] or ''}{pair['key']}: {quote}{mark}{quote}")
-            continue
-        if value and SECRET_KEY.search(key):
-            rewrite.withhold(label, "not a kind of secret stockade knows where to send")
-            continue
-        lines.append(urls(line, rewrite, where))
-    return _finish(rewrite, "\n".join(lines))
+                if key == "npmAuthIdent":
+                    user, colon, password = item.partition(":")
+                    if not colon:
+                        rewrite.withhold(label, "not user:password")
+                        continue
+                    out[key] = f"{user}:{rewrite.mark(label, password, (host,))}"
+                else:
+                    out[key] = rewrite.mark(label, item, (host,))
+                continue
+            kept = _yaml_walk(rewrite, item, label, inner)
+            if kept is not _GONE:
+                out[key] = kept
+        return out
+    if isinstance(node, list):
+        return [kept for kept in (_yaml_walk(rewrite, item, path, registry) for item in node) if kept is not _GONE]
+    if isinstance(node, str):
+        if _CONDA_TOKEN.search(node) and "://" in node:
+            rewrite.withhold(f"{path} (a channel with a token)", "the token travels in the path")
+            return _GONE
+        shown = keep(rewrite, path, node)
+        return _GONE if shown is None else shown
+    return node
 
 
 def _finish(rewrite: Rewrite, text: str) -> Rewrite:

@@ -70,20 +70,38 @@ TOOL_FILES = (
 )
 
 
-def candidates(home: str, real_home: str, denied: Iterable[str]) -> list[tuple[str, str, str]]:
-    """(path inside, real path, table path) of each table file a run may show: not under a folder
-    the policy hides (a file the deny list names itself is shown without its secrets). Whether
-    each exists is seen at the run."""
+def candidates(home: str, real_home: str, denied: Iterable[str], default_denied: Iterable[str] = ()) -> list[tuple[str, str, str]]:
+    """(path inside, real path, table path) of each table file a run may show. Not one under a
+    folder the policy hides (~/.config/gh), nor one a deny entry of the user's or the project's
+    own names (the file, or a glob such as ~/.m2/**): only the built-in default's entries for
+    these files are what this view replaces. Whether each exists is seen at the run."""
+    import fnmatch
+
     if home in ("", "/") or real_home in ("", "/"):
         return []
-    folders = [place for place in denied if "*" not in place]
+    builtin = set(default_denied)
     found = []
     for entry in TOOL_FILES:
         inside = os.path.join(home, entry.path)
-        if any(is_within(inside, folder) and inside != folder for folder in folders):
-            continue
-        found.append((inside, os.path.join(real_home, entry.path), entry.path))
+        hidden = False
+        for place in denied:
+            if "*" in place:
+                hidden = hidden or fnmatch.fnmatchcase(inside, place) and place not in builtin
+            elif is_within(inside, place):
+                hidden = hidden or inside != place or place not in builtin
+        if not hidden:
+            found.append((inside, os.path.join(real_home, entry.path), entry.path))
     return found
+
+
+def default_denied(home: str, project: str) -> list[str]:
+    """The built-in default profile's deny entries, as they read for this home."""
+    from pathlib import Path
+
+    from stockade.profiles.loader import load_builtin
+
+    layer = load_builtin("default", project_dir=Path(project), home=Path(home))
+    return list(layer.values.get("filesystem", {}).get("deny_read", ()))
 
 
 class Shown:
@@ -128,6 +146,9 @@ def read(files: Iterable[tuple[str, str, str]]) -> ToolView:
             rewrite = _reader(entry.reader, texts)(text, "~/" + path)
         except forms.Unreadable as why:
             view.hidden.append((inside, str(why)))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a reader's fault hides the file, never ends the run
+            view.hidden.append((inside, f"stockade could not read it ({type(exc).__name__})"))
             continue
         shown = _placed(rewrite, inside, entry.tools, view)
         if shown is None:
@@ -184,7 +205,7 @@ def _reader(name: str, texts: dict[str, str | _Why]) -> Callable[[str, str], for
     if name == "yarnrc":
         return lambda text, where: forms.npmrc(text, where, spaced=True)
     if name == "yaml":
-        return forms.yaml_lines
+        return forms.yaml
     if name == "cargo":
         return lambda text, where: forms.toml(text, where, _cargo_hosts(texts))
     if name == "poetry":
@@ -265,8 +286,9 @@ def _placed(rewrite: forms.Rewrite, inside: str, tools: str, view: ToolView) -> 
     for index, found in enumerate(rewrite.found):
         placeholder = f"{PLACEHOLDER}{os.urandom(20).hex()}"
         text = text.replace(forms.MARK.format(index), found.spell(placeholder))
-        made.append(Resolved(found.key, placeholder, found.value, list(found.hosts), "Authorization", ""))
-    if "\x00" in text or any(len(found.value) >= 4 and found.value in text for found in rewrite.found):
+        name = f"{found.key.split(': ', 1)[0]}#{index + 1}"  # unique in the session: the file, and which of its secrets
+        made.append(Resolved(name, placeholder, found.value, list(found.hosts), "Authorization", ""))
+    if "stockade-secret-mark-" in text or any(len(found.value) >= 4 and found.value in text for found in rewrite.found):
         return None
     view.credentials += made
     secrets = [f"{_unnamed(found.key)} → {', '.join(found.hosts)}" for found in rewrite.found]

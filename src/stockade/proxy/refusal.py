@@ -127,7 +127,9 @@ def denial_text(host: str, port: int, decision: Decision, origin: str) -> str:
     elif decision.rule.startswith("http deny "):
         fix = f'"{decision.rule.removeprefix("http deny ")}" is under deny in a [network.http] table of {where}'
     elif decision.rule.startswith("credential "):
-        fix = f"where it may go is [credentials.{decision.rule.split(' ', 2)[1]}] in {where}"
+        from stockade.proxy.summary import credential_fix
+
+        fix = credential_fix(decision.rule.split(" ", 2)[1], where)
     elif decision.rule.startswith("refused: "):
         fix = "no HTTP rule can allow a path servers read in different ways; send it as a plain path"
     else:

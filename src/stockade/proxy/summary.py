@@ -32,6 +32,14 @@ class SessionEnd:
         return f"SessionEnd({self.denials!r}, {self.audit_error!r}, trouble={self.trouble!r}, refused={self.refused!r})"
 
 
+def credential_fix(name: str, origin: str) -> str:
+    """Where a credential's places are set: its [credentials] table, or the user's own tool file
+    it came from (profiles/toolconfig.py names those by the file)."""
+    if name.startswith("~/"):
+        return f"it is a secret of your {name.partition('#')[0]}, which goes only to the host it is for (`stockade explain` lists it)"
+    return f"where it may go is [credentials.{name}] in {origin}"
+
+
 def describe_denial(denial: dict[str, Any], origin: str) -> str:
     """One summary line for a session's denial, with the policy line that would allow it, for every backend."""
     count = int(str(denial.get("count") or 1))
@@ -41,8 +49,7 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
         if rule.startswith('deny "') or rule.startswith("http deny "):
             return f"{where} ({rule}); it is under deny in {origin}"
         if rule.startswith("credential "):
-            name = rule.split(" ", 2)[1]
-            return f"{where} ({rule}); where it may go is [credentials.{name}] in {origin}"
+            return f"{where} ({rule}); {credential_fix(rule.split(' ', 2)[1], origin)}"
         return f"{where} ({rule}); no policy change allows this"
     from stockade.profiles.hints import after_allow, allow_command, http_fix
 
