@@ -39,9 +39,11 @@ def test_case_69_fork_bomb(vbox: Box, request: pytest.FixtureRequest) -> None:
     cgroup = uses_cgroup(vbox, policy, "pids")
     token = f"stockade-bomb-{os.getpid()}"
     words = [sys.executable, "-m", "stockade.cli.main", "run", "--policy", str(vbox.policy(policy)), "--",
-             "/bin/sh", "-c", "(bomb(){ bomb | bomb & }; bomb) & exec sleep 30", token]
+             "/bin/sh", "-c", "(bomb(){ bomb | bomb & }; bomb) 2>/dev/null & exec sleep 30", token]
     # The bomb runs in a subshell: a shell whose own fork fails exits (dash: "Cannot fork"), and the
-    # main one must live until wall_time, not end early when the bomb fills the limit first.
+    # main one must live until wall_time, not end early when the bomb fills the limit first. Its
+    # "Cannot fork" chatter goes nowhere: dash writes a line in three writes, and one killed between
+    # them would leave a line without its end, which stockade's own note would continue.
     started = time.monotonic()
     process = subprocess.Popen(words, cwd=vbox.project, env=vbox.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -56,7 +58,8 @@ def test_case_69_fork_bomb(vbox: Box, request: pytest.FixtureRequest) -> None:
     elapsed = time.monotonic() - started
     assert 0 < inside <= 256 + 8, f"{inside} bomb processes ran (pids = 256); exit {process.returncode}, stderr: {stderr}"
     assert process.returncode == 128 + signal.SIGKILL and elapsed < 15, (process.returncode, elapsed, stderr[-500:])
-    assert not wait_gone(token, 1.0), "bomb processes survived the sandbox"
+    # stockade returns only once the namespace is empty: nothing of it runs on after the summary
+    assert not pids_with(token), "bomb processes outlived the run"
     notes = [line for line in stderr.splitlines() if line.startswith("stockade:")]
     assert any("wall_time" in line for line in notes), notes
     if not cgroup:
