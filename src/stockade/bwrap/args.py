@@ -66,6 +66,15 @@ class ReadOnlyBindFrom(Piece):
         yield from ("--ro-bind", self.source, self.dest)
 
 
+class BindFrom(ReadOnlyBindFrom):
+    """Writable bind of `source` onto `dest` (an agent session's own /tmp)."""
+
+    __slots__ = ()
+
+    def to_args(self) -> Iterator[str]:
+        yield from ("--bind", self.source, self.dest)
+
+
 class Tmpfs(Piece):
     """A fresh tmpfs; read-only and mode 0000 it is a mask."""
 

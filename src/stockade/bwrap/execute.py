@@ -272,6 +272,7 @@ def _supervised(
     tracer: Tracer | None = None,
     signals: Signals | None = None,
     files: Sequence[tuple[str, bytes]] = (),
+    scratch: Sequence[bw.Piece] = (),
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
@@ -291,7 +292,7 @@ def _supervised(
         info_read, info_write = os.pipe()
         os.set_inheritable(info_write, True)
         copies = [(path, _data_fd(data)) for path, data in files]
-        tail: list[bw.Piece] = [bw.DataBind(fd, path) for path, fd in copies]  # over the plan's masks of them
+        tail: list[bw.Piece] = [*scratch, *(bw.DataBind(fd, path) for path, fd in copies)]  # over the plan's masks of them
         tail += [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
         if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
@@ -329,6 +330,41 @@ def _supervised(
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piece], list[str]]:
+    """(the pieces for /tmp: an agent session's own folder, the host files the command names; the
+    mount points those files will leave in the session's folder) (scratch.py)."""
+    from stockade.bwrap import scratch
+    from stockade.core.notices import first_time
+
+    folder = scratch.session_tmp(launch.state_dir, agent_session) if agent_session else None
+    if folder is not None and not scratch.applies(launch.project, launch.cwd, launch.writable):
+        folder = None
+    named, refused = scratch.named_files(launch.command)
+    if folder is not None:  # its mount point is made in the session's folder: never through a link an earlier command left there
+        named = [path for path in named if scratch.inside_folder(folder, path)]
+    for path in refused if not launch.quiet else ():
+        line = (
+            f"stockade: {path} is not shown inside: the sandbox has its own /tmp, and shows of the host's only the files "
+            "of yours the command names that every user may read (chmod o+r, or put it in the project)"
+        )
+        if first_time(launch.state_dir, agent_session, line):
+            say(line)
+    pieces: list[bw.Piece] = [bw.BindFrom(folder, scratch.TMP)] if folder is not None else []
+    pieces += [bw.ReadOnlyBindFrom(path, path) for path in named]
+    made = [folder + path[len(scratch.TMP) :] for path in named if folder is not None]
+    return pieces, [path for path in made if not os.path.lexists(path)]
+
+
+def _remove_mount_points(paths: list[str]) -> None:
+    """The empty files bwrap made in a session's /tmp folder to mount the named files on."""
+    for path in paths:
+        try:
+            if os.lstat(path).st_size == 0:
+                os.unlink(path)
+        except OSError:
+            continue
 
 
 def _data_fd(data: bytes) -> int:
@@ -445,7 +481,11 @@ def _execute(
         phases.mark("checks")
         asker = _asker(bridge, signals)  # asks at this terminal for the requests the daemon holds
         try:
-            outcome, masked = _supervised(launch, limits, bridge, tracer, signals, files)
+            made = _tmp_pieces(launch, agent_session)
+            try:
+                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, files, made[0])
+            finally:
+                _remove_mount_points(made[1])
             signals.outcome = outcome
         finally:
             if asker is not None:
