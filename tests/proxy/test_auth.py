@@ -123,7 +123,7 @@ async def test_ended_session_is_refused(chain: FilterChain, make_spec: Callable[
         again = get_flow("allowed.test", client=first.client_conn)
         await chain.requestheaders(again)  # the connection is still bound to the ended session
         assert again.response is not None and again.response.status_code == 403
-        assert b"session ended" in again.response.content
+        assert b"ended with the run" in again.response.content
         fresh = connect_flow("allowed.test", token=token)
         await chain.http_connect(fresh)  # the token is gone
         assert fresh.response is not None and fresh.response.status_code == 407

@@ -817,7 +817,7 @@ def test_ending_a_session_cuts_its_running_tunnel(world: SimpleNamespace, sessio
     assert wait_for(lambda: len(records(s.audit)) == 1)  # written after the end, not lost
     (record,) = records(s.audit)
     assert record["decision"] == "allow" and 0 < record["bytes_down"] < BIG
-    assert record["error"] == "session ended"
+    assert record["error"] == "ended with the run"
 
 
 def test_tunnels_without_splice(daemon_tools: SimpleNamespace, world: SimpleNamespace, tmp_path: Path) -> None:

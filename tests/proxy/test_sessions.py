@@ -19,7 +19,7 @@ def test_register_lookup_end(make_spec: Callable[..., SessionSpec]) -> None:
     assert registry.lookup(token) is session and registry.get(spec.session_id) is session
     assert registry.lookup(token + "x") is None and len(registry) == 1
     assert registry.end(spec.session_id) is session
-    assert session.ended and session.stopped == "session ended"
+    assert session.ended and session.stopped == "ended with the run"
     assert registry.lookup(token) is None and len(registry) == 0
     assert registry.end(spec.session_id) is None
 

@@ -58,3 +58,18 @@ def test_lost_record_stops_the_session(make_spec: Callable[..., SessionSpec]) ->
     assert t.finish() is False
     assert t.cut and "cannot write audit log" in t.cut
     assert t.session.stopped and "audit log unwritable" in t.session.stopped
+
+
+def test_a_flow_still_open_when_its_session_ends_gets_its_end_then_and_only_once(make_spec: Callable[..., SessionSpec]) -> None:
+    spec = make_spec()
+    registry = Registry()
+    _token, session = registry.register(spec)
+    record = AuditRecord(session=spec.session_id, command=spec.command, scheme="https", host="allowed.test", port=443, decision="allow", rule="")
+    open_flow, closed_flow = Tracked(session, record), Tracked(session, AuditRecord(**{**record.__dict__, "flow": None}))
+    assert open_flow.opened() and closed_flow.opened() and closed_flow.finish(bytes_up=1)
+    registry.end(spec.session_id)
+    open_flow.finish(bytes_up=9, error="reset")  # the cut connection notices later: nothing more is written
+    written = lines(spec.audit_path)
+    ends = [r for r in written if r.get("phase") != "start"]
+    assert len(ends) == 2 and [r["error"] for r in ends if r["flow"] == open_flow.record.flow] == ["ended with the run"]
+    assert session.open_flows == {}

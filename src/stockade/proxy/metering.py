@@ -112,7 +112,7 @@ class Metering:
         state = self.connections.client(client)
         tracked, state.tunnel = state.tunnel, None
         if tracked is not None:
-            tracked.finish(error=tracked.must_close)  # e.g. "session ended" for a tunnel cut by the end
+            tracked.finish(error=tracked.must_close)  # e.g. "ended with the run" for a tunnel cut by the end
 
     def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
         tracked = self.connections.client(data.client).tunnel

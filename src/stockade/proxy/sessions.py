@@ -77,12 +77,13 @@ class Session:
     declined: set[str] = field(default_factory=set)  # ... and those the user refused: not asked again
     always: list[dict[str, str]] = field(default_factory=list)  # answered "always": the run writes them when it ends
     asked: int = 0  # questions put to the user (approvals.ASKED_MAX bounds them, so answering does not become a habit)
+    open_flows: dict[int, Any] = field(default_factory=dict)  # allowed flows with a start record and no end yet (tracking.Tracked)
 
     @property
     def stopped(self) -> str | None:
         """Why this session may not move another byte, or None while it may."""
         if self.ended:
-            return "session ended"
+            return ENDED_WITH_RUN
         if self.writer.broken:
             return f"audit log unwritable: {self.writer.broken}"
         return None
@@ -170,6 +171,8 @@ class Registry:
         if session is None:
             return None
         session.ended = True
+        for flow in list(session.open_flows.values()):
+            flow.finish(error=ENDED_WITH_RUN)  # its end now, not whenever the cut connection notices
         for record in session.repeat_records():
             try:
                 session.writer.write(record)
@@ -181,6 +184,9 @@ class Registry:
             # The file closes when the last of them lets go of the writer.
             self._writers.pop(session.spec.audit_path, None)
         return session
+
+
+ENDED_WITH_RUN = "ended with the run"
 
 
 def _digest(token: str) -> bytes:

@@ -46,6 +46,7 @@ class Tracked:
             logger.error("%s; refusing all traffic of the sessions that log there", exc)
             self.cut = str(exc)
             return False
+        self.session.open_flows[id(self)] = self  # the session's end writes its end if nothing else has
         return True
 
     def deny(self, decision: Decision) -> bool:
@@ -76,6 +77,7 @@ class Tracked:
 
     def _write(self) -> bool:
         self.written = True
+        self.session.open_flows.pop(id(self), None)
         self.record.duration_ms = int((time.monotonic() - self.started) * 1000)
         try:
             self.session.writer.write(self.record)
