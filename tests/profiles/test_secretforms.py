@@ -234,3 +234,72 @@ def test_an_address_that_is_not_a_host_hides_the_file_not_the_run() -> None:
         except forms.Unreadable:
             continue
         assert rewrite.found == []
+
+
+# -- the second review -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reader", "text", "kept"),
+    [
+        (forms.ini, "[global]\nindex-url = https://my-domain-111122223333.d.codeartifact.us-east-1.amazonaws.com/pypi/repo/simple/\n", "111122223333"),
+        (forms.npmrc, "registry=https://artifactory.corp01.example.com/api/npm/npm-2f8a9c31-b7d4-4e0a/\n", "2f8a9c31"),
+        (forms.npmrc, "node-options=--max-old-space-size=4096\n", "4096"),
+        (forms.gitconfig, "[user]\n\tsigningkey = 3AA5C34371567BD2A1B2C3D4E5F60718293A4B5C\n", "3AA5C343"),
+        (forms.gitconfig, "[core]\n\tpager = /nix/store/8a9b0c1d2e3f4g5h6i7j8k9l0m-delta-0.16/bin/delta\n", "/nix/store"),
+        (forms.gitconfig, "[user]\n\temail = 12345678+someone-with-a-long-name@users.noreply.github.com\n", "12345678"),
+        (forms.toml, '[cargo-new]\nvcs = "none"\n[registry]\ncredential-provider = ["cargo:token"]\n', "cargo:token"),
+    ],
+)
+def test_ordinary_settings_are_not_taken_for_secrets(reader: object, text: str, kept: str) -> None:
+    """A registry withheld by mistake sends the tool to the public one: URLs, paths, options and fingerprints stay."""
+    assert kept in shown(reader(text, "~/f"))  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("reader", "text", "secret"),
+    [
+        (forms.ini, "[global]\nindex-url = https://bob:correct horse@r.example.com/simple\n", "correct horse"),
+        (forms.gitconfig, '[url "https:/\\/bob:hunter2@git.corp.com/"]\n\tinsteadOf = https://git.corp.com/\n', "hunter2"),
+        (forms.toml, '[env]\nDB_PASSWORD = { value = "hunter2hunter", force = true }\n', "hunter2hunter"),
+        (forms.yaml, "password: [{x: hunter2hunter}]\n", "hunter2hunter"),
+        (forms.properties, "nexusPwd=hunter2\ndeployKey=abc123\ngitlabPat=xyz789\n", "hunter2"),
+        (forms.maven_settings, "<settings><servers><server><id>gl</id><configuration><httpHeaders><property><name>Private-Token</name><value>9koXpg98eAheJpvBs5tK</value></property></httpHeaders></configuration></server></servers></settings>", "9koXpg98"),
+        (forms.npmrc, "registry=https://bob:S3cret@${NEXUS}/\n", "S3cret"),
+    ],
+)
+def test_secrets_in_the_spellings_tools_accept_are_not_shown(reader: object, text: str, secret: str) -> None:
+    try:
+        out = shown(reader(text, "~/f"))  # type: ignore[operator]
+    except forms.Unreadable:
+        return
+    assert secret not in out, out
+
+
+def test_yarn_reads_a_numeric_token_as_a_token() -> None:
+    rewrite = forms.yaml("npmAuthToken: 1234567890123456\n", "~/.yarnrc.yml")
+    assert pairs(rewrite) == [("1234567890123456", ("registry.yarnpkg.com:443",))]
+
+
+def test_labels_never_carry_a_secret() -> None:
+    rewrite = forms.gitconfig('[url "https://oauth2:glpat-AbCdEfGhIjKlMnOpQrSt@gitlab.com/"]\n\tinsteadOf = https://gitlab.com/\n', "~/.gitconfig")
+    said = " ".join([*(found.key for found in rewrite.found), *rewrite.withheld])
+    assert "glpat" not in said and "oauth2:" not in said
+
+
+def test_a_password_goes_to_the_host_the_tool_reads_not_one_after_a_question_mark() -> None:
+    rewrite = forms.ini("[corp]\nrepository = https://upload.corp.com?@evil.example\npassword = pw\n", "~/.pypirc")
+    assert all("evil" not in host for found in rewrite.found for host in found.hosts)
+
+
+def test_a_yaml_alias_bomb_is_refused_quickly() -> None:
+    text = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n' + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(7)
+    )
+    with pytest.raises(forms.Unreadable):
+        forms.yaml(text, "~/.condarc")
+
+
+def test_a_comment_after_a_heading_or_a_bom_keeps_the_gitconfig() -> None:
+    out = shown(forms.gitconfig("\ufeff[user] # me\n\tname = Bob\n", "~/.gitconfig"))
+    assert 'name = "Bob"' in out

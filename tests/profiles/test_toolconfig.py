@@ -61,3 +61,21 @@ def test_cargo_and_poetry_tokens_go_to_the_registry_their_other_file_names(tmp_p
         ("cio-tok", ("crates.io:443",)), ("corp-tok", ("crates.corp.test:443",)), ("po-pw", ("py.corp.test:443",)), ("pypi-AgEIcHlwaS5vcmcCJ", ("upload.pypi.org:443",))
     ]  # fmt: skip
     assert not any(any(secret in shown.data for secret in (b"corp-tok", b"cio-tok", b"po-pw", b"AgEI")) for shown in view.shown)
+
+
+def test_files_gits_config_names_are_shown_the_same_way(tmp_path: Path) -> None:
+    """A review found an include target (~/.gitconfig-work) and a `store --file` helper's file shown raw."""
+    (tmp_path / ".gitconfig").write_text("[include]\n\tpath = ~/.gitconfig-work\n[credential]\n\thelper = store --file ~/.my-creds\n")
+    (tmp_path / ".gitconfig-work").write_text('[url "https://oauth2:glpat-AbCdEfGhIjKlMnOpQrSt@gitlab.com/"]\n\tinsteadOf = https://gitlab.com/\n')
+    (tmp_path / ".my-creds").write_text("https://bob:tok-45678@git.corp.test\n")
+    view = read(files(tmp_path))
+    shown = {shown.path: shown.data for shown in view.shown}
+    assert set(shown) == {str(tmp_path / name) for name in (".gitconfig", ".gitconfig-work", ".my-creds")}
+    assert not any(b"glpat" in data or b"tok-45678" in data for data in shown.values())
+    assert {credential.name.partition("#")[0] for credential in view.credentials} == {"~/.gitconfig-work", "~/.my-creds"}
+
+
+def test_a_withheld_registry_is_said_at_the_run(tmp_path: Path) -> None:
+    (tmp_path / ".npmrc").write_text("registry=ssh://u:p@r.test/\nfund=false\n")
+    [shown] = read(files(tmp_path)).shown
+    assert shown.sources and "registry" in shown.sources[0]

@@ -139,8 +139,16 @@ def _tool_view(launch: Launch, invocation: Invocation) -> ToolView | None:
     from stockade.profiles.toolconfig import read
 
     tools = read(launch.tool_files)
-    for path, why in tools.hidden:
-        line = f"stockade: {path} is hidden inside: {why} (`stockade explain` shows what is shown of the tools' configuration)"
+    lines = [
+        f"stockade: {path} is hidden inside: {why} (`stockade explain` shows what is shown of the tools' configuration)"
+        for path, why in tools.hidden
+    ]
+    lines += [
+        f"stockade: {shown.path} is shown inside without {source}: {shown.tools} may fetch from their default instead (`stockade explain`)"
+        for shown in tools.shown
+        for source in shown.sources
+    ]
+    for line in lines:
         if not launch.quiet and _first_time(launch, invocation, line):
             say(line)
     return tools

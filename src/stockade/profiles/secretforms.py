@@ -63,47 +63,79 @@ class Rewrite:
         self.text = ""
         self.found: list[Found] = []
         self.withheld: list[str] = []
+        self.sources: list[str] = []  # withheld settings that say where a tool fetches from: the run says so
+        self.budget = MAX_NODES
 
     def mark(self, key: str, value: str, hosts: tuple[str, ...], spell: Callable[[str], str] | None = None) -> str:
-        self.found.append(Found(f"{self.where}: {key}", value, hosts, spell))
+        self.found.append(Found(f"{self.where}: {safe_label(key)}", value, hosts, spell))
         return MARK.format(len(self.found) - 1)
 
     def withhold(self, key: str, why: str) -> None:
-        self.withheld.append(f"{self.where}: {key} ({why})")
+        label = safe_label(key)
+        self.withheld.append(f"{self.where}: {label} ({why})")
+        if SOURCE_KEY.search(label.rsplit(".", 1)[-1].rsplit(" ", 1)[-1]):
+            self.sources.append(f"{label} ({why})")
+
+    def count(self) -> None:
+        """One more value read: a YAML file whose aliases unfold into millions of them is not shown."""
+        self.budget -= 1
+        if self.budget < 0:
+            raise Unreadable(f"it unfolds into more than {MAX_NODES} values")
 
 
+MAX_NODES = 100_000
+SOURCE_KEY = re.compile(r"(registry|registries|index|url|channel|mirror|source|repositor|server)", re.I)
 NO_HOST = "no host it belongs to is named"
 OWN_PROXY = "a proxy of the tool's own: inside, stockade's filter is the proxy"
 OWN_CA = "a CA of the tool's own: inside, stockade's CA bundle is trusted"
 LOOKS_SECRET = "it looks like a secret"
 UNKNOWN_SECRET = "a secret stockade does not know where to send"
 
-# Keys named like secrets, in any of these formats.
+# Keys named like secrets, in any of these formats (camelCase names are split first: nexusPwd, deployKey).
 SECRET_KEY = re.compile(
     r"(pass(word|wd|phrase)?|token|secret|_auth|auth[-_]?ident|api[-_]?key|access[-_]?key|private[-_]?key|credential"
-    r"|(^|[._-])(key|pat|pwd|pin)$|httpheaders?$|extraheader$)",
+    r"|(^|[._-])(key|pat|pwd|pin)$|http[-_]?headers?$|extra[-_]?header$)",
     re.I,
 )
+NOT_SECRET_KEY = re.compile(r"(provider|helper|store|file|path|command|ring|id)$", re.I)  # names of where secrets are, not secrets
+
+
+def secret_key(name: str) -> bool:
+    """Whether a setting's name says it holds a secret (credential-provider and the like say where one is)."""
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", str(name)).lstrip("-")
+    return bool(SECRET_KEY.search(name)) and not NOT_SECRET_KEY.search(name)
 # Token formats that announce themselves (GitHub, GitLab, npm, PyPI, AWS, Slack, OpenAI/Stripe, Google, JWTs).
 TOKEN_PREFIX = re.compile(
     r"(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|glpat-[\w-]{16,}|npm_[A-Za-z0-9]{16,}|pypi-[\w-]{16,}|(AKIA|ASIA)[A-Z0-9]{16}"
     r"|xox[abprs]-[\w-]{10,}|sk[-_](live_)?[A-Za-z0-9_-]{16,}|AIza[\w-]{30,}|ya29\.[\w-]{16,}|eyJ[\w-]{8,}\.[\w-]{8,})"
 )
 RANDOM_WORD = re.compile(r"[A-Za-z0-9_+=.~-]{24,}")
-USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?!:?@)[^\s/@]*@")
+USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?!:?@)[^/?#\\\n]*@")
 
 
-def looks_secret(text: str) -> bool:
-    """A value that may be a secret whatever its key: a URL with a user or password in it, a
-    token with a known prefix, or a long word of mixed letters and digits (a placeholder's mark aside)."""
+def looks_secret(text: str, words: bool = True) -> bool:
+    """A value that may be a secret whatever its key: a URL with a user or password in it, a token
+    with a known prefix, or (`words`) a long word of mixed letters and digits that is not part of
+    a URL, a path, an option or an address (a placeholder's mark aside)."""
     text = re.sub(MARK.format(r"\d+"), "", text)
     if USERINFO.search(text) or TOKEN_PREFIX.search(text):
         return True
-    for word in RANDOM_WORD.findall(text):
-        digits, letters = sum(c.isdigit() for c in word), sum(c.isalpha() for c in word)
-        if digits >= 2 and letters >= 2 and len(set(word)) >= 10:
-            return True
+    if not words:
+        return False
+    for token in text.split():
+        if "://" in token or token.startswith(("/", "~", "./", "../", "-", "$")) or "@" in token and "." in token:
+            continue
+        for word in RANDOM_WORD.findall(token):
+            digits, letters = sum(c.isdigit() for c in word), sum(c.isalpha() for c in word)
+            if digits >= 2 and letters >= 2 and len(set(word)) >= 10:
+                return True
     return False
+
+
+def safe_label(label: str) -> str:
+    """A setting's name for messages: no URL's user or password, no word that looks like a secret."""
+    label = re.sub(r"://[^/?#\n]*@", "://…@", label)
+    return " ".join("…" if looks_secret(word) and "://" not in word else word for word in label.split(" "))
 
 
 def _normalised(text: str) -> str:
@@ -132,11 +164,14 @@ def url_host(url: object) -> str | None:
     """The host rule of a URL given in a configuration file (cargo's `sparse+https://...` too)."""
     if not isinstance(url, str) or "://" not in url:
         return None
-    scheme, _, rest = url.partition("://")
+    scheme, _, rest = url.strip().partition("://")
     if scheme.lower().rsplit("+", 1)[-1] not in ("http", "https"):
         return None
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "\\" in authority or any(char.isspace() for char in authority):
+        return None  # read one way here and another by the tool
     try:
-        return host_rule(scheme, rest.split("/", 1)[0].rpartition("@")[2])
+        return host_rule(scheme, authority.rpartition("@")[2])
     except Unreadable:
         return None
 
@@ -159,12 +194,13 @@ def _unb64(value: str) -> str | None:
 
 # --- a value: URLs with a user or password, and the gate ---
 
-_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<userinfo>[^\s/?#]*)@(?P<host>[^\s/?#@]+)")
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<userinfo>[^/?#\\\n]*)@(?P<host>[^\s/?#@\\]+)")
 
 
-def value(rewrite: Rewrite, key: str, text: str) -> str | None:
-    """A setting's value as shown: each http(s) URL's user and password marked for its host; None
-    (withheld) when anything else in it looks like a secret."""
+def value(rewrite: Rewrite, key: str, text: str, words: bool = True) -> str | None:
+    """A setting's value as shown: each http(s) URL's user and password (the authority up to its
+    last @, spaces and all, as pip and Node take it) marked for its host; None (withheld) when
+    anything else in it looks like a secret (`words`: long random words too)."""
 
     def one(match: re.Match[str]) -> str:
         scheme, userinfo, host = match["scheme"], match["userinfo"], match["host"]
@@ -182,7 +218,7 @@ def value(rewrite: Rewrite, key: str, text: str) -> str | None:
     except _Withheld as why:
         rewrite.withhold(key, str(why))
         return None
-    if looks_secret(shown):
+    if looks_secret(shown, words):
         rewrite.withhold(key, LOOKS_SECRET)
         return None
     return shown
@@ -193,8 +229,9 @@ class _Withheld(Exception):
 
 
 def keep(rewrite: Rewrite, key: str, text: str) -> str | None:
-    """`value`, and a key named like a secret is withheld whatever it holds."""
-    if SECRET_KEY.search(key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]) and text.strip():
+    """`value`, and a key named like a secret is withheld whatever it holds (a path aside)."""
+    name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1].rsplit(" ", 1)[-1]
+    if secret_key(name) and text.strip() and not text.strip().startswith(("/", "~/")):
         rewrite.withhold(key, UNKNOWN_SECRET)
         return None
     return value(rewrite, key, text)
@@ -259,7 +296,7 @@ def npmrc(text: str, where: str, spaced: bool = False) -> Rewrite:
     for key, raw in pairs:
         nerf = _NERF.match(key)
         name = nerf["name"] if nerf else key
-        if "${" in raw:  # read from the environment when npm runs (stockade's own filter decides what passes)
+        if "${" in raw and not USERINFO.search(raw):  # read from the environment when npm runs (stockade's filter decides what passes)
             shown: str | None = raw
         elif key.lower() in NPM_PROXY:
             rewrite.withhold(key, OWN_PROXY)
@@ -269,8 +306,8 @@ def npmrc(text: str, where: str, spaced: bool = False) -> Rewrite:
             continue
         elif name in ("_authToken", "_auth", "_password"):
             shown = _npm_secret(rewrite, key, name, raw, nerf["host"] if nerf else None, registry)
-        elif name in ("username", "email", "always-auth", "certfile", "keyfile"):
-            shown = value(rewrite, key, raw)
+        elif name in ("username", "email", "always-auth", "certfile", "keyfile") or key == "registry" or key.endswith(":registry"):
+            shown = value(rewrite, key, raw, words=False)
         else:
             shown = keep(rewrite, key, raw)
         if shown is not None:
@@ -313,7 +350,7 @@ def _npm_secret(rewrite: Rewrite, key: str, name: str, raw: str, host: str | Non
 # --- ini files: pip.conf, .pypirc ---
 
 PYPI_UPLOAD = {"pypi": "https://upload.pypi.org/legacy/", "testpypi": "https://test.pypi.org/legacy/"}
-PIP_OWN = {"proxy": OWN_PROXY, "cert": OWN_CA}
+PIP_OWN = {"proxy": OWN_PROXY, "cert": OWN_CA}  # pip's own keys, with or without their leading dashes
 
 
 def ini(text: str, where: str) -> Rewrite:
@@ -334,7 +371,7 @@ def ini(text: str, where: str) -> Rewrite:
         options = {name.lower(): raw for name, raw in parser.items(section)}
         for name, raw in parser.items(section):
             label = f"[{section}] {name}"
-            lowered = name.lower()
+            lowered = name.lower().lstrip("-")
             if lowered in PIP_OWN:
                 rewrite.withhold(label, PIP_OWN[lowered])
                 continue
@@ -345,8 +382,8 @@ def ini(text: str, where: str) -> Rewrite:
                     rewrite.withhold(label, NO_HOST)
                     continue
                 shown: str | None = rewrite.mark(label, raw.strip(), (host,))
-            elif lowered in ("username", "client-cert", "trusted-host"):
-                shown = value(rewrite, label, raw)
+            elif lowered in ("username", "client-cert", "trusted-host", "index-url", "extra-index-url", "find-links", "index", "repository"):
+                shown = value(rewrite, label, raw, words=False)
             else:
                 shown = keep(rewrite, label, raw)
             if shown is not None:
@@ -374,38 +411,47 @@ def toml(text: str, where: str, hosts_of: Callable[[str, str], str | None] | Non
         raise Unreadable(f"it is not TOML ({exc})") from None
     rewrite = Rewrite(where)
 
-    def walk(node: dict[str, Any], table: str) -> dict[str, Any]:
+    def walk(node: dict[str, Any], table: str, secret: bool) -> dict[str, Any]:
         shown: dict[str, Any] = {}
         for key, item in node.items():
             label = f"{table}.{key}" if table else key
+            inner = secret or secret_key(key)
             if isinstance(item, dict):
-                shown[key] = walk(item, label)
+                shown[key] = walk(item, label, inner)
             elif isinstance(item, list):
-                kept = [walk(x, label) if isinstance(x, dict) else _toml_leaf(rewrite, label, table, key, x, hosts_of) for x in item]
-                shown[key] = [x for x in kept if x is not None]
+                kept = [walk(x, label, inner) if isinstance(x, dict) else _toml_leaf(rewrite, label, table, key, x, hosts_of, inner) for x in item]
+                shown[key] = [x for x in kept if x is not _GONE]
             else:
-                leaf = _toml_leaf(rewrite, label, table, key, item, hosts_of)
-                if leaf is not None:
+                leaf = _toml_leaf(rewrite, label, table, key, item, hosts_of, inner)
+                if leaf is not _GONE:
                     shown[key] = leaf
         return shown
 
-    return _finish(rewrite, tomlkit.dumps(walk(tree, "")))
+    return _finish(rewrite, tomlkit.dumps(walk(tree, "", False)))
 
 
-def _toml_leaf(rewrite: Rewrite, label: str, table: str, key: str, item: object, hosts_of: Callable[[str, str], str | None] | None) -> object:
-    if not isinstance(item, str):
-        return item
+def _toml_leaf(
+    rewrite: Rewrite, label: str, table: str, key: str, item: object, hosts_of: Callable[[str, str], str | None] | None, secret: bool
+) -> object:
+    """One value: a secret (by its name or a table's above it) to its host or withheld; the rest gated."""
     if key == "proxy":
         rewrite.withhold(label, OWN_PROXY)
-        return None
+        return _GONE
     if key in ("cainfo", "ca-certificates", "cert"):
         rewrite.withhold(label, OWN_CA)
-        return None
-    secret = SECRET_KEY.search(key) or table.split(".")[0] == "pypi-token"
-    host = hosts_of(table, key) if secret and hosts_of is not None else None
-    if host is not None:
-        return rewrite.mark(label, item, (host,))
-    return keep(rewrite, label, item)
+        return _GONE
+    if secret:
+        host = hosts_of(table, key) if hosts_of is not None and isinstance(item, str) else None
+        if host is not None:
+            return rewrite.mark(label, str(item), (host,))
+        if isinstance(item, str) and item.strip().startswith(("/", "~/")):
+            return item  # a path to where a secret is, not the secret
+        rewrite.withhold(label, NO_HOST if hosts_of is not None else UNKNOWN_SECRET)
+        return _GONE
+    if not isinstance(item, str):
+        return _GONE if looks_secret(str(item)) else item
+    shown = keep(rewrite, label, item)
+    return _GONE if shown is None else shown
 
 
 def toml_tables(text: str) -> dict[str, Any]:
@@ -491,7 +537,7 @@ def netrc(text: str, where: str) -> Rewrite:
 
 # --- git: config and the store helper's file ---
 
-_GIT_SECTION = re.compile(r'^\s*\[\s*(?P<name>[A-Za-z0-9.-]+)(\s+"(?P<sub>(?:[^"\\]|\\.)*)")?\s*\]\s*$')
+_GIT_SECTION = re.compile(r'^\s*\[\s*(?P<name>[A-Za-z0-9.-]+)(\s+"(?P<sub>(?:[^"\\]|\\.)*)")?\s*\]\s*([#;].*)?$')
 _GIT_PAIR = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z0-9-]*)\s*(=\s*(?P<value>.*))?$")
 _AUTHORIZATION = re.compile(r"^\s*authorization\s*:\s*(?P<scheme>[A-Za-z]+)\s+(?P<value>\S+)\s*$", re.I)
 GIT_OWN = {("http", "proxy"): OWN_PROXY, ("https", "proxy"): OWN_PROXY, ("http", "sslcainfo"): OWN_CA, ("http", "sslcapath"): OWN_CA}
@@ -505,7 +551,7 @@ def gitconfig(text: str, where: str) -> Rewrite:
     make the file unreadable."""
     from stockade.profiles.gitconfig import ConfigSyntaxError, parse
 
-    text = _normalised(text)
+    text = _normalised(text).removeprefix("\ufeff")
     try:
         parse(text)
     except ConfigSyntaxError as exc:
@@ -523,8 +569,8 @@ def gitconfig(text: str, where: str) -> Rewrite:
         if stripped.startswith("[") and heading is None:
             raise Unreadable(f"line {number} holds a section heading stockade does not follow")
         if heading:
-            section, sub = heading["name"].lower(), (heading["sub"] or "").replace('\\"', '"').replace("\\\\", "\\")
-            label = f"[{section}{f' {sub!r}' if sub else ''}]"
+            section, sub = heading["name"].lower(), re.sub(r"\\(.)", r"\1", heading["sub"] or "")  # git drops a backslash before any character
+            label = f"[{section}{' subsection' if sub else ''}]"
             shown_sub = value(rewrite, label, sub) if sub else ""
             dropping = shown_sub is None
             if not dropping:
@@ -536,7 +582,7 @@ def gitconfig(text: str, where: str) -> Rewrite:
         if pair is None:
             raise Unreadable(f"line {number} is not a `key = value` git follows")
         key, raw = pair["key"].lower(), pair["value"]
-        label = f"{section}{f'.{sub}' if sub else ''}.{key}"
+        label = f"{section}{'.<subsection>' if sub else ''}.{key}"
         if raw is None:
             if looks_secret(key):
                 rewrite.withhold(f"a key of [{section}]", LOOKS_SECRET)
@@ -549,8 +595,8 @@ def gitconfig(text: str, where: str) -> Rewrite:
             continue
         if section == "http" and key == "extraheader":
             shown = _extra_header(rewrite, label, sub, content)
-        elif key in ("helper", "usehttppath", "name", "email", "username", "signingkey"):
-            shown = value(rewrite, label, content)
+        elif key in ("helper", "usehttppath", "name", "email", "username", "signingkey", "url", "insteadof", "pushinsteadof"):
+            shown = value(rewrite, label, content, words=False)
         else:
             shown = keep(rewrite, label, content)
         if shown is not None:
@@ -636,13 +682,17 @@ def docker_json(text: str, where: str) -> Rewrite:
 
 
 def _json_walk(rewrite: Rewrite, node: Any, path: str) -> Any:
+    rewrite.count()
     if isinstance(node, dict):
         out = {}
         for key, item in node.items():
             label = f"{path}.{key}" if path else str(key)
             lowered = str(key).lower()
-            if lowered in DOCKER_SECRETS or lowered == "httpheaders":
-                rewrite.withhold(label, "the docker daemon sends registry logins, not the sandbox" if lowered != "httpheaders" else UNKNOWN_SECRET)
+            if lowered in DOCKER_SECRETS:
+                rewrite.withhold(label, "the docker daemon sends registry logins, not the sandbox")
+                continue
+            if secret_key(str(key)) and not (isinstance(item, str) and item.strip().startswith(("/", "~/"))):
+                rewrite.withhold(label, UNKNOWN_SECRET)
                 continue
             kept = _json_walk(rewrite, item, label)
             if kept is not _GONE:
@@ -653,7 +703,7 @@ def _json_walk(rewrite: Rewrite, node: Any, path: str) -> Any:
     if isinstance(node, str):
         shown = keep(rewrite, path, node)
         return _GONE if shown is None else shown
-    return node
+    return _GONE if looks_secret(str(node)) else node
 
 
 _GONE = object()
@@ -683,12 +733,25 @@ def maven_settings(text: str, where: str) -> Rewrite:
             if ident and url:
                 urls.setdefault(ident, url)
     servers = {id(element) for element in root.iter() if _local(element.tag) == "server"}
+    parents = {id(child): parent for parent in root.iter() for child in parent}
+
+    def secret_above(element: Any) -> bool:
+        while id(element) in parents:
+            element = parents[id(element)]
+            if secret_key(_local(element.tag)):
+                return True
+        return False
+
     for parent in root.iter():
         for element in list(parent):
             tag = _local(element.tag)
             if element.text is None or not element.text.strip() or len(element):
                 continue
             label = f"{_local(parent.tag)}.{tag}"
+            if secret_above(element):
+                rewrite.withhold(label, UNKNOWN_SECRET)
+                element.text = ""
+                continue
             if id(parent) in servers and tag in ("password", "passphrase"):
                 ident = _child_text(parent, "id") or "?"
                 host = url_host(urls.get(ident))
@@ -744,6 +807,7 @@ def yaml(text: str, where: str) -> Rewrite:
 
 
 def _yaml_walk(rewrite: Rewrite, node: Any, path: str, registry: str | None) -> Any:
+    rewrite.count()
     if isinstance(node, dict):
         if isinstance(node.get("npmRegistryServer"), str) and path:
             registry = node["npmRegistryServer"]
@@ -758,7 +822,8 @@ def _yaml_walk(rewrite: Rewrite, node: Any, path: str, registry: str | None) -> 
                 inner = str(key) if "://" in str(key) else f"https:{key}"
             elif path.rsplit(".", 1)[-1] == "npmScopes":
                 inner = None  # a scope's registry is its own npmRegistryServer, or none
-            if key in ("npmAuthToken", "npmAuthIdent") and isinstance(item, str):
+            if key in ("npmAuthToken", "npmAuthIdent") and not isinstance(item, (dict, list)):
+                item = str(item)
                 host = url_host(registry)
                 if host is None:
                     rewrite.withhold(label, NO_HOST)
@@ -772,6 +837,9 @@ def _yaml_walk(rewrite: Rewrite, node: Any, path: str, registry: str | None) -> 
                 else:
                     out[key] = rewrite.mark(label, item, (host,))
                 continue
+            if secret_key(str(key)) and not (isinstance(item, str) and item.strip().startswith(("/", "~/"))):
+                rewrite.withhold(label, UNKNOWN_SECRET)
+                continue
             kept = _yaml_walk(rewrite, item, label, inner)
             if kept is not _GONE:
                 out[key] = kept
@@ -784,6 +852,9 @@ def _yaml_walk(rewrite: Rewrite, node: Any, path: str, registry: str | None) -> 
             return _GONE
         shown = keep(rewrite, path, node)
         return _GONE if shown is None else shown
+    if isinstance(node, (bytes, bytearray)) or looks_secret(str(node)):
+        rewrite.withhold(path, LOOKS_SECRET)
+        return _GONE
     return node
 
 

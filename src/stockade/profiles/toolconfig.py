@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from stockade.profiles import secretforms as forms
 from stockade.profiles.paths import is_within
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from stockade.proxy.credentials import Resolved
 
 MAX_BYTES = 1 << 20
+MAX_INCLUDES = 32  # files git's config names (includes, a credential store) followed at most
 PLACEHOLDER = "stockade-placeholder-file-"
 
 
@@ -107,14 +108,15 @@ def default_denied(home: str, project: str) -> list[str]:
 class Shown:
     """One file as the sandbox gets it."""
 
-    __slots__ = ("path", "data", "tools", "secrets", "withheld")
+    __slots__ = ("path", "data", "tools", "secrets", "withheld", "sources")
 
-    def __init__(self, path: str, data: bytes, tools: str, secrets: list[str], withheld: list[str]) -> None:
+    def __init__(self, path: str, data: bytes, tools: str, secrets: list[str], withheld: list[str], sources: Sequence[str] = ()) -> None:
         self.path = path
         self.data = data
         self.tools = tools
         self.secrets = secrets  # where each replaced secret was, and its hosts (never a value)
         self.withheld = withheld
+        self.sources = list(sources)  # withheld settings that say where the tool fetches from
 
 
 class ToolView:
@@ -134,6 +136,7 @@ def read(files: Iterable[tuple[str, str, str]]) -> ToolView:
         return view
     texts = {path: _text(real) for _inside, real, path in present}
     by_path = {entry.path: entry for entry in TOOL_FILES}
+    present += _git_related(present, texts, by_path)
     for inside, _real, path in present:
         text, entry = texts[path], by_path.get(path)
         if entry is None:
@@ -143,7 +146,7 @@ def read(files: Iterable[tuple[str, str, str]]) -> ToolView:
                 view.hidden.append((inside, text.why))
             continue
         try:
-            rewrite = _reader(entry.reader, texts)(text, "~/" + path)
+            rewrite = _reader(entry.reader, texts)(text, path if path.startswith(("/", "~/")) else "~/" + path)
         except forms.Unreadable as why:
             view.hidden.append((inside, str(why)))
             continue
@@ -156,6 +159,68 @@ def read(files: Iterable[tuple[str, str, str]]) -> ToolView:
             continue
         view.shown.append(shown)
     return view
+
+
+def _git_related(present: list[tuple[str, str, str]], texts: dict[str, str | _Why], by_path: dict[str, ToolFile]) -> list[tuple[str, str, str]]:
+    """The files git's config makes git read too: what `include.path` and `includeIf.*.path` name
+    (read as git config) and a `store --file` credential helper's file (one URL per line), each
+    read here and shown the same way, wherever it is. Their names join `texts` and `by_path`."""
+    from stockade.profiles.gitconfig import ConfigSyntaxError, parse
+
+    found: list[tuple[str, str, str]] = []
+    queue = [(inside, real, path) for inside, real, path in present if by_path[path].reader == "git" if path in by_path]
+    seen = {real for _inside, real, _path in present}
+    while queue and len(found) < MAX_INCLUDES:
+        inside, real, path = queue.pop(0)
+        text = texts.get(path)
+        if not isinstance(text, str):
+            continue
+        try:
+            entries = parse(text)
+        except ConfigSyntaxError:
+            continue
+        home_inside, home_real = inside[: len(inside) - len(path) - 1] if inside.endswith(path) else "", real[: len(real) - len(path) - 1]
+        for name, value in entries:
+            if name == "include.path" or name.startswith("includeif.") and name.endswith(".path"):
+                reader, target = "git", value
+            elif name.startswith("credential.") and name.endswith(".helper") and value.split()[:1] == ["store"]:
+                reader, target = "urls", _store_file(value)
+            else:
+                continue
+            if not target:
+                continue
+            target_real = os.path.join(home_real, target[2:]) if target.startswith("~/") else os.path.join(os.path.dirname(real), target)
+            target_real = os.path.normpath(target_real)
+            if target_real in seen:
+                continue
+            seen.add(target_real)
+            below = home_real and target_real.startswith(home_real + "/")
+            target_inside = home_inside + target_real[len(home_real) :] if below and home_inside else target_real
+            key = "~/" + target_real[len(home_real) + 1 :] if below else target_real  # its name in messages
+            by_path[key] = ToolFile(key, "git", reader)
+            texts[key] = _text(target_real)
+            item = (target_inside, target_real, key)
+            if os.path.lexists(target_real):
+                found.append(item)
+                if reader == "git":
+                    queue.append(item)
+    return found
+
+
+def _store_file(helper: str) -> str:
+    """The file of a `store` credential helper: its --file, else none (the default is in the table)."""
+    import shlex
+
+    try:
+        words = shlex.split(helper)
+    except ValueError:
+        return ""
+    for index, word in enumerate(words):
+        if word.startswith("--file="):
+            return word.partition("=")[2]
+        if word == "--file" and index + 1 < len(words):
+            return words[index + 1]
+    return ""
 
 
 class _Why:
@@ -286,13 +351,13 @@ def _placed(rewrite: forms.Rewrite, inside: str, tools: str, view: ToolView) -> 
     for index, found in enumerate(rewrite.found):
         placeholder = f"{PLACEHOLDER}{os.urandom(20).hex()}"
         text = text.replace(forms.MARK.format(index), found.spell(placeholder))
-        name = f"{found.key.split(': ', 1)[0]}#{index + 1}"  # unique in the session: the file, and which of its secrets
+        name = f"{found.key.split(': ', 1)[0].replace(' ', '_')}#{index + 1}"  # unique in the session: the file, and which of its secrets
         made.append(Resolved(name, placeholder, found.value, list(found.hosts), "Authorization", ""))
     if "stockade-secret-mark-" in text or any(len(found.value) >= 4 and found.value in text for found in rewrite.found):
         return None
     view.credentials += made
     secrets = [f"{_unnamed(found.key)} → {', '.join(found.hosts)}" for found in rewrite.found]
-    return Shown(inside, text.encode(), tools, secrets, [_unnamed(line) for line in rewrite.withheld])
+    return Shown(inside, text.encode(), tools, secrets, [_unnamed(line) for line in rewrite.withheld], rewrite.sources)
 
 
 def _unnamed(key: str) -> str:

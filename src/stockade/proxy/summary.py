@@ -35,7 +35,7 @@ class SessionEnd:
 def credential_fix(name: str, origin: str) -> str:
     """Where a credential's places are set: its [credentials] table, or the user's own tool file
     it came from (profiles/toolconfig.py names those by the file)."""
-    if name.startswith("~/"):
+    if name.startswith(("~/", "/")):
         return f"it is a secret of your {name.partition('#')[0]}, which goes only to the host it is for (`stockade explain` lists it)"
     return f"where it may go is [credentials.{name}] in {origin}"
 
