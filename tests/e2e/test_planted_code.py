@@ -99,3 +99,27 @@ def test_an_existing_devcontainer_is_read_only_and_a_new_one_moved_aside(vbox: B
     made = vbox.run("mkdir -p sub/.devcontainer && echo '{\"initializeCommand\": \"id\"}' > sub/.devcontainer/devcontainer.json")
     assert not (sub / ".devcontainer" / "devcontainer.json").exists(), made
     assert "stockade-quarantine" in made.stderr, made
+
+
+DEBUGGER_AND_REPL_FILES = (".pdbrc", ".gdbinit", ".lldbinit", ".irbrc", "irb.rc", "_irbrc", ".pryrc", ".Rprofile", ".Renviron", ".ghci",
+                           ".nvimrc", ".dir-locals.el", "mise.local.toml", ".miserc.toml")  # fmt: skip
+
+
+def test_a_planted_pdbrc_never_runs_in_a_host_debugger(vbox: Box) -> None:
+    """ESCAPES 83: pdb runs ./.pdbrc as if typed: a breakpoint() on the host would run the sandbox's command."""
+    mark = vbox.root / "pdb-mark"
+    (vbox.project / "app.py").write_text("x = 1\n")
+    attack = vbox.run(f"printf '!open(\"{mark}\", \"w\").write(\"PWNED\")\\n' > .pdbrc; echo status=$?")
+    assert "status=" in attack.stdout, attack
+    host = subprocess.run(["python3", "-m", "pdb", "app.py"], cwd=vbox.project, input="c\n", capture_output=True, text=True, timeout=30)
+    assert host.returncode == 0 and not mark.exists(), "the host's pdb ran the planted .pdbrc"
+    control = vbox.run("printf 'notes\\n' > debug-notes.txt && cat debug-notes.txt")  # ordinary work beside it stays
+    assert control.stdout == "notes\n" and (vbox.project / "debug-notes.txt").exists(), control
+
+
+def test_every_debugger_and_repl_init_file_made_inside_is_kept_from_the_host(vbox: Box) -> None:
+    """ESCAPES 83: each name of the table's debugger, REPL and loader rows, planted, is gone or untouched after the run."""
+    script = "; ".join(f"echo planted > {name}" for name in DEBUGGER_AND_REPL_FILES) + "; true"
+    vbox.run(script)
+    kept = [name for name in DEBUGGER_AND_REPL_FILES if (vbox.project / name).is_file() and (vbox.project / name).read_text() == "planted\n"]
+    assert kept == [], f"planted and left where the host tool reads them: {kept}"
