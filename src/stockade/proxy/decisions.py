@@ -105,7 +105,7 @@ class Decisions:
                 if tables:
                     decision = _inspected_request(request, tunnel.record.host if tunnel is not None else decision.host, tables, decision)
             tracked = refusal.track(flow, session, decision, scheme=request.scheme or "http", path=request.path)
-            mismatch = host_mismatch(request, in_tunnel=tunnel is not None)
+            mismatch = host_mismatch(request, in_tunnel=tunnel is not None, tunnel_host=tunnel.record.host if tunnel is not None else None)
             if mismatch:
                 decision = Decision(False, mismatch, "", decision.host)
             if decision.allowed and tunnel is None and not _reusable(state, request.host, request.port):
@@ -125,6 +125,8 @@ class Decisions:
             goes_on = await _goes_on(flow, session, tracked, decision)
             if tunnel is None and not (goes_on and dials):  # a once no dial takes (refused after all, or reused) ends here
                 state.approved.discard((request.host, request.port))
+            if goes_on:
+                one_target(request)
             if goes_on and decision.rule == PUSH_PENDING:
                 request.stream = push_gate(flow, tracked, tables)
             if goes_on and session.rules.secrets:
@@ -238,16 +240,31 @@ async def _goes_on(flow: http.HTTPFlow, session: Session, tracked: Tracked, deci
     return True
 
 
-def host_mismatch(request: http.Request, *, in_tunnel: bool) -> str | None:
-    """Why the Host header disagrees with the request target, or None.
+def host_mismatch(request: http.Request, *, in_tunnel: bool, tunnel_host: str | None = None) -> str | None:
+    """Why the spellings of where a request goes disagree, or None (ESCAPES 84).
 
-    The target decides where mitmproxy connects; an origin server routes on
-    Host. Letting them differ would judge one name and serve another.
-    Inside a CONNECT tunnel only the name is compared (the port is the tunnel's).
+    The target decides where mitmproxy connects; an origin routes on Host, and
+    a front that follows RFC 9112 section 3.2.2 on an absolute-form target's
+    authority (HTTP/2: :authority). Letting any of them differ would judge, and
+    swap a credential in for, one name while another is served. Inside a
+    CONNECT tunnel the names must also be the tunnel's, and only names are
+    compared (the port is the tunnel's). The request then goes on in origin
+    form (`one_target`): the origin sees no spelling but the judged one.
     """
     hosts = request.headers.get_all("Host")
     if len(hosts) > 1:
         return "more than one Host header"
+    if in_tunnel and tunnel_host is not None and not _same_name(request.host, tunnel_host):
+        return f"the request target {refusal.shown_host(request.host)} is not the tunnel's host {refusal.shown_host(tunnel_host)}"
+    if request.authority and not request.is_http2 and not request.is_http3 and request.method.upper() != "CONNECT":
+        try:
+            name, port = url.parse_authority(request.authority, check=True)
+        except ValueError:
+            return f"malformed request target {refusal.shown_host(request.authority)}"
+        if not _same_name(name, request.host) or not _same_name(name, tunnel_host or request.host):
+            return f"the request target {refusal.shown_host(request.authority)} does not match {refusal.shown_host(tunnel_host or request.host)}"
+        if port is not None and port != request.port:
+            return f"the request target {refusal.shown_host(request.authority)} does not match the port {request.port}"
     value = request.host_header
     if value is None:
         return None
@@ -264,6 +281,20 @@ def host_mismatch(request: http.Request, *, in_tunnel: bool) -> str | None:
     if expected != request.port:
         return f"Host header {refusal.shown_host(value)} does not match the request target port {request.port}"
     return None
+
+
+def _same_name(one: str, other: str) -> bool:
+    try:
+        return str(canonical_target(one)) == str(canonical_target(other))
+    except ValueError:
+        return False
+
+
+def one_target(request: http.Request) -> None:
+    """Forward an HTTP/1 request in origin form: the absolute-form authority, checked equal to
+    Host and the connection's target, is not passed on for a front to route by instead."""
+    if not request.is_http2 and not request.is_http3 and request.method.upper() != "CONNECT":
+        request.authority = ""
 
 
 async def paced(session: Session) -> None:
