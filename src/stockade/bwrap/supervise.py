@@ -394,10 +394,12 @@ def _supervised(
     own_relay = relay is None
     relay = Relay().install() if relay is None else relay
     relay.started(group, _command_ready(init_pid, pid, starting_marks) if starting_marks else None)
+    sandbox = _open_sandbox(init_pid)
     try:
         outcome = _wait(pid, wall_time, watch, info_read_fd, console)
         outcome.no_route = attempts(counters)
     finally:
+        _end_sandbox(sandbox)
         relay.stopped()
         if own_relay:
             relay.uninstall()
@@ -420,6 +422,49 @@ def _supervised(
     if not outcome.timed_out and 0 < number < 65 and (number in relay.sent or number in typed):
         outcome.signal = number
     return outcome
+
+
+GONE_WAIT = 5.0  # seconds stockade waits at most, once bwrap ended, for the sandbox's processes to be gone
+
+
+def _open_sandbox(init_pid: int) -> int | None:
+    """A pidfd of the sandbox's pid 1, or None (no pidfds before Linux 5.3; pid 1 already gone).
+
+    Taken while bwrap runs; the process must then live in a pid namespace other than stockade's,
+    so a pid 1 that ended and whose number went to a host process is never the one signalled."""
+    try:
+        fd = os.pidfd_open(init_pid)
+    except (AttributeError, OSError):
+        return None
+    try:
+        inside = os.readlink(f"/proc/{init_pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    except OSError:
+        inside = False
+    if not inside:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _end_sandbox(fd: int | None) -> None:
+    """bwrap ended: its pid 1 gets SIGKILL now (--die-with-parent sends it too, whenever the kernel
+    gets to it), and stockade waits until pid 1 is gone, which the kernel allows only once every
+    process of the namespace is: nothing of the sandbox still writes to the terminal, holds the
+    cgroup or changes files while stockade reports and checks the run."""
+    if fd is None:
+        return
+    import select
+
+    try:
+        _signal.pidfd_send_signal(fd, _signal.SIGKILL)
+    except OSError:
+        pass  # already gone
+    try:
+        select.select([fd], [], [], GONE_WAIT)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _group_of(init_pid: int, pid: int) -> int:
