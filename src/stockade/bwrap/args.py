@@ -170,16 +170,18 @@ class FdOption(Piece):
 
 
 class DataBind(Piece):
-    """A writable private copy, at `dest`, of what file descriptor `fd` holds (--bind-data)."""
+    """A private copy, at `dest`, of what file descriptor `fd` holds: writable (--bind-data, gone
+    with the run) or read-only (--ro-bind-data)."""
 
-    __slots__ = ("fd", "dest")
+    __slots__ = ("fd", "dest", "writable")
 
-    def __init__(self, fd: int, dest: str) -> None:
+    def __init__(self, fd: int, dest: str, writable: bool = True) -> None:
         self.fd = fd
         self.dest = dest
+        self.writable = writable
 
     def to_args(self) -> Iterator[str]:
-        yield from ("--bind-data", str(self.fd), self.dest)
+        yield from ("--bind-data" if self.writable else "--ro-bind-data", str(self.fd), self.dest)
 
 
 def words(pieces: list[Piece]) -> list[str]:

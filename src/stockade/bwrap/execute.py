@@ -271,7 +271,7 @@ def _supervised(
     bridge: Bridge | None,
     tracer: Tracer | None = None,
     signals: Signals | None = None,
-    files: Sequence[tuple[str, bytes]] = (),
+    files: Sequence[tuple[str, bytes, bool]] = (),
     scratch: Sequence[bw.Piece] = (),
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
@@ -291,8 +291,8 @@ def _supervised(
         seccomp_fd = _seccomp_fd(launch)
         info_read, info_write = os.pipe()
         os.set_inheritable(info_write, True)
-        copies = [(path, _data_fd(data)) for path, data in files]
-        tail: list[bw.Piece] = [*scratch, *(bw.DataBind(fd, path) for path, fd in copies)]  # over the plan's masks of them
+        copies = [(path, _data_fd(data), writable) for path, data, writable in files]
+        tail: list[bw.Piece] = [*scratch, *(bw.DataBind(fd, path, writable) for path, fd, writable in copies)]  # over the plan's masks
         tail += [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
         if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
@@ -304,9 +304,9 @@ def _supervised(
             outcome = supervise(
                 tracer.wrap(argv) if tracer is not None else argv,
                 env=BWRAP_ENV,
-                pass_fds=(args_fd, seccomp_fd, info_write, *(fd for _path, fd in copies)),
+                pass_fds=(args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies)),
                 info_read_fd=info_read,
-                close_after_spawn=(args_fd, seccomp_fd, info_write, *(fd for _path, fd in copies)),
+                close_after_spawn=(args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies)),
                 wall_time=launch.wall_time,
                 new_session=not launch.interactive,
                 preexec=_preexec(limits, bridge),
@@ -332,39 +332,28 @@ def _supervised(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piece], list[str]]:
-    """(the pieces for /tmp: an agent session's own folder, the host files the command names; the
-    mount points those files will leave in the session's folder) (scratch.py)."""
+def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piece], list[tuple[str, bytes, bool]], list[str], str | None]:
+    """/tmp for this run (scratch.py): (the agent session's folder as /tmp, or nothing; read-only
+    copies of the host files the command names; the mount points those copies leave in the
+    session's folder; that folder)."""
     from stockade.bwrap import scratch
     from stockade.core.notices import first_time
 
-    folder = scratch.session_tmp(launch.state_dir, agent_session) if agent_session else None
-    if folder is not None and not scratch.applies(launch.project, launch.cwd, launch.writable):
-        folder = None
-    named, refused = scratch.named_files(launch.command)
-    if folder is not None:  # its mount point is made in the session's folder: never through a link an earlier command left there
-        named = [path for path in named if scratch.inside_folder(folder, path)]
+    private = scratch.applies(launch.project, launch.cwd, launch.writable) and not scratch.hides_under_tmp(launch.walls)
+    folder = scratch.session_tmp(launch.state_dir, agent_session) if agent_session and private else None
+    named, refused = scratch.named_files(launch.command) if private else ([], [])
     for path in refused if not launch.quiet else ():
         line = (
-            f"stockade: {path} is not shown inside: the sandbox has its own /tmp, and shows of the host's only the files "
-            "of yours the command names that every user may read (chmod o+r, or put it in the project)"
+            f"stockade: {path} is not shown inside: the sandbox has its own /tmp, and shows of the host's only the files of "
+            "yours the command names that every user may read (chmod o+r on it and its folders, or put it in the project)"
         )
         if first_time(launch.state_dir, agent_session, line):
             say(line)
+    if folder is not None:  # their mount points are made in the session's folder: never through a link left there
+        named = [(path, data) for path, data in named if scratch.inside_folder(folder, path)]
     pieces: list[bw.Piece] = [bw.BindFrom(folder, scratch.TMP)] if folder is not None else []
-    pieces += [bw.ReadOnlyBindFrom(path, path) for path in named]
-    made = [folder + path[len(scratch.TMP) :] for path in named if folder is not None]
-    return pieces, [path for path in made if not os.path.lexists(path)]
-
-
-def _remove_mount_points(paths: list[str]) -> None:
-    """The empty files bwrap made in a session's /tmp folder to mount the named files on."""
-    for path in paths:
-        try:
-            if os.lstat(path).st_size == 0:
-                os.unlink(path)
-        except OSError:
-            continue
+    made = [path for path, _data in named if folder is not None and not os.path.lexists(folder + path[len(scratch.TMP) :])]
+    return pieces, [(path, data, False) for path, data in named], made, folder
 
 
 def _data_fd(data: bytes) -> int:
@@ -481,11 +470,15 @@ def _execute(
         phases.mark("checks")
         asker = _asker(bridge, signals)  # asks at this terminal for the requests the daemon holds
         try:
-            made = _tmp_pieces(launch, agent_session)
+            tmp, named, made, folder = _tmp_pieces(launch, agent_session)
             try:
-                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, files, made[0])
+                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, [*((p, d, True) for p, d in files), *named], tmp)
             finally:
-                _remove_mount_points(made[1])
+                if folder is not None:
+                    from stockade.bwrap.scratch import remove_mount_point
+
+                    for path in made:
+                        remove_mount_point(folder, path)
             signals.outcome = outcome
         finally:
             if asker is not None:

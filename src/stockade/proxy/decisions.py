@@ -275,8 +275,10 @@ def host_mismatch(request: http.Request, *, in_tunnel: bool, tunnel_host: str | 
         return f"malformed Host header {refusal.shown_host(value)}"
     if not same:
         return f"Host header {refusal.shown_host(value)} does not match the request target {refusal.shown_host(request.host)}"
-    if in_tunnel:
-        return None
+    if in_tunnel:  # the port is the tunnel's: a Host that names another is refused, one that names none is fine
+        if port is None or port == request.port:
+            return None
+        return f"Host header {refusal.shown_host(value)} does not match the tunnel's port {request.port}"
     expected = port if port is not None else (443 if request.scheme == "https" else 80)
     if expected != request.port:
         return f"Host header {refusal.shown_host(value)} does not match the request target port {request.port}"
