@@ -47,7 +47,7 @@ from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare,
 HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
-WORKLOADS = ("startup", "terminal", "phases", "first", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = ("startup", "terminal", "tools", "phases", "first", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -158,6 +158,33 @@ def terminal(bench: Bench) -> list[Section]:
     note = (f"Wall time of one `true` run by script(1), which gives it a terminal, median of {count_of(runs, 'interleaved round')}: "
             "script's own cost is in every row.")  # fmt: skip
     return [Section("At a terminal: `true`", note, MS, timed_rounds(contenders, runs), BWRAP, [])]
+
+
+TOOL_FILES = {  # a developer's home: a private registry and index with their tokens, git's identity (profiles/toolconfig.py)
+    ".npmrc": "registry=https://npm.corp.example/\n//npm.corp.example/:_authToken=npm_BenchToken0123456789abcdef\nfund=false\n",
+    ".config/pip/pip.conf": "[global]\nindex-url = https://bench:s3cretBench@pypi.corp.example/simple\ntimeout = 60\n",
+    ".gitconfig": "[user]\n\tname = Bench\n\temail = bench@example.test\n[init]\n\tdefaultBranch = main\n",
+    ".netrc": "machine api.corp.example login bench password benchPassw0rd\n",
+}
+
+
+def tools(bench: Bench) -> list[Section]:
+    """`true` offline from a home with the user's tool configuration (shown without its secrets, read at each
+    run) against the same from a home without it: the cost of reading and rewriting those files."""
+    runs = bench.plan.startup_runs
+    progress(f"tools: `true` with and without the user's tool configuration, {count_of(runs, 'round')}")
+    plain = bench.contenders("tools", [OFF], lambda tool, project: [TRUE])
+    if not plain:
+        return []
+    home = bench.world.root / "tools-home"
+    for name, text in TOOL_FILES.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
+    with_files = replace(plain[0], name=f"{OFF}, four tool files in the home", env={**plain[0].env, "HOME": str(home)})
+    note = (f"Wall time of one cached `true` with the network off, median of {count_of(runs, 'interleaved round')}: from a home "
+            "holding ~/.npmrc, pip.conf, ~/.gitconfig and ~/.netrc (each read, its secrets made placeholders, given to the "
+            "sandbox as a copy), and from one holding none.")  # fmt: skip
+    return [Section("Tool configuration: `true`", note, MS, timed_rounds([*plain, with_files], runs), OFF, [])]
 
 
 # The marks a run takes with STOCKADE_PHASES set (core/phases.py), in order, and what lies between them.
@@ -334,7 +361,8 @@ def keepalive(bench: Bench) -> list[Section]:
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
-    "startup": startup, "terminal": terminal, "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
+    "startup": startup, "terminal": terminal, "tools": tools,
+    "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 
 
