@@ -303,3 +303,22 @@ def test_a_yaml_alias_bomb_is_refused_quickly() -> None:
 def test_a_comment_after_a_heading_or_a_bom_keeps_the_gitconfig() -> None:
     out = shown(forms.gitconfig("\ufeff[user] # me\n\tname = Bob\n", "~/.gitconfig"))
     assert 'name = "Bob"' in out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_host_rule_made_is_one_the_daemon_takes(seed: int) -> None:
+    """host_rule checks names without profiles.domains (off the run's path): whatever it accepts,
+    parse_rule must take too, or the daemon would refuse the run's whole session."""
+    from stockade.profiles.domains import parse_rule
+
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "-._:[]*@%"
+    for _ in range(300):
+        host = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24)))
+        try:
+            rule = forms.host_rule("https", host)
+        except forms.Unreadable:
+            continue
+        parse_rule(rule)
+    for host in ("registry.npmjs.org", "NPM.Corp.Example.", "10.1.2.3:8443", "localhost", "a-b.c-d.test:1"):
+        parse_rule(forms.host_rule("https", host))

@@ -21,13 +21,13 @@ Three rules keep what a reader does not understand from being shown:
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
 import re
 from collections.abc import Callable
-from typing import Any
-from urllib.parse import unquote, urlsplit
+
+TYPE_CHECKING = False  # a run with tool files reads them on its cached path: typing, json, urllib stay unimported
+if TYPE_CHECKING:
+    from typing import Any
 
 MARK = "stockade-secret-mark-{}-"  # placeholders are put where marks are (toolconfig.py)
 
@@ -143,21 +143,25 @@ def _normalised(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def host_rule(scheme: str, host: str) -> str:
-    """The `[network]` rule a URL's secret may travel to: its host and port (the scheme's if none)."""
-    from stockade.profiles.domains import parse_rule
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = re.compile(rf"^(?P<name>{_LABEL}(?:\.{_LABEL})*)\.?(?::(?P<port>\d{{1,5}}))?$")
 
+
+def host_rule(scheme: str, host: str) -> str:
+    """The `[network]` rule a URL's secret may travel to: its host and port (the scheme's if none).
+    Only plain ASCII names and IPv4 addresses: what profiles.domains.parse_rule takes for certain,
+    checked here without its imports (tests/profiles/test_secretforms.py holds them to it)."""
     scheme = scheme.lower().rsplit("+", 1)[-1]
-    try:
-        parts = urlsplit(f"{scheme}://{host}")
-        name, port = parts.hostname, parts.port
-        if not name or ":" in name or "*" in name:
-            raise ValueError(host)
-        rule = f"{name}:{port or (80 if scheme == 'http' else 443)}"
-        parse_rule(rule)
-    except ValueError:
-        raise Unreadable("an address in it is not a host name") from None
-    return rule
+    match = _HOST.match(host)
+    if match is None:
+        raise Unreadable("an address in it is not a host name")
+    name, port = match["name"].lower(), int(match["port"]) if match["port"] else (80 if scheme == "http" else 443)
+    labels = name.split(".")
+    if all(label.isdigit() for label in labels) and (len(labels) != 4 or any(int(label) > 255 for label in labels)):
+        raise Unreadable("an address in it is not a host name")
+    if not 0 < port < 65536:
+        raise Unreadable("an address in it has no valid port")
+    return f"{name}:{port}"
 
 
 def url_host(url: object) -> str | None:
@@ -177,7 +181,7 @@ def url_host(url: object) -> str | None:
 
 
 def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
+    return binascii.b2a_base64(text.encode(), newline=False).decode()
 
 
 def _basic_pair(user: str) -> Callable[[str], str]:
@@ -185,11 +189,26 @@ def _basic_pair(user: str) -> Callable[[str], str]:
     return lambda placeholder: _b64(f"{user}:{placeholder}")
 
 
+_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
+
+
 def _unb64(value: str) -> str | None:
+    """Strict base64 (what base64.b64decode(validate=True) takes), decoded as UTF-8; None otherwise."""
+    value = value.strip()
+    if not _BASE64.match(value):
+        return None
     try:
-        return base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        return binascii.a2b_base64(value).decode("utf-8")
     except (binascii.Error, ValueError):
         return None
+
+
+def _unquote(text: str) -> str:
+    """%-escapes decoded as UTF-8, as urllib.parse.unquote does (its import is not on a run's path)."""
+    if "%" not in text:
+        return text
+    raw = re.sub(rb"%([0-9A-Fa-f]{2})", lambda m: bytes([int(m[1], 16)]), text.encode("utf-8", "surrogateescape"))
+    return raw.decode("utf-8", "replace")
 
 
 # --- a value: URLs with a user or password, and the gate ---
@@ -208,9 +227,9 @@ def value(rewrite: Rewrite, key: str, text: str, words: bool = True) -> str | No
             raise _Withheld("a password for a service that is not HTTP")
         rule = (host_rule(scheme, host),)
         user, colon, password = userinfo.partition(":")
-        marked = rewrite.mark(f"{key} (user in {scheme}://…@{host})", unquote(user), rule) if user else ""
+        marked = rewrite.mark(f"{key} (user in {scheme}://…@{host})", _unquote(user), rule) if user else ""
         if colon:
-            marked += ":" + rewrite.mark(f"{key} (password in {scheme}://…@{host})", unquote(password), rule)
+            marked += ":" + rewrite.mark(f"{key} (password in {scheme}://…@{host})", _unquote(password), rule)
         return f"{scheme}://{marked}@{host}"
 
     try:
@@ -250,6 +269,8 @@ def npm_value(raw: str) -> str:
     unescaped ; or #, with \\; \\# and \\\\ unescaped."""
     raw = raw.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        import json
+
         inner = raw[1:-1] if raw[0] == "'" else raw
         try:
             decoded = json.loads(inner if raw[0] == '"' else json.dumps(inner))
@@ -311,12 +332,18 @@ def npmrc(text: str, where: str, spaced: bool = False) -> Rewrite:
         else:
             shown = keep(rewrite, key, raw)
         if shown is not None:
-            lines.append(f"{_npm_key(key)}{' ' if spaced else '='}{json.dumps(shown) if _needs_quotes(shown) else shown}")
+            lines.append(f"{_npm_key(key)}{' ' if spaced else '='}{_json_quoted(shown) if _needs_quotes(shown) else shown}")
     return _finish(rewrite, "".join(line + "\n" for line in lines))
 
 
 def _npm_key(key: str) -> str:
-    return json.dumps(key) if _needs_quotes(key) or "=" in key else key
+    return _json_quoted(key) if _needs_quotes(key) or "=" in key else key
+
+
+def _json_quoted(text: str) -> str:
+    import json
+
+    return json.dumps(text)
 
 
 def _needs_quotes(text: str) -> bool:
@@ -500,8 +527,6 @@ def netrc(text: str, where: str) -> Rewrite:
     import io
     import netrc as netrc_module
 
-    from stockade.profiles.domains import parse_rule
-
     parsed = netrc_module.netrc.__new__(netrc_module.netrc)  # the module reads only named files: its parser, on the text
     parsed.hosts, parsed.macros = {}, {}
     try:
@@ -516,10 +541,8 @@ def netrc(text: str, where: str) -> Rewrite:
             rewrite.withhold("the default entry", NO_HOST)
             continue
         try:
-            rule = parse_rule(machine)
-            if rule.wildcard or rule.network is not None and rule.network.num_addresses > 1 or "/" in machine:
-                raise ValueError(machine)
-        except ValueError:
+            host_rule("https", machine)  # a literal host name or IPv4 address: no wildcard, no network
+        except Unreadable:
             rewrite.withhold(label, "not a host name")
             continue
         words = [f"machine {machine}"]
@@ -670,6 +693,8 @@ DOCKER_SECRETS = ("auth", "password", "identitytoken", "registrytoken")
 def docker_json(text: str, where: str) -> Rewrite:
     """Registry logins under `auths` are withheld (the docker daemon sends them, not the sandbox's
     network), so are `HttpHeaders`; helpers and every other setting stay, each value gated."""
+    import json
+
     try:
         config = json.loads(text)
     except ValueError:

@@ -23,7 +23,6 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 
 from stockade.profiles import secretforms as forms
-from stockade.profiles.paths import is_within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,6 +92,12 @@ def candidates(home: str, real_home: str, denied: Iterable[str], default_denied:
         if not hidden:
             found.append((inside, os.path.join(real_home, entry.path), entry.path))
     return found
+
+
+def is_within(path: str, root: str) -> bool:
+    """profiles.paths.is_within, without that module's pathlib import (this one is on a run's path)."""
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/") or root == "/"
 
 
 def default_denied(home: str, project: str) -> list[str]:
