@@ -59,6 +59,7 @@ class BwrapPlan:
     troubles: list[str] = field(default_factory=list)  # the request's: the run adds why its audit record is incomplete
     ca_bundle: str | None = None  # the CA bundle bound at SANDBOX_CA (hosts with HTTP rules): proxy/cabundle.py
     ssh_files: tuple[str, ...] = ()  # the ssh ProxyCommand, config and known hosts (raw-TCP allow rules): proxy/sshroute.py
+    tool_files: list[tuple[str, str, str]] = field(default_factory=list)  # the user's tool configuration (profiles/toolconfig.py)
 
     @property
     def network(self) -> bool:
@@ -139,7 +140,7 @@ def _seen_inside(view: View, path: str) -> bool:
     return visible(path, [*view.writable, *view.read_only], view.home, view.shown) and not any(is_within(path, m) for m in view.masked)
 
 
-def _environment(request: RunRequest, view: View) -> dict[str, str]:
+def _environment(request: RunRequest, view: View, terminates: bool) -> dict[str, str]:
     env = sandbox_env(request.host_env, request.policy.env)
     tmpdir = env.get("TMPDIR")
     if tmpdir and not any(is_within(os.path.realpath(tmpdir), root) for root in view.writable):
@@ -149,7 +150,7 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
         from stockade.bwrap.network import proxy_environment
 
         env.update(proxy_environment())
-        if _terminates(request):
+        if terminates:
             from stockade.proxy.cabundle import SANDBOX_PATH
             from stockade.proxy.environment import ca_environment
 
@@ -157,25 +158,16 @@ def _environment(request: RunRequest, view: View) -> dict[str, str]:
     return env
 
 
-def _terminates(request: RunRequest) -> bool:
+def _terminates(request: RunRequest, tool_files: list[tuple[str, str, str]]) -> bool:
     """Whether the daemon may terminate TLS for this run: for HTTP rules and credentials, and for the
     secrets of the user's tool configuration (a file that appears later makes a new plan)."""
-    if request.policy.terminated_hosts:
-        return True
-    if not request.policy.filesystem.tool_config:
-        return False
-    from stockade.profiles.toolconfig import candidates, default_denied
-
-    home = str(request.locations.home).rstrip("/")
-    builtin = default_denied(home, str(request.policy.project_dir)) if home else []
-    found = candidates(home, os.path.realpath(home) if home else "", request.policy.filesystem.deny_read, builtin)
-    return any(os.path.lexists(real) for _inside, real, _path in found)
+    return bool(request.policy.terminated_hosts) or any(os.path.lexists(real) for _inside, real, _path in tool_files)
 
 
-def _ca_bundle(request: RunRequest) -> str | None:
+def _ca_bundle(request: RunRequest, terminates: bool) -> str | None:
     """The bundle a sandbox trusts when the daemon terminates TLS for some host (proxy/cabundle.py);
     None without HTTP rules, and on a dry run (which makes nothing; explain says so)."""
-    if request.policy.network.mode is NetworkMode.NONE or not _terminates(request) or request.dry_run:
+    if request.policy.network.mode is NetworkMode.NONE or not terminates or request.dry_run:
         return None
     from stockade.proxy.cabundle import bundle
     from stockade.proxy.launch import daemon_files
@@ -210,7 +202,11 @@ class BwrapPlanner:
         cwd = _working_dir(str(request.cwd), view)
         interactive = sys.stdin is not None and _isatty(0)
         network = request.policy.network.mode is not NetworkMode.NONE
-        ca_bundle = _ca_bundle(request)
+        from stockade.profiles.toolconfig import policy_files
+
+        tool_files = policy_files(request.policy, str(request.locations.home))
+        terminates = _terminates(request, tool_files)
+        ca_bundle = _ca_bundle(request, terminates)
         trusted = [bw.ReadOnlyBindFrom(ca_bundle, SANDBOX_CA)] if ca_bundle else []
         ssh_files, ssh_binds, ssh_env = _ssh(request, view)
         pieces = _sealing(interactive, network) + view.pieces() + trusted + ssh_binds + [bw.Chdir(cwd)]
@@ -220,7 +216,7 @@ class BwrapPlanner:
             policy=request.policy,
             pieces=pieces,
             command=request.command,
-            env={**_environment(request, view), **ssh_env},
+            env={**_environment(request, view, terminates), **ssh_env},
             cwd=cwd,
             view=view,
             session=session,
@@ -231,6 +227,7 @@ class BwrapPlanner:
             troubles=request.troubles,
             ca_bundle=ca_bundle,
             ssh_files=ssh_files,
+            tool_files=tool_files,
         )
 
     def explain(self, plan: BwrapPlan) -> str:
@@ -353,19 +350,8 @@ def launch_of(plan: BwrapPlan) -> Launch:
         interactive=plan.interactive,
         quiet=plan.quiet,
         walls=walls_of(view),
-        tool_files=_tool_files(plan),
+        tool_files=list(plan.tool_files),
     )
-
-
-def _tool_files(plan: BwrapPlan) -> list[tuple[str, str, str]]:
-    """The tool configuration files a run shows without their secrets (profiles/toolconfig.py)."""
-    if not plan.policy.filesystem.tool_config:
-        return []
-    from stockade.profiles.toolconfig import candidates, default_denied
-
-    home = str(plan.locations.home).rstrip("/")
-    builtin = default_denied(home, str(plan.policy.project_dir)) if home else []
-    return candidates(home, os.path.realpath(home) if home else "", plan.policy.filesystem.deny_read, builtin)
 
 
 def walls_of(view: View) -> dict[str, object]:

@@ -77,11 +77,9 @@ def _tool_config(policy: Policy, home: str) -> dict[str, Any]:
     """What a run shows of the user's tool configuration now (profiles/toolconfig.py): never a value."""
     if not policy.filesystem.tool_config or sys.platform == "darwin":
         return {"shown": [], "hidden": [], "enabled": False}
-    from stockade.profiles.toolconfig import candidates, default_denied, read
+    from stockade.profiles.toolconfig import policy_files, read
 
-    home = home.rstrip("/")
-    builtin = default_denied(home, str(policy.project_dir)) if home else []
-    view = read(candidates(home, os.path.realpath(home) if home else "", policy.filesystem.deny_read, builtin))
+    view = read(policy_files(policy, home))
     shown = [{"path": s.path, "tools": s.tools, "secrets": s.secrets, "withheld": s.withheld} for s in view.shown]
     return {"shown": shown, "hidden": [{"path": path, "why": why} for path, why in view.hidden], "enabled": True}
 

@@ -26,6 +26,7 @@ from stockade.profiles import secretforms as forms
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from stockade.profiles.model import Policy
     from stockade.proxy.credentials import Resolved
 
 MAX_BYTES = 1 << 20
@@ -77,6 +78,8 @@ def candidates(home: str, real_home: str, denied: Iterable[str], default_denied:
     these files are what this view replaces. Whether each exists is seen at the run."""
     import fnmatch
 
+    from stockade.profiles.paths import is_within  # planning only: its pathlib import stays off a run's path
+
     if home in ("", "/") or real_home in ("", "/"):
         return []
     builtin = set(default_denied)
@@ -94,10 +97,13 @@ def candidates(home: str, real_home: str, denied: Iterable[str], default_denied:
     return found
 
 
-def is_within(path: str, root: str) -> bool:
-    """profiles.paths.is_within, without that module's pathlib import (this one is on a run's path)."""
-    root = root.rstrip("/") or "/"
-    return path == root or path.startswith(root + "/") or root == "/"
+def policy_files(policy: Policy, home: str) -> list[tuple[str, str, str]]:
+    """`candidates` for a policy and the home as spelled: none with `tool_config = false`."""
+    home = home.rstrip("/")
+    if not policy.filesystem.tool_config or not home:
+        return []
+    builtin = default_denied(home, str(policy.project_dir))
+    return candidates(home, os.path.realpath(home), policy.filesystem.deny_read, builtin)
 
 
 def default_denied(home: str, project: str) -> list[str]:
@@ -265,32 +271,21 @@ def _text(path: str) -> str | _Why:
         return _Why("it is not UTF-8 text")
 
 
+READERS: dict[str, Callable[[str, str], forms.Rewrite]] = {
+    "ini": forms.ini, "toml": forms.toml, "npmrc": forms.npmrc, "yaml": forms.yaml, "maven": forms.maven_settings,
+    "properties": forms.properties, "docker": forms.docker_json, "git": forms.gitconfig, "urls": forms.url_lines, "netrc": forms.netrc,
+}  # fmt: skip
+
+
 def _reader(name: str, texts: dict[str, str | _Why]) -> Callable[[str, str], forms.Rewrite]:
-    if name == "ini":
-        return forms.ini
-    if name == "toml":
-        return lambda text, where: forms.toml(text, where)
-    if name == "npmrc":
-        return forms.npmrc
+    """A table row's reader; cargo's and poetry's take their secrets' hosts from another of `texts`."""
     if name == "yarnrc":
         return lambda text, where: forms.npmrc(text, where, spaced=True)
-    if name == "yaml":
-        return forms.yaml
     if name == "cargo":
         return lambda text, where: forms.toml(text, where, _cargo_hosts(texts))
     if name == "poetry":
         return lambda text, where: forms.toml(text, where, _poetry_hosts(texts))
-    if name == "maven":
-        return forms.maven_settings
-    if name == "properties":
-        return forms.properties
-    if name == "docker":
-        return forms.docker_json
-    if name == "git":
-        return forms.gitconfig
-    if name == "urls":
-        return forms.url_lines
-    return forms.netrc
+    return READERS[name]
 
 
 def _tables(texts: dict[str, str | _Why], *paths: str) -> dict[str, object]:
