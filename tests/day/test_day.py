@@ -24,7 +24,7 @@ from tests.day.differences import DOCUMENTED
 from tests.day.scenarios import PYTHON_PACKAGES, SCENARIOS, SETUPS, Scenario
 from tests.sandboxed import require_sandbox
 from tests.visible import force_rmtree, visible_packages, visible_root
-from tests.work.realwork import FIXED_DATES, Workplace, snapshot
+from tests.work.realwork import Workplace, home_environment, snapshot
 
 pytestmark = pytest.mark.e2e
 PROFILES = ("bare", "default", "agent")
@@ -35,16 +35,9 @@ Seen = tuple[int, str, str, dict[str, tuple[str, str]], str]
 def place() -> Iterator[Workplace]:
     require_sandbox()
     root = visible_root("day")
-    home = root / "home"
-    home.mkdir()
-    (home / ".gitconfig").write_text(
-        "[user]\n\tname = Day Test\n\temail = day@example.test\n[init]\n\tdefaultBranch = main\n"
-        '[protocol "file"]\n\tallow = always\n[advice]\n\tdetachedHead = false\n'
-    )
-    env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", **FIXED_DATES, **OFFLINE,
-           "PYTHONPATH": str(visible_packages(root, *PYTHON_PACKAGES))}  # fmt: skip
+    env = {**home_environment(root, "Day"), **OFFLINE, "PYTHONPATH": str(visible_packages(root, *PYTHON_PACKAGES))}
     try:
-        yield Workplace(root, home, root / "project", env)
+        yield Workplace(root, root / "home", root / "project", env)
     finally:
         force_rmtree(root)
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.sandboxed import require_sandbox
 from tests.visible import force_rmtree, visible_root
-from tests.work.realwork import FIXED_DATES, Workplace
+from tests.work.realwork import Workplace, home_environment
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -19,14 +19,8 @@ def _require_sandbox() -> None:
 @pytest.fixture
 def work() -> Iterator[Workplace]:
     root = visible_root("w")
-    home = root / "home"
-    home.mkdir()
-    (home / ".gitconfig").write_text(
-        "[user]\n\tname = Work Test\n\temail = work@example.test\n[init]\n\tdefaultBranch = main\n"
-        "[protocol \"file\"]\n\tallow = always\n[advice]\n\tdetachedHead = false\n"
-    )
-    env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", **FIXED_DATES}
+    env = home_environment(root, "Work")
     try:
-        yield Workplace(root, home, root / "project", env)
+        yield Workplace(root, root / "home", root / "project", env)
     finally:
         force_rmtree(root)

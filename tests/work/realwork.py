@@ -27,6 +27,18 @@ SKIP_IN_TREE = ("__pycache__", ".pytest_cache")
 Tree = dict[str, tuple[str, str]]
 
 
+def home_environment(root: Path, who: str) -> dict[str, str]:
+    """A HOME under `root` whose git knows `who` (main branch, local clones allowed), and the
+    environment a workplace runs with: fixed commit dates, a plain PATH."""
+    home = root / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        f"[user]\n\tname = {who} Test\n\temail = {who.lower()}@example.test\n[init]\n\tdefaultBranch = main\n"
+        '[protocol "file"]\n\tallow = always\n[advice]\n\tdetachedHead = false\n'
+    )
+    return {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", **FIXED_DATES}
+
+
 @dataclass
 class Result:
     code: int
