@@ -7,10 +7,9 @@ fails for a listed scenario that no longer differs.
 from __future__ import annotations
 
 OUTSIDE = "it writes outside the project (../): read-only inside, by design; allow_write that place to let it"
-GIT_CONFIG = (
-    "git writes .git/config (git config, submodule add, sparse-checkout): that file can make the host's git "
-    "run programs later, so it is read-only inside (git says 'Device or resource busy'); writing its inert keys "
-    "through is open work of issue 31"
+GIT_ALIAS = (
+    "an alias written inside is not carried to the host's .git/config: even one without '!' can run a program "
+    "(`difftool -x CMD`, `submodule foreach CMD`); the run names it, and the rest of the change is kept (bwrap/gitstage.py)"
 )
 SIGNAL = (
     "a command killed by a signal that did not come through stockade (here its own kill) ends stockade with "
@@ -18,10 +17,7 @@ SIGNAL = (
 )
 
 DOCUMENTED: dict[tuple[str, str], str] = {
-    ("git-config-user-name", "*"): GIT_CONFIG,
-    ("git-config-alias-plain", "*"): GIT_CONFIG,
-    ("git-sparse-checkout", "*"): GIT_CONFIG,
-    ("git-submodule-local", "*"): GIT_CONFIG,
+    ("git-config-alias-plain", "*"): GIT_ALIAS,
     ("git-worktree-add", "*"): OUTSIDE,
     ("git-clone-local", "*"): OUTSIDE,
     ("git-apply-patch", "*"): OUTSIDE,

@@ -60,8 +60,10 @@ def test_case_58_git_hooks_read_only_while_commits_work(vbox: Box) -> None:
         "echo two >> f && git add f && git commit -qm second && echo COMMITTED",
         env=GIT_ENV,
     )
-    for leak in ("WROTE-HOOK", "WROTE-CONFIG", "MOVED-HOOKS", "MOVED-GIT"):
+    for leak in ("WROTE-HOOK", "MOVED-HOOKS", "MOVED-GIT"):
         assert leak not in attack.stdout, (leak, attack)
+    # git's config write works inside (bwrap/gitstage.py); a key that runs something never reaches the host
+    assert "WROTE-CONFIG" in attack.stdout and "core.hookspath" in attack.stderr, attack
     assert (vbox.project / ".git" / "config").read_bytes() == config_before
     assert "COMMITTED" in attack.stdout, attack  # control: objects, refs and index are writable
     assert "second" in git(vbox, "log", "--format=%s").stdout
@@ -134,7 +136,11 @@ def test_case_58_nested_and_fresh_repositories(vbox: Box, repo: str, script: str
     if (target / ".git").exists():
         git(vbox, "commit", "-q", "--allow-empty", "-m", "host", cwd=target, check=False)  # the host's next commit there
     assert not marker.exists(), f"a host git commit in {repo} ran a hook planted inside: {attack.stdout!r}"
-    assert "PLANTED" not in attack.stdout
+    if "config core.hooksPath" in script:  # the write works inside (gitstage.py); the key is not carried out
+        assert "core.hookspath" in attack.stderr, attack
+        assert "hookspath" not in (target / ".git" / "config").read_text().lower()
+    else:
+        assert "PLANTED" not in attack.stdout
     control = vbox.run("echo ok > notes.txt && git status --short >/dev/null && echo CONTROL", env=GIT_ENV)
     assert "CONTROL" in control.stdout, control
 

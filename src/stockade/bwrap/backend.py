@@ -315,6 +315,11 @@ def make_own(paths: list[str], quiet: bool) -> None:
         say(f"stockade: {line}")
 
 
+# The names a git dir's stage shows as its own copies rather than the plan's mounts (gitstage.CONFIG):
+# a read-only bind there is what makes git's rename of config.lock fail.
+STAGED_HERE = frozenset({"config"})
+
+
 def launch_of(plan: BwrapPlan) -> Launch:
     """The plan as plain data: what execute needs, and what the plan cache stores."""
     from stockade.bwrap.execute import environment
@@ -351,6 +356,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
         quiet=plan.quiet,
         walls=walls_of(view),
         tool_files=list(plan.tool_files),
+        git_stages=[(path, bw.encode(view.under(path, STAGED_HERE))) for path in view.staged_git],
     )
 
 

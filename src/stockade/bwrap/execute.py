@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from stockade.bwrap.console import Console
     from stockade.bwrap.freeze import Freeze
+    from stockade.bwrap.gitstage import Stage
     from stockade.bwrap.globs import Tree
     from stockade.bwrap.limits import LimitPlan
     from stockade.bwrap.network import Bridge
@@ -74,6 +75,7 @@ class Launch:
     quiet: bool
     walls: dict[str, object]  # hidden and read-only places and why, for --trace (backend.walls_of, denials.py)
     tool_files: list[tuple[str, str, str]]  # the user's tool configuration to show without secrets (profiles/toolconfig.py)
+    git_stages: list[tuple[str, bytes]]  # (git dir, the plan's mounts inside it, encoded): staged at run time (gitstage.py)
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -273,6 +275,7 @@ def _supervised(
     signals: Signals | None = None,
     files: Sequence[tuple[str, bytes, bool]] = (),
     scratch: Sequence[bw.Piece] = (),
+    staged: bytes = b"",
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
@@ -297,7 +300,7 @@ def _supervised(
         if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
-        args_fd = _args_fd(launch.args + bw.encode(tail))
+        args_fd = _args_fd(launch.args + staged + bw.encode(tail))  # the stages over the plan's mounts
         try:
             console = signals.new_console() if signals is not None else None
             argv = [*outer, launch.bwrap, "--args", str(args_fd), "--", *inner, *launch.command]
@@ -354,6 +357,38 @@ def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piec
     pieces: list[bw.Piece] = [bw.BindFrom(folder, scratch.TMP)] if folder is not None else []
     made = [path for path, _data in named if folder is not None and not os.path.lexists(folder + path[len(scratch.TMP) :])]
     return pieces, [(path, data, False) for path, data in named], made, folder
+
+
+def _git_stages(launch: Launch, session: str) -> tuple[list[Stage], bytes]:
+    """A stage for each git dir the plan named (gitstage.py), and bwrap's words for them: each
+    stage, then the plan's own mounts inside that git dir again, over it."""
+    if not launch.git_stages:
+        return [], b""
+    from stockade.bwrap import gitstage
+
+    inside = dict(launch.git_stages)
+    stages = gitstage.prepare(launch.state_dir, session, list(inside))
+    return stages, b"".join(bw.encode(stage.pieces()) + inside[stage.git_dir] for stage in stages)
+
+
+def _carry_back(launch: Launch, stages: list[Stage], session: str) -> None:
+    """git's changes in each stage, carried to the host once the sandbox is gone; the config it
+    judged here is not judged again by the check after the run (its stamp is the new one)."""
+    if not stages:
+        return
+    from stockade.bwrap import gitstage
+
+    for stage in stages:
+        lines, judged = gitstage.carry_back(stage, session)
+        for line in lines:
+            say(line)
+        for path in judged:
+            for stamps in (launch.swept, launch.reported):
+                if path in stamps:
+                    try:
+                        stamps[path] = changes.stamp(os.lstat(path))
+                    except OSError:
+                        stamps.pop(path, None)
 
 
 def _data_fd(data: bytes) -> int:
@@ -471,14 +506,17 @@ def _execute(
         asker = _asker(bridge, signals)  # asks at this terminal for the requests the daemon holds
         try:
             tmp, named, made, folder = _tmp_pieces(launch, agent_session)
+            stages, staged = _git_stages(launch, session)
             try:
-                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, [*((p, d, True) for p, d in files), *named], tmp)
+                copies = [*((p, d, True) for p, d in files), *named]
+                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged)
             finally:
                 if folder is not None:
                     from stockade.bwrap.scratch import remove_mount_point
 
                     for path in made:
                         remove_mount_point(folder, path)
+                _carry_back(launch, stages, session)
             signals.outcome = outcome
         finally:
             if asker is not None:

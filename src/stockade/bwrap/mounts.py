@@ -69,6 +69,7 @@ class View:
     walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = ((), {})
     # why each protected or hidden path is: the policy entry or floor item (denials.py names it for --trace)
     reasons: dict[str, str] = field(default_factory=dict)
+    staged_git: list[str] = field(default_factory=list)  # git dirs shown through a stage (gitstage.py)
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -79,8 +80,16 @@ class View:
             base.append(Symlink(MARKER_TARGET, MARKER_PATH))
         if self.home:  # before every mount inside it; the sort below keeps deeper ones after
             base.append(Tmpfs(self.home, size=self.tmp_size, mode="0700"))
-        ordered = sorted(self.mounts, key=lambda m: (m.path.count("/"), m.rank, m.path))
-        return base + [m.piece for m in ordered]
+        return base + [m.piece for m in self._ordered()]
+
+    def _ordered(self) -> list[Mount]:
+        return sorted(self.mounts, key=lambda m: (m.path.count("/"), m.rank, m.path))
+
+    def under(self, folder: str, leaving: frozenset[str] = frozenset()) -> list[Piece]:
+        """The mounts strictly inside `folder`, in order, less those at the names in `leaving`: made
+        again over a stage mounted at `folder` (gitstage.py)."""
+        skip = {os.path.join(folder, name) for name in leaving}
+        return [m.piece for m in self._ordered() if m.path.startswith(folder + "/") and m.path not in skip]
 
     def add(self, path: str, rank: int, piece: Piece) -> None:
         if not path.startswith("/") or os.path.normpath(path) != path:
@@ -250,7 +259,24 @@ def plan_view(
         _mask(view, path, roots)
     for path in sockets:
         _mask(view, path, roots, socket=True)
+    view.staged_git = _stageable(view, repositories, roots)
     return view
+
+
+def _stageable(view: View, repositories: list[gitdirs.GitLayout], roots: list[str]) -> list[str]:
+    """The project's git dirs whose config the floor holds read-only where git could otherwise
+    write it: each gets a stage at run time, so that git's own config writes work (gitstage.py)."""
+    found: list[str] = []
+    for layout in repositories:
+        git_dir = layout.git_dir
+        if layout.linked or git_dir in found or not is_within(git_dir, view.project) or _root_of(git_dir, roots) is None:
+            continue
+        if os.path.join(git_dir, "config") not in view.read_only:
+            continue
+        if any(is_within(git_dir, place) for place in (*view.read_only, *view.masked)):
+            continue
+        found.append(git_dir)
+    return found
 
 
 def _note_reasons(view: View, policy: Policy, matches: dict[str, list[str]], floor: Floor, locations: Locations) -> None:

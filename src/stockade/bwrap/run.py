@@ -30,11 +30,14 @@ class LinuxBackend:
     name = "bwrap"
 
     def run(self, invocation: Invocation) -> int:
-        from stockade.bwrap import plan_cache
+        from stockade.bwrap import gitstage, plan_cache
         from stockade.bwrap.journal import finish_abandoned
         from stockade.core.locations import state_folder
 
-        _say_moved(finish_abandoned(state_folder(invocation.env), "abandoned"))
+        state = state_folder(invocation.env)
+        _say_moved(finish_abandoned(state, "abandoned"))
+        for line in gitstage.finish_abandoned(state, "abandoned"):
+            say(line)
         cacheable = plan_cache.enabled(invocation)
         found = plan_cache.cached_launch(invocation) if cacheable else None
         phases.mark("plan")
