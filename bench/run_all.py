@@ -47,7 +47,7 @@ from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare,
 HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
-WORKLOADS = ("startup", "terminal", "tools", "phases", "first", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = ("startup", "terminal", "tools", "git", "phases", "first", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -185,6 +185,24 @@ def tools(bench: Bench) -> list[Section]:
             "holding ~/.npmrc, pip.conf, ~/.gitconfig and ~/.netrc (each read, its secrets made placeholders, given to the "
             "sandbox as a copy), and from one holding none.")  # fmt: skip
     return [Section("Tool configuration: `true`", note, MS, timed_rounds([*plain, with_files], runs), OFF, [])]
+
+
+def git(bench: Bench) -> list[Section]:
+    """`true` offline in a project that is a git repository (its git dir staged at each run, bwrap/gitstage.py)
+    against the same in a project that is none: the cost of staging and carrying back."""
+    runs = bench.plan.startup_runs
+    progress(f"git: `true` in a repository and in a plain folder, {count_of(runs, 'round')}")
+    plain = bench.contenders("git plain", [OFF], lambda tool, project: [TRUE])
+    repository = bench.contenders("git repository", [OFF], lambda tool, project: [TRUE])
+    if not plain or not repository:
+        return []
+    project = repository[0].cwd
+    for words in (["init", "-q"], ["add", "-A"], ["-c", "user.name=b", "-c", "user.email=b@example.test", "commit", "-qm", "one", "--allow-empty"]):
+        subprocess.run(["git", *words], cwd=project, check=True, capture_output=True)
+    staged = replace(repository[0], name=f"{OFF}, in a git repository")
+    note = (f"Wall time of one cached `true` with the network off, median of {count_of(runs, 'interleaved round')}: in a project "
+            "that is a git repository (its git dir staged for the run and carried back after it) and in one that is not.")  # fmt: skip
+    return [Section("A git repository: `true`", note, MS, timed_rounds([*plain, staged], runs), OFF, [])]
 
 
 # The marks a run takes with STOCKADE_PHASES set (core/phases.py), in order, and what lies between them.
@@ -361,7 +379,7 @@ def keepalive(bench: Bench) -> list[Section]:
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
-    "startup": startup, "terminal": terminal, "tools": tools,
+    "startup": startup, "terminal": terminal, "tools": tools, "git": git,
     "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 

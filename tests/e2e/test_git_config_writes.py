@@ -177,3 +177,16 @@ def test_a_nested_repository_is_staged_too(vbox: Box) -> None:
     result = vbox.run("git -C vendor/lib remote add up https://example.invalid/lib.git && echo OK", env=GIT_ENV)
     assert "OK" in result.stdout, result
     assert "remote.up.url=https://example.invalid/lib.git" in _local_config(vbox, nested)
+
+
+def test_a_git_dir_too_large_to_stage_keeps_its_config_and_hooks_read_only(vbox: Box) -> None:
+    """No stage (over 64 MiB of files to copy): the plan's own mounts hold instead, as before."""
+    git(vbox, "init", "-q")
+    with open(vbox.project / ".git" / "big.pack.tmp", "wb") as handle:  # sparse: 65 MiB that take no room
+        handle.truncate(65 << 20)
+    before = (vbox.project / ".git" / "config").read_bytes()
+    result = vbox.run("git config user.name Agent; echo x > .git/hooks/pre-commit; echo x >> .git/config; echo done", env=GIT_ENV)
+    assert "done" in result.stdout, result  # control: the run itself works
+    assert "Device or resource busy" in result.stderr or "Read-only" in result.stderr, result
+    assert (vbox.project / ".git" / "config").read_bytes() == before
+    assert not (vbox.project / ".git" / "hooks" / "pre-commit").exists()

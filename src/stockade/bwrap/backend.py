@@ -327,9 +327,11 @@ def launch_of(plan: BwrapPlan) -> Launch:
 
     view, limits = plan.view, plan.policy.limits
     cache_dir = str(plan.locations.cache)
+    staged = {id(piece) for path in view.staged_git for piece in view.under(path)}
     return Launch(
         bwrap=plan.bwrap,
-        args=bw.encode([*plan.pieces, *environment(plan.env)]),
+        # a staged git dir's mounts travel apart: over its stage, or instead of it (execute._git_stages)
+        args=bw.encode([*(piece for piece in plan.pieces if id(piece) not in staged), *environment(plan.env)]),
         command=list(plan.command),
         env=dict(plan.env),
         cwd=plan.cwd,
@@ -356,7 +358,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
         quiet=plan.quiet,
         walls=walls_of(view),
         tool_files=list(plan.tool_files),
-        git_stages=[(path, bw.encode(view.under(path, STAGED_HERE))) for path in view.staged_git],
+        git_stages=[(path, bw.encode(view.under(path, STAGED_HERE)), bw.encode(view.under(path))) for path in view.staged_git],
     )
 
 

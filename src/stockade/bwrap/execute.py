@@ -75,7 +75,9 @@ class Launch:
     quiet: bool
     walls: dict[str, object]  # hidden and read-only places and why, for --trace (backend.walls_of, denials.py)
     tool_files: list[tuple[str, str, str]]  # the user's tool configuration to show without secrets (profiles/toolconfig.py)
-    git_stages: list[tuple[str, bytes]]  # (git dir, the plan's mounts inside it, encoded): staged at run time (gitstage.py)
+    # (git dir, the plan's mounts inside it to make over its stage, its mounts when no stage could be made), encoded:
+    # staged at run time (gitstage.py); `args` holds neither
+    git_stages: list[tuple[str, bytes, bytes]]
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -361,14 +363,18 @@ def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piec
 
 def _git_stages(launch: Launch, session: str) -> tuple[list[Stage], bytes]:
     """A stage for each git dir the plan named (gitstage.py), and bwrap's words for them: each
-    stage, then the plan's own mounts inside that git dir again, over it."""
+    stage, then the plan's own mounts inside that git dir over it; where no stage could be made
+    (a git dir too large, or gone), the plan's mounts there as they were planned."""
     if not launch.git_stages:
         return [], b""
     from stockade.bwrap import gitstage
 
-    inside = dict(launch.git_stages)
-    stages = gitstage.prepare(launch.state_dir, session, list(inside))
-    return stages, b"".join(bw.encode(stage.pieces()) + inside[stage.git_dir] for stage in stages)
+    stages = {stage.git_dir: stage for stage in gitstage.prepare(launch.state_dir, session, [path for path, _over, _instead in launch.git_stages])}
+    words = b""
+    for path, over, instead in launch.git_stages:
+        stage = stages.get(path)
+        words += bw.encode(stage.pieces()) + over if stage is not None else instead
+    return list(stages.values()), words
 
 
 def _carry_back(launch: Launch, stages: list[Stage], session: str) -> None:

@@ -85,9 +85,12 @@ class View:
     def _ordered(self) -> list[Mount]:
         return sorted(self.mounts, key=lambda m: (m.path.count("/"), m.rank, m.path))
 
-    def under(self, folder: str, leaving: frozenset[str] = frozenset()) -> list[Piece]:
-        """The mounts strictly inside `folder`, in order, less those at the names in `leaving`: made
-        again over a stage mounted at `folder` (gitstage.py)."""
+    def under(self, folder: str, leaving: frozenset[str] | None = None) -> list[Piece]:
+        """The mounts inside `folder`, in order: with `leaving`, strictly inside and less those at
+        those names (made over a stage mounted at `folder`, gitstage.py); without, `folder`'s own too
+        (made instead, when no stage could be)."""
+        if leaving is None:
+            return [m.piece for m in self._ordered() if m.path == folder or m.path.startswith(folder + "/")]
         skip = {os.path.join(folder, name) for name in leaving}
         return [m.piece for m in self._ordered() if m.path.startswith(folder + "/") and m.path not in skip]
 
