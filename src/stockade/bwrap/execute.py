@@ -303,9 +303,13 @@ def _supervised(
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
         args_fd = _args_fd(launch.args + staged + bw.encode(tail))  # the stages over the plan's mounts
+        errors: tuple[int, int, int] | None = None
         try:
             console = signals.new_console() if signals is not None else None
-            argv = [*outer, launch.bwrap, "--args", str(args_fd), "--", *inner, *launch.command]
+            passed = (args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies))
+            errors = _setup_errors(passed) if masks and console is None else None
+            swap = [] if errors is None else ["/bin/sh", "-c", f'exec 2>&{errors[2]} {errors[2]}>&-; exec "$0" "$@"']
+            argv = [*outer, launch.bwrap, "--args", str(args_fd), "--", *inner, *swap, *launch.command]
             outcome = supervise(
                 tracer.wrap(argv) if tracer is not None else argv,
                 env=BWRAP_ENV,
@@ -321,12 +325,16 @@ def _supervised(
                 console=console,
                 freeze=signals.freeze if signals is not None else None,
                 starting_marks=marks,
+                own_stderr=None if errors is None else (errors[1], errors[2]),
             )
+            _said_by_bwrap(errors, show=True)
             return outcome, masks
         except SandboxSetupError:
             changed = [path for path in masks if _identity(path) != seen[path]]  # gone, or gone and made again
             if not changed or attempt == SOCKET_RACE_TRIES - 1:
+                _said_by_bwrap(errors, show=True)
                 raise
+            _said_by_bwrap(errors, show=False)  # a start lost to the race: started again, said nowhere
             if signals is not None and signals.relay.sent:  # a signal came while it started: not started again
                 number = signals.relay.sent[0]
                 return Outcome(128 + number, signal=number), masks
@@ -335,6 +343,38 @@ def _supervised(
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _setup_errors(passed: Sequence[int]) -> tuple[int, int, int]:
+    """(read end, write end, a free fd below 10) of the pipe bwrap's own messages go to while a
+    host socket it masks may vanish under it: a start lost to that race is started again, and
+    what bwrap said about it must not reach the command's stderr. The command gets its stderr back
+    from that fd by /bin/sh (one digit: a POSIX shell's redirections take no more)."""
+    read_fd, write_fd = os.pipe()
+    keeper = next(fd for fd in range(3, 10) if fd not in passed and fd not in (read_fd, write_fd))
+    return read_fd, write_fd, keeper
+
+
+def _said_by_bwrap(errors: tuple[int, int, int] | None, *, show: bool) -> None:
+    """What bwrap wrote to its own stderr (`_setup_errors`), passed on to ours when `show`."""
+    if errors is None:
+        return
+    read_fd, write_fd, _keeper = errors
+    os.close(write_fd)
+    os.set_blocking(read_fd, False)  # bwrap is gone; a sandbox process could hold the pipe no longer
+    said = b""
+    try:
+        while len(said) < 1 << 16 and (chunk := os.read(read_fd, 1 << 16)):
+            said += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(read_fd)
+    if show and said:
+        try:
+            os.write(2, said)
+        except OSError:
+            pass
 
 
 def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piece], list[tuple[str, bytes, bool]], list[str], str | None]:

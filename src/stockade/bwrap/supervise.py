@@ -115,13 +115,19 @@ def _seal_inherited_fds(keep: Sequence[int]) -> None:
 
 
 def _spawn(
-    argv: Sequence[str], env: dict[str, str], pass_fds: Sequence[int], preexec: Callable[[], None] | None, console: Console | None = None
+    argv: Sequence[str],
+    env: dict[str, str],
+    pass_fds: Sequence[int],
+    preexec: Callable[[], None] | None,
+    console: Console | None = None,
+    own_stderr: tuple[int, int] | None = None,
 ) -> int:
     """The pid to wait for: bwrap, the leader of a new process group; with a console, the holder of
     bwrap's session (`_hold_session`). The fds in `pass_fds` must already be inheritable."""
     _seal_inherited_fds(pass_fds)
+    swaps = [(os.POSIX_SPAWN_DUP2, 2, own_stderr[1]), (os.POSIX_SPAWN_DUP2, own_stderr[0], 2)] if own_stderr else []
     if preexec is None and console is None:
-        return os.posix_spawn(argv[0], list(argv), env, setsigdef=RESTORED, setpgroup=0)
+        return os.posix_spawn(argv[0], list(argv), env, setsigdef=RESTORED, setpgroup=0, file_actions=swaps)
     errors_read, errors_write = os.pipe()  # both close on exec: EOF means the exec worked
     parent = os.getpid()
     pid = os.fork()
@@ -129,6 +135,8 @@ def _spawn(
         try:
             os.close(errors_read)
             if console is None:
+                for _action, source, target in swaps:
+                    os.dup2(source, target)
                 _become_bwrap(argv, env, preexec, None)
             else:
                 _hold_session(argv, env, preexec, console, errors_write, parent)
@@ -339,8 +347,11 @@ def supervise(
     console: Console | None = None,
     freeze: Freeze | None = None,
     starting_marks: tuple[bytes, ...] = (),
+    own_stderr: tuple[int, int] | None = None,
 ) -> Outcome:
-    """Run bwrap to its end. `watch` is the run's network session while the daemon has not
+    """Run bwrap to its end. `own_stderr` (no console): (a pipe's write end, a free fd number below
+    10): bwrap's stderr becomes the pipe, and the real one waits at that number for the command
+    to take it back (execute._setup_errors). `watch` is the run's network session while the daemon has not
     answered: its answer is read as it comes, and a refusal stops the sandbox (125).
     `console`: the sandbox's pty (console.py), copied to and from the user's terminal while it
     runs. `new_session`: bwrap --new-session made the sandbox's pid 1 the leader of the group its
@@ -348,7 +359,7 @@ def supervise(
     `starting_marks`: how the command lines of the sandbox's processes begin until the command runs
     with its signals reset (signal_reset.py); a signal that comes before then waits for it."""
     try:
-        pid = _spawn(argv, env, pass_fds, preexec, console)
+        pid = _spawn(argv, env, pass_fds, preexec, console, own_stderr)
     except OSError as exc:
         raise SandboxSetupError(f"cannot start bwrap: {exc}") from None
     finally:
