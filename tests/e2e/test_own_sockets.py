@@ -255,12 +255,15 @@ def test_a_listed_folder_allows_the_sockets_under_it_and_nothing_beside_it(vbox:
     link = vbox.project / "listed-link"
     link.symlink_to(folder)
     try:
-        for listed in (folder, link):  # a listed path is compared after resolving links
-            policy = f'extends = ["default"]\n[network]\nunix_sockets = ["{listed}"]\n'
-            reached = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(inside.path)], policy=policy)
-            assert reached.stdout == "REACHED host-daemon\n", (listed, reached)
-            refused = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(beside.path)], policy=policy)
-            assert refused.stdout.startswith("REFUSED"), (listed, refused)
+        policy = f'extends = ["default"]\n[network]\nunix_sockets = ["{folder}"]\n'
+        reached = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(inside.path)], policy=policy)
+        assert reached.stdout == "REACHED host-daemon\n", reached
+        refused = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(beside.path)], policy=policy)
+        assert refused.stdout.startswith("REFUSED"), refused
+        # a folder listed through a link grants nothing: the link could be pointed elsewhere
+        policy = f'extends = ["default"]\n[network]\nunix_sockets = ["{link}"]\n'
+        refused = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(inside.path)], policy=policy)
+        assert refused.stdout.startswith("REFUSED") and "is reached through a link" in refused.stderr, refused
     finally:
         inside.stop()
         beside.stop()
@@ -272,3 +275,22 @@ def test_listing_a_socket_does_not_open_datagram_sockets_unless_the_policy_says_
     assert vbox.run(argv=[*INSIDE_PYTHON, "-c", probe], policy=listed).stdout == "dgram 1\n"
     opened = vbox.run(argv=[*INSIDE_PYTHON, "-c", probe], policy=listed + "unix_datagram = true\n")
     assert opened.stdout == "dgram ok\n", opened  # the control: the policy's own word opens them
+
+
+def test_a_listed_path_that_is_a_link_reaches_nothing_and_the_real_path_does(vbox: Box, listener: HostListener) -> None:
+    """Issue 33: a project link listed in unix_sockets could be pointed by an earlier run at a socket nobody listed."""
+    other = HostListener(vbox.outside / "unlisted.sock")
+    link = vbox.project / "app.sock"
+    link.symlink_to(other.path)
+    try:
+        via_link = f'extends = ["default"]\n[network]\nunix_sockets = ["{link}"]\n'
+        for path in (link, other.path):
+            refused = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(path)], policy=via_link)
+            assert refused.stdout.startswith("REFUSED"), refused
+        assert "is reached through a link" in refused.stderr, refused
+        real = f'extends = ["default"]\n[network]\nunix_sockets = ["{other.path}"]\n'
+        for path in (other.path, link):  # control: the real path listed, reached by it or through the link
+            reached = vbox.run(argv=[*INSIDE_PYTHON, "-c", CLIENT, str(path)], policy=real)
+            assert reached.stdout == "REACHED host-daemon\n", reached
+    finally:
+        other.stop()

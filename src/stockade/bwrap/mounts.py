@@ -237,7 +237,7 @@ def plan_view(
     for path in extra_read_only:
         view.reasons.setdefault(os.path.realpath(path), "floor: a CI runner's channel into later steps")
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
-    listed = {os.path.realpath(path) for path in policy.network.unix_sockets}
+    listed = _listed_sockets(view, policy.network.unix_sockets)
     exposed = tuple((*roots, *view.shown, *view.shown_from.values()))  # a shown link shows its target
     from stockade.proxy.audit import generations
 
@@ -280,6 +280,20 @@ def _stageable(view: View, repositories: list[gitdirs.GitLayout], roots: list[st
             continue
         found.append(git_dir)
     return found
+
+
+def _listed_sockets(view: View, entries: tuple[str, ...]) -> set[str]:
+    """The `unix_sockets` entries the sandbox may reach: each only where it really is. An entry
+    reached through a link is left out with a note: a link in a writable place can be pointed at
+    another socket by an earlier run, which nobody listed."""
+    listed: set[str] = set()
+    for entry in entries:
+        real = os.path.realpath(entry)
+        if real != os.path.normpath(entry):
+            view.notes.append(f"unix_sockets {entry} is reached through a link (to {real}): not reachable; list {real} itself if you mean it")
+            continue
+        listed.add(real)
+    return listed
 
 
 def _note_reasons(view: View, policy: Policy, matches: dict[str, list[str]], floor: Floor, locations: Locations) -> None:
