@@ -418,3 +418,33 @@ def test_generations_are_the_log_and_its_rotations() -> None:
 
     assert generations(None) == [] and generations("") == []
     assert generations("/logs/a.jsonl") == ["/logs/a.jsonl", "/logs/a.jsonl.1", "/logs/a.jsonl.2"]
+
+
+CUT_SHORT = """
+import os, resource, signal, sys
+from pathlib import Path
+from stockade.proxy.audit import AuditError, AuditWriter, AuditRecord
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit is cut short (EFBIG), as on a full disk
+path = Path(sys.argv[1])
+writer = AuditWriter(path)
+writer.write(AuditRecord(session="s", command=["c"], scheme="http", host="first.test", port=80, decision="allow", rule="r"))
+limit = path.stat().st_size + 100  # room for part of the next record only
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+try:
+    writer.write(AuditRecord(session="s", command=["c"], scheme="http", host="second.test" + "x" * 400, port=80, decision="allow", rule="r"))
+except AuditError as error:
+    print("refused", error)
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+AuditWriter(path).write(AuditRecord(session="s", command=["c"], scheme="http", host="third.test", port=80, decision="allow", rule="r"))
+"""
+
+
+def test_a_record_cut_short_is_cut_back_and_the_next_lands_on_its_own_line(tmp_path: Path) -> None:
+    """Issue 33: a full disk left one record cut mid-JSON, and every JSON-lines reader stopped there."""
+    path = tmp_path / "audit.jsonl"
+    done = subprocess.run([sys.executable, "-c", CUT_SHORT, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "refused" in done.stdout, done
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    hosts = [json.loads(line)["host"] for line in lines[:-1]]  # every line whole JSON
+    assert hosts == ["first.test", "third.test"]

@@ -215,16 +215,26 @@ class AuditWriter:
             raise AuditError(self.broken) from exc
 
     def _write(self, data: bytes) -> None:
-        """One record under the file's lock: a writer that opens the log meanwhile (and fences a
-        torn tail) never sees half of it."""
+        """One record under the file's lock, whole or not at all: a writer that opens the log
+        meanwhile (and fences a torn tail) never sees half of it, and a write cut short (a full
+        disk) is cut back to the last whole record, so every reader of JSON lines can go on."""
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
+            start = os.fstat(self._fd).st_size  # O_APPEND: where this record begins
             view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                if written <= 0:
-                    raise OSError("short write")
-                view = view[written:]
+            try:
+                while view:
+                    written = os.write(self._fd, view)
+                    if written <= 0:
+                        raise OSError("short write")
+                    view = view[written:]
+            except OSError:
+                if len(view) < len(data):
+                    try:
+                        os.ftruncate(self._fd, start)
+                    except OSError:
+                        pass  # the next open fences the torn line instead (_fence)
+                raise
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         self._size += len(data)
