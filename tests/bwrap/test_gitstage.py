@@ -29,8 +29,11 @@ def repo(tmp_path: Path) -> Path:
     return project / ".git"
 
 
+ALIAS = "/run/stockade-git/0"
+
+
 def _stage(tmp_path: Path, git_dir: Path) -> gitstage.Stage:
-    stages = gitstage.prepare(str(tmp_path / "state"), "s1", [str(git_dir)])
+    stages = gitstage.prepare(str(tmp_path / "state"), "s1", [(str(git_dir), ALIAS)], str(git_dir.parent))
     assert len(stages) == 1
     return stages[0]
 
@@ -46,13 +49,17 @@ def _replace_text(path: Path, text: str) -> None:
     os.replace(temp, path)
 
 
-def test_files_are_copied_and_folders_bound(tmp_path: Path, repo: Path) -> None:
+def test_config_and_head_are_copied_and_the_rest_linked_to_the_alias(tmp_path: Path, repo: Path) -> None:
+    (repo / "rebase-merge").mkdir()
+    (repo / "rebase-merge" / "head-name").write_text("refs/heads/main\n")
     stage = _stage(tmp_path, repo)
-    assert {"objects", "refs", "hooks", "info"} <= set(stage.bound)
-    assert {"HEAD", "config"} <= set(stage.copied)
-    assert _staged(stage, "config").read_bytes() == (repo / "config").read_bytes()
-    assert not os.path.samefile(_staged(stage, "config"), repo / "config")
-    assert [type(piece).__name__ for piece in stage.pieces()][0] == "BindFrom"
+    for name in ("config", "HEAD", "index"):
+        assert _staged(stage, name).read_bytes() == (repo / name).read_bytes()
+        assert not _staged(stage, name).is_symlink()
+    assert (_staged(stage, "rebase-merge") / "head-name").read_text() == "refs/heads/main\n"
+    for name in ("objects", "refs", "hooks", "description"):
+        assert os.readlink(_staged(stage, name)) == f"{ALIAS}/{name}"
+    assert [type(piece).__name__ for piece in stage.pieces()] == ["BindFrom", "BindFrom"]
 
 
 def test_inert_config_changes_are_carried_back_and_others_named(tmp_path: Path, repo: Path) -> None:
@@ -61,12 +68,12 @@ def test_inert_config_changes_are_carried_back_and_others_named(tmp_path: Path, 
     _replace_text(
         config,
         config.read_text()
-        + '[remote "o2"]\n\turl = ../up\n[user]\n\tname = Agent\n[core]\n\tfsmonitor = touch /tmp/pwned\n[alias]\n\tx = !sh\n[include]\n\tpath = /tmp/x\n',
+        + '[remote "o2"]\n\turl = https://example.invalid/up.git\n[user]\n\tname = Agent\n[core]\n\tfsmonitor = touch /tmp/pwned\n[alias]\n\tx = !sh\n[include]\n\tpath = /tmp/x\n',
     )
     lines, judged = gitstage.carry_back(stage, "s1")
     entries = gitconfig.read(str(repo / "config"))
     assert entries is not None
-    assert ("remote.o2.url", "../up") in entries and ("user.name", "Agent") in entries
+    assert ("remote.o2.url", "https://example.invalid/up.git") in entries and ("user.name", "Agent") in entries
     assert not [key for key, _value in entries if key in ("core.fsmonitor", "alias.x", "include.path")]
     assert ("core.repositoryformatversion", "0") in entries  # what was there stays
     assert len(lines) == 1 and "core.fsmonitor, alias.x, include.path" in lines[0]
@@ -107,24 +114,119 @@ def test_other_files_and_state_folders_are_carried_as_git_left_them(tmp_path: Pa
     (repo / "MERGE_HEAD").write_text("0" * 40 + "\n")
     stage = _stage(tmp_path, repo)
     _replace_text(_staged(stage, "HEAD"), "ref: refs/heads/other\n")
-    _staged(stage, "MERGE_HEAD").unlink()
+    _replace_text(_staged(stage, "ORIG_HEAD"), "1" * 40 + "\n")  # git's lock renamed over the link: a file now
+    _staged(stage, "MERGE_HEAD").unlink()  # git removes it by its link
     (_staged(stage, "rebase-merge")).mkdir()
     (_staged(stage, "rebase-merge") / "head-name").write_text("refs/heads/main\n")
-    _staged(stage, "description").unlink()
-    _staged(stage, "description").symlink_to(os.path.expanduser("~/.ssh/id_rsa"))  # a link, carried as a link
     lines, _judged = gitstage.carry_back(stage, "s1")
     assert lines == []
     assert (repo / "HEAD").read_text() == "ref: refs/heads/other\n"
+    assert (repo / "ORIG_HEAD").read_text() == "1" * 40 + "\n"
     assert not (repo / "MERGE_HEAD").exists()
     assert (repo / "rebase-merge" / "head-name").read_text() == "refs/heads/main\n"
-    assert os.readlink(repo / "description") == os.path.expanduser("~/.ssh/id_rsa")
+
+
+def test_a_link_made_inside_is_not_carried(tmp_path: Path, repo: Path) -> None:
+    """A link at FETCH_HEAD or COMMIT_EDITMSG would make the host's git write where it points."""
+    stage = _stage(tmp_path, repo)
+    _staged(stage, "description").unlink()
+    _staged(stage, "description").symlink_to(os.path.expanduser("~/.bashrc"))
+    _staged(stage, "FETCH_HEAD").symlink_to(os.path.expanduser("~/.bashrc"))
+    (_staged(stage, "rebase-merge")).mkdir()
+    (_staged(stage, "rebase-merge") / "done").symlink_to("/etc/passwd")
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert not (repo / "description").is_symlink() and not (repo / "FETCH_HEAD").exists()
+    assert not (repo / "rebase-merge").exists()
+    assert len(lines) == 3 and all("not kept" in line for line in lines)
+
+
+def test_a_folder_removed_or_replaced_inside_stays(tmp_path: Path, repo: Path) -> None:
+    """`rm -f .git/*` inside removes only the stage's links: the host's objects stay."""
+    stage = _stage(tmp_path, repo)
+    _staged(stage, "objects").unlink()
+    _staged(stage, "refs").unlink()
+    _staged(stage, "refs").mkdir()
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert (repo / "objects").is_dir() and (repo / "refs" / "heads").is_dir()
+    assert len(lines) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "kept"),
+    [
+        ("git-rebase-todo", "pick 0123456 one\nexec touch /tmp/x\n", False),
+        ("git-rebase-todo", "pick 0123456 one\nx touch /tmp/x\n", False),
+        ("git-rebase-todo", "pick 0123456 one\nbreak\n", True),
+        ("strategy", "evil\n", False),
+        ("strategy", "ort\n", True),
+    ],
+)
+def test_a_state_folder_with_a_command_is_not_carried(tmp_path: Path, repo: Path, name: str, text: str, kept: bool) -> None:
+    stage = _stage(tmp_path, repo)
+    (_staged(stage, "rebase-merge")).mkdir()
+    (_staged(stage, "rebase-merge") / name).write_text(text)
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert (repo / "rebase-merge").exists() == kept, lines
+    if not kept:
+        assert "not kept" in lines[0] and os.path.isdir(stage.folder + gitstage.KEPT_SUFFIX)
+
+
+def test_a_deeply_nested_folder_is_set_aside_not_a_crash(tmp_path: Path, repo: Path) -> None:
+    stage = _stage(tmp_path, repo)
+    deep = _staged(stage, "rebase-merge")
+    deep.mkdir()
+    current = os.open(deep, os.O_RDONLY)
+    for _ in range(gitstage.MAX_COPY_DEPTH + 8):
+        os.mkdir("a", dir_fd=current)
+        inner = os.open("a", os.O_RDONLY, dir_fd=current)
+        os.close(current)
+        current = inner
+    os.close(current)
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert not (repo / "rebase-merge").exists()
+    assert "could not all be carried back" in lines[0] and "nested more than" in lines[0]
+
+
+def test_a_long_name_does_not_stop_the_rest(tmp_path: Path, repo: Path) -> None:
+    stage = _stage(tmp_path, repo)
+    (_staged(stage, "a" * 250)).write_text("x")
+    _replace_text(_staged(stage, "config"), _staged(stage, "config").read_text() + "[user]\n\tname = Z\n")
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert lines == [] and ("user.name", "Z") in (gitconfig.read(str(repo / "config")) or [])
+
+
+@pytest.mark.parametrize(
+    ("entry", "kept"),
+    [
+        ('[remote "x"]\n\turl = https://example.invalid/r.git', True),
+        ('[remote "x"]\n\turl = git@example.invalid:r.git', True),
+        ('[remote "x"]\n\turl = sub/up.git', True),
+        ('[remote "x"]\n\turl = /etc', False),
+        ('[remote "x"]\n\turl = file:///root/secret', False),
+        ('[remote "x"]\n\turl = ../../outside', False),
+        ('[remote "x"]\n\turl = ~/secret', False),
+        ('[remote "x"]\n\turl = "" -oProxyCommand=x', False),
+        ("[core]\n\tworktree = /root", False),
+        ("[core]\n\tworktree = ..", True),
+        ("[core]\n\tsharedRepository = 0777", False),
+        ("[core]\n\tbare = true", False),
+        ("[extensions]\n\tworktreeConfig = true", False),
+    ],
+)
+def test_an_entry_that_reaches_outside_the_project_is_left_out(tmp_path: Path, repo: Path, entry: str, kept: bool) -> None:
+    stage = _stage(tmp_path, repo)
+    _replace_text(_staged(stage, "config"), _staged(stage, "config").read_text() + entry + "\n[user]\n\tname = Z\n")
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    entries = gitconfig.read(str(repo / "config")) or []
+    assert ("user.name", "Z") in entries
+    assert (len(entries) == len(gitconfig.parse((repo / "config").read_text()))) and (bool(lines) != kept), (lines, entries)
 
 
 def test_a_state_folder_git_removed_inside_is_removed(tmp_path: Path, repo: Path) -> None:
     (repo / "rebase-merge").mkdir()
     (repo / "rebase-merge" / "done").write_text("x\n")
     stage = _stage(tmp_path, repo)
-    assert "rebase-merge" in stage.copied
+    assert not _staged(stage, "rebase-merge").is_symlink()
     for child in _staged(stage, "rebase-merge").iterdir():
         child.unlink()
     _staged(stage, "rebase-merge").rmdir()
@@ -132,13 +234,13 @@ def test_a_state_folder_git_removed_inside_is_removed(tmp_path: Path, repo: Path
     assert not (repo / "rebase-merge").exists()
 
 
-def test_the_newer_of_two_changed_files_stays(tmp_path: Path, repo: Path) -> None:
+def test_a_file_git_rewrote_inside_lands_even_if_the_host_changed_it(tmp_path: Path, repo: Path) -> None:
+    """As two gits at once: the last rename wins (the carry-back's)."""
     stage = _stage(tmp_path, repo)
     _replace_text(_staged(stage, "ORIG_HEAD"), "inside\n")
-    os.utime(_staged(stage, "ORIG_HEAD"), (1, 1))
     (repo / "ORIG_HEAD").write_text("outside\n")
     gitstage.carry_back(stage, "s1")
-    assert (repo / "ORIG_HEAD").read_text() == "outside\n"
+    assert (repo / "ORIG_HEAD").read_text() == "inside\n"
 
 
 def test_commondir_changed_inside_is_never_carried(tmp_path: Path, repo: Path) -> None:
@@ -176,14 +278,14 @@ def test_a_killed_runs_stage_is_carried_back_by_the_next_run(tmp_path: Path, rep
 
 def test_a_git_dir_over_the_copy_budget_is_not_staged(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gitstage, "MAX_COPY_BYTES", 10)
-    assert gitstage.prepare(str(tmp_path / "state"), "s1", [str(repo)]) == []
+    assert gitstage.prepare(str(tmp_path / "state"), "s1", [(str(repo), ALIAS)], str(repo.parent)) == []
     assert os.listdir(tmp_path / "state" / gitstage.FOLDER) == []
 
 
-def test_sockets_and_fifos_are_bound_not_copied(tmp_path: Path, repo: Path) -> None:
+def test_sockets_and_fifos_are_linked_not_copied(tmp_path: Path, repo: Path) -> None:
     os.mkfifo(repo / "fsmonitor--daemon.ipc")
     stage = _stage(tmp_path, repo)
-    assert "fsmonitor--daemon.ipc" in stage.bound
+    assert os.readlink(_staged(stage, "fsmonitor--daemon.ipc")) == f"{ALIAS}/fsmonitor--daemon.ipc"
 
 
 ALPHABET = ["a", "B", " ", "#", ";", '"', "\\", "\n", "\t", "=", "é", "x"]
@@ -202,10 +304,10 @@ def test_render_reads_back_to_the_same_entries(seed: int) -> None:
     assert gitconfig.parse(gitstage.render(entries)) == entries
 
 
-def test_the_plan_leaves_the_stage_its_config() -> None:
-    from stockade.bwrap.backend import STAGED_HERE
+def test_the_plan_knows_what_a_stage_copies() -> None:
+    from stockade.bwrap.mounts import STAGED_COPIES
 
-    assert STAGED_HERE == {gitstage.CONFIG}
+    assert set(STAGED_COPIES) == {gitstage.CONFIG, gitstage.HEAD, gitstage.INDEX, *gitstage.STATE_FOLDERS}
 
 
 def test_added_keys_keep_the_host_text_and_a_refused_only_change_leaves_it_untouched(tmp_path: Path, repo: Path) -> None:
@@ -219,3 +321,17 @@ def test_added_keys_keep_the_host_text_and_a_refused_only_change_leaves_it_untou
     _replace_text(_staged(stage, "config"), _staged(stage, "config").read_text() + "[core]\n\tpager = evil\n[user]\n\tname = A\n")
     gitstage.carry_back(stage, "s1")
     assert (repo / "config").read_bytes() == before + b"[user]\n\tname = A\n"
+
+
+def test_a_tree_deeper_than_python_recurses_is_removed(tmp_path: Path) -> None:
+    top = tmp_path / "deep"
+    top.mkdir()
+    current = os.open(top, os.O_RDONLY)
+    for _ in range(1100):
+        os.mkdir("a", dir_fd=current)
+        inner = os.open("a", os.O_RDONLY, dir_fd=current)
+        os.close(current)
+        current = inner
+    os.close(current)
+    gitstage._remove_tree(str(top))
+    assert not top.exists()

@@ -8,6 +8,7 @@ are left out and named, and the host's config never holds them, not even while t
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -42,14 +43,14 @@ def _clone_with_upstream(box: Box) -> None:
 def test_everyday_config_writes_work_inside_and_persist(vbox: Box) -> None:
     _clone_with_upstream(vbox)
     result = vbox.run(
-        "git checkout -q feature && git remote add mirror ../m.git && git config user.name Agent"
+        "git checkout -q feature && git remote add mirror https://example.invalid/m.git && git config user.name Agent"
         " && git push -q -u origin HEAD:refs/heads/topic && git config --local -l",
         env=GIT_ENV,
     )
     assert result.returncode == 0, result
     assert "Device or resource busy" not in result.stderr
     after = _local_config(vbox)
-    for line in ("branch.feature.remote=origin", "remote.mirror.url=../m.git", "user.name=Agent", "branch.feature.merge=refs/heads/topic"):
+    for line in ("branch.feature.remote=origin", "remote.mirror.url=https://example.invalid/m.git", "user.name=Agent", "branch.feature.merge=refs/heads/topic"):
         assert line in result.stdout and line in after, (line, result.stdout, after)
     assert git(vbox, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == "feature"
     assert "stockade:" not in result.stderr, result.stderr  # nothing refused, nothing to say
@@ -180,13 +181,68 @@ def test_a_nested_repository_is_staged_too(vbox: Box) -> None:
 
 
 def test_a_git_dir_too_large_to_stage_keeps_its_config_and_hooks_read_only(vbox: Box) -> None:
-    """No stage (over 64 MiB of files to copy): the plan's own mounts hold instead, as before."""
+    """No stage (over 64 MiB to copy: here a state folder): the plan's own mounts hold instead, as before."""
     git(vbox, "init", "-q")
-    with open(vbox.project / ".git" / "big.pack.tmp", "wb") as handle:  # sparse: 65 MiB that take no room
+    (vbox.project / ".git" / "rebase-apply").mkdir()
+    with open(vbox.project / ".git" / "rebase-apply" / "patch", "wb") as handle:  # sparse: 65 MiB that take no room
         handle.truncate(65 << 20)
     before = (vbox.project / ".git" / "config").read_bytes()
     result = vbox.run("git config user.name Agent; echo x > .git/hooks/pre-commit; echo x >> .git/config; echo done", env=GIT_ENV)
     assert "done" in result.stdout, result  # control: the run itself works
     assert "Device or resource busy" in result.stderr or "Read-only" in result.stderr, result
     assert (vbox.project / ".git" / "config").read_bytes() == before
+    assert not (vbox.project / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_stash_gc_and_a_host_git_during_the_run_see_one_repository(vbox: Box) -> None:
+    """Refs and packed-refs are the host's, live: a `git gc` inside never hides a branch from the host."""
+    git(vbox, "init", "-q", "-b", "main")
+    (vbox.project / "f").write_text("one\n")
+    git(vbox, "add", "f")
+    git(vbox, "commit", "-qm", "first")
+    git(vbox, "branch", "b1")
+    ready, go = vbox.project / "ready", vbox.project / "go"
+    process = subprocess.Popen(
+        [*vbox.command_words(), "--", "/bin/sh", "-c",
+         "echo wip >> f && git stash -q && git gc -q && : > ready && while [ ! -e go ]; do sleep 0.05; done && git stash pop -q"],
+        cwd=vbox.project, env={**vbox.env, **GIT_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert ready.exists(), process.communicate(timeout=10)
+        assert set(git(vbox, "branch", "--format=%(refname:short)").stdout.split()) == {"main", "b1"}  # packed, still seen
+        assert git(vbox, "stash", "list").stdout.strip()
+    finally:
+        go.touch()
+        _out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert (vbox.project / "f").read_text() == "one\nwip\n"
+    git(vbox, "fsck", "--no-progress")
+
+
+def test_a_killed_runs_hooks_are_judged_by_the_next_run(vbox: Box) -> None:
+    """The next run carries a killed run's stage back before the journal's sweeps, which move aside
+    the hooks folder it made where none was."""
+    git(vbox, "init", "-q")
+    shutil.rmtree(vbox.project / ".git" / "hooks")
+    marker = vbox.root / "HOOKED"
+    script = (
+        f"mkdir .git/hooks && printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"
+        " && git config user.name Killed && : > ready && sleep 60"
+    )
+    process = subprocess.Popen([*vbox.command_words(), "--", "/bin/sh", "-c", script], cwd=vbox.project, env={**vbox.env, **GIT_ENV},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (vbox.project / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.kill()
+    process.wait(timeout=10)
+    time.sleep(0.5)
+    result = vbox.run("true")
+    assert result.returncode == 0, result
+    assert "user.name=Killed" in _local_config(vbox)  # control: the killed run's config write landed
+    git(vbox, "commit", "-q", "--allow-empty", "-m", "host")
+    assert not marker.exists(), result.stderr
     assert not (vbox.project / ".git" / "hooks" / "pre-commit").exists()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import plan_limits
-from stockade.bwrap.mounts import View, make_write_places, plan_view, visible
+from stockade.bwrap.mounts import GIT_ALIASES, View, make_write_places, moved, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.core.backend import RunRequest
 from stockade.core.errors import SandboxSetupError
@@ -315,11 +315,6 @@ def make_own(paths: list[str], quiet: bool) -> None:
         say(f"stockade: {line}")
 
 
-# The names a git dir's stage shows as its own copies rather than the plan's mounts (gitstage.CONFIG):
-# a read-only bind there is what makes git's rename of config.lock fail.
-STAGED_HERE = frozenset({"config"})
-
-
 def launch_of(plan: BwrapPlan) -> Launch:
     """The plan as plain data: what execute needs, and what the plan cache stores."""
     from stockade.bwrap.execute import environment
@@ -358,7 +353,10 @@ def launch_of(plan: BwrapPlan) -> Launch:
         quiet=plan.quiet,
         walls=walls_of(view),
         tool_files=list(plan.tool_files),
-        git_stages=[(path, bw.encode(view.under(path, STAGED_HERE)), bw.encode(view.under(path))) for path in view.staged_git],
+        git_stages=[
+            (path, alias, bw.encode([moved(piece, path, alias) for piece in view.under(path, frozenset())]), bw.encode(view.under(path)))
+            for path, alias in ((path, f"{GIT_ALIASES}/{number}") for number, path in enumerate(view.staged_git))
+        ],
     )
 
 

@@ -75,9 +75,9 @@ class Launch:
     quiet: bool
     walls: dict[str, object]  # hidden and read-only places and why, for --trace (backend.walls_of, denials.py)
     tool_files: list[tuple[str, str, str]]  # the user's tool configuration to show without secrets (profiles/toolconfig.py)
-    # (git dir, the plan's mounts inside it to make over its stage, its mounts when no stage could be made), encoded:
-    # staged at run time (gitstage.py); `args` holds neither
-    git_stages: list[tuple[str, bytes, bytes]]
+    # (git dir, where the sandbox sees the real one, the plan's mounts inside it made there, its mounts when no stage
+    # could be made), encoded: staged at run time (gitstage.py); `args` holds neither
+    git_stages: list[tuple[str, str, bytes, bytes]]
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -403,17 +403,19 @@ def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piec
 
 def _git_stages(launch: Launch, session: str) -> tuple[list[Stage], bytes]:
     """A stage for each git dir the plan named (gitstage.py), and bwrap's words for them: each
-    stage, then the plan's own mounts inside that git dir over it; where no stage could be made
-    (a git dir too large, or gone), the plan's mounts there as they were planned."""
+    stage and the real git dir at its alias, then the plan's own mounts inside that git dir made
+    at the alias; where no stage could be made (a git dir too large, or gone), the plan's mounts
+    there as they were planned."""
     if not launch.git_stages:
         return [], b""
     from stockade.bwrap import gitstage
 
-    stages = {stage.git_dir: stage for stage in gitstage.prepare(launch.state_dir, session, [path for path, _over, _instead in launch.git_stages])}
+    wanted = [(path, alias) for path, alias, _at_alias, _instead in launch.git_stages]
+    stages = {stage.git_dir: stage for stage in gitstage.prepare(launch.state_dir, session, wanted, launch.project)}
     words = b""
-    for path, over, instead in launch.git_stages:
+    for path, _alias, at_alias, instead in launch.git_stages:
         stage = stages.get(path)
-        words += bw.encode(stage.pieces()) + over if stage is not None else instead
+        words += bw.encode(stage.pieces()) + at_alias if stage is not None else instead
     return list(stages.values()), words
 
 

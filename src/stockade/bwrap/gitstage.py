@@ -8,21 +8,34 @@ Making the file writable is no answer: an editor or IDE runs `git status` on
 the host every few seconds, and would run what the sandbox planted at once.
 
 So the sandbox sees, at the git dir's path, a folder of stockade's own (the
-stage): copies of the git dir's files and of its small state folders, and binds
-of everything else (objects, refs, logs, hooks as the floor keeps them).
-git's renames land in the stage; the host's git still sees its own files.
-After the run, each change is carried back to the host, checked where it
-matters:
-- the config key by key: what git writes for ordinary work (gitcheck.inert_entry)
-  is kept, anything else that was not there before is left out and named;
-- `commondir` and `config.worktree`: never carried back, named;
-- every other file or state folder as git left it. When the host changed the
-  same file during the run, the newer of the two stays.
+stage), and the real git dir at an alias in its private /run, with the plan's
+protections made again there (config and hooks read-only). The stage holds:
+- a copy of `config`, which git rewrites in the stage;
+- a copy of `HEAD` (git refuses a HEAD that is a link to anything but refs/);
+- a copy of `index`: `git stash` renames the index's lock to another name
+  beside it, which cannot cross from the alias's mount into the stage's;
+- copies of the state folders a rebase, cherry-pick or `am` keeps
+  (their todo lists can make git run commands on the host later);
+- for everything else, a link to the alias: git writes refs, objects and
+  packed-refs through it, live on the host as before (git's lock files
+  follow links), so a `git gc` inside never hides a branch from the host.
+After the run each change in the stage is carried back, checked:
+- the config key by key: entries git writes for ordinary work are kept
+  (gitcheck.inert_entry, and here: a local remote URL only inside the
+  project, core.worktree only inside it); anything else that was not there
+  before is left out and named;
+- a state folder without commands it did not have (`exec` in a todo list, a
+  merge strategy git does not ship);
+- any other new or changed entry if it is a regular file or a folder of them
+  (where the host changed it too, the run's lands last, as with two gits at
+  once); a link git does not make is left out and named.
 The checks after the run then see the git dir as though git had written it
 directly (changes.py, gitcheck.py, sweep.py judge new hooks and repositories).
 
 A run killed before it carries back leaves its stage with a manifest; the
-next run carries it back (finish_abandoned), as journal.py does for sweeps.
+next run carries it back before the journal's sweeps (finish_abandoned), so
+that those sweeps judge what it brought. A stage that cannot be carried back
+is set aside whole, and named.
 """
 
 from __future__ import annotations
@@ -36,15 +49,22 @@ if TYPE_CHECKING:
     from stockade.bwrap.args import Piece
 
 FOLDER = "gitstage"
-# Folders git makes, fills and removes whole during one operation: copied, so that git can remove them.
-COPIED_FOLDERS = frozenset({"rebase-merge", "rebase-apply", "sequencer"})
-# Files the floor keeps read-only: the config is judged by its keys, the others never carried back.
 CONFIG = "config"
-NEVER_CARRIED = frozenset({"commondir", "config.worktree"})
-MAX_COPY_BYTES = 64 << 20  # a git dir whose files and state folders are larger is not staged
-MAX_COPY_ENTRIES = 4096
+HEAD = "HEAD"
+INDEX = "index"
+# Folders git makes, fills and removes whole during one operation, holding what it will do next.
+STATE_FOLDERS = frozenset({"rebase-merge", "rebase-apply", "sequencer"})
+# Files git may make during the run that must be the host's at once: a link to the alias even when absent
+# (git's lock follows a dangling link), so that `git gc` packs refs where the host's git reads them.
+LINKED_WHEN_ABSENT = ("packed-refs", "shallow")
+NEVER_CARRIED = frozenset({"commondir", "config.worktree"})  # they name where git reads config and hooks
 KEPT_SUFFIX = ".kept"  # a stage set aside: not carried back again
 MAX_STAGES = 8  # repositories staged in one run
+MAX_COPY_BYTES = 64 << 20  # what one stage copies, either way
+MAX_COPY_ENTRIES = 10000
+MAX_COPY_DEPTH = 32
+# Merge strategies git ships: any other name makes git run `git-merge-NAME` from PATH.
+STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
 
 Signature = str  # "kind:ino:size:mtime_ns:ctime_ns" of an entry, or "" when absent
 
@@ -58,19 +78,20 @@ def signature(path: str) -> Signature:
     return f"{kind}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
 
 
-def _mtime(sig: Signature) -> int:
-    return int(sig.split(":")[3]) if sig else 0
+class TooLarge(OSError):
+    """A copy over its budget of bytes, entries or depth."""
 
 
 class Stage:
     """One git dir's stage for one run: made before bwrap starts, carried back after it."""
 
-    def __init__(self, folder: str, git_dir: str, identity: str) -> None:
+    def __init__(self, folder: str, git_dir: str, alias: str, identity: str, project: str) -> None:
+        self.project = project  # what a local URL or core.worktree must stay inside
         self.folder = folder  # STATE/gitstage/NAME: the manifest, the lock, the config as it was, and `git`
         self.git_dir = git_dir
+        self.alias = alias  # where the sandbox sees the real git dir (mounts.GIT_ALIASES)
         self.identity = identity  # the git dir's (dev, ino) at the start: carried back only to the same folder
-        self.copied: dict[str, tuple[Signature, Signature]] = {}  # name -> (the stage's copy, the host's entry) at the start
-        self.bound: list[str] = []  # names bound from the host: their mount points in the stage are skipped
+        self.entries: dict[str, tuple[Signature, Signature]] = {}  # name -> (the stage's entry, the host's) at the start
         self.lock_fd = -1
 
     @property
@@ -78,16 +99,17 @@ class Stage:
         return os.path.join(self.folder, "git")
 
     def pieces(self) -> list[Piece]:
-        """bwrap's mounts: the stage over the git dir, then each bound entry from the host (bwrap
-        takes a bind's source from the host's tree, under any mount made before it)."""
+        """bwrap's mounts: the stage over the git dir, the real one at its alias (bwrap takes a bind's
+        source from the host's tree, under any mount made before it); the plan's own mounts at the
+        alias follow (execute._git_stages)."""
         from stockade.bwrap import args as bw
 
-        return [bw.BindFrom(self.staged, self.git_dir), *(bw.Bind(os.path.join(self.git_dir, name)) for name in self.bound)]
+        return [bw.BindFrom(self.staged, self.git_dir), bw.BindFrom(self.git_dir, self.alias)]
 
     def write_manifest(self) -> None:
-        words = [self.git_dir, self.identity, str(len(self.bound)), *self.bound]
-        for name, (copy, host) in self.copied.items():
-            words += [name, copy, host]
+        words = [self.git_dir, self.alias, self.identity, self.project]
+        for name, (inside, host) in self.entries.items():
+            words += [name, inside, host]
         _write_new(os.path.join(self.folder, "manifest"), "\0".join(words).encode("utf-8", "surrogateescape"))
 
     @classmethod
@@ -95,14 +117,12 @@ class Stage:
         try:
             with open(os.path.join(folder, "manifest"), "rb") as handle:
                 words = handle.read().decode("utf-8", "surrogateescape").split("\0")
-            stage = cls(folder, words[0], words[1])
-            count = int(words[2])
-            stage.bound = words[3 : 3 + count]
-            rest = words[3 + count :]
+            stage = cls(folder, words[0], words[1], words[2], words[3])
+            rest = words[4:]
             if len(rest) % 3:
                 return None
             for index in range(0, len(rest), 3):
-                stage.copied[rest[index]] = (rest[index + 1], rest[index + 2])
+                stage.entries[rest[index]] = (rest[index + 1], rest[index + 2])
         except (OSError, ValueError, IndexError):
             return None
         return stage
@@ -124,14 +144,17 @@ def _write_new(path: str, data: bytes, mode: int = 0o600) -> None:
         os.close(fd)
 
 
-def prepare(state_dir: str, session: str, git_dirs: list[str]) -> list[Stage]:
-    """A stage for each git dir that is still a plain folder and small enough; a git dir left
-    out keeps the plan's read-only config (git config writes then fail there, as before)."""
+# -- before the run ------------------------------------------------------------------------------
+
+
+def prepare(state_dir: str, session: str, git_dirs: list[tuple[str, str]], project: str) -> list[Stage]:
+    """A stage for each (git dir, alias) that is still a plain folder and small enough; a git dir
+    left out keeps the plan's mounts (its config read-only: git config writes fail there, as before)."""
     stages: list[Stage] = []
-    for number, git_dir in enumerate(git_dirs[:MAX_STAGES]):
+    for number, (git_dir, alias) in enumerate(git_dirs[:MAX_STAGES]):
         folder = os.path.join(state_dir, FOLDER, f"{session}.{number}")
         try:
-            stage = _prepare_one(folder, git_dir)
+            stage = _prepare_one(folder, git_dir, alias, project)
         except OSError:
             stage = None
         if stage is None:
@@ -141,66 +164,80 @@ def prepare(state_dir: str, session: str, git_dirs: list[str]) -> list[Stage]:
     return stages
 
 
-def _prepare_one(folder: str, git_dir: str) -> Stage | None:
+def _prepare_one(folder: str, git_dir: str, alias: str, project: str) -> Stage | None:
     identity = _identity(git_dir)
     if not identity:
         return None
     os.makedirs(os.path.dirname(folder), mode=0o700, exist_ok=True)
     os.mkdir(folder, 0o700)
-    stage = Stage(folder, git_dir, identity)
+    stage = Stage(folder, git_dir, alias, identity, project)
     stage.lock_fd = os.open(os.path.join(folder, "lock"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     fcntl.flock(stage.lock_fd, fcntl.LOCK_EX)
     os.mkdir(stage.staged, stat.S_IMODE(os.lstat(git_dir).st_mode) | 0o700)
-    budget = [MAX_COPY_BYTES, MAX_COPY_ENTRIES]
-    with os.scandir(git_dir) as entries:
-        listed = list(entries)
-    for entry in listed:
-        source = os.path.join(git_dir, entry.name)
-        target = os.path.join(stage.staged, entry.name)
+    budget = _Budget()
+    with os.scandir(git_dir) as listing:
+        names = [entry.name for entry in listing]
+    for name in names:
+        source, target = os.path.join(git_dir, name), os.path.join(stage.staged, name)
         info = os.lstat(source)
-        if stat.S_ISDIR(info.st_mode) and entry.name not in COPIED_FOLDERS:
-            os.mkdir(target, 0o700)  # the mount point
-            stage.bound.append(entry.name)
-            continue
-        if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-            _write_new(target, b"")  # a socket or FIFO (fsmonitor's): bound from the host
-            stage.bound.append(entry.name)
-            continue
-        if not _copy(source, target, info, budget):
-            return None
-        stage.copied[entry.name] = (signature(target), signature(source))
-    config = os.path.join(git_dir, CONFIG)
-    if CONFIG in stage.copied and stage.copied[CONFIG][1].startswith("f:"):
+        if name == CONFIG and not stat.S_ISREG(info.st_mode):
+            return None  # a linked or odd config: the plan's protection stays
+        if name in (CONFIG, HEAD, INDEX) or (name in STATE_FOLDERS and stat.S_ISDIR(info.st_mode)):
+            _copy(source, target, budget)
+        else:
+            os.symlink(os.path.join(alias, name), target)  # git reads and writes the real one
+        stage.entries[name] = (signature(target), signature(source))
+    for name in LINKED_WHEN_ABSENT:
+        if name not in stage.entries:
+            target = os.path.join(stage.staged, name)
+            os.symlink(os.path.join(alias, name), target)
+            stage.entries[name] = (signature(target), "")
+    if CONFIG in stage.entries:
         _copy_file(os.path.join(stage.staged, CONFIG), os.path.join(folder, "config.start"), 0o600)
-    elif os.path.lexists(config):
-        return None  # a linked or odd config: the plan's protection stays
     stage.write_manifest()
     return stage
 
 
-def _copy(source: str, target: str, info: os.stat_result, budget: list[int]) -> bool:
-    """Copy one entry without following links; False when over the budget."""
-    budget[1] -= 1
-    if budget[1] < 0:
-        return False
-    if stat.S_ISLNK(info.st_mode):
-        os.symlink(os.readlink(source), target)
-        return True
-    if stat.S_ISREG(info.st_mode):
-        budget[0] -= info.st_size
-        if budget[0] < 0:
-            return False
-        _copy_file(source, target, stat.S_IMODE(info.st_mode))
-        return True
-    if stat.S_ISDIR(info.st_mode):
-        os.mkdir(target, stat.S_IMODE(info.st_mode) | 0o700)
-        with os.scandir(source) as entries:
-            for entry in list(entries):
-                inner = os.path.join(source, entry.name)
-                if not _copy(inner, os.path.join(target, entry.name), os.lstat(inner), budget):
-                    return False
-        return True
-    return True  # a socket or FIFO inside a state folder: left out
+class _Budget:
+    def __init__(self) -> None:
+        self.bytes = MAX_COPY_BYTES
+        self.entries = MAX_COPY_ENTRIES
+
+    def take(self, size: int) -> None:
+        self.bytes -= size
+        self.entries -= 1
+        if self.bytes < 0 or self.entries < 0:
+            raise TooLarge(f"more than {MAX_COPY_ENTRIES} entries or {MAX_COPY_BYTES >> 20} MiB to copy")
+
+
+def _copy(source: str, target: str, budget: _Budget, links: bool = True) -> None:
+    """Copy a file, a link or a folder without following links, without recursion (a folder may
+    be nested thousands deep); TooLarge over the budget or MAX_COPY_DEPTH. `links`: whether a link
+    is copied; if not, finding one is an error (what is carried back holds none)."""
+    todo = [(source, target, 0)]
+    while todo:
+        here, there, depth = todo.pop()
+        info = os.lstat(here)
+        budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
+        if stat.S_ISLNK(info.st_mode):
+            if not links:
+                raise LinkFound(here)
+            os.symlink(os.readlink(here), there)
+        elif stat.S_ISREG(info.st_mode):
+            _copy_file(here, there, stat.S_IMODE(info.st_mode))
+        elif stat.S_ISDIR(info.st_mode):
+            if depth >= MAX_COPY_DEPTH:
+                raise TooLarge(f"folders nested more than {MAX_COPY_DEPTH} deep")
+            os.mkdir(there, stat.S_IMODE(info.st_mode) | 0o700)
+            with os.scandir(here) as listing:
+                todo += [(os.path.join(here, entry.name), os.path.join(there, entry.name), depth + 1) for entry in listing]
+        elif not links:
+            raise LinkFound(here)  # a FIFO or socket: nothing git makes there
+        # else: a FIFO or socket in a state folder at the start: left out
+
+
+class LinkFound(OSError):
+    """A link, FIFO or socket where only files and folders are carried back."""
 
 
 def _copy_file(source: str, target: str, mode: int) -> None:
@@ -210,10 +247,7 @@ def _copy_file(source: str, target: str, mode: int) -> None:
             raise OSError(f"{source} is no longer a regular file")
         write_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode | 0o600)
         try:
-            while True:
-                chunk = os.read(read_fd, 1 << 20)
-                if not chunk:
-                    break
+            while chunk := os.read(read_fd, 1 << 20):
                 os.write(write_fd, chunk)
             os.fchmod(write_fd, mode)
         finally:
@@ -222,23 +256,27 @@ def _copy_file(source: str, target: str, mode: int) -> None:
         os.close(read_fd)
 
 
+# -- after the run -------------------------------------------------------------------------------
+
+
 def carry_back(stage: Stage, session: str) -> tuple[list[str], list[str]]:
     """(lines to say, paths in the git dir whose change the check after the run should not judge
-    again: the config, judged here by its keys). The stage is removed, unless it could not be
-    carried back, where it stays with a line naming it."""
+    again: the config, judged here by its keys). Never raises: a stage that cannot be carried back
+    is set aside whole, with a line naming where."""
     lines: list[str] = []
     judged: list[str] = []
     try:
         if _identity(stage.git_dir) != stage.identity:
-            kept = _keep(stage)
             lines.append(
-                f"stockade: {stage.git_dir} was replaced during the run, so git's changes to it inside were not carried back; they are in {kept}"
+                f"stockade: {stage.git_dir} was replaced during the run, so git's changes to it inside were not carried back; "
+                f"they are in {_keep(stage)}"
             )
             return lines, judged
-        _carry(stage, session, lines, judged)
-    except OSError as exc:
-        kept = _keep(stage)
-        lines.append(f"stockade: git's changes to {stage.git_dir} inside could not all be carried back ({exc}); the rest are in {kept}")
+        if _carry(stage, session, stage.project, lines, judged):
+            _keep(stage)
+            return lines, judged
+    except Exception as exc:  # noqa: BLE001 - whatever the sandbox left, the checks after the run still run
+        lines.append(f"stockade: git's changes to {stage.git_dir} inside could not all be carried back ({exc}); the rest are in {_keep(stage)}")
         return lines, judged
     _release(stage)
     _remove(stage.folder)
@@ -262,42 +300,89 @@ def _release(stage: Stage) -> None:
         stage.lock_fd = -1
 
 
-def _carry(stage: Stage, session: str, lines: list[str], judged: list[str]) -> None:
-    names = set(os.listdir(stage.staged)) - set(stage.bound)
-    for name in sorted(names | set(stage.copied)):
-        copy_then, host_then = stage.copied.get(name, ("", ""))  # a name not there at the start: absent then on the host too
-        inside = os.path.join(stage.staged, name)
-        host = os.path.join(stage.git_dir, name)
-        copy_now, host_now = signature(inside), signature(host)
-        if copy_now == copy_then:
-            continue  # not changed inside
-        shown = f".git/{name}" if os.path.basename(stage.git_dir) == ".git" else os.path.join(stage.git_dir, name)
+def _carry(stage: Stage, session: str, project: str, lines: list[str], judged: list[str]) -> bool:
+    """Carry each change back; True when something left out is kept in the stage (set it aside)."""
+    keep = False
+    names = set(os.listdir(stage.staged))
+    for name in sorted(names | set(stage.entries)):
+        inside, host = os.path.join(stage.staged, name), os.path.join(stage.git_dir, name)
+        inside_then, host_then = stage.entries.get(name, ("", ""))  # a name not there at the start: absent on the host too
+        inside_now = signature(inside)
+        if inside_now == inside_then:
+            continue  # not changed inside (what git wrote through a link is on the host already)
+        shown = os.path.join(os.path.relpath(stage.git_dir, project) if _within(stage.git_dir, project) else stage.git_dir, name)
         if name in NEVER_CARRIED:
             lines.append(f"stockade: {shown} was changed inside; not kept: it names where git reads config and hooks (change it outside the sandbox)")
-            continue
-        if host_now != host_then and _mtime(host_now) >= _mtime(copy_now):
-            if name == CONFIG:
+        elif name == CONFIG:
+            if signature(host) != host_then:
                 lines.append(f"stockade: {shown} was changed inside and outside during the run; the outside one is kept")
-            continue  # the host's newer change stays
-        if name == CONFIG:
-            if _carry_config(stage, inside, host, shown, session, lines):
+            elif _carry_config(stage, inside, host, shown, session, project, lines):
                 judged.append(host)
-            continue
-        if not copy_now:
-            _remove_entry(host)
+        elif not inside_now:
+            if name in STATE_FOLDERS or not os.path.isdir(host) or os.path.islink(host):
+                _remove_entry(host)  # git removed it: a finished rebase's folder, MERGE_HEAD by its link
+            else:
+                lines.append(f"stockade: {shown} was removed inside; the folder is kept (git removes none there)")
+        elif inside_now.startswith("l:"):
+            lines.append(f"stockade: {shown} was made a link inside; not kept: git makes none there, and the host's git would write through it")
+        elif name not in STATE_FOLDERS and os.path.isdir(host) and not os.path.islink(host):
+            lines.append(f"stockade: {shown} was replaced inside; the folder is kept (git replaces none there)")
         else:
-            _replace(inside, host, session)
+            refusal = _state_refusal(inside) if name in STATE_FOLDERS else None
+            if refusal:
+                keep = True
+                lines.append(f"stockade: {shown} {refusal}; not kept, so the host's git will not run it (it is in {_stage_copy(stage, name)})")
+                continue
+            try:
+                _replace(inside, host, session)
+            except LinkFound as exc:
+                lines.append(f"stockade: {shown} holds a link, FIFO or socket ({os.path.relpath(str(exc), stage.staged)}); not kept")
+    return keep
 
 
-def _carry_config(stage: Stage, inside: str, host: str, shown: str, session: str, lines: list[str]) -> bool:
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _stage_copy(stage: Stage, name: str) -> str:
+    return os.path.join(stage.folder + KEPT_SUFFIX, "git", name)
+
+
+def _state_refusal(folder: str) -> str | None:
+    """Why a rebase, cherry-pick or `am` state folder made inside must not reach the host: a todo
+    list whose commands run on `git rebase --continue`, or a strategy git does not ship."""
+    for todo in ("git-rebase-todo", "todo"):
+        data = _small_file(os.path.join(folder, todo))
+        if data is None:
+            continue
+        for line in data.decode("utf-8", "replace").splitlines():
+            words = line.strip().split(None, 1)
+            if words and words[0] in ("exec", "x"):
+                return f"has a command for git to run ({line.strip()[:80]!r})"
+    for name in ("strategy", "strategy_opts"):
+        data = _small_file(os.path.join(folder, name))
+        if data is not None and name == "strategy" and data.decode("utf-8", "replace").strip() not in STRATEGIES:
+            return "names a merge strategy git does not ship (git would run a program of that name)"
+    opts = _small_file(os.path.join(folder, "opts"))  # the sequencer's, in config form
+    if opts is not None and b"strategy" in opts.lower():
+        return "names a merge strategy (git would run a program of that name)"
+    return None
+
+
+def _small_file(path: str) -> bytes | None:
+    from stockade.profiles import gitconfig
+
+    return gitconfig.read_regular(path, 1 << 20)
+
+
+def _carry_config(stage: Stage, inside: str, host: str, shown: str, session: str, project: str, lines: list[str]) -> bool:
     """The config as changed inside, less each entry it gained that could run a program."""
-    from stockade.bwrap.gitcheck import inert_entry
     from stockade.profiles import gitconfig
 
     if not signature(inside).startswith("f:"):
         lines.append(f"stockade: {shown} was replaced inside by something other than a file; not kept")
         return False
-    before = gitconfig.read(os.path.join(stage.folder, "config.start")) if stage.copied.get(CONFIG, ("", ""))[1] else []
+    before = gitconfig.read(os.path.join(stage.folder, "config.start")) if CONFIG in stage.entries else []
     after = gitconfig.read(inside)
     if before is None or after is None:
         lines.append(f"stockade: {shown} as changed inside is not a config git would read (or is over 1 MiB); not kept")
@@ -309,7 +394,7 @@ def _carry_config(stage: Stage, inside: str, host: str, shown: str, session: str
         if left.get((key, value), 0) > 0:
             left[(key, value)] -= 1
             kept.append((key, value))
-        elif inert_entry(key, value):
+        elif _carried(key, value, stage.git_dir, project):
             kept.append((key, value))
         else:
             refused.append((key, value))
@@ -325,17 +410,51 @@ def _carry_config(stage: Stage, inside: str, host: str, shown: str, session: str
         _write_replacing(host, text.encode("utf-8", "surrogateescape"), session, stat.S_IMODE(os.lstat(inside).st_mode))
     keys = ", ".join(dict.fromkeys(key for key, _value in refused))
     lines.append(
-        f"stockade: {shown}: kept git's changes made inside, except {keys}: "
-        "a key that makes git run a program or read other config is not carried out of the sandbox (set it outside if you meant it)"
+        f"stockade: {shown}: kept git's changes made inside, except {keys}: a key that makes git run a program, read other "
+        "config or reach files outside the project is not carried out of the sandbox (set it outside if you meant it)"
     )
     return True
 
 
+# Keys git writes for a repository's own layout: carried back only as they were (core.worktree inside the project).
+UNCHANGED_ONLY = frozenset({"core.bare", "core.sharedrepository", "core.repositoryformatversion"})
+URL_LEAVES = frozenset({"url", "pushurl"})
+
+
+def _carried(key: str, value: str, git_dir: str, project: str) -> bool:
+    """Whether an entry the run added to the config may reach the host's: gitcheck's inert keys,
+    less those that change where the repository's files are or who may write them, and a local
+    remote URL only inside the project (a host `git fetch` would copy a hidden repository in)."""
+    from stockade.bwrap.gitcheck import inert_entry
+
+    if not inert_entry(key, value) or key in UNCHANGED_ONLY or key.startswith("extensions."):
+        return False
+    if key == "core.worktree":
+        return _within(os.path.realpath(os.path.join(git_dir, value)), project)
+    section, _dot, rest = key.partition(".")
+    if section in ("remote", "submodule") and rest.rpartition(".")[2] in URL_LEAVES:
+        local = _local_path(value)
+        return local is None or _within(os.path.realpath(os.path.join(os.path.dirname(git_dir), local)), project)
+    return True
+
+
+def _local_path(url: str) -> str | None:
+    """The path a git URL names on this machine, or None for a remote one (git's own rule: a
+    scheme other than file://, or `host:path` with no slash before the colon)."""
+    url = url.strip()
+    if url.startswith("file://"):
+        return url[len("file://") :] or "/"
+    if "://" in url:
+        return None
+    head, colon, _rest = url.partition(":")
+    if colon and "/" not in head:
+        return None
+    return os.path.expanduser(url) if url.startswith("~") else url
+
+
 def _read_start(stage: Stage) -> str | None:
     """The config's text at the start, as copied then."""
-    from stockade.profiles import gitconfig
-
-    data = gitconfig.read_regular(os.path.join(stage.folder, "config.start"), gitconfig.MAX_CONFIG_BYTES)
+    data = _small_file(os.path.join(stage.folder, "config.start"))
     return None if data is None else data.decode("utf-8", "surrogateescape")
 
 
@@ -365,24 +484,21 @@ def render(entries: list[tuple[str, str]]) -> str:
 
 
 def _temp_name(host: str, session: str) -> str:
-    return os.path.join(os.path.dirname(host), f".{os.path.basename(host)}.stockade-{session}")
+    """A name of fixed length beside `host`: one made from a long name would be too long."""
+    return os.path.join(os.path.dirname(host), f".stockade-carry-{session[:16]}")
 
 
 def _replace(inside: str, host: str, session: str) -> None:
-    """Put the stage's entry at the host's path in one rename: a file, a link or a state folder."""
-    info = os.lstat(inside)
+    """Put the stage's file or folder at the host's path in one rename (a folder: the old one goes first)."""
     temp = _temp_name(host, session)
     _remove_entry(temp)
-    if stat.S_ISLNK(info.st_mode):
-        os.symlink(os.readlink(inside), temp)
-    elif stat.S_ISREG(info.st_mode):
-        _copy_file(inside, temp, stat.S_IMODE(info.st_mode))
-    elif stat.S_ISDIR(info.st_mode):
-        _copy(inside, temp, info, [1 << 62, 1 << 30])
-    else:
-        return  # a FIFO or socket made inside: nothing to carry
-    if stat.S_ISDIR(info.st_mode) or os.path.isdir(host) and not os.path.islink(host):
-        _remove_entry(host)  # rename cannot replace a folder, nor put a folder over anything
+    try:
+        _copy(inside, temp, _Budget(), links=False)
+    except OSError:
+        _remove_entry(temp)
+        raise
+    if os.path.isdir(temp) or (os.path.isdir(host) and not os.path.islink(host)):
+        _remove_entry(host)  # rename cannot put a folder over anything, nor anything over a folder
     os.rename(temp, host)
 
 
@@ -410,16 +526,21 @@ def _remove_entry(path: str) -> None:
 
 
 def _remove_tree(path: str) -> None:
-    """rmtree without following links (shutil's import costs a run 6 ms)."""
-    for _root, folders, files, root_fd in os.fwalk(path, topdown=False):
-        for name in files:
-            os.unlink(name, dir_fd=root_fd)
-        for name in folders:
-            try:
-                os.rmdir(name, dir_fd=root_fd)
-            except NotADirectoryError:  # a link to a folder is listed with the folders
-                os.unlink(name, dir_fd=root_fd)
-    os.rmdir(path)
+    """rmtree without following links and without recursion (a folder may be nested thousands
+    deep; shutil's rmtree recurses, and its import costs a run 6 ms)."""
+    todo = [(path, False)]
+    while todo:
+        here, emptied = todo.pop()
+        if emptied:
+            os.rmdir(here)
+            continue
+        todo.append((here, True))
+        with os.scandir(here) as listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((entry.path, False))
+                else:
+                    os.unlink(entry.path)
 
 
 def _remove(folder: str) -> None:
@@ -430,7 +551,8 @@ def _remove(folder: str) -> None:
 
 
 def finish_abandoned(state_dir: str, session: str) -> list[str]:
-    """Carry back each stage whose run is gone (its lock free); the lines to say."""
+    """Carry back each stage whose run is gone (its lock free); the lines to say. Called before
+    journal.finish_abandoned, whose sweeps then judge what came back."""
     root = os.path.join(state_dir, FOLDER)
     try:
         names = os.listdir(root)
@@ -453,6 +575,7 @@ def finish_abandoned(state_dir: str, session: str) -> list[str]:
         stage = Stage.read(folder)
         if stage is None:
             os.close(lock)
+            _remove(folder)
             continue
         stage.lock_fd = lock
         said, _judged = carry_back(stage, session)

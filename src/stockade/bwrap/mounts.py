@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stockade.bwrap import changes, folders, globs, hardlinks, host_sockets, private_home
-from stockade.bwrap.args import Bind, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
+from stockade.bwrap.args import Bind, BindFrom, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.bwrap.sweep import LINK_PIN
 from stockade.core.errors import SandboxSetupError
@@ -266,20 +266,58 @@ def plan_view(
     return view
 
 
+# Where a staged git dir's real folder is seen inside (gitstage.py), one folder per staged git dir;
+# the sandbox's /run is its own tmpfs (View.pieces).
+GIT_ALIASES = "/run/stockade-git"
+# What a stage holds as copies (gitstage.CONFIG, HEAD, INDEX, STATE_FOLDERS): a git dir with a mount
+# of the plan's there (a deny_read or deny_write entry) is not staged, as the copy would undo it.
+STAGED_COPIES = ("config", "HEAD", "index", "rebase-merge", "rebase-apply", "sequencer")
+
+
 def _stageable(view: View, repositories: list[gitdirs.GitLayout], roots: list[str]) -> list[str]:
     """The project's git dirs whose config the floor holds read-only where git could otherwise
     write it: each gets a stage at run time, so that git's own config writes work (gitstage.py)."""
+    if "/run" not in [path for path in HIDDEN_SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]:
+        return []  # no private /run to show the real git dir at
     found: list[str] = []
     for layout in repositories:
         git_dir = layout.git_dir
         if layout.linked or git_dir in found or not is_within(git_dir, view.project) or _root_of(git_dir, roots) is None:
             continue
-        if os.path.join(git_dir, "config") not in view.read_only:
+        config = os.path.join(git_dir, "config")
+        if config not in view.read_only:
             continue
         if any(is_within(git_dir, place) for place in (*view.read_only, *view.masked)):
             continue
+        copies = [os.path.join(git_dir, name) for name in STAGED_COPIES]
+        inside = [m for m in view.mounts if m.path.startswith(git_dir + "/")]
+        if any(any(is_within(m.path, copy) for copy in copies) and not (m.path == config and type(m.piece) is ReadOnlyBind) for m in inside):
+            continue
+        if not all(type(m.piece) in MOVABLE for m in inside):
+            continue
         found.append(git_dir)
     return found
+
+
+MOVABLE = (Bind, ReadOnlyBind, BindFrom, ReadOnlyBindFrom, Tmpfs)
+
+
+def moved(piece: Piece, old: str, new: str) -> Piece:
+    """The same mount with `old` at the start of its place replaced by `new` (a staged git dir's
+    alias); its source stays the host's path."""
+
+    def at(path: str) -> str:
+        return new + path[len(old) :]
+
+    if isinstance(piece, ReadOnlyBindFrom):  # BindFrom too
+        return type(piece)(piece.source, at(piece.dest))
+    if isinstance(piece, ReadOnlyBind):
+        return ReadOnlyBindFrom(piece.path, at(piece.path))
+    if isinstance(piece, Bind):
+        return BindFrom(piece.path, at(piece.path))
+    if isinstance(piece, Tmpfs):
+        return Tmpfs(at(piece.path), piece.size, piece.read_only, piece.mode)
+    raise TypeError(f"cannot move a {type(piece).__name__}")
 
 
 def _listed_sockets(view: View, entries: tuple[str, ...]) -> set[str]:

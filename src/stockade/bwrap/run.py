@@ -35,9 +35,9 @@ class LinuxBackend:
         from stockade.core.locations import state_folder
 
         state = state_folder(invocation.env)
-        _say_moved(finish_abandoned(state, "abandoned"))
-        for line in gitstage.finish_abandoned(state, "abandoned"):
+        for line in gitstage.finish_abandoned(state, "abandoned"):  # first: the sweeps below judge what it carries back
             say(line)
+        _say_moved(finish_abandoned(state, "abandoned"))
         cacheable = plan_cache.enabled(invocation)
         found = plan_cache.cached_launch(invocation) if cacheable else None
         phases.mark("plan")

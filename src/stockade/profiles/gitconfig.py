@@ -67,6 +67,8 @@ def _header(line: str, number: int) -> tuple[str, str]:
         head, _, sub = inside.partition(".")
         return (f"{head.lower()}.{sub.lower()}" if sub else head.lower()), line[close + 1 :]
     name = line[1:quote].strip(" \t")
+    if line[quote - 1] not in " \t":  # git ends a section's name at a space: `[remote"o"]` is refused
+        raise ConfigSyntaxError(f"line {number}: a subsection's quote right after the section name")
     if not _is_name(name, dots=False):
         raise ConfigSyntaxError(f"line {number}: a bad section name")
     subsection: list[str] = []
@@ -94,8 +96,10 @@ def _name(line: str, number: int) -> tuple[str, str | None]:
     if not name or not name[0].isalpha():
         raise ConfigSyntaxError(f"line {number}: a bad key name")
     rest = line[end:].lstrip(" \t")
-    if not rest or rest[0] in "#;":
+    if not rest:
         return name.lower(), None
+    if rest[0] in "#;":  # git refuses a bare key followed by a comment
+        raise ConfigSyntaxError(f"line {number}: a comment after the bare key {name}")
     if rest[0] != "=":
         raise ConfigSyntaxError(f"line {number}: expected '=' after {name}")
     return name.lower(), rest[1:]
@@ -108,7 +112,7 @@ def _value(rest: str, lines: list[str], index: int) -> tuple[str, int]:
     out: list[str] = []
     pending_space = ""
     quoted = False
-    text = rest.lstrip(" \t")
+    text = rest.lstrip(" \t\r")  # git's isspace(): a CR is a blank too
     position = 0
     while True:
         if position >= len(text):
@@ -136,8 +140,9 @@ def _value(rest: str, lines: list[str], index: int) -> tuple[str, int]:
             quoted = not quoted
         elif not quoted and char in "#;":
             return "".join(out), index
-        elif not quoted and char in " \t":
-            pending_space += char  # kept only if something follows
+        elif not quoted and char in " \t\r":
+            if any(out):  # as git: blanks count only after something (`"" -x` reads as "-x")
+                pending_space += char  # kept only if something follows
         else:
             out.append(pending_space + char)
             pending_space = ""
