@@ -94,3 +94,14 @@ def test_open_counters_of_a_live_process() -> None:
 
 def test_open_counters_of_a_gone_process_is_empty() -> None:
     assert open_counters(2**22 + 12345) == []  # above pid_max's ceiling: never a live process
+
+
+def test_refused_connections_are_tcp_attempt_failures(tmp_path: Path) -> None:
+    from stockade.bwrap.netcount import read_counts
+
+    path = tmp_path / "snmp"
+    path.write_text(
+        "Ip: Forwarding OutNoRoutes\nIp: 2 3\n"
+        "Tcp: RtoAlgorithm ActiveOpens AttemptFails EstabResets\nTcp: 1 9 4 0\n"
+    )
+    assert read_counts([os.open(path, os.O_RDONLY)]) == (3, 4)

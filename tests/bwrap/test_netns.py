@@ -39,7 +39,7 @@ def test_the_listener_arrives_and_still_accepts(pair: tuple[socket.socket, socke
     with listening() as original:
         port = original.getsockname()[1]
         send(sender, b"L", [original.fileno()])
-    with socket.socket(fileno=netns.receive_listener(receiver).detach()) as received:
+    with socket.socket(fileno=netns.receive_listeners(receiver, 1)[0].detach()) as received:
         assert received.getsockname() == ("127.0.0.1", port)
         received.settimeout(5)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
@@ -52,15 +52,15 @@ def test_the_listener_arrives_and_still_accepts(pair: tuple[socket.socket, socke
 def test_a_message_without_a_descriptor_is_an_oserror(pair: tuple[socket.socket, socket.socket]) -> None:
     sender, receiver = pair
     send(sender, b"L", [])
-    with pytest.raises(OSError, match="did not hand over its listener"):
-        netns.receive_listener(receiver)
+    with pytest.raises(OSError, match="did not hand over its listeners"):
+        netns.receive_listeners(receiver, 1)[0]
 
 
 def test_a_closed_channel_is_an_oserror(pair: tuple[socket.socket, socket.socket]) -> None:
     sender, receiver = pair
     sender.shutdown(socket.SHUT_WR)
     with pytest.raises(OSError):
-        netns.receive_listener(receiver)
+        netns.receive_listeners(receiver, 1)[0]
 
 
 def test_the_wrong_byte_is_refused_even_with_a_descriptor(pair: tuple[socket.socket, socket.socket]) -> None:
@@ -68,7 +68,7 @@ def test_the_wrong_byte_is_refused_even_with_a_descriptor(pair: tuple[socket.soc
     with listening() as original:
         send(sender, b"X", [original.fileno()])
     with pytest.raises(OSError):
-        netns.receive_listener(receiver)
+        netns.receive_listeners(receiver, 1)[0]
 
 
 def test_enter_private_network_sends_a_listener_the_parent_receives(
@@ -95,7 +95,7 @@ def test_enter_private_network_sends_a_listener_the_parent_receives(
         ("/proc/self/uid_map", "1000 1000 1\n"),
         ("/proc/self/gid_map", "1001 1001 1\n"),
     ]
-    with closing(netns.receive_listener(receiver)) as received:
+    with closing(netns.receive_listeners(receiver, 1)[0]) as received:
         assert received.getsockname()[0] == "127.0.0.1"
         assert received.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
 
@@ -126,3 +126,27 @@ def test_without_the_lean_binding_ctypes_makes_the_call(monkeypatch: pytest.Monk
     monkeypatch.setattr(netns, "_libc_function", missing)
     with pytest.raises(OSError, match=r"unshare\(user, net\): Invalid argument"):
         netns._unshare(-1)  # every flag set: EINVAL from the real libc, through ctypes
+
+
+def test_forwarded_ports_come_after_the_proxys_listener(pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch) -> None:
+    sender, receiver = pair
+    monkeypatch.setattr(netns, "_unshare", lambda flags: None)
+    monkeypatch.setattr(netns, "_write", lambda path, text: None)
+    monkeypatch.setattr(netns, "_loopback_up", lambda: None)
+    monkeypatch.setattr(netns, "PROXY_PORT", 0)
+    netns.enter_private_network(sender.fileno(), 1000, 1001, [("127.0.0.1", 0), ("::1", 0)])
+    received = netns.receive_listeners(receiver, 3)
+    try:
+        assert [each.family for each in received] == [socket.AF_INET, socket.AF_INET, socket.AF_INET6]
+        assert received[2].getsockname()[0] == "::1"
+    finally:
+        for each in received:
+            each.close()
+
+
+def test_fewer_listeners_than_asked_for_is_an_oserror(pair: tuple[socket.socket, socket.socket]) -> None:
+    sender, receiver = pair
+    with listening() as original:
+        send(sender, b"L", [original.fileno()])
+    with pytest.raises(OSError, match="did not hand over its listeners"):
+        netns.receive_listeners(receiver, 2)

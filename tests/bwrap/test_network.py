@@ -30,10 +30,11 @@ class FakeHandover:
     def reach(self) -> None:
         self.calls.append("reach")
 
-    def send(self, listener: Any) -> None:
+    def send(self, listeners: list[Any]) -> None:
         self.calls.append("send")
-        self.sent.append((listener.fileno(), socket.AddressFamily(listener.family)))
-        listener.close()
+        for listener in listeners:
+            self.sent.append((listener.fileno(), socket.AddressFamily(listener.family)))
+            listener.close()
 
     def end(self) -> Any:
         self.calls.append("end")
@@ -70,6 +71,7 @@ def test_open_reaches_the_daemon_with_the_sessions_spec_and_makes_the_channel(fa
         assert made.spec == {
             "session_id": "abc123abc123", "command": ["pip", "install", "x"], "cwd": "/p", "allow": ["pypi.org"], "deny": [],
             "audit_path": "/s/audit.jsonl", "origin": "/p/.stockade.toml", "mode": "allowlist", "http": [], "credentials": [], "approve": 0,
+            "forwards": [],
         }  # fmt: skip
         assert b.channel is not None and b.channel.family == socket.AF_UNIX
         assert b.child_channel_fd >= 0 and fd_is_open(b.child_channel_fd)

@@ -108,9 +108,9 @@ def test_a_policy_from_nothing_gets_its_notes(project: Path, capsys: pytest.Capt
 
 
 def test_a_loopback_rule_is_noted(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write(project / ".stockade.toml", '[network]\nallow = ["localhost:8080"]\n')
+    write(project / ".stockade.toml", '[network]\nallow = ["localhost"]\n')
     lines = run_cli(capsys, "trust")[1].splitlines()
-    assert len(lines) == 2 and lines[1].startswith('stockade: note: allow "localhost:8080": the host\'s loopback')
+    assert len(lines) == 2 and lines[1].startswith('stockade: note: allow "localhost": the host\'s loopback')
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -367,6 +367,7 @@ class NetWorld:
         names.update({
             "rebind.wild.test": ["127.0.0.1"], "meta.wild.test": ["169.254.169.254"], "priv.wild.test": ["10.0.0.5"],
             "xn--bcher-kva.test": ["127.0.0.1"],  # bücher.test, for IDN rules
+            "localhost": ["127.0.0.1"],  # as the host resolves it (an allowed localhost:PORT, bwrap/forwards.py)
         })  # fmt: skip
         upstreams = [f"127.0.0.1:{o.port}" for o in self.origins.values()] + [f"127.0.0.1:{self.tcp.port}"]
         self.resolver.write_text(json.dumps({"names": names, "upstreams": upstreams, "log": str(self.queries)}))

@@ -52,12 +52,12 @@ async def test_a_session_gets_one_door_on_one_listening_socket(registry: Registr
 
 
 @pytest.mark.parametrize("count", [0, 2])
-async def test_listen_needs_exactly_one_socket(registry: Registry, make_spec: Callable[..., SessionSpec], count: int) -> None:
+async def test_listen_needs_one_socket_per_door(registry: Registry, make_spec: Callable[..., SessionSpec], count: int) -> None:
     session = register(registry, make_spec)
     listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
     fds = [s.fileno() for s in listeners]
     the_doors = doors()
-    assert the_doors.listen(session.spec.session_id, session, fds) == "listen needs exactly one listening socket"
+    assert the_doors.listen(session.spec.session_id, session, fds) == "listen needs one listening socket, and one more for each of the spec's forwards"
     assert fds == [s.fileno() for s in listeners] and the_doors.by_session == {}
     for s in listeners:
         s.close()

@@ -71,7 +71,7 @@ def opened(files: DaemonFiles, daemons: Daemons) -> tuple[handover.Handover, soc
     session = handover.Handover(files, dict(SPEC))
     session.reach()
     door = listener()
-    session.send(door)  # type: ignore[arg-type]
+    session.send([door])  # type: ignore[list-item]
     return session, door
 
 
@@ -264,7 +264,7 @@ def test_a_daemon_that_closed_before_the_request_was_sent_is_replaced(files: Dae
     session.reach()
     daemons.ends[0].close()  # gone before the namespace existed
     door = listener()
-    session.send(door)  # type: ignore[arg-type]
+    session.send([door])  # type: ignore[list-item]
     assert len(daemons.ends) == 2 and daemons.replacing[1] == (1, 2)
     message, fds = daemons.request(1)
     assert message["op"] == "open" and len(fds) == 1
@@ -279,7 +279,7 @@ def test_a_daemon_this_run_started_that_closed_before_the_send_fails_the_run(fil
     session.reach()
     daemons.ends[0].close()
     with pytest.raises(launch.ProxyDaemonError, match="did not start"):
-        session.send(listener())  # type: ignore[arg-type]
+        session.send([listener()])  # type: ignore[list-item]
     assert len(daemons.ends) == 1
 
 
@@ -322,7 +322,7 @@ def test_a_real_daemon_that_served_before_the_run_read_its_answer_reports_the_de
     try:
         session.reach()  # cold: a real daemon is spawned
         door = listener()
-        session.send(door)  # type: ignore[arg-type]
+        session.send([door])  # type: ignore[list-item]
         with socket.create_connection(door.getsockname(), timeout=30) as client:
             client.sendall(b"GET http://denied.test/x HTTP/1.1\r\nHost: denied.test\r\n\r\n")
             assert client.recv(64).startswith(b"HTTP/1.1 403")  # served: the daemon answered and its door took it
@@ -331,7 +331,7 @@ def test_a_real_daemon_that_served_before_the_run_read_its_answer_reports_the_de
         assert ended.trouble == ""
         control = handover.Handover(files, {**spec, "session_id": "late2"})  # the legitimate end of a settled session
         control.reach()
-        control.send(listener())  # type: ignore[arg-type]
+        control.send([listener()])  # type: ignore[list-item]
         control.wait()
         assert control.end().denials == [] and control.conn is None
     finally:

@@ -376,9 +376,14 @@ def walls_of(view: View) -> dict[str, object]:
 
 
 def _session_rules(plan: BwrapPlan) -> dict[str, object]:
+    """The daemon's rules for the run, and the host loopback ports its namespace forwards (forwards.py)."""
+    from stockade.bwrap.forwards import loopback_forwards
+    from stockade.bwrap.netns import PROXY_PORT
     from stockade.proxy.client import session_rules
 
-    return session_rules(plan.policy, plan.locations)
+    rules = session_rules(plan.policy, plan.locations)
+    rules["forwards"] = loopback_forwards(plan.policy.network.allow, PROXY_PORT)
+    return rules
 
 
 def _isatty(fd: int) -> bool:

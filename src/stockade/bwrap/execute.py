@@ -146,6 +146,7 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None) -> Callable[[], None] | N
     if joins is None and bridge is None:
         return None
     uid, gid = os.getuid(), os.getgid()
+    forwards = [(address, port) for _entry, address, port in bridge.listens()] if bridge is not None else []
 
     def child() -> None:
         if joins is not None:
@@ -153,7 +154,7 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None) -> Callable[[], None] | N
         if bridge is not None:
             from stockade.bwrap.netns import enter_private_network
 
-            enter_private_network(bridge.child_channel_fd, uid, gid)
+            enter_private_network(bridge.child_channel_fd, uid, gid, forwards)
 
     return child
 
@@ -597,8 +598,12 @@ def _execute(
             say(always(question, dict(os.environ)))
     if not launch.quiet:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
+        refused_locally = outcome.refused_locally if outcome.exit_code != 0 else 0
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
-        _summary(launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble, agent_session)
+        _summary(
+            launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble, agent_session,
+            refused_locally,
+        )  # fmt: skip
     if tracer is not None:
         _trace_report(launch, traced, tracer.dropped, findings)
     if findings is not None:
@@ -657,13 +662,16 @@ def _fixes(launch: Launch, refused: list[dict[str, object]]) -> dict[str, str]:
     return {str(item["path"]): fix_of(item, home=home, secrets=secrets) for item in refused}
 
 
+def _where_to_add(launch: Launch) -> str:
+    """The file an entry goes in: the policy's own, or a new one extending the built-in profile."""
+    if not launch.origin.startswith("builtin:"):
+        return launch.origin
+    return f'a .stockade.toml with extends = ["{launch.origin.removeprefix("builtin:")}"] (then `stockade trust`)'
+
+
 def _no_network_line(launch: Launch) -> str:
     """Why "Could not resolve host" or "Network is unreachable" (netcount.py)."""
-    where = (
-        launch.origin
-        if not launch.origin.startswith("builtin:")
-        else (f'a .stockade.toml with extends = ["{launch.origin.removeprefix("builtin:")}"] (then `stockade trust`)')
-    )
+    where = _where_to_add(launch)
     if launch.session_rules is None:
         from stockade.profiles.hints import own_allow
 
@@ -698,6 +706,7 @@ def _summary(
     unreachable: bool = False,
     trouble: list[str] | None = None,
     agent_session: str | None = None,
+    refused_locally: int = 0,
 ) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was. The plan's
     notes are said once per agent session (core/notices.py)."""
@@ -705,6 +714,11 @@ def _summary(
     lines: list[str] = []
     if unreachable:
         lines.append(_no_network_line(launch))
+    if refused_locally:
+        lines.append(
+            f"{refused_locally} connection(s) to a loopback port inside were refused: the sandbox's 127.0.0.1 and localhost are "
+            f'its own; to reach a service of the host\'s there, add "127.0.0.1:PORT" to [network] allow in {_where_to_add(launch)}'
+        )
     if timed_out and launch.wall_time:
         from stockade.profiles.units import format_duration
 

@@ -33,7 +33,13 @@ def open_counters(pid: int) -> list[int]:
 
 def attempts(fds: list[int]) -> int:
     """Packets and connections that found no route (IPv4 and IPv6); closes the files."""
-    total = 0
+    return read_counts(fds)[0]
+
+
+def read_counts(fds: list[int]) -> tuple[int, int]:
+    """(packets and connections that found no route, TCP connections refused: on the sandbox's
+    own loopback, where a port nobody listens on answers with a reset); closes the files."""
+    no_route = refused = 0
     for fd in fds:
         try:
             text = _read_all(fd).decode("ascii", "replace")
@@ -41,8 +47,18 @@ def attempts(fds: list[int]) -> int:
             continue
         finally:
             os.close(fd)
-        total += _no_routes(text)
-    return total
+        no_route += _no_routes(text)
+        refused += _tcp_failures(text)
+    return no_route, refused
+
+
+def _tcp_failures(text: str) -> int:
+    """Tcp AttemptFails of snmp (the TCP counters are one for IPv4 and IPv6)."""
+    lines = text.splitlines()
+    for header, values in zip(lines, lines[1:], strict=False):
+        if header.startswith("Tcp: ") and values.startswith("Tcp: "):
+            return _number(dict(zip(header.split(), values.split(), strict=False)).get("AttemptFails", "0"))
+    return 0
 
 
 def _read_all(fd: int) -> bytes:

@@ -20,7 +20,7 @@ import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
 PROXY_PORT = 3128  # inside the sandbox's own namespace: nothing else can hold it
 CLONE_NEWUSER = 0x10000000
@@ -90,8 +90,9 @@ def _libc_function(name: str) -> tuple[Callable[[int], int], Callable[[], int]]:
     return Function((name, Process())), _ctypes.get_errno  # type: ignore[arg-type]  # any object with _handle, as CDLL
 
 
-def enter_private_network(channel_fd: int, uid: int, gid: int) -> None:
-    """Runs in the child before exec: new namespaces, loopback up, listener sent to the parent.
+def enter_private_network(channel_fd: int, uid: int, gid: int, forwards: Sequence[tuple[str, int]] = ()) -> None:
+    """Runs in the child before exec: new namespaces, loopback up, listeners sent to the parent:
+    the proxy's, then one at each (address, port) of `forwards` (bwrap/forwards.py).
 
     Any failure raises; the supervisor reports it to the parent as the spawn error.
     """
@@ -100,25 +101,34 @@ def enter_private_network(channel_fd: int, uid: int, gid: int) -> None:
     _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
     _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
     _loopback_up()
-    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", PROXY_PORT))
-    listener.listen(512)
+    listeners = [_listen("127.0.0.1", PROXY_PORT, 512), *(_listen(address, port, 128) for address, port in forwards)]
     channel = _socket.socket(fileno=channel_fd)
-    channel.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("i", listener.fileno()))])
+    fds = struct.pack(f"{len(listeners)}i", *(listener.fileno() for listener in listeners))
+    channel.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
     channel.detach()
-    listener.close()
+    for listener in listeners:
+        listener.close()
 
 
-def receive_listener(channel: _socket.socket) -> _socket.socket:
-    """The parent's side: the listening socket that lives in the sandbox's namespace."""
+def _listen(address: str, port: int, backlog: int) -> _socket.socket:
+    listener = _socket.socket(_socket.AF_INET6 if ":" in address else _socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+    if ":" in address:
+        listener.setsockopt(_socket.IPPROTO_IPV6, _socket.IPV6_V6ONLY, 1)
+    listener.bind((address, port))
+    listener.listen(backlog)
+    return listener
+
+
+def receive_listeners(channel: _socket.socket, count: int) -> list[_socket.socket]:
+    """The parent's side: the `count` listening sockets that live in the sandbox's namespace."""
     fds: list[int] = []
-    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE(struct.calcsize("i")))
+    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE(count * struct.calcsize("i")))
     for level, kind, data in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) - len(data) % 4])
-    if message != b"L" or len(fds) != 1:
+    if message != b"L" or len(fds) != count:
         for fd in fds:
             os.close(fd)
-        raise OSError("the sandbox's network namespace did not hand over its listener")
-    return _socket.socket(fileno=fds[0])
+        raise OSError("the sandbox's network namespace did not hand over its listeners")
+    return [_socket.socket(fileno=fd) for fd in fds]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import _socket
 import os
 
-from stockade.bwrap.netns import PROXY_PORT, receive_listener
+from stockade.bwrap.netns import PROXY_PORT, receive_listeners
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,22 +66,28 @@ class Bridge:
         from stockade.proxy.handover import Handover, spec_message
 
         spec = spec_message(self.session_id, list(self.command), self.cwd, self.rules, [*self.credentials, *self.file_secrets], self.approve)
+        spec["forwards"] = [entry for entry, _address, _port in self.listens()]  # the door of each listener after the proxy's
         self.handover = Handover(DaemonFiles(self.runtime, self.state), spec)
         self.handover.reach()
         parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.channel = parent
         self.child_channel_fd = child.detach()
 
+    def listens(self) -> list[tuple[str, str, int]]:
+        """(the allow entry, address, port) of each host loopback port the sandbox's namespace forwards (forwards.py)."""
+        found: list[tuple[str, int, list[str]]] = self.rules.get("forwards") or []  # type: ignore[assignment]
+        return [(str(entry), str(address), int(port)) for entry, port, addresses in found for address in addresses]
+
     def attach(self) -> None:
-        """After bwrap started: take the sandbox's listener and send it to the daemon (no waiting)."""
+        """After bwrap started: take the sandbox's listeners and send them to the daemon (no waiting)."""
         assert self.channel is not None and self.handover is not None
         os.close(self.child_channel_fd)
         self.channel.settimeout(10)
         try:
-            listener = receive_listener(self.channel)
+            listeners = receive_listeners(self.channel, 1 + len(self.listens()))
         finally:
             self.channel.close()
-        self.handover.send(listener)
+        self.handover.send(listeners)
 
     def close(self) -> None:
         """After the command: end the session (or leave an unused one to end itself)."""

@@ -28,7 +28,7 @@ import _signal
 import os
 import time
 
-from stockade.bwrap.netcount import attempts, open_counters
+from stockade.bwrap.netcount import open_counters, read_counts
 from stockade.bwrap.procfs import children, state
 from stockade.core.errors import ExitCode, SandboxSetupError
 
@@ -55,12 +55,13 @@ STARTING = 10.0  # seconds a signal waits at most for the command to have its si
 
 
 class Outcome:
-    __slots__ = ("exit_code", "timed_out", "no_route", "signal")
+    __slots__ = ("exit_code", "timed_out", "no_route", "refused_locally", "signal")
 
     def __init__(self, exit_code: int, timed_out: bool = False, signal: int | None = None) -> None:
         self.exit_code = exit_code  # the command's status, 128+N for a signal, as bwrap reports it
         self.timed_out = timed_out
         self.no_route = 0  # connections and packets the sandbox sent towards a network it lacks (netcount.py)
+        self.refused_locally = 0  # TCP connections refused inside: a loopback port nothing listens on (netcount.py)
         self.signal = signal  # the signal that ended the command, when it came through stockade or its terminal
 
 
@@ -408,7 +409,7 @@ def _supervised(
     sandbox = _open_sandbox(init_pid)
     try:
         outcome = _wait(pid, wall_time, watch, info_read_fd, console)
-        outcome.no_route = attempts(counters)
+        outcome.no_route, outcome.refused_locally = read_counts(counters)
     finally:
         _end_sandbox(sandbox)
         relay.stopped()

@@ -37,18 +37,21 @@ def open_ends(policy: Policy, home: str) -> list[str]:
 
 
 def _loopback(policy: Policy) -> list[str]:
-    """An allowed loopback endpoint is the host's, reached through the proxy; but tools send
-    loopback names straight to the sandbox's own loopback (NO_PROXY), where nothing listens."""
+    """An allowed loopback entry with a port is reached at the same address inside, from any client
+    (bwrap/forwards.py; macOS shares the host's loopback). One without a port, or a block, is the
+    host's only through the proxy: tools send loopback names to the sandbox's own loopback (NO_PROXY)."""
     from stockade.profiles.domains import parse_rule
 
     said = []
     for text in policy.network.allow:
         rule = parse_rule(text)
-        if rule.host == "localhost" or (rule.network is not None and rule.network.is_loopback):
+        single = rule.host == "localhost" or (rule.network is not None and rule.network.num_addresses == 1)
+        if (rule.host == "localhost" or (rule.network is not None and rule.network.is_loopback)) and (rule.port is None or not single):
             said.append(
-                f'allow "{text}": the host\'s loopback is reachable only by a client told to use the proxy '
-                '(curl --proxy "$HTTP_PROXY" --noproxy ""); NO_PROXY sends 127.0.0.1 and localhost to the '
-                "sandbox's own loopback, and plain TCP clients (databases) cannot reach it"
+                f'allow "{text}": the host\'s loopback is reached from any client only at a port the entry names '
+                f'(write "{text.split("/")[0]}:PORT"); without one, only a client told to use the proxy '
+                '(curl --proxy "$HTTP_PROXY" --noproxy "") reaches it, as NO_PROXY sends 127.0.0.1 and localhost '
+                "to the sandbox's own loopback"
             )
     return said
 

@@ -48,8 +48,9 @@ if TYPE_CHECKING:
 
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
 # 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials";
-# 6: its "approve", and "questions"/"answer" (an older daemon would ignore what it does not know, so it is replaced)
-PROTOCOL = 6
+# 6: its "approve", and "questions"/"answer" (an older daemon would ignore what it does not know, so it is replaced);
+# 7: its "forwards", each a listener more in "open"
+PROTOCOL = 7
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 
 
@@ -134,6 +135,9 @@ class SessionCredential:
         return cls(name, placeholder, value, tuple(hosts), header, query)  # type: ignore[arg-type]
 
 
+MAX_FORWARDS = 64  # host loopback ports one session's sandbox may listen for (bwrap/forwards.py)
+
+
 class SessionSpec:
     """What a backend tells the daemon about one sandboxed run; immutable, compared by value."""
 
@@ -149,6 +153,8 @@ class SessionSpec:
     http: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
     credentials: tuple[SessionCredential, ...]  # swapped in by proxy/inject.py
     approve: int  # seconds a refused request waits for the user's answer (proxy/approvals.py); 0: not held
+    # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/forwards.py, proxy/door.py)
+    forwards: tuple[str, ...]
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -164,9 +170,12 @@ class SessionSpec:
         http: Iterable[Sequence[Any]] = (),  # (host, allow, deny) or (host, allow, deny, push)
         credentials: tuple[SessionCredential, ...] = (),
         approve: int = 0,
+        forwards: tuple[str, ...] = (),
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
-        values = (session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve)
+        values = (
+            session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve, tuple(forwards),
+        )  # fmt: skip
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
 
@@ -240,6 +249,13 @@ class SessionSpec:
                 raise ValueError("spec.credentials: names and placeholders must differ")
             return found
 
+        def forwards() -> tuple[str, ...]:
+            value = tuple(strings("forwards"))
+            allowed = set(strings("allow"))
+            if any(entry not in allowed for entry in value) or len(value) > MAX_FORWARDS:
+                raise ValueError(f"spec.forwards must name allow entries (at most {MAX_FORWARDS})")
+            return value
+
         return cls(
             session_id=text("session_id"),
             command=strings("command"),
@@ -252,6 +268,7 @@ class SessionSpec:
             http=tables(),
             credentials=credentials(),
             approve=seconds(),
+            forwards=forwards(),
         )
 
 

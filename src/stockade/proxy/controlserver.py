@@ -214,8 +214,9 @@ class ControlServer:
     def _open(self, message: dict[str, Any], owned: set[str], fds: list[int], afterwards: list[Callable[[], None]] | None) -> dict[str, Any]:
         """ "register" and "listen" at once. The door accepts only after the reply is sent: a run
         that has no reply yet may take it that no connection of its sandbox was served."""
-        if len(fds) != 1:
-            return {"ok": False, "error": "open needs exactly one listening socket"}
+        forwards = (message.get("spec") or {}).get("forwards") if isinstance(message.get("spec"), dict) else None
+        if len(fds) != 1 + (len(forwards) if isinstance(forwards, list) else 0):
+            return {"ok": False, "error": "open needs one listening socket, and one more for each of the spec's forwards"}
         registered = self._register(message, owned)
         if not registered.get("ok"):
             return registered

@@ -48,9 +48,12 @@ Bind = Callable[[connection.Client, Session], None]
 class Door:
     """Accepts on one session's listener and hands each connection to mitmproxy, bound to that session."""
 
-    def __init__(self, session: Session, listener: socket.socket, bind: Bind, budget: Budget) -> None:
+    def __init__(self, session: Session, listener: socket.socket, bind: Bind, budget: Budget, target: str | None = None) -> None:
         self.session = session
         self.listener = listener
+        # None: the proxy's door; else an allow entry (a host loopback port, bwrap/forwards.py): each
+        # connection is served as a CONNECT to it, so it is judged and recorded like any other
+        self.target = target
         self.bind = bind
         self.budget = budget
         self.live = 0
@@ -117,14 +120,19 @@ class Door:
         self._unspoken.add(conn)
         try:
             conn.setblocking(False)
-            if not await _speaks_http(conn):
+            if self.target is not None:
+                reader, writer = await _tunnelled(conn, self.target)
+            elif not await _speaks_http(conn):
                 return
-            reader, writer = await asyncio.open_connection(sock=conn)
+            else:
+                reader, writer = await asyncio.open_connection(sock=conn)
             handed = True
             self._unspoken.discard(conn)
             await self._hand_over(reader, writer)
         except (TimeoutError, OSError):
             pass
+        except Exception:  # a fault of ours: the connection goes, the daemon stays, the log says why
+            logger.exception("session %s: a connection failed", self.session.spec.session_id)
         finally:
             self.live -= 1
             self.budget.release(self.session.spec.session_id)
@@ -158,6 +166,46 @@ class Door:
         self.bind(handler.client, self.session)
         with proxyserver.register_connection(handler.client.id, handler):
             await handler.handle_client()
+
+
+class _ConnectAnswer(asyncio.StreamWriter):
+    """A forwarded connection's writer: mitmproxy's answer to the CONNECT it was fed is taken out;
+    after a 200 the rest is the origin's, anything else (a refusal) closes the connection."""
+
+    def __init__(self, transport: asyncio.WriteTransport, protocol: asyncio.StreamReaderProtocol, reader: asyncio.StreamReader) -> None:
+        # built on the transport itself: a second StreamWriter over it would close it when collected
+        super().__init__(transport, protocol, reader, asyncio.get_running_loop())
+        self._head = b""
+        self._answered = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._answered:
+            super().write(data)
+            return
+        self._head += bytes(data)
+        end = self._head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._head) > 65536:
+                self.transport.abort()
+            return
+        head, rest = self._head[:end], self._head[end + 4 :]
+        self._answered = True
+        if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
+            self.transport.close()  # refused: the daemon's record says why, the client sees the connection end
+            return
+        if rest:
+            super().write(rest)
+
+
+async def _tunnelled(conn: socket.socket, target: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Streams for a forwarded connection that read as `CONNECT target` followed by what the
+    client sends; the answer to the CONNECT never reaches the client (_ConnectAnswer)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**16, loop=loop)
+    reader.feed_data(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode("ascii"))  # before any byte of the client's
+    protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+    transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn)
+    return reader, _ConnectAnswer(transport, protocol, reader)
 
 
 async def _speaks_http(conn: socket.socket) -> bool:

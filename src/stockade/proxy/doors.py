@@ -28,35 +28,50 @@ class Doors:
         self.bind = bind  # binds an accepted connection to its session (auth.SessionAuth.bind)
         self.budget = budget if budget is not None else Budget()  # connections each door may hold (budget.py)
         self.by_session: dict[str, Door] = {}  # session id -> its sandbox's listener
+        self.forwarded: dict[str, list[Door]] = {}  # session id -> its forwarded loopback ports' doors (bwrap/forwards.py)
         self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
 
     def listen(self, session_id: str, session: Session, fds: list[int], opening: list[Callable[[], None]] | None = None) -> str | None:
-        """Open the session's door on the one listening socket in `fds`; None once open, else why not.
+        """Open the session's doors on the listening sockets in `fds`: the proxy's, then one for each
+        of the spec's forwards; None once open, else why not.
 
-        The socket taken is removed from `fds` (the caller closes whatever is left there). With
-        `opening`, the door starts accepting only when the caller runs what it appends there.
+        The sockets taken are removed from `fds` (the caller closes whatever is left there). With
+        `opening`, the doors start accepting only when the caller runs what it appends there.
         """
         if session_id in self.by_session:
             return f"session {session_id!r} already has its listener"
-        if len(fds) != 1:
-            return "listen needs exactly one listening socket"
-        listener = socket.socket(fileno=fds.pop())
-        if listener.type != socket.SOCK_STREAM or not listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-            listener.close()
+        targets: list[str | None] = [None, *session.spec.forwards]
+        if len(fds) != len(targets):
+            return "listen needs one listening socket, and one more for each of the spec's forwards"
+        listeners = [socket.socket(fileno=fd) for fd in fds]
+        fds.clear()
+        if any(each.type != socket.SOCK_STREAM or not each.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) for each in listeners):
+            for each in listeners:
+                each.close()
             return "listen needs a listening TCP socket"
-        door = Door(session, listener, self.bind, self.budget)
-        if opening is None:
-            door.open()
-        else:
-            opening.append(door.open)
-        self.by_session[session_id] = door
+        doors = [Door(session, listener, self.bind, self.budget, target) for listener, target in zip(listeners, targets, strict=True)]
+        for door in doors:
+            if opening is None:
+                door.open()
+            else:
+                opening.append(door.open)
+        self.by_session[session_id] = doors[0]
+        self.forwarded[session_id] = doors[1:]
         return None
 
     def close(self, session_id: str) -> None:
         """Close the session's door, if it has one, and record what its budget refused."""
+        forwards = self.forwarded.pop(session_id, [])
+        for forward in forwards:
+            forward.close()
         door = self.by_session.pop(session_id, None)
         if door is not None:
             door.close()
+            for forward in forwards:  # one budget, one record of what it refused
+                door.refused += forward.refused
+                door.refusal = door.refusal or forward.refusal
+                door.first_refused = min(filter(None, (door.first_refused, forward.first_refused)), default="")
+                door.last_refused = max(door.last_refused, forward.last_refused)
             if door.refused:
                 self._refused[session_id] = {"count": door.refused, "why": door.refusal}
                 audit_refusals(door)
@@ -67,7 +82,7 @@ class Doors:
 
     def close_all(self) -> None:
         """The daemon is stopping: every door stops accepting (nothing is recorded here)."""
-        for door in self.by_session.values():
+        for door in [*self.by_session.values(), *(forward for doors in self.forwarded.values() for forward in doors)]:
             door.close()
 
 

@@ -63,6 +63,7 @@ class Handover:
         self.started = False  # this run spawned the daemon behind `conn`
         self.identity: tuple[int, int] | None = None  # that daemon's control socket, once known
         self.listener: _socket.socket | None = None  # our copy, kept until the daemon answered
+        self.forwards: list[_socket.socket] = []  # the forwarded loopback ports' listeners (bwrap/forwards.py), likewise
         self.settled = False
         self.sent_at = 0.0
         self.patience = HUNG_AFTER  # how long a running daemon may take to answer (longer once a ping proved it alive)
@@ -72,9 +73,10 @@ class Handover:
         """Before the sandbox starts: a connection to a daemon, which may still be starting."""
         self._connect(None)
 
-    def send(self, listener: _socket.socket) -> None:
-        """The sandbox's listener and the spec, in one request; no waiting for the answer."""
-        self.listener = listener
+    def send(self, listeners: list[_socket.socket]) -> None:
+        """The sandbox's listeners (the proxy's, then the spec's forwards) and the spec, in one
+        request; no waiting for the answer."""
+        self.listener, self.forwards = listeners[0], listeners[1:]
         try:
             self._send()
         except OSError as exc:  # the daemon went between `reach` and now (an idle exit, a failed start)
@@ -183,7 +185,7 @@ class Handover:
 
     def _send(self) -> None:
         assert self.conn is not None and self.listener is not None
-        send_with_fds(self.conn, {"op": "open", "spec": self.spec}, [self.listener.fileno()])
+        send_with_fds(self.conn, {"op": "open", "spec": self.spec}, [self.listener.fileno(), *(forward.fileno() for forward in self.forwards)])
         self.sent_at = time.monotonic()
 
     def _replace(self, why: str) -> None:
@@ -218,6 +220,9 @@ class Handover:
         if self.listener is not None:
             self.listener.close()
             self.listener = None
+        for forward in self.forwards:
+            forward.close()
+        self.forwards = []
 
 
 def spec_message(

@@ -1,0 +1,24 @@
+"""Which allowed host loopback ports the sandbox's namespace listens at (bwrap/forwards.py)."""
+
+from __future__ import annotations
+
+from stockade.bwrap.forwards import loopback_forwards
+
+
+def test_each_loopback_entry_with_a_port_is_forwarded_at_its_address() -> None:
+    found = loopback_forwards(["pypi.org", "127.0.0.1:5432", "localhost:8080", "[::1]:6379", "127.0.0.2:9"], 3128)
+    assert found == [
+        ["127.0.0.1:5432", 5432, ["127.0.0.1"]],
+        ["localhost:8080", 8080, ["127.0.0.1", "::1"]],
+        ["[::1]:6379", 6379, ["::1"]],
+        ["127.0.0.2:9", 9, ["127.0.0.2"]],
+    ]
+
+
+def test_no_port_a_block_a_name_or_the_proxys_port_is_not() -> None:
+    assert loopback_forwards(["127.0.0.1", "localhost", "127.0.0.0/8", "10.0.0.1:80", "db.test:5432", "127.0.0.1:3128"], 3128) == []
+
+
+def test_one_address_and_port_is_forwarded_once() -> None:
+    found = loopback_forwards(["localhost:8080", "127.0.0.1:8080"], 3128)
+    assert found == [["localhost:8080", 8080, ["127.0.0.1", "::1"]]]
