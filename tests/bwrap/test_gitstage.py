@@ -210,7 +210,8 @@ def test_a_long_name_does_not_stop_the_rest(tmp_path: Path, repo: Path) -> None:
         ("[core]\n\tworktree = ..", True),
         ("[core]\n\tsharedRepository = 0777", False),
         ("[core]\n\tbare = true", False),
-        ("[extensions]\n\tworktreeConfig = true", False),
+        ("[extensions]\n\tobjectFormat = sha256", False),
+        ("[extensions]\n\tworktreeConfig = true", True),  # git sparse-checkout sets it; config.worktree is judged too
     ],
 )
 def test_an_entry_that_reaches_outside_the_project_is_left_out(tmp_path: Path, repo: Path, entry: str, kept: bool) -> None:
@@ -307,7 +308,7 @@ def test_render_reads_back_to_the_same_entries(seed: int) -> None:
 def test_the_plan_knows_what_a_stage_copies() -> None:
     from stockade.bwrap.mounts import STAGED_COPIES
 
-    assert set(STAGED_COPIES) == {gitstage.CONFIG, gitstage.HEAD, gitstage.INDEX, *gitstage.STATE_FOLDERS}
+    assert set(STAGED_COPIES) == {*gitstage.CONFIGS, gitstage.HEAD, gitstage.INDEX, *gitstage.STATE_FOLDERS}
 
 
 def test_added_keys_keep_the_host_text_and_a_refused_only_change_leaves_it_untouched(tmp_path: Path, repo: Path) -> None:
@@ -335,3 +336,11 @@ def test_a_tree_deeper_than_python_recurses_is_removed(tmp_path: Path) -> None:
     os.close(current)
     gitstage._remove_tree(str(top))
     assert not top.exists()
+
+
+def test_config_worktree_is_judged_like_the_config(tmp_path: Path, repo: Path) -> None:
+    stage = _stage(tmp_path, repo)
+    _staged(stage, "config.worktree").write_text("[core]\n\tsparseCheckout = true\n\tfsmonitor = touch /tmp/x\n")
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert gitconfig.read(str(repo / "config.worktree")) == [("core.sparsecheckout", "true")]
+    assert "core.fsmonitor" in lines[0]

@@ -278,7 +278,7 @@ def test_listing_a_socket_does_not_open_datagram_sockets_unless_the_policy_says_
 
 
 def test_a_listed_path_that_is_a_link_reaches_nothing_and_the_real_path_does(vbox: Box, listener: HostListener) -> None:
-    """Issue 33: a project link listed in unix_sockets could be pointed by an earlier run at a socket nobody listed."""
+    """ESCAPES 86 (issue 33): a project link listed in unix_sockets could be pointed by an earlier run at a socket nobody listed."""
     other = HostListener(vbox.outside / "unlisted.sock")
     link = vbox.project / "app.sock"
     link.symlink_to(other.path)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.boxes import Box
 
 PAYLOAD = "#!/bin/sh\necho PWNED > \"$MARK\"\n"
@@ -123,3 +125,33 @@ def test_every_debugger_and_repl_init_file_made_inside_is_kept_from_the_host(vbo
     vbox.run(script)
     kept = [name for name in DEBUGGER_AND_REPL_FILES if (vbox.project / name).is_file() and (vbox.project / name).read_text() == "planted\n"]
     assert kept == [], f"planted and left where the host tool reads them: {kept}"
+
+
+WHOLE = [
+    # (what the run adds to a git dir of another name whose config holds only inert keys, its name)
+    ("printf '[core]\\n\\tfsmonitor = {payload}\\n' > lib/x/config.worktree", "config.worktree"),
+    ("mkdir -p lib/x/worktrees/w && printf '[core]\\n\\tfsmonitor = {payload}\\n' > lib/x/worktrees/w/config.worktree", "a worktree's config.worktree"),
+    ("mkdir -p lib/elsewhere && git init -q --bare lib/elsewhere/g && git --git-dir=lib/elsewhere/g config core.fsmonitor {payload}"
+     " && printf '../elsewhere/g\\n' > lib/x/commondir", "commondir"),
+]
+
+
+@pytest.mark.parametrize(("addition", "what"), WHOLE, ids=[what for _addition, what in WHOLE])
+def test_a_git_dir_is_judged_by_every_file_git_reads(vbox: Box, addition: str, what: str) -> None:
+    """ESCAPES 85 (issue 32): a git dir of another name whose config held only inert keys was kept, though its
+    config.worktree (or commondir, or a worktree's config) made a host `git status` run a program."""
+    payload = _plant_payload(vbox)
+    mark = vbox.root / "mark"
+    attack = vbox.run(
+        "git init -q --bare lib/x && git --git-dir=lib/x config core.bare false && git --git-dir=lib/x config core.worktree .. "
+        "&& git --git-dir=lib/x config extensions.worktreeConfig true && git --git-dir=lib/x config core.repositoryformatversion 1 && "
+        + addition.format(payload=payload) + " && echo PLANTED"
+    )
+    assert "PLANTED" in attack.stdout, attack
+    _host_git(vbox, vbox.project / "lib" / "x", mark)
+    assert not mark.exists(), f"a host git status ran the fsmonitor planted through {what}"
+    assert "stockade-quarantine" in attack.stderr, attack
+    control = vbox.run("git init -q --bare lib/clean && git --git-dir=lib/clean config extensions.worktreeConfig true"
+                       " && git --git-dir=lib/clean config core.repositoryformatversion 1 && echo MADE")  # fmt: skip
+    assert "MADE" in control.stdout and (vbox.project / "lib" / "clean" / "HEAD").exists(), control
+    assert "quarantine" not in control.stderr, control

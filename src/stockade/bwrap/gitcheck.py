@@ -253,6 +253,27 @@ def named_work_trees(config: str, git_dir: str) -> list[str]:
     return found
 
 
+def inert_git_dir(git_dir: str, before: _Before) -> bool:
+    """A git dir judged whole (ESCAPES 85): every file git reads there as configuration or code. Its config
+    and each worktree's config.worktree inert or absent, its own config.worktree too, no
+    `commondir` (it names where config and hooks are read), no `info/attributes` naming a
+    filter, diff or merge driver, and no hook the run could have put there."""
+    config = os.path.join(git_dir, "config")
+    if os.path.lexists(config) and not inert_config(config):  # unchanged proves nothing: an earlier run could plant it
+        return False
+    if os.path.lexists(os.path.join(git_dir, "commondir")) or _own_hooks(git_dir, before):
+        return False
+    worktree_configs = [os.path.join(git_dir, "config.worktree")]
+    try:
+        worktree_configs += [os.path.join(git_dir, "worktrees", name, "config.worktree") for name in os.listdir(os.path.join(git_dir, "worktrees"))]
+    except OSError:
+        pass
+    if any(os.path.lexists(path) and not inert_config(path) for path in worktree_configs):
+        return False
+    attributes = gitconfig.read_regular(os.path.join(git_dir, "info", "attributes"), 1 << 20)
+    return attributes is None or not any(word in attributes for word in (b"filter", b"diff", b"merge"))
+
+
 def inert(path: str, before_stamps: dict[str, tuple[int, int, int, int]], writable: list[str]) -> bool:
     """Whether `path`, created or changed by the run, can stay: see the module's rules.
     `before_stamps` are the project's runs-later files before the run (their configs were
@@ -260,8 +281,15 @@ def inert(path: str, before_stamps: dict[str, tuple[int, int, int, int]], writab
     before = _Before(before_stamps, writable)
     name = os.path.basename(path)
     parent = os.path.dirname(path)
+    if name in ("config.worktree", "commondir", "attributes"):  # judged with the git dir they belong to
+        git_dir = os.path.dirname(parent) if name == "attributes" else parent
+        if name != "attributes" and os.path.basename(os.path.dirname(parent)) == "worktrees":
+            git_dir = os.path.dirname(os.path.dirname(parent))
+        if name == "commondir" and git_dir != parent:
+            return _inert_worktree_dir(parent, before)
+        return not (is_git_dir_by_content(git_dir) or _is_git_dir(git_dir)) or inert_git_dir(git_dir, before)
     if name == "config" and (os.path.basename(parent) == ".git" or "/.git/modules/" in parent) and _is_git_dir(parent):
-        return inert_config(path) and not _own_hooks(parent, before)
+        return inert_config(path) and inert_git_dir(parent, before)
     if name == ".git":
         return _inert_pointer(path, before)
     if name == "commondir" and os.path.basename(os.path.dirname(parent)) == "worktrees":
@@ -286,8 +314,7 @@ def _inert_by_content(name: str, parent: str, before: _Before) -> bool:
         return True
     if hook:
         return name.endswith(".sample")
-    config = os.path.join(git_dir, "config")
-    return (not os.path.lexists(config) or inert_config(config)) and not _own_hooks(git_dir, before)
+    return inert_git_dir(git_dir, before)  # HEAD or config: a git dir of another name, judged whole
 
 
 def is_git_dir_by_content(folder: str) -> bool:

@@ -10,7 +10,7 @@ the host every few seconds, and would run what the sandbox planted at once.
 So the sandbox sees, at the git dir's path, a folder of stockade's own (the
 stage), and the real git dir at an alias in its private /run, with the plan's
 protections made again there (config and hooks read-only). The stage holds:
-- a copy of `config`, which git rewrites in the stage;
+- copies of `config` and `config.worktree`, which git rewrites in the stage;
 - a copy of `HEAD` (git refuses a HEAD that is a link to anything but refs/);
 - a copy of `index`: `git stash` renames the index's lock to another name
   beside it, which cannot cross from the alias's mount into the stage's;
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 FOLDER = "gitstage"
 CONFIG = "config"
+WORKTREE_CONFIG = "config.worktree"  # read too once extensions.worktreeConfig is set (git sparse-checkout sets it)
+CONFIGS = (CONFIG, WORKTREE_CONFIG)  # copied, and judged key by key
 HEAD = "HEAD"
 INDEX = "index"
 # Folders git makes, fills and removes whole during one operation, holding what it will do next.
@@ -57,7 +59,7 @@ STATE_FOLDERS = frozenset({"rebase-merge", "rebase-apply", "sequencer"})
 # Files git may make during the run that must be the host's at once: a link to the alias even when absent
 # (git's lock follows a dangling link), so that `git gc` packs refs where the host's git reads them.
 LINKED_WHEN_ABSENT = ("packed-refs", "shallow")
-NEVER_CARRIED = frozenset({"commondir", "config.worktree"})  # they name where git reads config and hooks
+NEVER_CARRIED = frozenset({"commondir"})  # it names where git reads config and hooks
 KEPT_SUFFIX = ".kept"  # a stage set aside: not carried back again
 MAX_STAGES = 8  # repositories staged in one run
 MAX_COPY_BYTES = 64 << 20  # what one stage copies, either way
@@ -180,9 +182,9 @@ def _prepare_one(folder: str, git_dir: str, alias: str, project: str) -> Stage |
     for name in names:
         source, target = os.path.join(git_dir, name), os.path.join(stage.staged, name)
         info = os.lstat(source)
-        if name == CONFIG and not stat.S_ISREG(info.st_mode):
+        if name in CONFIGS and not stat.S_ISREG(info.st_mode):
             return None  # a linked or odd config: the plan's protection stays
-        if name in (CONFIG, HEAD, INDEX) or (name in STATE_FOLDERS and stat.S_ISDIR(info.st_mode)):
+        if name in (*CONFIGS, HEAD, INDEX) or (name in STATE_FOLDERS and stat.S_ISDIR(info.st_mode)):
             _copy(source, target, budget)
         else:
             os.symlink(os.path.join(alias, name), target)  # git reads and writes the real one
@@ -192,8 +194,9 @@ def _prepare_one(folder: str, git_dir: str, alias: str, project: str) -> Stage |
             target = os.path.join(stage.staged, name)
             os.symlink(os.path.join(alias, name), target)
             stage.entries[name] = (signature(target), "")
-    if CONFIG in stage.entries:
-        _copy_file(os.path.join(stage.staged, CONFIG), os.path.join(folder, "config.start"), 0o600)
+    for name in CONFIGS:
+        if name in stage.entries:
+            _copy_file(os.path.join(stage.staged, name), os.path.join(folder, name + ".start"), 0o600)
     stage.write_manifest()
     return stage
 
@@ -313,10 +316,10 @@ def _carry(stage: Stage, session: str, project: str, lines: list[str], judged: l
         shown = os.path.join(os.path.relpath(stage.git_dir, project) if _within(stage.git_dir, project) else stage.git_dir, name)
         if name in NEVER_CARRIED:
             lines.append(f"stockade: {shown} was changed inside; not kept: it names where git reads config and hooks (change it outside the sandbox)")
-        elif name == CONFIG:
+        elif name in CONFIGS:
             if signature(host) != host_then:
                 lines.append(f"stockade: {shown} was changed inside and outside during the run; the outside one is kept")
-            elif _carry_config(stage, inside, host, shown, session, project, lines):
+            elif _carry_config(stage, name, inside, host, shown, session, project, lines):
                 judged.append(host)
         elif not inside_now:
             if name in STATE_FOLDERS or not os.path.isdir(host) or os.path.islink(host):
@@ -375,14 +378,14 @@ def _small_file(path: str) -> bytes | None:
     return gitconfig.read_regular(path, 1 << 20)
 
 
-def _carry_config(stage: Stage, inside: str, host: str, shown: str, session: str, project: str, lines: list[str]) -> bool:
+def _carry_config(stage: Stage, name: str, inside: str, host: str, shown: str, session: str, project: str, lines: list[str]) -> bool:
     """The config as changed inside, less each entry it gained that could run a program."""
     from stockade.profiles import gitconfig
 
     if not signature(inside).startswith("f:"):
         lines.append(f"stockade: {shown} was replaced inside by something other than a file; not kept")
         return False
-    before = gitconfig.read(os.path.join(stage.folder, "config.start")) if CONFIG in stage.entries else []
+    before = gitconfig.read(os.path.join(stage.folder, name + ".start")) if name in stage.entries else []
     after = gitconfig.read(inside)
     if before is None or after is None:
         lines.append(f"stockade: {shown} as changed inside is not a config git would read (or is over 1 MiB); not kept")
@@ -402,7 +405,7 @@ def _carry_config(stage: Stage, inside: str, host: str, shown: str, session: str
         _replace(inside, host, session)
         return True
     if kept != before:  # else the host's file stays as it is, byte for byte
-        start = _read_start(stage)
+        start = _read_start(stage, name)
         if kept[: len(before)] == before and start is not None:  # only entries added: the host's text, then them
             text = start + ("" if not start or start.endswith("\n") else "\n") + render(kept[len(before) :])
         else:
@@ -427,7 +430,7 @@ def _carried(key: str, value: str, git_dir: str, project: str) -> bool:
     remote URL only inside the project (a host `git fetch` would copy a hidden repository in)."""
     from stockade.bwrap.gitcheck import inert_entry
 
-    if not inert_entry(key, value) or key in UNCHANGED_ONLY or key.startswith("extensions."):
+    if not inert_entry(key, value) or key in UNCHANGED_ONLY or (key.startswith("extensions.") and key != "extensions.worktreeconfig"):
         return False
     if key == "core.worktree":
         return _within(os.path.realpath(os.path.join(git_dir, value)), project)
@@ -452,9 +455,9 @@ def _local_path(url: str) -> str | None:
     return os.path.expanduser(url) if url.startswith("~") else url
 
 
-def _read_start(stage: Stage) -> str | None:
+def _read_start(stage: Stage, name: str) -> str | None:
     """The config's text at the start, as copied then."""
-    data = _small_file(os.path.join(stage.folder, "config.start"))
+    data = _small_file(os.path.join(stage.folder, name + ".start"))
     return None if data is None else data.decode("utf-8", "surrogateescape")
 
 

@@ -271,7 +271,7 @@ def plan_view(
 GIT_ALIASES = "/run/stockade-git"
 # What a stage holds as copies (gitstage.CONFIG, HEAD, INDEX, STATE_FOLDERS): a git dir with a mount
 # of the plan's there (a deny_read or deny_write entry) is not staged, as the copy would undo it.
-STAGED_COPIES = ("config", "HEAD", "index", "rebase-merge", "rebase-apply", "sequencer")
+STAGED_COPIES = ("config", "config.worktree", "HEAD", "index", "rebase-merge", "rebase-apply", "sequencer")
 
 
 def _stageable(view: View, repositories: list[gitdirs.GitLayout], roots: list[str]) -> list[str]:
@@ -291,7 +291,8 @@ def _stageable(view: View, repositories: list[gitdirs.GitLayout], roots: list[st
             continue
         copies = [os.path.join(git_dir, name) for name in STAGED_COPIES]
         inside = [m for m in view.mounts if m.path.startswith(git_dir + "/")]
-        if any(any(is_within(m.path, copy) for copy in copies) and not (m.path == config and type(m.piece) is ReadOnlyBind) for m in inside):
+        floor_held = (config, os.path.join(git_dir, "config.worktree"))  # the stage judges them instead
+        if any(any(is_within(m.path, copy) for copy in copies) and not (m.path in floor_held and type(m.piece) is ReadOnlyBind) for m in inside):
             continue
         if not all(type(m.piece) in MOVABLE for m in inside):
             continue
@@ -321,7 +322,7 @@ def moved(piece: Piece, old: str, new: str) -> Piece:
 
 
 def _listed_sockets(view: View, entries: tuple[str, ...]) -> set[str]:
-    """The `unix_sockets` entries the sandbox may reach: each only where it really is. An entry
+    """The `unix_sockets` entries the sandbox may reach: each only where it really is (ESCAPES 86). An entry
     reached through a link is left out with a note: a link in a writable place can be pointed at
     another socket by an earlier run, which nobody listed."""
     listed: set[str] = set()
