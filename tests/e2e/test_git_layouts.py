@@ -272,3 +272,22 @@ def test_a_global_hooks_path_covers_repositories_made_inside(vbox: Box, hooks_pa
     assert not marker.exists(), attack
     control = vbox.run("git init -q fine && echo ok", env=GIT_ENV)
     assert "ok" in control.stdout and (vbox.project / "fine" / ".git" / "config").exists(), control
+
+
+def test_a_writable_place_inside_a_git_dir_keeps_its_hooks_and_config(vbox: Box) -> None:
+    """Issue 32: allow_write naming a git dir, or its hooks folder, made hooks and config writable."""
+    repo = vbox.outside / "x"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    before = (repo / ".git" / "config").read_bytes()
+    for place in (repo / ".git", repo / ".git" / "hooks"):
+        policy = f'extends = ["default"]\n[filesystem]\nallow_write = [".", "{place}"]\n'
+        result = vbox.run(
+            f"echo evil > {repo}/.git/hooks/pre-commit; echo '[core] fsmonitor = evil' >> {repo}/.git/config;"
+            f" echo data > {repo}/.git/objects/probe && echo WROTE-OBJECTS; true",
+            policy=policy,
+        )
+        assert not (repo / ".git" / "hooks" / "pre-commit").exists(), result
+        assert (repo / ".git" / "config").read_bytes() == before, result
+        if place.name == ".git":
+            assert "WROTE-OBJECTS" in result.stdout, result  # control: the rest of the git dir is writable as asked

@@ -157,3 +157,18 @@ def test_a_folder_that_holds_a_secret_is_never_proposed_readable() -> None:
         home=HOME, secrets=("/home/u/.config/tool/token.json",), exists=lambda _p: True, isdir=lambda _p: True,
     )  # fmt: skip
     assert proposal.entries == [] and "holds a secret (~/.config/tool/token.json)" in proposal.withheld[0]
+
+
+def test_a_place_inside_any_git_dir_is_never_proposed() -> None:
+    """Issue 32: learn proposed allow_write /data/x/.git/hooks, granted it to its next round, and the
+    hook it wrote ran at the next host commit. A git dir of another name counts too."""
+    git_dirs = {"/data/x/.git", "/data/x/.git/hooks", "/srv/bare.git", "/srv/bare.git/objects", "/srv/bare.git/refs", "/srv/bare.git/hooks"}
+    present = {*git_dirs, "/srv/bare.git/HEAD", "/srv/plain", "/srv/plain/out"}
+    findings = {"files": [
+        file("/data/x/.git/hooks/pre-commit", "create", "outside_write"),
+        file("/srv/bare.git/hooks/post-update", "create", "outside_write"),
+        file("/srv/plain/out/a.o", "create", "outside_write"),  # the control: an ordinary folder
+    ]}  # fmt: skip
+    proposal = propose(findings, home=HOME, secrets=SECRETS, exists=present.__contains__, isdir=lambda p: p in git_dirs or p.startswith("/srv/plain"))
+    assert [(e.key, e.value) for e in proposal.entries] == [("allow_write", "/srv/plain/out")]
+    assert len(proposal.withheld) == 2 and all("inside the git dir" in line for line in proposal.withheld), proposal.withheld

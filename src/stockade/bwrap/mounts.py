@@ -212,6 +212,7 @@ def plan_view(
     view.walk = _walk_summary(project, matches, tree, real_denied)
     real_home = os.path.realpath(locations.home)
     repositories = _repositories((project, os.path.realpath(cwd)), matches[nested[0]], env, cwd)
+    repositories += _git_dirs_holding(fs.allow_write)
     linked = _linked_git_dirs(repositories, fs.allow_write)
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {})
     anchors += [project, os.path.realpath(cwd)]
@@ -433,6 +434,20 @@ def _repositories(anchors: tuple[str, ...], git_entries: list[str], env: Mapping
     found = [gitdirs.locate(folder) for folder in dict.fromkeys(work_trees)]
     found.append(gitdirs.from_environment(env, cwd))
     return [layout for layout in found if layout is not None]
+
+
+def _git_dirs_holding(allow_write: tuple[str, ...]) -> list[gitdirs.GitLayout]:
+    """The git dir each writable place is, or lies in (`allow_write = ["/data/x/.git"]`, or its
+    hooks folder): its hooks and config are protected as any repository's."""
+    found: list[gitdirs.GitLayout] = []
+    for entry in allow_write:
+        current = os.path.realpath(entry)
+        while current != "/":
+            if (os.path.basename(current) == ".git" and os.path.isdir(current)) or gitdirs.is_git_dir(current):
+                found.append(gitdirs.GitLayout(None, None, current, gitdirs.common_dir_of(current)))
+                break
+            current = os.path.dirname(current)
+    return found
 
 
 def _behind_linked_git(path: str) -> bool:

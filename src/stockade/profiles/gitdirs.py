@@ -85,6 +85,12 @@ def pointer_target(dot_git_file: str) -> str | None:
     return os.path.realpath(os.path.join(os.path.dirname(dot_git_file), target)) if target else None
 
 
+def is_git_dir(folder: str) -> bool:
+    """What git itself checks to take a folder for a git dir: a HEAD file, objects and refs."""
+    inside = os.path.join
+    return os.path.isfile(inside(folder, "HEAD")) and _is_real_dir(inside(folder, "objects")) and _is_real_dir(inside(folder, "refs"))
+
+
 def common_dir_of(git_dir: str) -> str:
     data = gitconfig.read_regular(os.path.join(git_dir, "commondir"), 4096)
     if data is None:

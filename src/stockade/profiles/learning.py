@@ -195,7 +195,27 @@ def _write_place(
     if not exists(place) and not is_within(place, home):
         proposal.withheld.append(f"{operation} {shown}: its folder {place} does not exist; make it, then learn again")
         return "", ""
+    git_dir = _enclosing_git_dir(place, exists, isdir)
+    if git_dir is not None:
+        proposal.withheld.append(
+            f"{operation} {shown}: it is inside the git dir {spelled(git_dir, home)}, whose hooks and config run on the host; "
+            "learn never makes one writable (run git there outside the sandbox, or make its work tree the project)"
+        )
+        return "", ""
     return place, f"learn: {operation} {shown} refused (outside allow_write)"
+
+
+def _enclosing_git_dir(place: str, exists: Callable[[str], bool], isdir: Callable[[str], bool]) -> str | None:
+    """The git dir `place` is or lies in: a folder named .git, or one git takes for a git dir
+    (HEAD, objects and refs), at `place` or above it."""
+    current = place
+    while current != "/":
+        if os.path.basename(current) == ".git" or (
+            exists(os.path.join(current, "HEAD")) and isdir(os.path.join(current, "objects")) and isdir(os.path.join(current, "refs"))
+        ):
+            return current
+        current = os.path.dirname(current)
+    return None
 
 
 def _private_address(rule: str) -> bool:
