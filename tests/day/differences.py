@@ -11,6 +11,11 @@ GIT_ALIAS = (
     "an alias written inside is not carried to the host's .git/config: even one without '!' can run a program "
     "(`difftool -x CMD`, `submodule foreach CMD`); the run names it, and the rest of the change is kept (bwrap/gitstage.py)"
 )
+LOCAL_URL = (
+    "a remote or submodule URL that is a local path (here `./lib`) is not carried to the host's .git/config: a host "
+    "`git fetch` or `git submodule update` would copy whatever that path holds then (a later run can make it a link to "
+    "a hidden repository); the run names it, and git reads .gitmodules' URL instead (bwrap/gitstage.py)"
+)
 SIGNAL = (
     "a command killed by a signal that did not come through stockade (here its own kill) ends stockade with "
     "128+N, as the README's exit statuses say, not by that signal; one sent to stockade is passed on and ends it by it"
@@ -18,6 +23,7 @@ SIGNAL = (
 
 DOCUMENTED: dict[tuple[str, str], str] = {
     ("git-config-alias-plain", "*"): GIT_ALIAS,
+    ("git-submodule-local", "*"): LOCAL_URL,
     ("git-worktree-add", "*"): OUTSIDE,
     ("git-clone-local", "*"): OUTSIDE,
     ("git-apply-patch", "*"): OUTSIDE,

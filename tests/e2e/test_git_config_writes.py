@@ -8,7 +8,9 @@ are left out and named, and the host's config never holds them, not even while t
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -246,3 +248,44 @@ def test_a_killed_runs_hooks_are_judged_by_the_next_run(vbox: Box) -> None:
     git(vbox, "commit", "-q", "--allow-empty", "-m", "host")
     assert not marker.exists(), result.stderr
     assert not (vbox.project / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_what_the_sandbox_writes_through_the_alias_is_judged_too(vbox: Box) -> None:
+    """The real git dir is writable inside at its alias (as `.git` was before the stage): a rebase
+    todo with `exec` and a link made there are moved aside after the run (a second review's finding)."""
+    git(vbox, "init", "-q", "-b", "main")
+    git(vbox, "commit", "-q", "--allow-empty", "-m", "a")
+    git(vbox, "commit", "-q", "--allow-empty", "-m", "b")
+    marker, victim = vbox.root / "RAN", vbox.root / "victim"
+    script = (
+        "A=/run/stockade-git/0; mkdir $A/rebase-merge && cd $A/rebase-merge && git rev-parse HEAD~1 > onto"
+        " && git rev-parse HEAD > orig-head && echo refs/heads/main > head-name && : > interactive && : > done"
+        f" && echo 1 > msgnum && echo 1 > end && echo 'exec touch {marker}' > git-rebase-todo && ln -s {victim} $A/FETCH_HEAD"
+        " && echo PLANTED"
+    )
+    result = vbox.run(script, env=GIT_ENV)
+    assert "PLANTED" in result.stdout, result
+    assert "renamed to" in result.stderr, result
+    git(vbox, "rebase", "--continue", check=False)
+    assert not marker.exists(), "the host's git ran the todo's exec"
+    assert not os.path.lexists(vbox.project / ".git" / "FETCH_HEAD") and not victim.exists()
+
+
+def test_a_local_clone_of_the_project_works_inside(vbox: Box) -> None:
+    git(vbox, "init", "-q", "-b", "main")
+    git(vbox, "commit", "-q", "--allow-empty", "-m", "a")
+    result = vbox.run("git clone -q . /tmp/c && git -C /tmp/c log --format=%s", env=GIT_ENV)
+    assert result.returncode == 0 and result.stdout == "a\n", result
+
+
+def test_a_socket_in_the_git_dir_is_masked_and_the_run_goes_on(vbox: Box) -> None:
+    git(vbox, "init", "-q")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(vbox.project / ".git" / "fsmonitor.sock"))
+    server.listen(1)
+    try:
+        result = vbox.run("git config user.name Agent && echo OK", env=GIT_ENV)
+        assert result.returncode == 0 and "OK" in result.stdout, result
+    finally:
+        server.close()
+    assert "user.name=Agent" in _local_config(vbox)

@@ -279,6 +279,7 @@ def _supervised(
     files: Sequence[tuple[str, bytes, bool]] = (),
     scratch: Sequence[bw.Piece] = (),
     staged: bytes = b"",
+    aliases: dict[str, str] | None = None,
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
@@ -299,7 +300,8 @@ def _supervised(
         os.set_inheritable(info_write, True)
         copies = [(path, _data_fd(data), writable) for path, data, writable in files]
         tail: list[bw.Piece] = [*scratch, *(bw.DataBind(fd, path, writable) for path, fd, writable in copies)]  # over the plan's masks
-        tail += [bw.ReadOnlyBindFrom("/dev/null", path) for path in masks]  # last: nothing mounts over a file
+        # last: nothing mounts over a file; a socket in a staged git dir is masked where the sandbox sees it, at the alias
+        tail += [bw.ReadOnlyBindFrom("/dev/null", _at_alias(path, aliases or {})) for path in masks]
         if bridge is not None:  # this run's placeholders, after (so over) any variable of the same name in the plan
             tail += [bw.SetEnv(credential.name, credential.placeholder) for credential in bridge.credentials]
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
@@ -400,6 +402,14 @@ def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piec
     pieces: list[bw.Piece] = [bw.BindFrom(folder, scratch.TMP)] if folder is not None else []
     made = [path for path, _data in named if folder is not None and not os.path.lexists(folder + path[len(scratch.TMP) :])]
     return pieces, [(path, data, False) for path, data in named], made, folder
+
+
+def _at_alias(path: str, aliases: dict[str, str]) -> str:
+    """`path` as the sandbox reaches it when it lies in a staged git dir (gitstage.py): under its alias."""
+    for git_dir, alias in aliases.items():
+        if path.startswith(git_dir + "/"):
+            return alias + path[len(git_dir) :]
+    return path
 
 
 def _git_stages(launch: Launch, session: str) -> tuple[list[Stage], bytes]:
@@ -558,7 +568,8 @@ def _execute(
             stages, staged = _git_stages(launch, session)
             try:
                 copies = [*((p, d, True) for p, d in files), *named]
-                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged)
+                aliases = {stage.git_dir: stage.alias for stage in stages}
+                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases)
             finally:
                 if folder is not None:
                     from stockade.bwrap.scratch import remove_mount_point

@@ -46,6 +46,8 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from stockade.bwrap.args import Piece
 
 FOLDER = "gitstage"
@@ -59,6 +61,8 @@ STATE_FOLDERS = frozenset({"rebase-merge", "rebase-apply", "sequencer"})
 # Files git may make during the run that must be the host's at once: a link to the alias even when absent
 # (git's lock follows a dangling link), so that `git gc` packs refs where the host's git reads them.
 LINKED_WHEN_ABSENT = ("packed-refs", "shallow")
+# Folders bound into the stage rather than linked: `git clone .` walks objects/ without following a link.
+BOUND = ("objects", "refs")
 NEVER_CARRIED = frozenset({"commondir"})  # it names where git reads config and hooks
 KEPT_SUFFIX = ".kept"  # a stage set aside: not carried back again
 MAX_STAGES = 8  # repositories staged in one run
@@ -94,6 +98,8 @@ class Stage:
         self.alias = alias  # where the sandbox sees the real git dir (mounts.GIT_ALIASES)
         self.identity = identity  # the git dir's (dev, ino) at the start: carried back only to the same folder
         self.entries: dict[str, tuple[Signature, Signature]] = {}  # name -> (the stage's entry, the host's) at the start
+        self.bound: list[str] = []  # folders bound from the host (BOUND): their mount points are skipped
+        self.refused_before: list[str] = []  # state folders with commands before the run: the user's own
         self.lock_fd = -1
 
     @property
@@ -106,10 +112,12 @@ class Stage:
         alias follow (execute._git_stages)."""
         from stockade.bwrap import args as bw
 
-        return [bw.BindFrom(self.staged, self.git_dir), bw.BindFrom(self.git_dir, self.alias)]
+        bound = [bw.Bind(os.path.join(self.git_dir, name)) for name in self.bound]
+        return [bw.BindFrom(self.staged, self.git_dir), bw.BindFrom(self.git_dir, self.alias), *bound]
 
     def write_manifest(self) -> None:
-        words = [self.git_dir, self.alias, self.identity, self.project]
+        words = [self.git_dir, self.alias, self.identity, self.project, str(len(self.bound)), *self.bound]
+        words += [str(len(self.refused_before)), *self.refused_before]
         for name, (inside, host) in self.entries.items():
             words += [name, inside, host]
         _write_new(os.path.join(self.folder, "manifest"), "\0".join(words).encode("utf-8", "surrogateescape"))
@@ -120,7 +128,12 @@ class Stage:
             with open(os.path.join(folder, "manifest"), "rb") as handle:
                 words = handle.read().decode("utf-8", "surrogateescape").split("\0")
             stage = cls(folder, words[0], words[1], words[2], words[3])
-            rest = words[4:]
+            count = int(words[4])
+            stage.bound = words[5 : 5 + count]
+            rest = words[5 + count :]
+            count = int(rest[0])
+            stage.refused_before = rest[1 : 1 + count]
+            rest = rest[1 + count :]
             if len(rest) % 3:
                 return None
             for index in range(0, len(rest), 3):
@@ -186,6 +199,10 @@ def _prepare_one(folder: str, git_dir: str, alias: str, project: str) -> Stage |
             return None  # a linked or odd config: the plan's protection stays
         if name in (*CONFIGS, HEAD, INDEX) or (name in STATE_FOLDERS and stat.S_ISDIR(info.st_mode)):
             _copy(source, target, budget)
+        elif name in BOUND and stat.S_ISDIR(info.st_mode):
+            os.mkdir(target, 0o700)  # the mount point
+            stage.bound.append(name)
+            continue
         else:
             os.symlink(os.path.join(alias, name), target)  # git reads and writes the real one
         stage.entries[name] = (signature(target), signature(source))
@@ -197,6 +214,7 @@ def _prepare_one(folder: str, git_dir: str, alias: str, project: str) -> Stage |
     for name in CONFIGS:
         if name in stage.entries:
             _copy_file(os.path.join(stage.staged, name), os.path.join(folder, name + ".start"), 0o600)
+    stage.refused_before = [path for path in _state_folders(git_dir) if _state_refusal(path)]
     stage.write_manifest()
     return stage
 
@@ -304,43 +322,128 @@ def _release(stage: Stage) -> None:
 
 
 def _carry(stage: Stage, session: str, project: str, lines: list[str], judged: list[str]) -> bool:
-    """Carry each change back; True when something left out is kept in the stage (set it aside)."""
+    """Carry each change back, each name on its own; True when something is kept only in the
+    stage (set it aside). Then judge the real git dir, which the sandbox could write through the
+    alias: state folders with commands, and links, are moved aside (_judge_real)."""
     keep = False
-    names = set(os.listdir(stage.staged))
+    names = set(os.listdir(stage.staged)) - set(stage.bound)
     for name in sorted(names | set(stage.entries)):
-        inside, host = os.path.join(stage.staged, name), os.path.join(stage.git_dir, name)
-        inside_then, host_then = stage.entries.get(name, ("", ""))  # a name not there at the start: absent on the host too
-        inside_now = signature(inside)
-        if inside_now == inside_then:
-            continue  # not changed inside (what git wrote through a link is on the host already)
-        shown = os.path.join(os.path.relpath(stage.git_dir, project) if _within(stage.git_dir, project) else stage.git_dir, name)
-        if name in NEVER_CARRIED:
-            lines.append(f"stockade: {shown} was changed inside; not kept: it names where git reads config and hooks (change it outside the sandbox)")
-        elif name in CONFIGS:
-            if signature(host) != host_then:
-                lines.append(f"stockade: {shown} was changed inside and outside during the run; the outside one is kept")
-            elif _carry_config(stage, name, inside, host, shown, session, project, lines):
-                judged.append(host)
-        elif not inside_now:
-            if name in STATE_FOLDERS or not os.path.isdir(host) or os.path.islink(host):
-                _remove_entry(host)  # git removed it: a finished rebase's folder, MERGE_HEAD by its link
-            else:
-                lines.append(f"stockade: {shown} was removed inside; the folder is kept (git removes none there)")
-        elif inside_now.startswith("l:"):
-            lines.append(f"stockade: {shown} was made a link inside; not kept: git makes none there, and the host's git would write through it")
-        elif name not in STATE_FOLDERS and os.path.isdir(host) and not os.path.islink(host):
-            lines.append(f"stockade: {shown} was replaced inside; the folder is kept (git replaces none there)")
-        else:
-            refusal = _state_refusal(inside) if name in STATE_FOLDERS else None
-            if refusal:
-                keep = True
-                lines.append(f"stockade: {shown} {refusal}; not kept, so the host's git will not run it (it is in {_stage_copy(stage, name)})")
-                continue
-            try:
-                _replace(inside, host, session)
-            except LinkFound as exc:
-                lines.append(f"stockade: {shown} holds a link, FIFO or socket ({os.path.relpath(str(exc), stage.staged)}); not kept")
+        try:
+            keep = _carry_one(stage, name, session, project, lines, judged) or keep
+        except Exception as exc:  # noqa: BLE001 - one entry's fault leaves the others to carry
+            keep = True
+            lines.append(f"stockade: {_shown(stage, project, name)} could not be carried back ({exc}); it is in {_stage_copy(stage, name)}")
+    lines += _judge_real(stage, session)
     return keep
+
+
+def _shown(stage: Stage, project: str, name: str) -> str:
+    return os.path.join(os.path.relpath(stage.git_dir, project) if _within(stage.git_dir, project) else stage.git_dir, name)
+
+
+def _carry_one(stage: Stage, name: str, session: str, project: str, lines: list[str], judged: list[str]) -> bool:
+    """One entry of the stage; True when it is kept only in the stage."""
+    inside, host = os.path.join(stage.staged, name), os.path.join(stage.git_dir, name)
+    inside_then, host_then = stage.entries.get(name, ("", ""))  # a name not there at the start: absent on the host too
+    inside_now = signature(inside)
+    if inside_now == inside_then:
+        return False  # not changed inside (what git wrote through a link is on the host already)
+    shown = _shown(stage, project, name)
+    if name in NEVER_CARRIED:
+        lines.append(f"stockade: {shown} was changed inside; not kept: it names where git reads config and hooks (change it outside the sandbox)")
+        return False
+    if signature(host) != host_then:  # the host changed it too (a commit, a checkout): the host's stays
+        what = HOST_KEPT.get(name, "the run's change is not carried back")
+        lines.append(f"stockade: {shown} was changed inside and outside during the run; the outside one is kept: {what}")
+        return False
+    if name in CONFIGS:
+        if _carry_config(stage, name, inside, host, shown, session, project, lines):
+            judged.append(host)
+        return False
+    if not inside_now:
+        if name in STATE_FOLDERS or not os.path.isdir(host) or os.path.islink(host):
+            _remove_entry(host)  # git removed it: a finished rebase's folder, MERGE_HEAD by its link
+        else:
+            lines.append(f"stockade: {shown} was removed inside; the folder is kept (git removes none there)")
+        return False
+    if inside_now.startswith("l:"):
+        lines.append(f"stockade: {shown} was made a link inside; not kept: git makes none there, and the host's git would write through it")
+        return False
+    if name not in STATE_FOLDERS and os.path.isdir(host) and not os.path.islink(host):
+        lines.append(f"stockade: {shown} was replaced inside; the folder is kept (git replaces none there)")
+        return False
+    refusal = _state_refusal(inside) if name in STATE_FOLDERS else None
+    if refusal:
+        lines.append(f"stockade: {shown} {refusal}; not kept, so the host's git will not run it (it is in {_stage_copy(stage, name)})")
+        return True
+    try:
+        _replace(inside, host, session)
+    except LinkFound as exc:
+        lines.append(f"stockade: {shown} holds a link, FIFO or socket ({os.path.relpath(str(exc), stage.staged)}); not kept")
+    return False
+
+
+# What the user loses when the host's own change to a copied file stays.
+HOST_KEPT = {
+    CONFIG: "set what you meant outside the sandbox",
+    WORKTREE_CONFIG: "set what you meant outside the sandbox",
+    HEAD: "the branch the run checked out is not checked out now (git switch to it)",
+    INDEX: "what the run staged is not staged now (git add it again)",
+}
+
+
+def _state_folders(git_dir: str) -> list[str]:
+    """Every rebase, cherry-pick or `am` state folder git would act on: the git dir's own, each
+    worktree's and each submodule's (two levels of modules)."""
+    roots = [git_dir]
+    for middle in ("worktrees", "modules"):
+        try:
+            names = os.listdir(os.path.join(git_dir, middle))
+        except OSError:
+            continue
+        roots += [os.path.join(git_dir, middle, name) for name in names[:MAX_STATE_ROOTS]]
+    found = []
+    for root in roots:
+        found += [os.path.join(root, name) for name in STATE_FOLDERS if os.path.isdir(os.path.join(root, name))]
+    return found
+
+
+MAX_STATE_ROOTS = 256
+
+
+def _judge_real(stage: Stage, session: str) -> list[str]:
+    """The real git dir, which the sandbox could write through its alias like any writable git dir
+    before the stage: a state folder with commands it did not hold before the run, and a link at
+    the top or under refs/ or logs/ (git writes through one: FETCH_HEAD or a reflog into
+    ~/.bashrc), are moved aside and named. A symbolic HEAD into refs/ is git's own."""
+    from stockade.bwrap.changes import quarantine
+
+    planted = [path for path in _state_folders(stage.git_dir) if path not in stage.refused_before and _state_refusal(path)]
+    planted += _links(stage.git_dir)
+    moved = quarantine(planted, session, [stage.git_dir]) if planted else []
+    return [f"stockade: {original} could make the host's git run a command or write elsewhere; renamed to {new}" for original, new in moved]
+
+
+def _links(git_dir: str) -> list[str]:
+    found = []
+    for name in os.listdir(git_dir):
+        path = os.path.join(git_dir, name)
+        if os.path.islink(path) and not (name == HEAD and os.readlink(path).startswith("refs/")):
+            found.append(path)
+    for folder in ("refs", "logs"):
+        todo = [os.path.join(git_dir, folder)]
+        while todo:
+            here = todo.pop()
+            try:
+                listing = list(os.scandir(here))
+            except OSError:
+                continue
+            for entry in listing:
+                if entry.is_symlink():
+                    found.append(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+    return found
 
 
 def _within(path: str, folder: str) -> bool:
@@ -397,48 +500,73 @@ def _carry_config(stage: Stage, name: str, inside: str, host: str, shown: str, s
         if left.get((key, value), 0) > 0:
             left[(key, value)] -= 1
             kept.append((key, value))
-        elif _carried(key, value, stage.git_dir, project):
+        elif _carried(key, value, before):
             kept.append((key, value))
         else:
             refused.append((key, value))
+    for key in dict.fromkeys(key for key, _value in refused):  # a refused change of a key the host had: the host's value stays
+        have = _count(entry for entry in kept if entry[0] == key)
+        for entry in (entry for entry in before if entry[0] == key):
+            if have.get(entry, 0) > 0:
+                have[entry] -= 1
+            else:
+                kept.append(entry)
+    mode = _host_mode(host, inside)
     if not refused:
-        _replace(inside, host, session)
+        _replace(inside, host, session, mode)
         return True
     if kept != before:  # else the host's file stays as it is, byte for byte
         start = _read_start(stage, name)
-        if kept[: len(before)] == before and start is not None:  # only entries added: the host's text, then them
-            text = start + ("" if not start or start.endswith("\n") else "\n") + render(kept[len(before) :])
+        if kept[: len(before)] == before and start is not None and not start.rstrip("\n").endswith("\\"):
+            text = start + ("" if not start or start.endswith("\n") else "\n") + render(kept[len(before) :])  # the host's text, then the new
         else:
             text = render(kept)
-        _write_replacing(host, text.encode("utf-8", "surrogateescape"), session, stat.S_IMODE(os.lstat(inside).st_mode))
+        _write_replacing(host, text.encode("utf-8", "surrogateescape"), session, mode)
     keys = ", ".join(dict.fromkeys(key for key, _value in refused))
     lines.append(
         f"stockade: {shown}: kept git's changes made inside, except {keys}: a key that makes git run a program, read other "
-        "config or reach files outside the project is not carried out of the sandbox (set it outside if you meant it)"
+        "config, reach files outside the project or change where an existing remote fetches or pushes is not carried out "
+        "of the sandbox (set it outside if you meant it)"
     )
     return True
 
 
-# Keys git writes for a repository's own layout: carried back only as they were (core.worktree inside the project).
-UNCHANGED_ONLY = frozenset({"core.bare", "core.sharedrepository", "core.repositoryformatversion"})
+# Keys git writes for a repository's own layout or an existing remote's reach: carried back only as they were.
+UNCHANGED_ONLY = frozenset({"core.bare", "core.sharedrepository", "core.repositoryformatversion", "core.worktree"})
+NEVER_ADDED = frozenset({("remote", "mirror"), ("remote", "push")})  # a mirror or a refspec of the run's makes the next push delete
 URL_LEAVES = frozenset({"url", "pushurl"})
 
 
-def _carried(key: str, value: str, git_dir: str, project: str) -> bool:
+def _carried(key: str, value: str, before: list[tuple[str, str]]) -> bool:
     """Whether an entry the run added to the config may reach the host's: gitcheck's inert keys,
-    less those that change where the repository's files are or who may write them, and a local
-    remote URL only inside the project (a host `git fetch` would copy a hidden repository in)."""
+    less what changes where the repository's files are or who may write them (core.worktree: a
+    folder of the project can become a link later), what sends a host push or fetch elsewhere
+    (a local path: a host `git fetch` copies a hidden repository in; the URL of a remote that
+    was there before; a mirror; a push refspec; a branch's remote named by path)."""
     from stockade.bwrap.gitcheck import inert_entry
 
     if not inert_entry(key, value) or key in UNCHANGED_ONLY or (key.startswith("extensions.") and key != "extensions.worktreeconfig"):
         return False
-    if key == "core.worktree":
-        return _within(os.path.realpath(os.path.join(git_dir, value)), project)
     section, _dot, rest = key.partition(".")
-    if section in ("remote", "submodule") and rest.rpartition(".")[2] in URL_LEAVES:
-        local = _local_path(value)
-        return local is None or _within(os.path.realpath(os.path.join(os.path.dirname(git_dir), local)), project)
+    name, _dot, leaf = rest.rpartition(".")
+    if (section, leaf) in NEVER_ADDED:
+        return False
+    if section in ("remote", "submodule") and leaf in URL_LEAVES:
+        existing = section == "remote" and any(other.startswith(f"remote.{name}.") for other, _value in before)
+        return not existing and _local_path(value) is None
+    if section == "branch" and leaf in ("remote", "pushremote"):
+        return bool(value) and not any(char in value for char in "/:\\") and value not in (".", "..")  # a remote's name
     return True
+
+
+def _host_mode(host: str, inside: str) -> int:
+    """The mode a carried file gets: the host's own, else the stage's; never writable by others
+    (a config others may write is a config others may plant fsmonitor in)."""
+    try:
+        mode = stat.S_IMODE(os.lstat(host).st_mode)
+    except OSError:
+        mode = stat.S_IMODE(os.lstat(inside).st_mode)
+    return mode & ~0o022
 
 
 def _local_path(url: str) -> str | None:
@@ -461,7 +589,7 @@ def _read_start(stage: Stage, name: str) -> str | None:
     return None if data is None else data.decode("utf-8", "surrogateescape")
 
 
-def _count(entries: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+def _count(entries: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
     counts: dict[tuple[str, str], int] = {}
     for entry in entries:
         counts[entry] = counts.get(entry, 0) + 1
@@ -491,18 +619,39 @@ def _temp_name(host: str, session: str) -> str:
     return os.path.join(os.path.dirname(host), f".stockade-carry-{session[:16]}")
 
 
-def _replace(inside: str, host: str, session: str) -> None:
-    """Put the stage's file or folder at the host's path in one rename (a folder: the old one goes first)."""
+def _replace(inside: str, host: str, session: str, mode: int | None = None) -> None:
+    """Put the stage's file or folder at the host's path in one rename (a folder: the old one goes
+    first). The stage's entry is moved when both are on one filesystem (a submodule's objects cost
+    nothing), else copied within the budget; nothing it holds is a link."""
     temp = _temp_name(host, session)
     _remove_entry(temp)
+    _check_no_links(inside)
     try:
-        _copy(inside, temp, _Budget(), links=False)
+        os.rename(inside, temp)
     except OSError:
-        _remove_entry(temp)
-        raise
+        try:
+            _copy(inside, temp, _Budget(), links=False)
+        except OSError:
+            _remove_entry(temp)
+            raise
+    if not os.path.isdir(temp):
+        os.chmod(temp, mode if mode is not None else _host_mode(host, temp))
     if os.path.isdir(temp) or (os.path.isdir(host) and not os.path.islink(host)):
         _remove_entry(host)  # rename cannot put a folder over anything, nor anything over a folder
     os.rename(temp, host)
+
+
+def _check_no_links(path: str) -> None:
+    """LinkFound at the first link, FIFO or socket in `path` (a file or a folder), without recursion."""
+    todo = [path]
+    while todo:
+        here = todo.pop()
+        info = os.lstat(here)
+        if stat.S_ISDIR(info.st_mode):
+            with os.scandir(here) as listing:
+                todo += [entry.path for entry in listing]
+        elif not stat.S_ISREG(info.st_mode):
+            raise LinkFound(here)
 
 
 def _write_replacing(host: str, data: bytes, session: str, mode: int) -> None:

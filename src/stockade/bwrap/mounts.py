@@ -297,6 +297,8 @@ def _stageable(view: View, repositories: list[gitdirs.GitLayout], roots: list[st
             continue
         if not all(type(m.piece) in MOVABLE for m in inside):
             continue
+        if any(is_within(m.path, os.path.join(git_dir, name)) for m in inside for name in ("objects", "refs")):
+            continue  # bound into the stage as they are (gitstage.BOUND): a mount of the plan's there would not hold
         found.append(git_dir)
     return found
 

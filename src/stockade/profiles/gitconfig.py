@@ -124,6 +124,8 @@ def _value(rest: str, lines: list[str], index: int) -> tuple[str, int]:
         if char == "\\":
             if position >= len(text):  # a continuation line
                 if index >= len(lines):
+                    if quoted:  # git refuses a quote left open at the end of the file
+                        raise ConfigSyntaxError(f"line {index}: an unclosed quote")
                     return "".join(out), index
                 text, position = lines[index], 0
                 index += 1
