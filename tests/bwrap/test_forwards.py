@@ -22,3 +22,11 @@ def test_no_port_a_block_a_name_or_the_proxys_port_is_not() -> None:
 def test_one_address_and_port_is_forwarded_once() -> None:
     found = loopback_forwards(["localhost:8080", "127.0.0.1:8080"], 3128)
     assert found == [["localhost:8080", 8080, ["127.0.0.1", "::1"]]]
+
+
+def test_the_listeners_stop_at_what_the_daemon_takes() -> None:
+    from stockade.bwrap.forwards import MAX_LISTENERS
+    from stockade.proxy.control import MAX_FORWARDS
+
+    found = loopback_forwards([f"localhost:{port}" for port in range(1000, 1100)], 3128)
+    assert sum(len(addresses) for _entry, _port, addresses in found) == MAX_LISTENERS == MAX_FORWARDS

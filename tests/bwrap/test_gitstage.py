@@ -209,7 +209,7 @@ def test_a_long_name_does_not_stop_the_rest(tmp_path: Path, repo: Path) -> None:
         ('[remote "x"]\n\turl = "" -oProxyCommand=x', False),
         ("[core]\n\tworktree = /root", False),
         ("[core]\n\tworktree = ..", False),
-        ('[branch "main"]\n\tremote = origin', True),
+        ('[branch "main"]\n\tremote = origin', False),  # no such remote on the host: a new one could point anywhere
         ('[branch "main"]\n\tremote = /root/private', False),
         ('[branch "main"]\n\tpushremote = ../other', False),
         ('[remote "origin"]\n\tmirror = true', False),
@@ -389,3 +389,44 @@ def test_the_real_git_dir_is_judged_after_the_run(tmp_path: Path, repo: Path) ->
     assert not (repo / "rebase-apply").exists() and (repo / "sequencer" / "todo").exists()
     assert not os.path.lexists(repo / "logs" / "refs" / "heads" / "evil") and not os.path.lexists(repo / "packed-refs.tmp")
     assert len(lines) == 3 and all("renamed to" in line for line in lines), lines
+
+
+def test_the_plan_knows_what_a_stage_binds() -> None:
+    from stockade.bwrap.mounts import STAGE_BOUND
+
+    assert set(STAGE_BOUND) == set(gitstage.BOUND)
+
+
+def test_a_branch_may_track_a_remote_the_host_had(tmp_path: Path, repo: Path) -> None:
+    subprocess.run(["git", "remote", "add", "origin", "https://example.invalid/mine.git"], cwd=repo.parent, check=True)
+    stage = _stage(tmp_path, repo)
+    text = _staged(stage, "config").read_text()
+    _replace_text(_staged(stage, "config"), text + '[branch "main"]\n\tremote = origin\n\tmerge = refs/heads/main\n[branch "x"]\n\tpushRemote = fork\n')
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    entries = gitconfig.read(str(repo / "config")) or []
+    assert ("branch.main.remote", "origin") in entries and ("branch.x.pushremote", "fork") not in entries
+    assert "branch.x.pushremote" in lines[0]
+
+
+def test_legacy_remotes_alternates_and_object_links_made_by_the_run_are_moved_aside(tmp_path: Path, repo: Path) -> None:
+    (repo / "branches").mkdir(exist_ok=True)
+    (repo / "branches" / "mine").write_text("https://example.invalid/mine.git\n")  # the user's own: stays
+    stage = _stage(tmp_path, repo)
+    (repo / "remotes").mkdir()
+    (repo / "remotes" / "evil").write_text("URL: /root/private\nPush: refs/heads/main:refs/heads/x\n")
+    (repo / "objects" / "info" / "alternates").write_text("/root/private/.git/objects\n")
+    os.symlink(str(tmp_path), repo / "objects" / "00")
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert not (repo / "remotes" / "evil").exists() and not (repo / "objects" / "info" / "alternates").exists()
+    assert not os.path.lexists(repo / "objects" / "00") and (repo / "branches" / "mine").exists()
+    assert len(lines) == 3, lines
+
+
+def test_a_nested_submodules_rebase_with_exec_is_moved_aside(tmp_path: Path, repo: Path) -> None:
+    nested = repo / "modules" / "a" / "b"
+    subprocess.run(["git", "init", "-q", "--bare", str(nested)], check=True)
+    stage = _stage(tmp_path, repo)
+    (nested / "rebase-merge").mkdir()
+    (nested / "rebase-merge" / "git-rebase-todo").write_text("exec touch /tmp/x\\n")
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert not (nested / "rebase-merge").exists() and "renamed to" in lines[0]

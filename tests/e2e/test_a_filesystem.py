@@ -572,3 +572,27 @@ def test_a_policy_named_through_dot_dot_keeps_the_homes_walls(vbox: Box, spellin
     assert "CANARY-SSH" not in result.stdout and "WROTE-BASHRC" not in result.stdout, result
     assert not (vbox.home / ".bashrc").exists()
     assert "WROTE-PROJECT" in result.stdout and (project / "made").read_text() == "ok\n", result  # control: the project is writable
+
+
+def test_stockades_own_files_are_never_shown_whatever_the_policy_says(vbox: Box) -> None:
+    """ESCAPES 15 (issue 33): a trusted policy's allow_read of the CA's key, the trust store or the
+    state folder, or of a hard link to one of them, showed it inside."""
+    assert vbox.run("true").returncode == 0
+    state, config = vbox.home / ".local" / "state" / "stockade", vbox.home / ".config" / "stockade"
+    (state / "mitmproxy").mkdir(parents=True, exist_ok=True)
+    (state / "mitmproxy" / "mitmproxy-ca.pem").write_text("CANARY-CA-KEY\n")
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "trusted.json").write_text('{"CANARY-TRUST": 1}\n')
+    os.link(config / "trusted.json", vbox.home / "innocent.json")
+    (vbox.home / "notes.txt").write_text("CONTROL-NOTES\n")
+    shown = ["~/.local/state/stockade/mitmproxy/mitmproxy-ca.pem", "~/.config/stockade/trusted.json", "~/.local/state/stockade",
+             "~/.config", "~/innocent.json", "~/notes.txt"]  # fmt: skip
+    policy = policy_text(extra="allow_read = " + json.dumps(shown) + "\n")
+    attack = vbox.run(
+        "cat ~/.local/state/stockade/mitmproxy/mitmproxy-ca.pem ~/.config/stockade/trusted.json ~/innocent.json ~/notes.txt 2>&1;"
+        " ls ~/.local/state/stockade ~/.config/stockade 2>&1",
+        policy=policy,
+    )
+    assert "CANARY" not in attack.stdout, attack
+    assert "CONTROL-NOTES" in attack.stdout, attack  # control: the rest of the list is shown
+    assert attack.stderr.count("stockade's own files") == 4, attack.stderr

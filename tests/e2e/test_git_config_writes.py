@@ -289,3 +289,16 @@ def test_a_socket_in_the_git_dir_is_masked_and_the_run_goes_on(vbox: Box) -> Non
     finally:
         server.close()
     assert "user.name=Agent" in _local_config(vbox)
+
+
+def test_a_repository_with_a_submodule_works_inside(vbox: Box) -> None:
+    """A submodule's git dir names its work tree relatively (core.worktree): bound where git sees it."""
+    library = vbox.project / "libsrc"
+    git(vbox, "init", "-q", "-b", "main", str(library))
+    git(vbox, "-C", str(library), "commit", "-q", "--allow-empty", "-m", "lib")
+    git(vbox, "init", "-q", "-b", "main")
+    git(vbox, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "./libsrc", "lib")
+    git(vbox, "commit", "-qm", "with lib")
+    result = vbox.run("git status --short && git -C lib log --format=%s && git submodule status | cut -c43- && echo OK", env=GIT_ENV)
+    assert result.returncode == 0 and "lib\n" in result.stdout and "OK" in result.stdout, result
+    assert "fatal" not in result.stderr, result

@@ -9,8 +9,11 @@ connection as a CONNECT to the entry, judged and recorded like any other.
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
+import socket
+import threading
 
 import pytest
 
@@ -85,3 +88,49 @@ def test_a_refused_loopback_connection_gets_a_line_when_the_command_failed(world
     assert "connection(s) to a loopback port inside were refused" in failed.stderr and '"127.0.0.1:PORT"' in failed.stderr, failed
     coped = w.run(f'curl -sS -m5 -o /dev/null "http://127.0.0.1:{port}/" || true', tag="fwd-refused")
     assert coped.returncode == 0 and "loopback port inside" not in coped.stderr, coped  # a command that coped hears nothing
+
+
+class _Echo:
+    """A client-first raw TCP service on the host's loopback (a database's protocol, for the forward)."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                data = conn.recv(64)
+                conn.sendall(b"echo:" + data)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_plain_tcp_service_is_reached_through_its_forward(world: NetWorld) -> None:
+    """Not TLS, not HTTP, not SSH: at a forwarded port any protocol passes (the entry names the port)."""
+    w = world
+    echo = _Echo()
+    table = json.loads(w.resolver.read_text())
+    table["upstreams"].append(f"127.0.0.1:{echo.port}")  # the test resolver lets the daemon dial only these
+    w.resolver.write_text(json.dumps(table))
+    try:
+        client = (
+            "import socket, sys\n"
+            "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10)\n"
+            "s.sendall(bytes([0, 0, 0, 8, 4, 210, 22, 47]))\n"  # a Postgres SSLRequest
+            "print(s.recv(64))\n"
+        )
+        result = w.run(f"env -u PYTHONPATH /usr/bin/python3 -c {shlex.quote(client)} {echo.port}", tag="fwd-tcp",
+                       policy=w.policy("fwd-tcp", allow=[f"127.0.0.1:{echo.port}"]))  # fmt: skip
+        assert "b'echo:\\x00\\x00\\x00\\x08\\x04\\xd2\\x16/'" in result.stdout, result
+        assert any(r.get("scheme") == "tcp" and r["port"] == echo.port and r["decision"] == "allow" for r in w.records("fwd-tcp", 1))
+    finally:
+        echo.close()
+        w.write_resolver()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from stockade.profiles.editing import Entry
-from stockade.profiles.learning import propose, spelled
+from stockade.profiles.learning import fix_of, propose, spelled
 
 HOME = "/home/u"
 SECRETS = ("/home/u/.ssh", "/home/u/.aws", "/p/**/.env")
@@ -172,3 +173,17 @@ def test_a_place_inside_any_git_dir_is_never_proposed() -> None:
     proposal = propose(findings, home=HOME, secrets=SECRETS, exists=present.__contains__, isdir=lambda p: p in git_dirs or p.startswith("/srv/plain"))
     assert [(e.key, e.value) for e in proposal.entries] == [("allow_write", "/srv/plain/out")]
     assert len(proposal.withheld) == 2 and all("inside the git dir" in line for line in proposal.withheld), proposal.withheld
+
+
+def test_a_fix_never_names_stockades_own_files(tmp_path: Path) -> None:
+    """Issue 33: --trace proposed adding ~/.local/state/stockade/audit.jsonl to allow_read."""
+    home = tmp_path / "home"
+    own = (str(home / ".local/state/stockade"), str(home / ".config/stockade"))
+    for path in (home / ".local/state/stockade/audit.jsonl", home / ".config/tool/settings.json"):
+        path.parent.mkdir(parents=True)
+        path.write_text("x")
+    refused = file(str(home / ".local/state/stockade/audit.jsonl"), "read", "private_home")
+    assert fix_of(refused, home=str(home), secrets=()) != ""  # what --trace said before
+    assert fix_of(refused, home=str(home), secrets=(), hidden=own) == ""
+    control = file(str(home / ".config/tool/settings.json"), "read", "private_home")
+    assert fix_of(control, home=str(home), secrets=(), hidden=own) != ""

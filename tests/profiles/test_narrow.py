@@ -141,9 +141,18 @@ NONE, ALLOWLIST, OPEN = NetworkMode.NONE, NetworkMode.ALLOWLIST, NetworkMode.OPE
         pytest.param((ALLOWLIST, "a.test"), (OPEN,), ALLOWLIST, ("a.test",), ['network mode "open" (yours is "allowlist")'], id="open-cut-to-mine"),
         pytest.param((OPEN,), (ALLOWLIST, "b.test"), ALLOWLIST, ("b.test",), [], id="open-narrowed-to-theirs"),
         pytest.param((OPEN, "kept.test"), (OPEN,), OPEN, ("kept.test",), [], id="both-open"),
+        pytest.param(  # open reaches no loopback, private or metadata address: a project may not list one into it
+            (OPEN,), (ALLOWLIST, "b.test", "127.0.0.1:5432", "localhost:80", "169.254.169.254", "10.0.0.0/8", "::/0", "203.0.113.9"),
+            ALLOWLIST, ("b.test", "203.0.113.9"),
+            [f"network allow {r} (not a public address, and your open network does not list it)"
+             for r in ("127.0.0.1:5432", "localhost:80", "169.254.169.254", "10.0.0.0/8", "::/0")],
+            id="open-narrowed-to-theirs-public-only",
+        ),  # fmt: skip
+        pytest.param((OPEN, "127.0.0.1:5432"), (ALLOWLIST, "127.0.0.1:5432"), ALLOWLIST, ("127.0.0.1:5432",), [], id="open-listing-it-keeps-it"),
     ],
 )
 def test_network_mode_and_allow(mine: tuple, theirs: tuple, mode: NetworkMode, allow: tuple[str, ...], notes: list[str]) -> None:
+    """ESCAPES 87: under an open network, a project lists only public hosts (or what you list)."""
     effective, said = narrow(net(*mine), net(*theirs))
     assert effective.network.mode is mode
     assert effective.network.allow == allow

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import plan_limits
-from stockade.bwrap.mounts import GIT_ALIASES, View, make_write_places, moved, plan_view, visible
+from stockade.bwrap.mounts import GIT_ALIASES, STAGE_BOUND, View, make_write_places, moved, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.core.backend import RunRequest
 from stockade.core.errors import SandboxSetupError
@@ -354,9 +354,12 @@ def launch_of(plan: BwrapPlan) -> Launch:
         walls=walls_of(view),
         tool_files=list(plan.tool_files),
         git_stages=[
-            (path, alias, bw.encode([moved(piece, path, alias) for piece in view.under(path, frozenset())]), bw.encode(view.under(path)))
+            (
+                path, alias, bw.encode([moved(piece, path, alias) for piece in view.under(path, frozenset())]), bw.encode(view.under(path)),
+                [(name, bw.encode(view.under(os.path.join(path, name)))) for name in STAGE_BOUND],
+            )
             for path, alias in ((path, f"{GIT_ALIASES}/{number}") for number, path in enumerate(view.staged_git))
-        ],
+        ],  # fmt: skip
     )
 
 

@@ -76,8 +76,9 @@ class Launch:
     walls: dict[str, object]  # hidden and read-only places and why, for --trace (backend.walls_of, denials.py)
     tool_files: list[tuple[str, str, str]]  # the user's tool configuration to show without secrets (profiles/toolconfig.py)
     # (git dir, where the sandbox sees the real one, the plan's mounts inside it made there, its mounts when no stage
-    # could be made), encoded: staged at run time (gitstage.py); `args` holds neither
-    git_stages: list[tuple[str, str, bytes, bytes]]
+    # could be made, [(a folder the stage binds, the plan's mounts inside it)]), encoded: staged at run time
+    # (gitstage.py); `args` holds none of them
+    git_stages: list[tuple[str, str, bytes, bytes, list[tuple[str, bytes]]]]
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -421,12 +422,15 @@ def _git_stages(launch: Launch, session: str) -> tuple[list[Stage], bytes]:
         return [], b""
     from stockade.bwrap import gitstage
 
-    wanted = [(path, alias) for path, alias, _at_alias, _instead in launch.git_stages]
+    wanted = [(path, alias) for path, alias, _at_alias, _instead, _bound in launch.git_stages]
     stages = {stage.git_dir: stage for stage in gitstage.prepare(launch.state_dir, session, wanted, launch.project)}
     words = b""
-    for path, _alias, at_alias, instead in launch.git_stages:
+    for path, _alias, at_alias, instead, bound in launch.git_stages:
         stage = stages.get(path)
-        words += bw.encode(stage.pieces()) + at_alias if stage is not None else instead
+        if stage is None:
+            words += instead
+            continue
+        words += bw.encode(stage.pieces()) + at_alias + b"".join(inside for name, inside in bound if name in stage.bound)
     return list(stages.values()), words
 
 
@@ -670,7 +674,11 @@ def _fixes(launch: Launch, refused: list[dict[str, object]]) -> dict[str, str]:
     hidden = walls.get("hidden")
     places = [str(entry[0]) for entry in hidden if isinstance(entry, list | tuple) and entry] if isinstance(hidden, list) else []
     secrets = [*places, *builtin_secrets(Path(launch.project), Path(home))]
-    return {str(item["path"]): fix_of(item, home=home, secrets=secrets) for item in refused}
+    from stockade.core.locations import locate
+
+    locations = locate()
+    own = [str(path) for path in (*locations.private_dirs(), locations.config)]  # never proposed (issue 33)
+    return {str(item["path"]): fix_of(item, home=home, secrets=secrets, hidden=own) for item in refused}
 
 
 def _where_to_add(launch: Launch) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+MAX_LISTENERS = 64  # the daemon takes as many (proxy/control.py MAX_FORWARDS)
+
 
 def loopback_forwards(allow: Iterable[str], proxy_port: int) -> list[list[object]]:
     """[the entry as the daemon is asked for it, the port, [addresses to listen at inside]]: one per
@@ -39,7 +41,7 @@ def loopback_forwards(allow: Iterable[str], proxy_port: int) -> list[list[object
             continue
         if rule.port is None or rule.port == proxy_port:
             continue
-        fresh = [address for address in addresses if (address, rule.port) not in taken]
+        fresh = [address for address in addresses if (address, rule.port) not in taken][: MAX_LISTENERS - len(taken)]
         taken.update((address, rule.port) for address in fresh)
         if fresh:
             forwards.append([str(rule), rule.port, fresh])

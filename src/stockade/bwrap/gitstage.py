@@ -61,8 +61,9 @@ STATE_FOLDERS = frozenset({"rebase-merge", "rebase-apply", "sequencer"})
 # Files git may make during the run that must be the host's at once: a link to the alias even when absent
 # (git's lock follows a dangling link), so that `git gc` packs refs where the host's git reads them.
 LINKED_WHEN_ABSENT = ("packed-refs", "shallow")
-# Folders bound into the stage rather than linked: `git clone .` walks objects/ without following a link.
-BOUND = ("objects", "refs")
+# Folders bound into the stage rather than linked: `git clone .` walks objects/ without following a link,
+# and a submodule's or worktree's relative core.worktree resolves from where its git dir is seen.
+BOUND = ("objects", "refs", "modules", "worktrees")
 NEVER_CARRIED = frozenset({"commondir"})  # it names where git reads config and hooks
 KEPT_SUFFIX = ".kept"  # a stage set aside: not carried back again
 MAX_STAGES = 8  # repositories staged in one run
@@ -99,7 +100,8 @@ class Stage:
         self.identity = identity  # the git dir's (dev, ino) at the start: carried back only to the same folder
         self.entries: dict[str, tuple[Signature, Signature]] = {}  # name -> (the stage's entry, the host's) at the start
         self.bound: list[str] = []  # folders bound from the host (BOUND): their mount points are skipped
-        self.refused_before: list[str] = []  # state folders with commands before the run: the user's own
+        # state folders with commands, and redirecting files (`path<TAB>signature`), before the run: the user's own
+        self.refused_before: list[str] = []
         self.lock_fd = -1
 
     @property
@@ -214,7 +216,7 @@ def _prepare_one(folder: str, git_dir: str, alias: str, project: str) -> Stage |
     for name in CONFIGS:
         if name in stage.entries:
             _copy_file(os.path.join(stage.staged, name), os.path.join(folder, name + ".start"), 0o600)
-    stage.refused_before = [path for path in _state_folders(git_dir) if _state_refusal(path)]
+    stage.refused_before = [path for path in _state_folders(git_dir) if _state_refusal(path)] + redirecting(git_dir)
     stage.write_manifest()
     return stage
 
@@ -394,21 +396,30 @@ HOST_KEPT = {
 
 def _state_folders(git_dir: str) -> list[str]:
     """Every rebase, cherry-pick or `am` state folder git would act on: the git dir's own, each
-    worktree's and each submodule's (two levels of modules)."""
-    roots = [git_dir]
-    for middle in ("worktrees", "modules"):
-        try:
-            names = os.listdir(os.path.join(git_dir, middle))
-        except OSError:
-            continue
-        roots += [os.path.join(git_dir, middle, name) for name in names[:MAX_STATE_ROOTS]]
+    worktree's and each submodule's, nested ones included (gitdirs finds them as git does)."""
+    from stockade.profiles.gitdirs import module_git_dirs, worktree_git_dirs
+
     found = []
-    for root in roots:
+    for root in (git_dir, *worktree_git_dirs(git_dir), *module_git_dirs(git_dir)):
         found += [os.path.join(root, name) for name in STATE_FOLDERS if os.path.isdir(os.path.join(root, name))]
     return found
 
 
-MAX_STATE_ROOTS = 256
+# Files that send a host fetch or push elsewhere, or make git read objects from elsewhere: one made
+# or changed by the run is moved aside (what was there before is the user's).
+REDIRECTING_FOLDERS = ("remotes", "branches")  # git's legacy remote files: `URL:` and `Push:` lines
+ALTERNATES = ("objects/info/alternates", "objects/info/http-alternates")
+
+
+def redirecting(git_dir: str) -> list[str]:
+    """`path<TAB>signature` of each legacy remote file and alternates file: what the run must not add."""
+    found = [os.path.join(git_dir, name) for name in ALTERNATES if os.path.lexists(os.path.join(git_dir, name))]
+    for folder in REDIRECTING_FOLDERS:
+        try:
+            found += [os.path.join(git_dir, folder, name) for name in os.listdir(os.path.join(git_dir, folder))[:1024]]
+        except OSError:
+            continue
+    return [f"{path}\t{signature(path)}" for path in found]
 
 
 def _judge_real(stage: Stage, session: str) -> list[str]:
@@ -420,6 +431,7 @@ def _judge_real(stage: Stage, session: str) -> list[str]:
 
     planted = [path for path in _state_folders(stage.git_dir) if path not in stage.refused_before and _state_refusal(path)]
     planted += _links(stage.git_dir)
+    planted += [entry.split("\t")[0] for entry in redirecting(stage.git_dir) if entry not in stage.refused_before]
     moved = quarantine(planted, session, [stage.git_dir]) if planted else []
     return [f"stockade: {original} could make the host's git run a command or write elsewhere; renamed to {new}" for original, new in moved]
 
@@ -430,6 +442,12 @@ def _links(git_dir: str) -> list[str]:
         path = os.path.join(git_dir, name)
         if os.path.islink(path) and not (name == HEAD and os.readlink(path).startswith("refs/")):
             found.append(path)
+    try:  # objects/ one level down (a fan-out folder made a link: host git writes objects there) and its info, pack
+        found += [entry.path for entry in os.scandir(os.path.join(git_dir, "objects")) if entry.is_symlink()]
+        for inner in ("info", "pack"):
+            found += [entry.path for entry in os.scandir(os.path.join(git_dir, "objects", inner)) if entry.is_symlink()]
+    except OSError:
+        pass
     for folder in ("refs", "logs"):
         todo = [os.path.join(git_dir, folder)]
         while todo:
@@ -554,8 +572,8 @@ def _carried(key: str, value: str, before: list[tuple[str, str]]) -> bool:
     if section in ("remote", "submodule") and leaf in URL_LEAVES:
         existing = section == "remote" and any(other.startswith(f"remote.{name}.") for other, _value in before)
         return not existing and _local_path(value) is None
-    if section == "branch" and leaf in ("remote", "pushremote"):
-        return bool(value) and not any(char in value for char in "/:\\") and value not in (".", "..")  # a remote's name
+    if section == "branch" and leaf in ("remote", "pushremote"):  # a remote the host had: a new one could point anywhere
+        return any(other.startswith(f"remote.{value}.") for other, _value in before)
     return True
 
 

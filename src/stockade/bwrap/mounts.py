@@ -233,16 +233,17 @@ def plan_view(
         if os.path.isabs(folder) and os.path.isdir(real) and not is_within(real, project):
             view.reasons.setdefault(real, f"floor: {folder} is on PATH, so it stays read-only")
             _protect(view, real, roots, watch_absent=False)
-    _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)))
+    from stockade.proxy.audit import generations
+
+    own = [*floor.hidden, *generations(policy.audit.log)]
+    _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)), own)
     view.shared_files = [path for path in hardlinks.to_copy(shared) if _root_of(path, roots) is not None]
     for path in extra_read_only:
         view.reasons.setdefault(os.path.realpath(path), "floor: a CI runner's channel into later steps")
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
     listed = _listed_sockets(view, policy.network.unix_sockets)
     exposed = tuple((*roots, *view.shown, *view.shown_from.values()))  # a shown link shows its target
-    from stockade.proxy.audit import generations
-
-    private = [*floor.hidden, *generations(policy.audit.log)]  # ESCAPES 15, 82
+    private = own  # ESCAPES 15, 82
     # Sockets in stockade's own hidden folders (the daemon's control socket) need no mask, and a daemon
     # starting or leaving there must not make every stored plan stale.
     unseen = tuple(dict.fromkeys((*floor.hidden, *(os.path.realpath(p) for p in floor.hidden))))
@@ -270,6 +271,8 @@ def plan_view(
 # Where a staged git dir's real folder is seen inside (gitstage.py), one folder per staged git dir;
 # the sandbox's /run is its own tmpfs (View.pieces).
 GIT_ALIASES = "/run/stockade-git"
+# Folders a stage binds as they are (gitstage.BOUND): the plan's mounts inside them are made again there.
+STAGE_BOUND = ("objects", "refs", "modules", "worktrees")
 # What a stage holds as copies (gitstage.CONFIG, HEAD, INDEX, STATE_FOLDERS): a git dir with a mount
 # of the plan's there (a deny_read or deny_write entry) is not staged, as the copy would undo it.
 STAGED_COPIES = ("config", "config.worktree", "HEAD", "index", "rebase-merge", "rebase-apply", "sequencer")
@@ -297,8 +300,6 @@ def _stageable(view: View, repositories: list[gitdirs.GitLayout], roots: list[st
             continue
         if not all(type(m.piece) in MOVABLE for m in inside):
             continue
-        if any(is_within(m.path, os.path.join(git_dir, name)) for m in inside for name in ("objects", "refs")):
-            continue  # bound into the stage as they are (gitstage.BOUND): a mount of the plan's there would not hold
         found.append(git_dir)
     return found
 
@@ -372,6 +373,7 @@ def _show_home(
     path_dirs: tuple[str, ...],
     env: Mapping[str, str],
     anchors: tuple[str, ...],
+    own: list[str] | None = None,
 ) -> None:
     """Make the sandbox's home its own when the policy says so (private_home.py). With HOME
     set to `/` (or nowhere real), the account's own home is the one made private: its secrets
@@ -386,6 +388,7 @@ def _show_home(
     if any(place in git_config for place in wanted):  # what the user's git config includes is read with it
         wanted += gitdirs.UserGit(real_home, dict(env)).included
     wanted = [real_home + place[len(spelled) :] if place != spelled and is_within(place, spelled) else place for place in wanted]
+    wanted = _not_own(view, wanted, own or [])
     view.home = real_home
     for shown in private_home.shown_places(real_home, wanted, roots, denied, (*SCRATCH_DIRS, *HIDDEN_SYSTEM_DIRS)):
         if _root_of(shown.source, roots) is not None:
@@ -404,6 +407,59 @@ def _show_home(
         hidden = any(is_within(target, d) for d in denied) or not visible(target, roots, view.home, view.shown)
         if not taken and not hidden:  # a link to what the sandbox sees anyway (a project folder elsewhere)
             view.add(path, 1, Symlink(text, path))
+
+
+def _not_own(view: View, wanted: list[str], own: list[str]) -> list[str]:
+    """The places to show, less any inside stockade's own folders or a hard link to one of its
+    files (issue 33): the CA's key, the trust store, audit logs, plans. A place holding one
+    is shown with it masked (plan_view masks every own folder wherever it is seen)."""
+    real_own = [os.path.realpath(path) for path in own]
+    inodes: set[tuple[int, int]] | None = None  # looked up only for a file with other links: planning reads no more
+    kept = []
+    for place in wanted:
+        real = os.path.realpath(place)
+        inside = next((folder for folder in real_own if is_within(real, folder)), None)
+        linked = False
+        if inside is None:
+            try:
+                info = os.stat(real)
+            except OSError:
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                inodes = _own_inodes(real_own) if inodes is None else inodes
+                linked = (info.st_dev, info.st_ino) in inodes
+        if inside is None and not linked:
+            kept.append(place)
+            continue
+        view.notes.append(f"allow_read {place}: stockade's own files (its CA key, trust store, audit log, plans) are never shown; left out")
+    return kept
+
+
+def _own_inodes(places: list[str]) -> set[tuple[int, int]]:
+    """(device, inode) of the files in stockade's own folders and one level below (the CA's
+    folder, the plans), and of own files named directly (audit logs): what a hard link could show."""
+    found: set[tuple[int, int]] = set()
+    todo = [(place, 0) for place in places]
+    while todo:
+        place, depth = todo.pop()
+        try:
+            if not os.path.isdir(place):
+                info = os.stat(place)
+                found.add((info.st_dev, info.st_ino))
+                continue
+            listing = list(os.scandir(place))
+        except OSError:
+            continue
+        for entry in listing[:4096]:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    info = entry.stat(follow_symlinks=False)
+                    found.add((info.st_dev, info.st_ino))
+                elif entry.is_dir(follow_symlinks=False) and depth < 1:
+                    todo.append((entry.path, depth + 1))
+            except OSError:
+                continue
+    return found
 
 
 def _walk_summary(

@@ -86,7 +86,9 @@ def floor_for(
     candidates += [f"{home}/{name}" for name in RUNS_LATER_IN_HOME]
     candidates += [str(locations.config), *policy_files]
     read_only = tuple(dict.fromkeys(p for p in candidates if any(is_within(p, root) for root in writable_roots)))
-    hidden = tuple(str(p) for p in locations.private_dirs())
+    # stockade's own files, whatever a policy shows: state (CA key, audit logs, stages), cache (plans),
+    # runtime (sockets) and config (the trust store, the user's config): issue 33
+    hidden = tuple(str(p) for p in (*locations.private_dirs(), locations.config))
     return Floor(read_only=read_only, hidden=hidden)
 
 

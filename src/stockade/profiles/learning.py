@@ -152,10 +152,11 @@ def builtin_secrets(project: Path, home: Path) -> tuple[str, ...]:
     return tuple(values.get("deny_read", ()))
 
 
-def fix_of(denial: Mapping[str, object], *, home: str, secrets: Iterable[str]) -> str:
+def fix_of(denial: Mapping[str, object], *, home: str, secrets: Iterable[str], hidden: Iterable[str] = ()) -> str:
     """What would allow one refused file access, as a report's line ends; "" when no entry would.
-    A secret says so, with the safer way."""
-    proposal = propose({"files": [denial]}, home=home, secrets=secrets)
+    A secret says so, with the safer way; `hidden`: what the floor hides (stockade's own files)."""
+    hidden = tuple(hidden)
+    proposal = propose({"files": [denial]}, home=home, secrets=secrets, protected=hidden, hidden=hidden)
     if proposal.entries:
         return f"to allow it, add {json.dumps(proposal.entries[0].value)} to {proposal.entries[0].where}"
     if proposal.withheld and ": a secret (" in proposal.withheld[0]:

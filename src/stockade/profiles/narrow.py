@@ -106,7 +106,7 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
     if mode is NetworkMode.NONE:
         return NetworkRules(mode=mode, allow=(), deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http, push=push)
     if base.mode is NetworkMode.OPEN:
-        allow = project.allow if project.mode is NetworkMode.ALLOWLIST else base.allow
+        allow = _within_open(base.allow, project.allow, notes) if project.mode is NetworkMode.ALLOWLIST else base.allow
     elif project.mode is NetworkMode.OPEN:
         allow = base.allow
     else:
@@ -114,6 +114,25 @@ def _narrow_network(base: NetworkRules, project: NetworkRules, notes: list[str])
         allow = tuple(r for r in project.allow if any(b.covers(parse_rule(r)) for b in base_rules))
         notes += [f"network allow {r}" for r in project.allow if r not in allow]
     return NetworkRules(mode=mode, allow=allow, deny=deny, unix_sockets=sockets, unix_datagram=datagram, http=http, push=push)
+
+
+def _within_open(base: tuple[str, ...], project: tuple[str, ...], notes: list[str]) -> tuple[str, ...]:
+    """A project's allowlist under your open network (ESCAPES 87): its entries for public hosts, and others only
+    where your own allow names them. Open mode reaches no loopback, private or metadata address
+    unless listed: a project listing one would widen yours (and, with a port, open it to every
+    client inside, bwrap/forwards.py)."""
+    from stockade.proxy.decide import network_kind
+
+    base_rules = [parse_rule(r) for r in base]
+    kept = []
+    for text in project:
+        rule = parse_rule(text)
+        public = rule.host != "localhost" if rule.network is None else network_kind(rule.network) is None
+        if public or any(b.covers(rule) for b in base_rules):
+            kept.append(text)
+        else:
+            notes.append(f"network allow {text} (not a public address, and your open network does not list it)")
+    return tuple(kept)
 
 
 def _narrow_push(base: NetworkRules, project: NetworkRules, notes: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -22,6 +22,7 @@ def open_ends(policy: Policy, home: str) -> list[str]:
         notes.append("deny_read is empty: the project's .env files and every secret outside your home are readable inside")
     if fs.home == "host" and not any(is_within(path.split("*", 1)[0].rstrip("/") or "/", home) for path in fs.deny_read):
         notes.append(f'home = "host" with nothing under {home} in deny_read: ~/.ssh, ~/.aws and every other secret there are readable inside')
+    notes += _own_files(policy)
     notes += _loopback(policy)
     notes += _http_without_allow(policy)
     notes += _credentials_going_nowhere(policy)
@@ -34,6 +35,46 @@ def open_ends(policy: Policy, home: str) -> list[str]:
     if len(policy.sources) > 1:  # its extends names files only, none of which builds on a built-in
         return [*notes, f'to build on your own policy instead, add "default" to the extends of {policy.sources[-1]}']
     return [*notes, 'to build on your own policy instead, remove `extends = []` (or write extends = ["default"])']
+
+
+def _own_files(policy: Policy) -> list[str]:
+    """An entry naming stockade's own files (its state, cache, runtime or config folder): never
+    shown, written or reached inside, whatever the policy says (issue 33); named at its line."""
+    import os
+
+    from stockade.core.locations import locate
+
+    locations = locate()
+    own = [os.path.realpath(str(path)) for path in (*locations.private_dirs(), locations.config)]
+    entries = [("allow_read", p) for p in policy.filesystem.allow_read] + [("allow_write", p) for p in policy.filesystem.allow_write]
+    entries += [("unix_sockets", p) for p in policy.network.unix_sockets]
+    said = []
+    for key, path in entries:
+        real = os.path.realpath(path)
+        if any(is_within(real, folder) or is_within(folder, real) for folder in own) and not is_within(locations.home.as_posix(), real):
+            what = "stockade's own files (its CA key, trust store, audit log, plans) are never shown inside"
+            said.append(f"{_where(policy, path)}{key} {path}: {what}")
+    return said
+
+
+def _where(policy: Policy, value: str) -> str:
+    """`FILE:LINE: ` of the first policy file that spells `value` (as written or with ~), or ""."""
+    import os
+
+    home = os.path.expanduser("~")
+    spellings = {value, "~" + value[len(home) :] if value.startswith(home + "/") else value}
+    for source in policy.sources:
+        if source.startswith("builtin:") or not os.path.isfile(source):
+            continue
+        try:
+            with open(source, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read(1 << 20).splitlines()
+        except OSError:
+            continue
+        for number, line in enumerate(lines, start=1):
+            if any(f'"{spelled}"' in line or f"'{spelled}'" in line for spelled in spellings):
+                return f"{source}:{number}: "
+    return ""
 
 
 def _loopback(policy: Policy) -> list[str]:

@@ -32,11 +32,13 @@ class SessionAuth:
         self.registry = registry
         self.connections = connections
 
-    def bind(self, client: connection.Client, session: Session) -> None:
-        """A connection accepted on `session`'s door: it is that session's, whatever it says."""
+    def bind(self, client: connection.Client, session: Session, forwarded: bool = False) -> None:
+        """A connection accepted on `session`'s door: it is that session's, whatever it says;
+        `forwarded`: at a forwarded loopback port, whose one tunnel the door opened itself."""
         state = self.connections.client(client)
         state.session = session
         state.doored = True
+        state.forwarded = forwarded
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
         self._admit(flow, "http_connect")

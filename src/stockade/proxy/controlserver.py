@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from stockade.proxy.accepting import accept
 from stockade.proxy.approvals import Approvals
 from stockade.proxy.audit import AuditError
-from stockade.proxy.control import MAX_LINE, PROTOCOL, SessionSpec, decode, encode
+from stockade.proxy.control import MAX_FORWARDS, MAX_LINE, PROTOCOL, SessionSpec, decode, encode
 from stockade.proxy.door import readable
 from stockade.proxy.doors import Doors
 from stockade.proxy.sessions import Registry, Session
@@ -250,7 +250,7 @@ class ControlServer:
 class ControlReader:
     """Lines from a non-blocking control connection, with the descriptors that came along (SCM_RIGHTS)."""
 
-    MAX_FDS = 4
+    MAX_FDS = 2 + 2 * MAX_FORWARDS  # the proxy's listener and each forward's (localhost: two), and one spare
 
     def __init__(self, conn: socket.socket) -> None:
         self.conn = conn

@@ -346,6 +346,16 @@ def http_line(host: HostRule, rule: str) -> str:
     return f"[network.http.{json.dumps(str(host))}] allow = [{json.dumps(rule)}]"
 
 
+def network_kind(network: IPNetwork) -> str | None:
+    """Why a block of addresses holds some that are off limits by default, or None when all are public."""
+    for kind, networks in _FORBIDDEN:
+        if any(network.version == n.version and network.overlaps(n) for n in networks):
+            return kind
+    if network.version == 6 and network.prefixlen < 96:  # wide enough to hold mapped, 6to4 or NAT64 forms of any IPv4
+        return "reserved"
+    return address_kind(network.network_address)
+
+
 def address_kind(address: IPAddress) -> str | None:
     """Why an address is off limits by default ("loopback", ...), or None for a public one.
 

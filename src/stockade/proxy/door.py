@@ -42,7 +42,7 @@ FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that
 NOT_HTTP = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\nstockade: only HTTP proxy requests reach the network proxy"
 _REGULAR = mode_specs.ProxyMode.parse("regular")
 
-Bind = Callable[[connection.Client, Session], None]
+Bind = Callable[[connection.Client, Session, bool], None]
 
 
 class Door:
@@ -163,7 +163,7 @@ class Door:
         proxyserver = ctx.master.addons.get("proxyserver")
         handler = ProxyConnectionHandler(ctx.master, reader, writer, ctx.options, _REGULAR)
         handler.layer = layers.modes.HttpProxy(handler.layer.context)
-        self.bind(handler.client, self.session)
+        self.bind(handler.client, self.session, self.target is not None)
         with proxyserver.register_connection(handler.client.id, handler):
             await handler.handle_client()
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from stockade.proxy.credentials import Resolved
 
 ATTEMPTS = 3  # daemons asked in all before a run gives up (one replaced, one raced)
+OLDER_DAEMON = ("unknown op", "open needs exactly one listening socket")  # refusals only an older daemon gives
 
 
 class Handover:
@@ -105,8 +106,11 @@ class Handover:
             self.settled = True
             self._drop_listener()  # the daemon's copy is the only one now: its death closes the door
             return
-        if reply.get("retry") or not reply.get("ok") and str(reply.get("error", "")).startswith("unknown op"):
-            self._replace(str(reply.get("error")))  # exiting, or an older stockade's daemon
+        error = str(reply.get("error", ""))
+        if reply.get("retry") or reply.get("ok") or error.startswith(OLDER_DAEMON):
+            # exiting, or an older stockade's daemon: one that answers an older protocol, knows no "open",
+            # or takes one listener only (before the spec's forwards)
+            self._replace(error or f"the proxy daemon speaks protocol {protocol}, older than {PROTOCOL}")
             return
         raise self._failed(f"the proxy daemon refused the session: {reply.get('error', 'no reason given')}")
 

@@ -39,6 +39,7 @@ class ClientState:
     meter: Meter | None = None  # the layer that counts and cuts the tunnel's content
     splicer: Splicer | None = None  # moves the checked tunnel's bytes once it was handed over
     raw: bool = False  # the tunnel carries raw TCP its host:port rule allows (ssh): tunnels.py
+    forwarded: bool = False  # came in at a forwarded loopback port (door.py): its tunnel is the allow entry's alone
     inspected: tuple[HttpTable, ...] = ()  # the tunnel's host has HTTP rules: each request is judged by them
     terminated: bool = False  # stockade terminated the tunnel's TLS (HTTP rules, or credentials that go there)
     # Addresses checked for a request, waiting for the backstop to dial them: (host, port) -> lookup.

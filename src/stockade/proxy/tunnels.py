@@ -17,7 +17,10 @@
   `next_layer` lets raw TCP there only when the client's first bytes are an
   SSH banner ("SSH-"), so the port carries no TLS with another SNI and no
   HTTP nobody judged; it then passes as it is, metered like a TLS
-  pass-through, its record's scheme "ssh".
+  pass-through, its record's scheme "ssh". A connection at a forwarded
+  loopback port (bwrap/forwards.py) passes raw TCP of any kind: its door
+  opened the tunnel to the allow entry itself, which names that port
+  (a database's protocol); its record's scheme is "tcp".
 
 mitmproxy swallows exceptions from hooks and carries on (the flow passes),
 so every hook here catches everything itself and denies.
@@ -106,7 +109,13 @@ class Tunnels:
         if tracked is None or state.meter is not None or state.raw or not isinstance(nextlayer.layer, TCPLayer):
             return
         try:
-            if state.inspected or not raw_tcp_allowed(tracked.session.rules, tracked.record.host, tracked.record.port):
+            if state.inspected:
+                return
+            if state.forwarded:  # the allow entry names this very port, and the door chose the target: any protocol
+                state.raw = True
+                tracked.record.scheme = "tcp"
+                return
+            if not raw_tcp_allowed(tracked.session.rules, tracked.record.host, tracked.record.port):
                 return
             data = nextlayer.data_client()
             if data.startswith(SSH_BANNER):
@@ -140,8 +149,9 @@ class Tunnels:
             if tunnel is not None:
                 tunnel.record.scheme = "tcp"
                 host = tunnel.record.host
-                if state.raw and not state.inspected and raw_tcp_allowed(tunnel.session.rules, host, tunnel.record.port):
-                    tunnel.record.scheme = "ssh"  # next_layer saw its banner; the Meter counts it, the splicer may take it
+                if state.raw and not state.inspected and (state.forwarded or raw_tcp_allowed(tunnel.session.rules, host, tunnel.record.port)):
+                    # next_layer saw an SSH banner, or this is a forwarded loopback port; the Meter counts it, the splicer may take it
+                    tunnel.record.scheme = "tcp" if state.forwarded else "ssh"
                     if state.meter is not None:
                         state.meter.passthrough = True
                     return
