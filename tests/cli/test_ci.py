@@ -326,3 +326,13 @@ def test_github_style_run_publishes_the_summary_with_the_denials(sandbox: None, 
     }
     assert "stockade: ci: exit 4 after" in result.stderr and "2 requests denied" in result.stderr
     assert "network: denied denied.test:443" in result.stderr  # the plain run's own summary still speaks
+
+
+def test_the_summary_says_what_an_untrusted_policy_file_tried_to_widen(tmp_path: Path) -> None:
+    """Issue 33: a pull request's widened --policy file only narrows (profiles/citrust.py); the job's summary says so."""
+    _write_audit(tmp_path)
+    invocation = _request(tmp_path)
+    invocation.policy_note = "stockade: /w/.stockade.toml is not trusted as it is here (the pull request changed it), ... ignored: network allow evil.test"
+    result = ci.build_report(invocation, 0, 1.0, 0.0, None)
+    assert any("ignored: network allow evil.test" in note for note in result.notes)
+    assert "evil.test" in ci.markdown(result)

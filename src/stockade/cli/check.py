@@ -31,6 +31,7 @@ def check(
         data["trusted"] = resolution.trusted
         data["ignored"] = list(resolution.dropped)
         data["open"] = open_ends(resolution.policy, str(locate().home))
+        data["digest"] = _digest(file or policy)  # what a CI workflow pins (STOCKADE_POLICY_SHA256, profiles/citrust.py)
         print(escaped_literal(json.dumps(data, indent=2, ensure_ascii=False)))
         return
     note = untrusted_note(resolution)
@@ -39,6 +40,19 @@ def check(
     for line in open_ends(resolution.policy, str(locate().home)):
         say(f"stockade: note: {_trust_hint(line, resolution.project_file) if note else line}")
     print(policy_to_toml(resolution.policy), end="")
+
+
+def _digest(file: Path | None) -> str | None:
+    """content_digest of the file and what it extends, or None for a built-in or no file."""
+    from stockade.core.locations import locate
+    from stockade.profiles.citrust import content_digest
+    from stockade.profiles.discovery import find_project_policy
+    from stockade.profiles.resolve import layers_of
+
+    path = file or find_project_policy(Path.cwd())
+    if path is None:
+        return None
+    return content_digest(layers_of(path.resolve(), locate()))
 
 
 def _trust_hint(line: str, project_file: Path | None) -> str:

@@ -157,6 +157,8 @@ def build_report(invocation: Invocation, code: int, duration: float, started_wal
         audit_trouble=list(invocation.troubles),
     )
     _add_findings(result, invocation.findings or {})
+    if invocation.policy_note:  # what an untrusted policy file tried to widen (profiles/citrust.py, resolve.py)
+        result.notes.append(invocation.policy_note.removeprefix("stockade: "))
     if audit_log is not None:
         try:
             records = session_records(audit_log, invocation.session_id)

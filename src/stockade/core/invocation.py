@@ -27,7 +27,7 @@ class Invocation:
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "additions", "approve", "policy", "locations", "troubles", "findings", "agent_session",
+        "additions", "approve", "policy", "locations", "troubles", "findings", "agent_session", "policy_note",
     )  # fmt: skip
 
     def __init__(
@@ -70,3 +70,4 @@ class Invocation:
         # Given as {} by a caller that wants the run's refusals as data (learn, --report); the
         # backend fills "files", "network", "limits", "moved" and "no_route" (see bwrap/execute.py).
         self.findings = findings
+        self.policy_note = ""  # what of an untrusted policy file was ignored (resolve.untrusted_note): a CI summary shows it

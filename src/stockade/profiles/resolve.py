@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +29,7 @@ class Resolution:
     kept: tuple[str, ...] = ()  # what an untrusted project policy did change: denials, limits
     changed: bool = False  # untrusted because it changed since the user trusted it
     notes: tuple[str, ...] = field(default=())
+    doubt: str = ""  # why a --policy file named in CI is not trusted as it is (profiles/citrust.py)
 
 
 class _Expander:
@@ -121,6 +122,7 @@ def resolve(
     policy_file: Path | None = None,
     profile: str | None = None,
     additions: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Resolution:
     """The effective policy for a run started in `cwd`.
 
@@ -138,7 +140,19 @@ def resolve(
     if policy_file is not None:
         path = policy_file if policy_file.is_absolute() else cwd / policy_file
         layers = _Expander(project_dir, locations, implicit=implicit).from_file(path)
-        return Resolution(compose([*layers, *extra], project_dir=project_dir, origin=str(path)))
+        named = compose([*layers, *extra], project_dir=project_dir, origin=str(path))
+        from stockade.profiles.citrust import doubt
+
+        why = doubt(layers, env) if env is not None else None
+        if why is None:
+            return Resolution(named)
+        from stockade.profiles.narrow import kept_notes, narrow
+
+        base = _reviewed_base(path, layers, env or {}, project_dir, locations, extra)
+        effective, dropped = narrow(base, named)
+        return Resolution(
+            effective, project_file=path, trusted=False, dropped=tuple(dropped), kept=tuple(kept_notes(base, effective)), doubt=why,
+        )  # fmt: skip
     if profile is not None:
         layers = _Expander(project_dir, locations).from_builtin(profile)
         return Resolution(compose([*layers, *extra], project_dir=project_dir, origin=f"{BUILTIN_PREFIX}{profile}"))
@@ -188,12 +202,40 @@ def project_chain(project_file: Path, locations: Locations) -> list[Layer]:
     return _Expander(project_dir, locations, implicit=lambda: user_default(project_dir, locations)).from_file(project_file)
 
 
+def _reviewed_base(path: Path, layers: list[Layer], env: Mapping[str, str], project_dir: Path, locations: Locations, extra: list[Layer]) -> Policy:
+    """What a CI run's untrusted --policy file narrows: the base branch's copy of it when that copy
+    extends only built-in profiles, else the built-in default (profiles/citrust.py)."""
+    from stockade.profiles.citrust import base_text
+
+    text = base_text(layers, env)
+    if text is not None:
+        try:
+            reviewed = parse_layer(text, f"{path} (the base branch's)", base=project_dir, home=locations.home)
+            if all(not ("/" in entry or entry.endswith(".toml") or entry.startswith("~")) for entry in reviewed.extends):
+                expanded = _Expander(project_dir, locations, implicit=lambda: user_default(project_dir, locations))._expand(reviewed, [])
+                return compose([*expanded, *extra], project_dir=project_dir, origin=reviewed.source)
+        except PolicyError:
+            pass  # a base copy that no longer reads: the default
+    return compose([*user_default(project_dir, locations), *extra], project_dir=project_dir, origin=f"{BUILTIN_PREFIX}{DEFAULT_PROFILE}")
+
+
+def layers_of(path: Path, locations: Locations) -> list[Layer]:
+    """A policy file and every file it extends, as resolve reads them."""
+    return _Expander(path.parent, locations, implicit=lambda: user_default(path.parent, locations)).from_file(path)
+
+
 def untrusted_note(resolution: Resolution) -> str | None:
     """One line saying what of an untrusted project policy was ignored and what was kept; none when
     nothing was ignored (the run is what the file says, trusted or not)."""
     if resolution.trusted or resolution.project_file is None or not resolution.dropped:
         return None
     kept = f"kept: {', '.join(resolution.kept)}" if resolution.kept else "none of its own rules apply"
+    if resolution.doubt:  # a file a CI workflow named (profiles/citrust.py)
+        return (
+            f"stockade: {resolution.project_file} is not trusted as it is here ({resolution.doubt}), so it can only narrow the "
+            f"base branch's copy or the built-in default (ignored: {'; '.join(resolution.dropped)}; {kept}); "
+            "pin what you reviewed with STOCKADE_POLICY_SHA256"
+        )
     why = "changed since you trusted it" if resolution.changed else "not trusted"
     return (
         f"stockade: {resolution.project_file} is {why}, so it can only narrow your own policy "
@@ -213,10 +255,11 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     cwd = Path(invocation.cwd)
     resolution = resolve(
         cwd, locations, policy_file=Path(invocation.policy_file) if invocation.policy_file else None, profile=invocation.profile,
-        additions=invocation.additions,
+        additions=invocation.additions, env=invocation.env,
     )  # fmt: skip
     note = untrusted_note(resolution)
     if note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, note):
         say(note)
     invocation.policy, invocation.locations = resolution.policy, locations
+    invocation.policy_note = note or ""
     return RunRequest.of(invocation, resolution.policy, locations), note
