@@ -184,3 +184,46 @@ def test_any_in_ignores_links_and_gits_objects(store: Path, project: Path, tmp_p
 def test_any_in_a_missing_folder_or_a_file_is_false(project: Path) -> None:
     (project / "f").write_text("")
     assert any_in(str(project / "missing")) is False and any_in(str(project / "f")) is False
+
+
+def test_links_only_within_the_project_are_no_copy_at_all(tmp_path: Path) -> None:
+    """Issue 33: a run that left a 100 MiB sparse file linked five times in the project made the next
+    run write 400 MB; links that stay inside the project spread nothing outside it."""
+    first = tmp_path / "big"
+    with open(first, "wb") as handle:
+        handle.truncate(100 << 20)
+    names = [str(first)]
+    for number in range(4):
+        os.link(first, tmp_path / f"big{number}")
+        names.append(str(tmp_path / f"big{number}"))
+    assert to_copy(names) == []
+    outside = tmp_path.parent / f"{tmp_path.name}-store"
+    os.link(first, outside)  # the control: one link elsewhere, and every name of it is copied
+    try:
+        assert sorted(to_copy(names)) == sorted(names)
+    finally:
+        outside.unlink()
+
+
+def test_a_sparse_file_is_copied_with_its_holes(tmp_path: Path) -> None:
+    path, store = tmp_path / "sparse", tmp_path / "store"
+    with open(path, "wb") as handle:
+        handle.seek(50 << 20)
+        handle.write(b"data")
+    os.link(path, store)
+    copied, failed = make_own([str(path)])
+    assert (copied, failed) == (1, [])
+    info = os.lstat(path)
+    assert info.st_nlink == 1 and info.st_size == (50 << 20) + 4 and info.st_blocks * 512 < 1 << 20
+    with open(path, "rb") as handle:
+        handle.seek(50 << 20)
+        assert handle.read() == b"data"
+
+
+def test_data_over_the_runs_budget_stays_linked_and_is_named(tmp_path: Path) -> None:
+    path, store = tmp_path / "dense", tmp_path / "store"
+    path.write_bytes(os.urandom(1 << 20))
+    os.link(path, store)
+    copied, failed = make_own([str(path)], budget=1 << 19)
+    assert copied == 0 and len(failed) == 1 and "stays linked" in failed[0]
+    assert os.lstat(path).st_nlink == 2

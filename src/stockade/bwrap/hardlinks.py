@@ -9,7 +9,9 @@ venv's packages cost over 100 ms a run); so before the run each such file is
 replaced by a copy of itself (same bytes, mode, times and owner; a rename, so
 no reader sees half a file), and the project's files are then its own. The
 store keeps its copy; uv or pnpm link again at their next install, and the
-next run copies again.
+next run copies again. Only files linked outside the project are copied (a
+file whose every link is in the project spreads nothing), holes kept, at
+most MAX_COPY_BYTES of data a run; what is left over stays linked, named.
 
 Not copied: git's objects (git never writes one in place, and a local clone
 shares them by design). The project walk finds them (globs.py); a plan kept
@@ -28,24 +30,56 @@ import tempfile
 SKIPPED_PARTS = ("/.git/objects/", "/.git/lfs/objects/")
 
 
+MAX_COPY_BYTES = 256 << 20  # data one run copies to make files its own; the rest stay linked, named
+
+
 def to_copy(paths: list[str]) -> list[str]:
-    """Of the walk's multiply linked files, those a write could spread from."""
-    return [path for path in paths if not any(part in path for part in SKIPPED_PARTS)]
+    """Of the walk's multiply linked files, those a write could spread from: not git's objects,
+    and not a file whose every link is one of `paths` (linked only within the project, where a
+    write changes nothing outside it; a run that links one file many times costs no copy)."""
+    candidates = [path for path in paths if not any(part in path for part in SKIPPED_PARTS)]
+    names: dict[tuple[int, int], list[str]] = {}
+    links: dict[tuple[int, int], int] = {}
+    for path in candidates:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue  # gone: make_own finds nothing to copy
+        key = (info.st_dev, info.st_ino)
+        names.setdefault(key, []).append(path)
+        links[key] = info.st_nlink
+    inside_only = {path for key, group in names.items() if len(group) >= links[key] for path in group}
+    return [path for path in candidates if path not in inside_only]
 
 
-def make_own(paths: list[str]) -> tuple[int, list[str]]:
+def make_own(paths: list[str], budget: int = MAX_COPY_BYTES) -> tuple[int, list[str]]:
     """(files copied, one line per file that could not be): each still linked elsewhere,
-    replaced by a copy of itself."""
+    replaced by a copy of itself, holes kept; past `budget` bytes of data (a run's file_size,
+    or MAX_COPY_BYTES) the rest stay linked, each named."""
     copied, failed = 0, []
     for path in paths:
         try:
+            size = _data_size(path)
+            if size > budget:
+                failed.append(
+                    f"{path} is a hard link shared with other places, and copying its {size >> 20} MiB of data is over what a run copies "
+                    f"({budget >> 20} MiB): it stays linked, so a write inside would change them too (cp it over itself outside the sandbox)"
+                )
+                continue
             if _make_own(path):
                 copied += 1
+                budget -= size
         except OSError as error:
             failed.append(
                 f"{path} is a hard link shared with other places and could not be copied ({error.strerror}): a write inside would change them too"
             )
     return copied, failed
+
+
+def _data_size(path: str) -> int:
+    """Bytes of data a copy writes: the file's allocated blocks (a sparse file's holes are none)."""
+    info = os.stat(path, follow_symlinks=False)
+    return min(info.st_size, info.st_blocks * 512)
 
 
 def _make_own(path: str) -> bool:
@@ -56,7 +90,7 @@ def _make_own(path: str) -> bool:
     handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".stockade-copy", dir=folder)
     try:
         with open(path, "rb") as source, os.fdopen(handle, "wb") as target:
-            shutil.copyfileobj(source, target, 1 << 20)
+            _copy_data(source.fileno(), target.fileno(), info.st_size)
         shutil.copystat(path, temporary, follow_symlinks=False)
         if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
             os.chown(temporary, info.st_uid, info.st_gid)
@@ -70,6 +104,28 @@ def _make_own(path: str) -> bool:
             pass
         raise
     return True
+
+
+def _copy_data(source: int, target: int, size: int) -> None:
+    """Copy the data extents only (SEEK_DATA/SEEK_HOLE), so holes stay holes, then set the size."""
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(source, offset, os.SEEK_DATA)
+        except OSError:  # ENXIO: no data after offset
+            break
+        end = os.lseek(source, start, os.SEEK_HOLE)
+        os.lseek(source, start, os.SEEK_SET)
+        os.lseek(target, start, os.SEEK_SET)
+        left = end - start
+        while left > 0:
+            chunk = os.read(source, min(left, 1 << 20))
+            if not chunk:
+                break
+            os.write(target, chunk)
+            left -= len(chunk)
+        offset = end
+    os.ftruncate(target, size)
 
 
 def any_in(folder: str) -> bool:
