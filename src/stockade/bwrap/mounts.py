@@ -214,7 +214,7 @@ def plan_view(
     repositories = _repositories((project, os.path.realpath(cwd)), matches[nested[0]], env, cwd)
     repositories += _git_dirs_holding(fs.allow_write)
     linked = _linked_git_dirs(repositories, fs.allow_write)
-    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {})
+    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home))
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(
         tuple(r for r in roots if r not in linked), locations.with_home(type(locations.home)(real_home)), policy.protected_files, tuple(anchors)
@@ -264,8 +264,20 @@ def plan_view(
         _mask(view, path, roots)
     for path in sockets:
         _mask(view, path, roots, socket=True)
+    _drop_inside_hidden(view)
     view.staged_git = _stageable(view, repositories, roots)
     return view
+
+
+def _drop_inside_hidden(view: View) -> None:
+    """No mount inside a hidden folder: everything there is hidden already (deny wins), and bwrap
+    cannot make a mount point in the read-only empty folder that hides it (deny_read X with
+    deny_write X/sub was a start failure, issue 33)."""
+    hidden = [m.path for m in view.mounts if m.rank == 3 and isinstance(m.piece, Tmpfs)]
+    if not hidden:
+        return
+    view.mounts = [m for m in view.mounts if not any(m.path != folder and is_within(m.path, folder) for folder in hidden)]
+    view.socket_masks = [path for path in view.socket_masks if not any(is_within(path, folder) for folder in hidden)]
 
 
 # Where a staged git dir's real folder is seen inside (gitstage.py), one folder per staged git dir;
@@ -590,7 +602,8 @@ def _why_unmakeable(folder: str) -> str | None:
 
 
 def _writable_roots(
-    view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str], unmade: Mapping[str, str]
+    view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str], unmade: Mapping[str, str],
+    sources: tuple[str, ...] = (), home: str = "/",
 ) -> tuple[list[str], list[str]]:
     """(the folders bound writable, every allow_write entry's real path: floor anchors);
     `git_dirs` (already real paths) are writable too, without anchoring the floor."""
@@ -601,7 +614,14 @@ def _writable_roots(
         if not os.path.lexists(entry):
             view.details.append(unmade.get(entry) or f"allow_write {entry} does not exist: skipped")
             continue
-        real = _resolve_root(entry, allow_write, project)
+        try:
+            real = _resolve_root(entry, allow_write, project)
+        except SandboxSetupError as exc:  # the entry as written cannot be honoured: the policy's line says so (exit 2)
+            from stockade.core.errors import PolicyError
+            from stockade.profiles.toml_lines import where_written
+
+            file, line = where_written(sources, entry, home)
+            raise PolicyError(str(exc), file=file, line=line) from None
         if real == "/":
             raise SandboxSetupError(f"allow_write {entry} resolves to '/'; list the folders you need")
         hidden = [d for d in denied if is_within(real, d)]

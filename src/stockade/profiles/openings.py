@@ -61,20 +61,10 @@ def _where(policy: Policy, value: str) -> str:
     """`FILE:LINE: ` of the first policy file that spells `value` (as written or with ~), or ""."""
     import os
 
-    home = os.path.expanduser("~")
-    spellings = {value, "~" + value[len(home) :] if value.startswith(home + "/") else value}
-    for source in policy.sources:
-        if source.startswith("builtin:") or not os.path.isfile(source):
-            continue
-        try:
-            with open(source, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read(1 << 20).splitlines()
-        except OSError:
-            continue
-        for number, line in enumerate(lines, start=1):
-            if any(f'"{spelled}"' in line or f"'{spelled}'" in line for spelled in spellings):
-                return f"{source}:{number}: "
-    return ""
+    from stockade.profiles.toml_lines import where_written
+
+    source, line = where_written(policy.sources, value, os.path.expanduser("~"))
+    return f"{source}:{line}: " if source else ""
 
 
 def _loopback(policy: Policy) -> list[str]:

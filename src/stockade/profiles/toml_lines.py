@@ -12,6 +12,24 @@ _HEADER = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\"' -]+?)\s*\]\s*(?:#.*)?$")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\"'.-]+(?:\s*\.\s*[A-Za-z0-9_\"'-]+)*)\s*=")
 
 
+def where_written(sources: tuple[str, ...], value: str, home: str) -> tuple[str | None, int | None]:
+    """(file, line) of the first policy file among `sources` that spells `value` in quotes (as
+    written, or with ~ for the home), or (None, None): for an error about one entry's value."""
+    spellings = {value, "~" + value[len(home) :] if value.startswith(home.rstrip("/") + "/") else value}
+    for source in sources:
+        if source.startswith("builtin:"):
+            continue
+        try:
+            with open(source, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read(1 << 20).splitlines()
+        except OSError:
+            continue
+        for number, line in enumerate(lines, start=1):
+            if any(f'"{spelled}"' in line or f"'{spelled}'" in line for spelled in spellings):
+                return source, number
+    return None, None
+
+
 def _clean(key: str) -> str:
     return ".".join(part.strip().strip("\"'") for part in key.split("."))
 
