@@ -8,11 +8,13 @@ are left out and named, and the host's config never holds them, not even while t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,24 @@ def _clone_with_upstream(box: Box) -> None:
     git(box, "remote", "add", "origin", str(upstream))
     git(box, "fetch", "-q", "origin")
     git(box, "checkout", "-q", "-b", "main", "origin/main")
+
+
+@contextlib.contextmanager
+def _paused_run(vbox: Box, first: str, then: str = "true") -> Iterator[subprocess.Popen[str]]:
+    """A run that does `first`, waits while the test looks at the host, then does `then` and ends."""
+    ready, go = vbox.project / "ready", vbox.project / "go"
+    script = f"{first} && : > ready && while [ ! -e go ]; do sleep 0.05; done && {then}"
+    process = subprocess.Popen([*vbox.command_words(), "--", "/bin/sh", "-c", script], cwd=vbox.project, env={**vbox.env, **GIT_ENV},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert ready.exists(), process.communicate(timeout=10)
+        yield process
+    finally:
+        go.touch()
+        process.wait(timeout=30)
 
 
 def test_everyday_config_writes_work_inside_and_persist(vbox: Box) -> None:
@@ -90,21 +110,9 @@ def test_the_hosts_config_never_holds_the_key_while_the_run_goes_on(vbox: Box) -
     run would run at once, before any check after it."""
     git(vbox, "init", "-q")
     before = (vbox.project / ".git" / "config").read_bytes()
-    ready = vbox.project / "ready"
-    go = vbox.project / "go"
-    process = subprocess.Popen(
-        [*vbox.command_words(), "--", "/bin/sh", "-c", "git config core.fsmonitor 'touch /x' && : > ready && while [ ! -e go ]; do sleep 0.05; done"],
-        cwd=vbox.project, env={**vbox.env, **GIT_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
-        assert ready.exists(), process.communicate(timeout=10)
+    with _paused_run(vbox, "git config core.fsmonitor 'touch /x'") as process:
         assert (vbox.project / ".git" / "config").read_bytes() == before  # the host's git reads its own file
-    finally:
-        go.touch()
-        _out, err = process.communicate(timeout=30)
+    err = process.stderr.read() if process.stderr else ""
     assert process.returncode == 0, err
     assert "core.fsmonitor" in err
     assert (vbox.project / ".git" / "config").read_bytes() == before
@@ -203,23 +211,10 @@ def test_stash_gc_and_a_host_git_during_the_run_see_one_repository(vbox: Box) ->
     git(vbox, "add", "f")
     git(vbox, "commit", "-qm", "first")
     git(vbox, "branch", "b1")
-    ready, go = vbox.project / "ready", vbox.project / "go"
-    process = subprocess.Popen(
-        [*vbox.command_words(), "--", "/bin/sh", "-c",
-         "echo wip >> f && git stash -q && git gc -q && : > ready && while [ ! -e go ]; do sleep 0.05; done && git stash pop -q"],
-        cwd=vbox.project, env={**vbox.env, **GIT_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
-        assert ready.exists(), process.communicate(timeout=10)
+    with _paused_run(vbox, "echo wip >> f && git stash -q && git gc -q", then="git stash pop -q") as process:
         assert set(git(vbox, "branch", "--format=%(refname:short)").stdout.split()) == {"main", "b1"}  # packed, still seen
         assert git(vbox, "stash", "list").stdout.strip()
-    finally:
-        go.touch()
-        _out, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err
+    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
     assert (vbox.project / "f").read_text() == "one\nwip\n"
     git(vbox, "fsck", "--no-progress")
 
