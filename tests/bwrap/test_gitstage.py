@@ -78,7 +78,7 @@ def test_inert_config_changes_are_carried_back_and_others_named(tmp_path: Path, 
     assert ("remote.o2.url", "https://example.invalid/up.git") in entries and ("user.name", "Agent") in entries
     assert not [key for key, _value in entries if key in ("core.fsmonitor", "alias.x", "include.path")]
     assert ("core.repositoryformatversion", "0") in entries  # what was there stays
-    assert len(lines) == 1 and "core.fsmonitor, alias.x, include.path" in lines[0]
+    assert len(lines) == 1 and all(f"{key} (it can make git run a program" in lines[0] for key in ("core.fsmonitor", "alias.x", "include.path"))
     assert judged == [str(repo / "config")]
     assert not os.path.exists(stage.folder)
 
@@ -430,3 +430,13 @@ def test_a_nested_submodules_rebase_with_exec_is_moved_aside(tmp_path: Path, rep
     (nested / "rebase-merge" / "git-rebase-todo").write_text("exec touch /tmp/x\\n")
     lines, _judged = gitstage.carry_back(stage, "s1")
     assert not (nested / "rebase-merge").exists() and "renamed to" in lines[0]
+
+
+def test_a_new_remote_whose_url_is_refused_is_left_out_whole(tmp_path: Path, repo: Path) -> None:
+    """A newcomer's finding: the URL dropped and the fetch refspec kept made a broken remote."""
+    stage = _stage(tmp_path, repo)
+    text = _staged(stage, "config").read_text() + '[remote "loc"]\n\turl = /etc\n\tfetch = +refs/heads/*:refs/remotes/loc/*\n'
+    _replace_text(_staged(stage, "config"), text)
+    lines, _judged = gitstage.carry_back(stage, "s1")
+    assert not [key for key, _value in gitconfig.read(str(repo / "config")) or [] if key.startswith("remote.loc.")]
+    assert "remote.loc.url (a local path" in lines[0]

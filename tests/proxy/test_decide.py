@@ -393,3 +393,13 @@ def test_no_raw_tcp_to_a_credential_host(credential_hosts: tuple[str, ...], targ
     secrets = (Secret(SessionCredential("T", "stockade-placeholder-t", "value", credential_hosts, "Authorization")),)
     assert raw_tcp_allowed(replace(rules, secrets=secrets), *target) is expected
     assert raw_tcp_allowed(rules, *target) is True
+
+
+def test_an_allowed_localhost_reaches_the_hosts_loopback_and_nothing_else() -> None:
+    """`localhost:PORT` (forwarded to every client inside, bwrap/forwards.py) resolved to a loopback
+    address, which the resolution check refused: the entry never worked."""
+    rules = SessionRules.parse(["localhost:8080"], [])
+    assert check_resolved(rules, "localhost", 8080, [ip("127.0.0.1"), ip("::1")]).allowed
+    assert not check_resolved(rules, "localhost", 8081, [ip("127.0.0.1")]).allowed  # another port
+    assert not check_resolved(rules, "localhost", 8080, [ip("10.0.0.5")]).allowed  # a localhost that is not loopback
+    assert not check_resolved(SessionRules.parse(["*.localhost"], []), "localhost", 8080, [ip("127.0.0.1")]).allowed

@@ -512,17 +512,23 @@ def _carry_config(stage: Stage, name: str, inside: str, host: str, shown: str, s
         lines.append(f"stockade: {shown} as changed inside is not a config git would read (or is over 1 MiB); not kept")
         return False
     left = _count(before)
-    refused: list[tuple[str, str]] = []
+    refused: list[tuple[str, str, str]] = []  # (key, value, why)
     kept: list[tuple[str, str]] = []
+    added: list[tuple[str, str]] = []
     for key, value in after:
         if left.get((key, value), 0) > 0:
             left[(key, value)] -= 1
             kept.append((key, value))
-        elif _carried(key, value, before):
+        elif (why := _refusal(key, value, before)) is None:
             kept.append((key, value))
+            added.append((key, value))
         else:
-            refused.append((key, value))
-    for key in dict.fromkeys(key for key, _value in refused):  # a refused change of a key the host had: the host's value stays
+            refused.append((key, value, why))
+    # a new remote whose URL stays out is left out whole: its fetch refspec alone is a broken remote
+    gone = {key.split(".")[1] for key, _value, _why in refused if key.startswith("remote.") and key.rpartition(".")[2] in URL_LEAVES}
+    dropped = [(key, value) for key, value in added if key.startswith("remote.") and key.split(".")[1] in gone]
+    kept = [entry for entry in kept if entry not in dropped]
+    for key in dict.fromkeys(key for key, _value, _why in refused):  # a refused change of a key the host had: the host's value stays
         have = _count(entry for entry in kept if entry[0] == key)
         for entry in (entry for entry in before if entry[0] == key):
             if have.get(entry, 0) > 0:
@@ -540,12 +546,8 @@ def _carry_config(stage: Stage, name: str, inside: str, host: str, shown: str, s
         else:
             text = render(kept)
         _write_replacing(host, text.encode("utf-8", "surrogateescape"), session, mode)
-    keys = ", ".join(dict.fromkeys(key for key, _value in refused))
-    lines.append(
-        f"stockade: {shown}: kept git's changes made inside, except {keys}: a key that makes git run a program, read other "
-        "config, reach files outside the project or change where an existing remote fetches or pushes is not carried out "
-        "of the sandbox (set it outside if you meant it)"
-    )
+    keys = ", ".join(dict.fromkeys(f"{key} ({why})" for key, _value, why in refused))
+    lines.append(f"stockade: {shown}: kept git's changes made inside, except {keys}: not carried out of the sandbox (set it outside if you meant it)")
     return True
 
 
@@ -555,26 +557,29 @@ NEVER_ADDED = frozenset({("remote", "mirror"), ("remote", "push")})  # a mirror 
 URL_LEAVES = frozenset({"url", "pushurl"})
 
 
-def _carried(key: str, value: str, before: list[tuple[str, str]]) -> bool:
-    """Whether an entry the run added to the config may reach the host's: gitcheck's inert keys,
-    less what changes where the repository's files are or who may write them (core.worktree: a
-    folder of the project can become a link later), what sends a host push or fetch elsewhere
-    (a local path: a host `git fetch` copies a hidden repository in; the URL of a remote that
-    was there before; a mirror; a push refspec; a branch's remote named by path)."""
+def _refusal(key: str, value: str, before: list[tuple[str, str]]) -> str | None:
+    """Why an entry the run added to the config may not reach the host's, or None when it may:
+    gitcheck's inert keys, less what changes where the repository's files are or who may write
+    them (core.worktree: a folder of the project can become a link later), and what sends a host
+    push or fetch elsewhere (a local path: a host `git fetch` copies a hidden repository in; the
+    URL of a remote that was there before; a mirror; a push refspec; a branch's new remote)."""
     from stockade.bwrap.gitcheck import inert_entry
 
-    if not inert_entry(key, value) or key in UNCHANGED_ONLY or (key.startswith("extensions.") and key != "extensions.worktreeconfig"):
-        return False
+    if not inert_entry(key, value):
+        return "it can make git run a program or read other config"
+    if key in UNCHANGED_ONLY or (key.startswith("extensions.") and key != "extensions.worktreeconfig"):
+        return "it changes the repository's layout"
     section, _dot, rest = key.partition(".")
     name, _dot, leaf = rest.rpartition(".")
     if (section, leaf) in NEVER_ADDED:
-        return False
+        return "the next push could delete what the remote holds"
     if section in ("remote", "submodule") and leaf in URL_LEAVES:
-        existing = section == "remote" and any(other.startswith(f"remote.{name}.") for other, _value in before)
-        return not existing and _local_path(value) is None
-    if section == "branch" and leaf in ("remote", "pushremote"):  # a remote the host had: a new one could point anywhere
-        return any(other.startswith(f"remote.{value}.") for other, _value in before)
-    return True
+        if section == "remote" and any(other.startswith(f"remote.{name}.") for other, _value in before):
+            return "it changes where an existing remote fetches or pushes"
+        return "a local path: a host fetch would copy whatever it holds then" if _local_path(value) is not None else None
+    if section == "branch" and leaf in ("remote", "pushremote") and not any(other.startswith(f"remote.{value}.") for other, _value in before):
+        return "a remote the host did not have: your next push or pull would go there"
+    return None
 
 
 def _host_mode(host: str, inside: str) -> int:

@@ -395,6 +395,11 @@ def check_resolved(
     if not resolved:
         return Decision(False, f"{host} did not resolve", "", host)
     is_literal = len(resolved) == 1 and host == str(resolved[0])
+    # `localhost` named in an allow entry means the host's loopback (bwrap/forwards.py forwards it): its
+    # loopback addresses pass; any other address it resolved to is judged as any name's
+    named_loopback = host == "localhost" and any(
+        r.host == "localhost" and not r.wildcard and r.network is None and r.port in (None, port) for r in rules.allow
+    )
     for address in resolved:
         where = f"{address}" if is_literal else f"{host} resolves to {address}"
         for rule in rules.deny:
@@ -403,7 +408,7 @@ def check_resolved(
         if (address, port) in exempt_set:
             continue
         kind = address_kind(address) or ("this host's own address" if address in own else None)
-        if kind is None:
+        if kind is None or (kind == "loopback" and named_loopback):
             continue
         if any(r.network is not None and _matches(r, Target(address=address), port) for r in rules.allow):
             continue
