@@ -76,3 +76,32 @@ def test_a_pinned_digest_is_trusted_and_any_other_content_is_not(tmp_path: Path,
     (clone / ".stockade.toml").write_text(WIDER + "# changed\n")
     allow, note = _allow(clone, locations, {PIN_VARIABLE: pin})
     assert "evil.example" not in allow and note is not None and PIN_VARIABLE in note
+
+
+def test_a_linked_policy_file_is_no_trust(tmp_path: Path, locations: Locations) -> None:
+    """A review's finding: the comparison followed a link the pull request made, to a wider file the base has too."""
+    clone = _repository(tmp_path, BASE, BASE)
+    (clone / "release.toml").write_text(WIDER)
+    (clone / ".stockade.toml").unlink()
+    (clone / ".stockade.toml").symlink_to("release.toml")
+    allow, note = _allow(clone, locations, PR)
+    assert "evil.example" not in allow and note is not None and "is a link" in note
+
+
+def test_a_head_checkouts_parent_is_not_the_base(tmp_path: Path, locations: Locations) -> None:
+    """Without origin/BASE, HEAD^1 stood for the base even when HEAD was the pull request's own commit."""
+    clone = _repository(tmp_path, BASE, WIDER)
+    subprocess.run([*GIT, "-C", str(clone), "commit", "-qam", "widen"], check=True)
+    (clone / "README").write_text("x\n")
+    subprocess.run([*GIT, "-C", str(clone), "add", "README"], check=True)
+    subprocess.run([*GIT, "-C", str(clone), "commit", "-qm", "readme"], check=True)
+    subprocess.run(["git", "-C", str(clone), "update-ref", "-d", "refs/remotes/origin/main"], check=True)
+    allow, note = _allow(clone, locations, PR)
+    assert "evil.example" not in allow and note is not None and "could not be read" in note
+
+
+@pytest.mark.parametrize("event", ["issue_comment", "workflow_run", "pull_request_review", "merge_group"])
+def test_other_events_that_run_a_pull_requests_code_count_too(tmp_path: Path, locations: Locations, event: str) -> None:
+    clone = _repository(tmp_path, BASE, WIDER)
+    allow, note = _allow(clone, locations, {"GITHUB_EVENT_NAME": event, "GITHUB_BASE_REF": "main"})
+    assert "evil.example" not in allow and note is not None

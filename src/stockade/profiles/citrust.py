@@ -30,7 +30,11 @@ from collections.abc import Mapping
 from stockade.profiles.loader import Layer
 
 PIN_VARIABLE = "STOCKADE_POLICY_SHA256"
-PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
+# Events whose runs commonly check out a pull request's code (its head, or a merge with it).
+PULL_REQUEST_EVENTS = (
+    "pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment", "issue_comment",
+    "workflow_run", "merge_group",
+)  # fmt: skip
 
 
 def content_digest(layers: list[Layer]) -> str:
@@ -53,6 +57,8 @@ def doubt(layers: list[Layer], env: Mapping[str, str]) -> str | None:
     for layer in layers:
         if layer.implicit or layer.is_builtin:
             continue
+        if _linked(layer.source):
+            return f"{layer.source} is a link, or lies behind one, so what it names could be any file of the pull request's"
         base = _base_copy(layer.source, env.get("GITHUB_BASE_REF", ""))
         if base is None:
             return (
@@ -69,18 +75,43 @@ def base_text(layers: list[Layer], env: Mapping[str, str]) -> str | None:
     if env.get("GITHUB_EVENT_NAME") not in PULL_REQUEST_EVENTS:
         return None
     named = next((layer for layer in layers if not layer.implicit and not layer.is_builtin), None)
-    data = _base_copy(named.source, env.get("GITHUB_BASE_REF", "")) if named is not None else None
+    if named is None or _linked(named.source):
+        return None
+    data = _base_copy(named.source, env.get("GITHUB_BASE_REF", ""))
     return None if data is None else data.decode("utf-8", "replace")
 
 
+def _linked(path: str) -> bool:
+    """Whether the file, or a folder on its way inside its repository, is a link: compared by the
+    path it names, a link the pull request made would send the comparison to another file. (Links
+    above the repository, /home on some systems, are the machine's.)"""
+    path = os.path.normpath(path)
+    top = os.path.dirname(path)
+    while top != "/" and not os.path.lexists(os.path.join(top, ".git")):
+        top = os.path.dirname(top)
+    current = top
+    for part in os.path.relpath(path, top).split("/"):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return True
+    return False
+
+
 def _base_copy(path: str, base_ref: str) -> bytes | None:
-    """The file's content on the base branch, or None when git cannot say."""
+    """The file's content on the base branch, or None when git cannot say. The merge commit's
+    first parent stands for the base only when HEAD is a merge (a head checkout's parent is the
+    pull request's own commit)."""
     folder = os.path.dirname(path)
     top = _git(["rev-parse", "--show-toplevel"], folder)
     if top is None:
         return None
-    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(top.decode().strip()))
-    for commit in ([f"origin/{base_ref}"] if base_ref else []) + ["HEAD^1"]:
+    relative = os.path.relpath(os.path.normpath(path), top.decode().strip())
+    if relative.startswith(".."):
+        return None
+    commits = [f"origin/{base_ref}"] if base_ref else []
+    if _git(["rev-parse", "--verify", "--quiet", "HEAD^2"], folder) is not None:
+        commits.append("HEAD^1")
+    for commit in commits:
         found = _git(["show", f"{commit}:{relative}"], folder)
         if found is not None:
             return found
