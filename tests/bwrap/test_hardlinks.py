@@ -38,20 +38,20 @@ def linked(store: Path, project: Path, name: str = "mod.py", text: str = "print(
     [
         ("/p/.venv/lib/site-packages/mod.py", True),
         ("/p/node_modules/.pnpm/x/index.js", True),
-        ("/p/.git/objects/ab/cdef", False),
-        ("/p/.git/lfs/objects/ab/cd/abcd", False),
-        ("/p/sub/.git/objects/pack/pack-1.pack", False),
+        ("/p/.git/objects/ab/cdef", True),  # a sandbox can write one in place (a review's finding)
+        ("/p/.git/lfs/objects/ab/cd/abcd", True),
+        ("/p/sub/.git/objects/pack/pack-1.pack", True),
         ("/p/.git/index", True),
         ("/p/.git/objects-old/x", True),
         ("/p/git/objects/x", True),
     ],
 )
-def test_to_copy_leaves_gits_objects(path: str, kept: bool) -> None:
+def test_to_copy_takes_every_path_named(path: str, kept: bool) -> None:
     assert to_copy([path]) == ([path] if kept else [])
 
 
 def test_to_copy_keeps_the_order() -> None:
-    assert to_copy(["/b", "/p/.git/objects/x", "/a"]) == ["/b", "/a"]
+    assert to_copy(["/b", "/p/.git/objects/x", "/a"]) == ["/b", "/p/.git/objects/x", "/a"]
     assert to_copy([]) == []
 
 
@@ -172,13 +172,13 @@ def test_any_in_looks_at_the_folder_only(store: Path, project: Path) -> None:
     assert any_in(str(project)) is False and any_in(str(project / "sub")) is True
 
 
-def test_any_in_ignores_links_and_gits_objects(store: Path, project: Path, tmp_path: Path) -> None:
+def test_any_in_ignores_links_and_sees_gits_objects(store: Path, project: Path, tmp_path: Path) -> None:
     _, inside = linked(store, tmp_path)
     (project / "link.py").symlink_to(inside)  # a symlink to a shared file: not the folder's own
     objects = project / ".git" / "objects" / "ab"
     objects.mkdir(parents=True)
     linked(store, objects, "cdef")
-    assert any_in(str(project)) is False and any_in(str(objects)) is False
+    assert any_in(str(project)) is False and any_in(str(objects)) is True  # a shared object is copied too
 
 
 def test_any_in_a_missing_folder_or_a_file_is_false(project: Path) -> None:

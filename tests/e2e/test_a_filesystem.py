@@ -596,3 +596,19 @@ def test_stockades_own_files_are_never_shown_whatever_the_policy_says(vbox: Box)
     assert "CANARY" not in attack.stdout, attack
     assert "CONTROL-NOTES" in attack.stdout, attack  # control: the rest of the list is shown
     assert attack.stderr.count("stockade's own files") == 4, attack.stderr
+
+
+def test_a_policys_own_audit_log_folder_is_never_seen(vbox: Box) -> None:
+    """ESCAPES 82 (a review's finding): the masks on the log's files stayed with the renamed files when
+    the log rotated, and the sandbox read every session's records. The folder is hidden whole."""
+    logs = vbox.outside / "auditlogs"
+    logs.mkdir()
+    (logs / "audit.jsonl.1").write_text('{"CANARY": "rotated"}\n')
+    (logs / "audit.jsonl").write_text('{"CANARY": "current"}\n')
+    (logs / "later").write_text('{"CANARY": "a file no mask named: the log after a rotation"}\n')
+    policy = policy_text(extra="") + f'[audit]\nlog = "{logs}/audit.jsonl"\n'
+    result = vbox.run(f"cat {logs}/audit.jsonl {logs}/audit.jsonl.1 {logs}/later 2>&1; ls {logs} 2>&1; echo RAN", policy=policy)
+    assert "RAN" in result.stdout and "CANARY" not in result.stdout, result
+    inside = policy_text(extra="") + f'[audit]\nlog = "{vbox.project}/audit.jsonl"\n'  # a folder the sandbox must see
+    refused = vbox.run("echo RAN", policy=inside)
+    assert refused.returncode == 2 and "RAN" not in refused.stdout and "policy.toml:" in refused.stderr, refused

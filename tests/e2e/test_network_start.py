@@ -81,8 +81,8 @@ def test_a_daemon_that_cannot_start_fails_the_run_that_needs_it_and_no_other(wor
 
 def test_a_refused_session_stops_the_sandbox_and_serves_nothing(world: NetWorld) -> None:
     box = world.fresh_box()
-    blocked = box.root / "audit-is-a-folder.jsonl"
-    blocked.mkdir()  # the daemon cannot open it as its log
+    blocked = box.root / "logs" / "audit-is-a-folder.jsonl"  # a folder of its own (mounts._audit_folder)
+    blocked.mkdir(parents=True)  # the daemon cannot open it as its log
     policy = world.policy("refused", box=box).replace(json.dumps(str(world.audit_path("refused", box))), json.dumps(str(blocked)))
     mark = world.origins["http"].mark()
     for attempt in ("cold", "warm"):
@@ -181,8 +181,8 @@ def test_a_cold_refused_session_with_a_waiting_connection_ends_at_once(world: Ne
     import time
 
     box = world.fresh_box()
-    blocked = box.root / "audit-is-a-folder.jsonl"
-    blocked.mkdir()
+    blocked = box.root / "logs" / "audit-is-a-folder.jsonl"  # a folder of its own (mounts._audit_folder)
+    blocked.mkdir(parents=True)
     policy = world.policy("refused8", box=box).replace(json.dumps(str(world.audit_path("refused8", box))), json.dumps(str(blocked)))
     started = time.monotonic()
     result = world.run(CURL, tag="refused8", policy=policy, box=box)  # curl connects while the daemon still starts

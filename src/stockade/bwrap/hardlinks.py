@@ -13,8 +13,9 @@ next run copies again. Only files linked outside the project are copied (a
 file whose every link is in the project spreads nothing), holes kept, at
 most MAX_COPY_BYTES of data a run; what is left over stays linked, named.
 
-Not copied: git's objects (git never writes one in place, and a local clone
-shares them by design). The project walk finds them (globs.py); a plan kept
+Git's objects are copied too: git never writes one in place, but a sandbox can
+(a local clone shares them with its source, whose next checkout would then run
+what the sandbox wrote). The project walk finds them (globs.py); a plan kept
 from an earlier run is not used when a folder it lists changed and now holds
 one (plan_cache.py). A hard link made to a project file from outside while a
 plan stays valid is not seen until the folder changes.
@@ -27,17 +28,14 @@ import shutil
 import stat
 import tempfile
 
-SKIPPED_PARTS = ("/.git/objects/", "/.git/lfs/objects/")
-
-
 MAX_COPY_BYTES = 256 << 20  # data one run copies to make files its own; the rest stay linked, named
 
 
 def to_copy(paths: list[str]) -> list[str]:
-    """Of the walk's multiply linked files, those a write could spread from: not git's objects,
-    and not a file whose every link is one of `paths` (linked only within the project, where a
-    write changes nothing outside it; a run that links one file many times costs no copy)."""
-    candidates = [path for path in paths if not any(part in path for part in SKIPPED_PARTS)]
+    """Of the walk's multiply linked files, those a write could spread from: not a file whose
+    every link is one of `paths` (linked only within the project, where a write changes nothing
+    outside it; a run that links one file many times costs no copy)."""
+    candidates = list(paths)
     names: dict[tuple[int, int], list[str]] = {}
     links: dict[tuple[int, int], int] = {}
     for path in candidates:

@@ -235,7 +235,7 @@ def plan_view(
             _protect(view, real, roots, watch_absent=False)
     from stockade.proxy.audit import generations
 
-    own = [*floor.hidden, *generations(policy.audit.log)]
+    own = [*floor.hidden, *generations(policy.audit.log), *_audit_folder(policy, locations, project, cwd)]
     _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)), own)
     view.shared_files = [path for path in hardlinks.to_copy(shared) if _root_of(path, roots) is not None]
     for path in extra_read_only:
@@ -419,6 +419,27 @@ def _show_home(
         hidden = any(is_within(target, d) for d in denied) or not visible(target, roots, view.home, view.shown)
         if not taken and not hidden:  # a link to what the sandbox sees anyway (a project folder elsewhere)
             view.add(path, 1, Symlink(text, path))
+
+
+def _audit_folder(policy: Policy, locations: Locations, project: str, cwd: str) -> list[str]:
+    """A policy's own audit log lives in a folder the sandbox never sees: masking the log's files
+    alone was undone by rotation (the mask stays with the renamed file, and the new log had none).
+    A folder that holds the project or the working directory cannot be hidden: a policy error."""
+    log = policy.audit.log
+    if not log or is_within(os.path.realpath(log), os.path.realpath(locations.state)):
+        return []
+    folder = os.path.dirname(os.path.realpath(log))
+    if folder == "/" or any(is_within(place, folder) for place in (project, os.path.realpath(cwd), os.path.realpath(locations.home))):
+        from stockade.core.errors import PolicyError
+        from stockade.profiles.toml_lines import where_written
+
+        file, line = where_written(policy.sources, log, str(locations.home))
+        raise PolicyError(
+            f"[audit] log {log}: its folder {folder} holds the project, the working directory or your home, which a "
+            "sandbox sees; give the log a folder of its own (stockade hides that folder from every sandbox)",
+            file=file, line=line,
+        )  # fmt: skip
+    return [folder]
 
 
 def _not_own(view: View, wanted: list[str], own: list[str]) -> list[str]:
