@@ -150,16 +150,17 @@ def test_a_run_does_not_start_while_a_running_run_s_pinned_link_is_changed(work:
 def test_a_custom_audit_log_s_rotated_generations_are_hidden_too(work: Workplace) -> None:
     """Only the log itself was hidden: in a writable folder the sandbox wrote audit.jsonl.1 with
     records of its own (`stockade audit` and CI summaries read the generations) and made
-    audit.jsonl.2 a FIFO that hung every reader."""
+    audit.jsonl.2 a FIFO that hung every reader. Now the log's whole folder is hidden (a rotation
+    left a new log unmasked), while the rest of the project stays writable."""
     project = work.project
     project.mkdir(parents=True)
     (project / ".stockade.toml").write_text('[audit]\nlog = "./logs/audit.jsonl"\n')
     subprocess.run([*STOCKADE, "trust"], cwd=project, env=work.env, check=True, capture_output=True)
-    script = "for g in 1 2; do (echo forged > logs/audit.jsonl.$g) 2>/dev/null && echo WROTE $g; done; echo ok > logs/other; echo DONE"
+    script = "for g in 1 2; do (echo forged > logs/audit.jsonl.$g) 2>/dev/null && echo WROTE $g; done; ls logs >/dev/null 2>&1 && echo SEEN; echo ok > other; echo DONE"
     done = work.shell(script, sandboxed=True)
     assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
-    assert "WROTE" not in done.stdout, done.stdout
-    assert (project / "logs" / "other").read_text() == "ok\n"  # the control: the folder is writable
+    assert "WROTE" not in done.stdout and "SEEN" not in done.stdout, done.stdout
+    assert (project / "other").read_text() == "ok\n"  # the control: the project is writable
     assert all("forged" not in (project / "logs" / f"audit.jsonl.{g}").read_text() for g in (1, 2))
 
 
