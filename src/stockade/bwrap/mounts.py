@@ -129,6 +129,11 @@ def _resolve_root(path: str, allowed: tuple[str, ...], project: str) -> str:
     return os.path.realpath(path)
 
 
+class PlanChanged(SandboxSetupError):
+    """A path turned into a link while it was planned: planning runs again (bwrap/run.py), and only
+    a link still there the last time is a refusal."""
+
+
 def _check_inside(root: str, path: str, why: str) -> None:
     """Refuse a mount destination below `root` that has a symlink on its way (ESCAPES 4)."""
     relative = os.path.relpath(path, root)
@@ -146,7 +151,7 @@ def _check_inside(root: str, path: str, why: str) -> None:
                 f"give them back (chmod u+rx {os.path.dirname(current)})"
             ) from None
         if stat.S_ISLNK(mode):
-            raise SandboxSetupError(
+            raise PlanChanged(
                 f"{current} is a symlink inside the writable place {root}, so stockade cannot keep {why} {path} "
                 f"protected behind it; replace the link with a real folder or file, or remove it"
             )

@@ -65,13 +65,20 @@ class LinuxBackend:
         from stockade.proxy.audit import generations
 
         clear_leftovers(state_folder(invocation.env))  # before recording: no plan depends on this folder
-        recorder = plan_cache.Recorder().start() if cacheable else None  # what planning reads decides when the plan is stale
-        try:
-            request, note = request_for(invocation)
-            plan = BwrapPlanner().build(request)
-        finally:
-            if recorder is not None:
-                recorder.stop()
+        from stockade.bwrap.mounts import PlanChanged
+
+        for attempt in range(PLAN_TRIES):
+            recorder = plan_cache.Recorder().start() if cacheable else None  # what planning reads decides when the plan is stale
+            try:
+                request, note = request_for(invocation)
+                plan = BwrapPlanner().build(request)
+                break
+            except PlanChanged:  # a path changed under planning (made, removed, made a link): planned again
+                if attempt == PLAN_TRIES - 1:
+                    raise
+            finally:
+                if recorder is not None:
+                    recorder.stop()
         launch = launch_of(plan)
         if recorder is not None:
             plan_cache.store(
@@ -89,6 +96,9 @@ class LinuxBackend:
         if plan.view.shared_files:
             make_own(plan.view.shared_files, plan.quiet)
         return run_launch(launch, invocation, request.locations, credentials)
+
+
+PLAN_TRIES = 3  # plans of one run while the paths it names change under it (a link that stays is a real refusal)
 
 
 def _read_credentials(launch: Launch, invocation: Invocation) -> list[Resolved] | None:
