@@ -290,8 +290,7 @@ def _supervised(
     bwrap then fails, and the run is started again with the sockets there are then (a
     networked run with a new proxy session), up to SOCKET_RACE_TRIES times; in a writable
     place bwrap makes an empty file, removed after the run (_remove_made_mount_points)."""
-    masks = [path for path in launch.socket_masks if os.path.lexists(path)]
-    seen = {path: _identity(path) for path in masks}
+    masks, seen = _present(launch.socket_masks)
     outer, inner, marks = (signals.outer, signals.inner, signals.marks) if signals is not None else ([], [], ())
     for attempt in range(SOCKET_RACE_TRIES):
         if bridge is not None:
@@ -334,16 +333,17 @@ def _supervised(
             _said_by_bwrap(errors, show=True)
             return outcome, masks
         except SandboxSetupError:
+            said = _said_by_bwrap(errors, show=False)
             changed = [path for path in masks if _identity(path) != seen[path]]  # gone, or gone and made again
-            if not changed or attempt == SOCKET_RACE_TRIES - 1:
-                _said_by_bwrap(errors, show=True)
+            named = [path for path in masks if path.encode("utf-8", "surrogateescape") in said]  # bwrap failed at a mask
+            if not (changed or named) or attempt == SOCKET_RACE_TRIES - 1:
+                _show(said)
                 raise
-            _said_by_bwrap(errors, show=False)  # a start lost to the race: started again, said nowhere
+            # a start lost to the race: started again, and what bwrap said about it said nowhere
             if signals is not None and signals.relay.sent:  # a signal came while it started: not started again
                 number = signals.relay.sent[0]
                 return Outcome(128 + number, signal=number), masks
-            masks = [path for path in masks if os.path.lexists(path)]
-            seen = {path: _identity(path) for path in masks}
+            masks, seen = _present(masks)
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own
     raise AssertionError("unreachable: the last attempt returns or raises")
@@ -359,10 +359,25 @@ def _setup_errors(passed: Sequence[int]) -> tuple[int, int, int]:
     return read_fd, write_fd, keeper
 
 
-def _said_by_bwrap(errors: tuple[int, int, int] | None, *, show: bool) -> None:
+def _present(paths: Sequence[str]) -> tuple[list[str], dict[str, tuple[int, int, int] | None]]:
+    """(the paths there now, the identity of each): taken once, so a socket gone between the two
+    looks the same to the retry as one gone during the start."""
+    seen = {path: _identity(path) for path in paths}
+    return [path for path, identity in seen.items() if identity is not None], seen
+
+
+def _show(said: bytes) -> None:
+    if said:
+        try:
+            os.write(2, said)
+        except OSError:
+            pass
+
+
+def _said_by_bwrap(errors: tuple[int, int, int] | None, *, show: bool) -> bytes:
     """What bwrap wrote to its own stderr (`_setup_errors`), passed on to ours when `show`."""
     if errors is None:
-        return
+        return b""
     read_fd, write_fd, _keeper = errors
     os.close(write_fd)
     os.set_blocking(read_fd, False)  # bwrap is gone; a sandbox process could hold the pipe no longer
@@ -374,11 +389,9 @@ def _said_by_bwrap(errors: tuple[int, int, int] | None, *, show: bool) -> None:
         pass
     finally:
         os.close(read_fd)
-    if show and said:
-        try:
-            os.write(2, said)
-        except OSError:
-            pass
+    if show:
+        _show(said)
+    return said
 
 
 def _tmp_pieces(launch: Launch, agent_session: str | None) -> tuple[list[bw.Piece], list[tuple[str, bytes, bool]], list[str], str | None]:
@@ -464,7 +477,7 @@ def _data_fd(data: bytes) -> int:
     return fd
 
 
-SOCKET_RACE_TRIES = 4  # starts of one run while host sockets come and go under bwrap's set-up
+SOCKET_RACE_TRIES = 6  # starts of one run while host sockets come and go under bwrap's set-up
 
 
 def _identity(path: str) -> tuple[int, int, int] | None:
