@@ -20,6 +20,9 @@ from tests.e2e.boxes import Box
 pytestmark = pytest.mark.e2e
 
 RUNS = 200
+# How long each path stays, and stays gone: a daemon restarting, an editor's swap file. Faster than a
+# start of a run (tens of ms), so that starts meet it coming and going, as a busy machine's do.
+CHURN = 0.01
 
 
 def _churn(path: str, stop: threading.Event) -> None:
@@ -29,13 +32,13 @@ def _churn(path: str, stop: threading.Event) -> None:
             server.bind(path)
         except OSError:
             pass
-        time.sleep(0.002)
+        time.sleep(CHURN)
         try:
             os.unlink(path)
         except OSError:
             pass
         server.close()
-        time.sleep(0.002)
+        time.sleep(CHURN)
 
 
 def test_a_socket_made_and_removed_in_a_loop_never_fails_a_run_nor_adds_a_line(vbox: Box) -> None:
@@ -71,13 +74,13 @@ def _churn_paths(project: str, stop: threading.Event) -> None:
             os.symlink("/etc/hostname", link)
         except OSError:
             pass
-        time.sleep(0.003)
+        time.sleep(CHURN)
         for remove in (lambda: os.rmdir(folder), lambda: os.unlink(file), lambda: os.unlink(link)):
             try:
                 remove()
             except OSError:
                 pass
-        time.sleep(0.003)
+        time.sleep(CHURN)
 
 
 def test_folders_files_and_links_a_policy_names_coming_and_going_never_show(vbox: Box) -> None:

@@ -98,7 +98,7 @@ class LinuxBackend:
         return run_launch(launch, invocation, request.locations, credentials)
 
 
-PLAN_TRIES = 3  # plans of one run while the paths it names change under it (a link that stays is a real refusal)
+PLAN_TRIES = 5  # plans of one run while the paths it names change under it (a link that stays is a real refusal)
 
 
 def _read_credentials(launch: Launch, invocation: Invocation) -> list[Resolved] | None:
