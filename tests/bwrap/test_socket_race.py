@@ -165,3 +165,16 @@ def test_a_failure_with_no_socket_changed_is_no_race(tmp_path: Path, calls: list
     with pytest.raises(SandboxSetupError):
         execute._supervised(_launch([str(path)], []), plan_limits(None, None, None, "s"), None)
     assert len(calls) == 1
+
+
+def test_a_failed_start_is_laid_to_a_changed_path_only_when_bwrap_names_a_path_of_the_plan() -> None:
+    """bwrap spells paths from inside its set-up (/newroot/..., /oldroot/...): a message naming a
+    mount of the plan may be a path that changed since planning (run.py plans and starts again)."""
+    args = b"--ro-bind\0/\0/\0--tmpfs\0/p/secret\0--ro-bind\0/dev/null\0/p/.env\0"
+    named = execute._names_a_planned_path
+    assert named(b"bwrap: Can't mkdir /newroot/p/secret: File exists\n", args)
+    assert named(b"bwrap: Can't bind mount /oldroot/dev/null on /newroot/p/.env: Not a directory\n", args)
+    assert not named(b"bwrap: Can't mkdir parents for /proc/12/mounts: No such file or directory\n", args)
+    assert not named(b"bwrap: No permissions to creating new namespace\n", args)
+    assert not named(b"bwrap: Can't mkdir /newroot/p/secretive: File exists\n", args)  # a word of the plan, whole
+    assert not named(b"bwrap: Can't mkdir /newroot/: x\n", args)  # / alone is in every plan

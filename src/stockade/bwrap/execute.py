@@ -310,7 +310,7 @@ def _supervised(
         try:
             console = signals.new_console() if signals is not None else None
             passed = (args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies))
-            errors = _setup_errors(passed) if masks and console is None else None
+            errors = _setup_errors(passed) if console is None else None
             swap = [] if errors is None else ["/bin/sh", "-c", f'exec 2>&{errors[2]} {errors[2]}>&-; exec "$0" "$@"']
             argv = [*outer, launch.bwrap, "--args", str(args_fd), "--", *inner, *swap, *launch.command]
             outcome = supervise(
@@ -332,21 +332,50 @@ def _supervised(
             )
             _said_by_bwrap(errors, show=True)
             return outcome, masks
-        except SandboxSetupError:
+        except SandboxSetupError as failed:
             said = _said_by_bwrap(errors, show=False)
+            if signals is not None and signals.relay.sent:  # a signal came while it started: not started again
+                _show(said)
+                number = signals.relay.sent[0]
+                return Outcome(128 + number, signal=number), masks
             changed = [path for path in masks if _identity(path) != seen[path]]  # gone, or gone and made again
             named = [path for path in masks if path.encode("utf-8", "surrogateescape") in said]  # bwrap failed at a mask
             if not (changed or named) or attempt == SOCKET_RACE_TRIES - 1:
-                _show(said)
-                raise
+                raise StartFailed(str(failed), said, _names_a_planned_path(said, launch.args), errors is None) from None
             # a start lost to the race: started again, and what bwrap said about it said nowhere
-            if signals is not None and signals.relay.sent:  # a signal came while it started: not started again
-                number = signals.relay.sent[0]
-                return Outcome(128 + number, signal=number), masks
             masks, seen = _present(masks)
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+class StartFailed(SandboxSetupError):
+    """bwrap could not set the sandbox up; the command never started. `said`: bwrap's own words,
+    kept off the terminal (`show` passes them on) so that a start planned again (run.py) leaves no
+    stray line; `raced`: those words name a path of the plan, which may have changed since it was
+    planned (a deny rule's folder removed, made a file or a link); `unheard`: bwrap spoke to the
+    terminal itself (a run with its own console), so whether it named one is not known."""
+
+    def __init__(self, message: str, said: bytes, raced: bool, unheard: bool) -> None:
+        super().__init__(message)
+        self.said, self.raced, self.unheard = said, raced, unheard
+
+    def show(self) -> None:
+        _show(self.said)
+
+
+def _names_a_planned_path(said: bytes, args: bytes) -> bool:
+    """Whether bwrap's message names a path the plan mounts at or from: bwrap spells them from
+    inside its own set-up, as /newroot/PATH or /oldroot/PATH."""
+    words = b"\0" + args
+    for token in said.replace(b"'", b" ").replace(b'"', b" ").split():
+        path = token.rstrip(b":,.")
+        for prefix in (b"/newroot", b"/oldroot"):
+            if path.startswith(prefix + b"/"):
+                path = path[len(prefix) :]
+        if path.startswith(b"/") and path != b"/" and b"\0" + path + b"\0" in words:
+            return True
+    return False
 
 
 def _setup_errors(passed: Sequence[int]) -> tuple[int, int, int]:
@@ -587,6 +616,10 @@ def _execute(
                 copies = [*((p, d, True) for p, d in files), *named]
                 aliases = {stage.git_dir: stage.alias for stage in stages}
                 outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases)
+            except StartFailed:
+                if journal is not None:  # nothing ran: nothing to sweep
+                    journal.close()
+                raise
             finally:
                 if folder is not None:
                     from stockade.bwrap.scratch import remove_mount_point

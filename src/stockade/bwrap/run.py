@@ -19,7 +19,7 @@ from stockade.profiles.text import say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stockade.bwrap.execute import Launch
+    from stockade.bwrap.execute import Launch, StartFailed
     from stockade.core.invocation import Invocation
     from stockade.core.locations import Locations
     from stockade.profiles.toolconfig import ToolView
@@ -42,10 +42,18 @@ class LinuxBackend:
         found = plan_cache.cached_launch(invocation) if cacheable else None
         phases.mark("plan")
         if found is not None:
+            from stockade.bwrap.execute import StartFailed
+
             launch, note = found
             if note and not invocation.quiet and _first_time(launch, invocation, note):
                 say(note)
-            return run_launch(launch, invocation, None)
+            try:
+                return run_launch(launch, invocation, None)
+            except StartFailed as failed:
+                if not _lost_to_a_change(failed):
+                    failed.show()
+                    raise
+                # a stored plan whose paths changed since the check: planned again, and stored anew
         return self._plan_and_run(invocation, cacheable)
 
     def explain(self, invocation: Invocation) -> str:
@@ -57,6 +65,20 @@ class LinuxBackend:
         return planner.explain(planner.build(request))
 
     def _plan_and_run(self, invocation: Invocation, cacheable: bool) -> int:
+        """Plan, store and run; a start bwrap failed at a path of the plan is planned and started
+        again (the path may have changed since it was planned), up to START_TRIES times."""
+        from stockade.bwrap.execute import StartFailed
+
+        for start in range(START_TRIES):
+            try:
+                return self._plan_once_and_run(invocation, cacheable)
+            except StartFailed as failed:
+                if start == START_TRIES - 1 or not _lost_to_a_change(failed):
+                    failed.show()
+                    raise
+        raise AssertionError("unreachable: the last start returns or raises")
+
+    def _plan_once_and_run(self, invocation: Invocation, cacheable: bool) -> int:
         from stockade.bwrap import plan_cache
         from stockade.bwrap.backend import BwrapPlanner, launch_of, make_own
         from stockade.bwrap.placeholders import clear_leftovers
@@ -99,6 +121,14 @@ class LinuxBackend:
 
 
 PLAN_TRIES = 5  # plans of one run while the paths it names change under it (a link that stays is a real refusal)
+START_TRIES = 4  # plans and starts of one run while a path bwrap mounts at changes between the two
+
+
+def _lost_to_a_change(failed: StartFailed) -> bool:
+    """Whether a failed start may have met a path that changed after planning: bwrap named one of
+    the plan's paths. A run with its own console is not started again: bwrap spoke to the
+    terminal itself, and a second start would repeat what it said."""
+    return failed.raced and not failed.unheard
 
 
 def _read_credentials(launch: Launch, invocation: Invocation) -> list[Resolved] | None:
