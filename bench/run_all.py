@@ -47,7 +47,7 @@ from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare,
 HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
-WORKLOADS = ("startup", "terminal", "tools", "git", "phases", "first", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = ("startup", "terminal", "tools", "git", "place", "phases", "first", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -203,6 +203,38 @@ def git(bench: Bench) -> list[Section]:
     note = (f"Wall time of one cached `true` with the network off, median of {count_of(runs, 'interleaved round')}: in a project "
             "that is a git repository (its git dir staged for the run and carried back after it) and in one that is not.")  # fmt: skip
     return [Section("A git repository: `true`", note, MS, timed_rounds([*plain, staged], runs), OFF, [])]
+
+
+PLACE_FOLDERS, PLACE_FILES = 5_000, 10  # another writable place: 50,000 files, a checkout-filled ~/src (a home's own size)
+
+
+def place(bench: Bench) -> list[Section]:
+    """`true` offline with a second writable place of 50,000 files (walked at planning and, where folders changed,
+    after the run: mounts._other_places) against the project alone; cached, and planned at every run."""
+    runs = bench.plan.startup_runs
+    progress(f"place: `true` with another writable place of {PLACE_FOLDERS * PLACE_FILES:,} files, {count_of(runs, 'round')}")
+    plain = bench.contenders("place plain", [OFF], lambda tool, project: [TRUE])
+    if not plain:
+        return []
+    src = bench.world.root / "place-src"
+    for number in range(PLACE_FOLDERS):
+        folder = src / f"repo{number // 100}" / f"pkg{number % 100}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in range(PLACE_FILES):
+            (folder / f"m{name}.py").write_text("x = 1\n")
+    policy = bench.world.write("place.toml", f'extends = ["offline"]\n[filesystem]\nallow_write = [".", "{src}"]\n')
+    words = plain[0].argv[: plain[0].argv.index("--profile")]
+    with_place = replace(plain[0], name=f"{OFF}, + a place of 50,000 files", argv=[*words, "--policy", str(policy), "--", TRUE])
+    unplanned = {**plain[0].env, "STOCKADE_NO_PLAN_CACHE": "1"}
+    rows = [
+        plain[0], with_place,
+        replace(plain[0], name=f"{OFF}, planned every run", env=unplanned),
+        replace(with_place, name=f"{OFF}, + the place, planned every run", env=unplanned),
+    ]  # fmt: skip
+    note = (f"Wall time of one `true` with the network off, median of {count_of(runs, 'interleaved round')}: in the project alone, "
+            f"and with `allow_write` naming another folder of {PLACE_FOLDERS:,} folders and {PLACE_FOLDERS * PLACE_FILES:,} files, whose "
+            "floor is checked as the project's is; with the stored plan, and planned at every run (STOCKADE_NO_PLAN_CACHE).")  # fmt: skip
+    return [Section("Another writable place: `true`", note, MS, timed_rounds(rows, runs), OFF, [])]
 
 
 # The marks a run takes with STOCKADE_PHASES set (core/phases.py), in order, and what lies between them.
@@ -379,7 +411,7 @@ def keepalive(bench: Bench) -> list[Section]:
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
-    "startup": startup, "terminal": terminal, "tools": tools, "git": git,
+    "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place,
     "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 

@@ -130,5 +130,5 @@ def test_take_since_without_a_tree_walks_the_patterns_again(tmp_path: Path) -> N
     make.write_text("x")
     pattern = str(make)
     before = changes.Snapshot()
-    after = changes.take_since(str(tmp_path), (pattern,), (), before)
+    after = changes.take_since((str(tmp_path),), (pattern,), (), before)
     assert changes.changes(before.reported, after.reported) == [(pattern, "created")]

@@ -18,7 +18,7 @@ from stockade.core.errors import CannotExecuteError, CommandNotFoundError
 def launch(**overrides: object) -> Launch:
     values: dict[str, object] = {name: None for name in Launch.__slots__}
     values.update(
-        command=["true"], env={}, project="/p", writable=["/p"], reported={}, swept={}, patterns=((), ()),
+        command=["true"], env={}, project="/p", writable=["/p"], reported={}, swept={}, patterns=((), ()), watch_roots=[],
         unguarded=[], socket_masks=[], notes=[], origin="/p/.stockade.toml", interactive=False, quiet=False,
         allow_unix=False, args=b"",
     )  # fmt: skip
@@ -86,7 +86,12 @@ def test_environment_clears_then_sets_sorted() -> None:
     [(["/p"], True), (["/"], True), (["/q", "/p"], True), (["/q"], False), (["/p/sub"], False), (["/pp"], False), ([], False)],
 )
 def test_project_watch_only_when_writable(writable: list[str], watched: bool) -> None:
-    assert execute._project_watch(launch(project="/p", writable=writable)) is watched
+    assert execute._watched_roots(launch(project="/p", writable=writable)) == (("/p",) if watched else ())
+
+
+def test_the_other_writable_places_the_plan_walked_are_watched_too() -> None:
+    assert execute._watched_roots(launch(project="/p", writable=["/p", "/q"], watch_roots=["/q"])) == ("/p", "/q")
+    assert execute._watched_roots(launch(project="/p", writable=["/q"], watch_roots=["/q"])) == ("/q",)
 
 
 def test_project_changes_of_an_unwritable_project_are_none() -> None:

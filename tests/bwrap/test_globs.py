@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stockade.bwrap import folders, globs
 from stockade.bwrap.globs import Patterns, expand
+from stockade.profiles.paths import glob_to_regex
 
 
 def tree_of(root: Path, files: list[str]) -> Path:
@@ -161,3 +165,47 @@ def test_patterns_without_wildcard_names_have_no_name_regex() -> None:
     patterns = Patterns(["/p/**/.env"])
     assert patterns.wild_name is None
     assert patterns.matching("x", "/p/x") == []
+
+
+_PARTS = ["a", "b", "hooks", ".git", "*", "**", "?", "*.key", "h*", "[ab]"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pattern=st.lists(st.sampled_from(_PARTS), min_size=1, max_size=4),
+    path=st.lists(st.sampled_from(["a", "b", "hooks", ".git", "x.key", "hx", "c"]), min_size=1, max_size=5),
+)
+def test_the_indexed_lookup_finds_what_the_full_regex_does(pattern: list[str], path: list[str]) -> None:
+    """Patterns.matching narrows by name and by parent name: never to fewer matches than the plain regex."""
+    glob = "/r/" + "/".join(pattern)
+    full = "/r/" + "/".join(path)
+    expected = re.match(glob_to_regex(glob), full) is not None
+    assert (glob in globs.Patterns([glob]).matching(path[-1], full)) is expected
+
+
+def test_another_place_cut_short_leaves_none_of_its_folders_and_all_of_the_projects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partial record would make every folder of the place the walk did not reach look new after the run."""
+    home = tmp_path / "home"
+    project = home / "proj"
+    for folder in (project / "a", home / "src" / "b", home / "src" / "c"):
+        folder.mkdir(parents=True)
+        (folder / "f").write_text("x")
+    monkeypatch.setattr(globs, "MAX_ENTRIES", 4)
+    tree: globs.Tree = {}
+    _found, notes = expand((f"{project}/**/.envrc", f"{home}/**/.envrc"), tree, str(project), more_roots=(str(home),))
+    assert str(project) in tree and str(project / "a") in tree
+    assert not [folder for folder in tree if folder.startswith(str(home / "src"))] and str(home) not in tree
+    assert notes == [f"stopped expanding globs under {home} after 4 entries"]
+
+
+def test_another_place_holding_the_project_is_walked_around_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    project = home / "proj"
+    (project / "a").mkdir(parents=True)
+    (home / "src").mkdir()
+    (project / "a" / ".envrc").write_text("x")
+    tree: globs.Tree = {}
+    found, _notes = expand((f"{project}/**/.envrc", f"{home}/**/.envrc"), tree, str(project), more_roots=(str(home),))
+    assert found[f"{project}/**/.envrc"] == [str(project / "a" / ".envrc")]
+    assert found[f"{home}/**/.envrc"] == []  # the project is the project walk's: the place's walk does not enter it
+    assert {str(home), str(home / "src"), str(project), str(project / "a")} <= set(tree)

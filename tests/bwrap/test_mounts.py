@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from stockade.bwrap import mounts
 from stockade.bwrap.args import Bind, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.bwrap.mounts import Mount, View, plan_view
 from stockade.core.locations import Locations
@@ -141,3 +142,25 @@ def test_a_mount_path_that_is_not_plain_is_refused(path: str) -> None:
         view.add(path, 0, Bind(path))
     view.add("/home/u/proj", 0, Bind("/home/u/proj"))  # control: a plain path is planned
     assert [m.path for m in view.mounts] == ["/home/u/proj"]
+
+
+def test_the_caches_left_unwalked_are_the_built_in_profiles_writable_places() -> None:
+    """mounts.BUILTIN_CACHES is the built-in profiles' allow_write, but the project: a new cache there is named here too."""
+    import tomllib
+    from importlib import resources
+
+    named = set()
+    for item in resources.files("stockade.profiles.builtin").iterdir():
+        if item.name.endswith(".toml"):
+            named.update(tomllib.loads(item.read_text()).get("filesystem", {}).get("allow_write", []))
+    assert named - {"."} == set(mounts.BUILTIN_CACHES)
+
+
+def test_other_places_are_each_writable_folder_outside_the_project_but_caches_and_system_tops(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    project, src, deep, npm = home / "proj", home / "src", home / "src" / "deep", home / ".npm"
+    for folder in (project / "sub", deep, npm):
+        folder.mkdir(parents=True)
+    entries = (str(project), str(project / "sub"), str(src), str(deep), str(npm), "/tmp", str(home / "absent"))
+    assert mounts._other_places(entries, str(project), str(home)) == [str(src)]
+    assert mounts._other_places((str(home), str(src)), str(project), str(home)) == [str(home)]  # the outer one, holding the project

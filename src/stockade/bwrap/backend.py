@@ -336,6 +336,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
         swept=view.watched.swept,
         tree=view.watched.tree,
         patterns=view.watch_patterns,
+        watch_roots=view.watch_roots,
         unguarded=list(view.unguarded),
         socket_masks=list(view.socket_masks),
         notes=list(view.notes),

@@ -62,8 +62,10 @@ def from_matches(reported: tuple[str, ...], swept: tuple[str, ...], matches: dic
     )
 
 
-def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], before: Snapshot) -> Snapshot:
-    """The snapshot after the run, listing only folders that changed since `before`."""
+def take_since(roots: tuple[str, ...], reported: tuple[str, ...], swept: tuple[str, ...], before: Snapshot) -> Snapshot:
+    """The snapshot after the run, listing only folders under `roots` (the project and the other
+    writable places the plan walked) that changed since `before`; a root inside another is walked
+    from its own entry only."""
     if before.tree is None:
         from stockade.bwrap import globs
 
@@ -72,7 +74,8 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
     found: dict[str, list[str]] = {pattern: [] for pattern in (*reported, *swept)}
     locked: list[str] = []
     matcher = None
-    stack = [(project, False)]  # (folder, made during the run)
+    roots_set = set(roots)
+    stack = [(root, False) for root in roots]  # (folder, made during the run)
     while stack:
         folder, new = stack.pop()
         try:
@@ -81,13 +84,13 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
             continue
         known = before.tree.get(folder)
         if known is not None and known[0] == folders.folder_stamp(info):
-            stack += [(os.path.join(folder, name), False) for name in known[1]]
+            stack += [(sub, False) for sub in (os.path.join(folder, name) for name in known[1]) if sub not in roots_set]
             continue
         had = set(known[1]) if known is not None else set()
         if known is not None:  # touched: the same entries (files that came and went)?
             listed = folders.listing(folder)
             if listed is not None and listed[0] == known[2]:
-                stack += [(os.path.join(folder, name), name not in had) for name in listed[1]]
+                stack += [(os.path.join(folder, name), name not in had) for name in listed[1] if os.path.join(folder, name) not in roots_set]
                 continue
         from stockade.bwrap import globs  # new entries: now the patterns are needed
 
@@ -95,7 +98,7 @@ def take_since(project: str, reported: tuple[str, ...], swept: tuple[str, ...], 
             matcher = globs.Patterns((*reported, *swept))
         walked = globs.list_folder(folder, matcher, found, None)
         if walked is not None:
-            stack += [(sub, os.path.basename(sub) not in had) for sub in walked[1]]
+            stack += [(sub, os.path.basename(sub) not in had) for sub in walked[1] if sub not in roots_set]
         elif (new or known is not None) and _locked(info):
             locked.append(folder)  # readable when planned, or made by the run: locked inside it
     after = from_matches(reported, swept, found, None)

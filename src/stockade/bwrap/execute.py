@@ -58,6 +58,7 @@ class Launch:
     swept: changes.Stamps
     tree: Tree | None
     patterns: tuple[tuple[str, ...], tuple[str, ...]]  # (reported, swept) globs
+    watch_roots: list[str]  # the writable places outside the project walked after the run too (mounts._other_places)
     unguarded: list[tuple[str, str]]  # absent protected paths, (path, first absent component): mounts.View
     socket_masks: list[str]  # host sockets to hide, each only if still there when the run starts
     notes: list[str]
@@ -165,19 +166,23 @@ def environment(env: dict[str, str]) -> list[bw.Piece]:
     return [bw.Flag("--clearenv"), *(bw.SetEnv(name, value) for name, value in sorted(env.items()))]
 
 
-def _project_watch(launch: Launch) -> bool:
-    """Walk the project after the run only when the run could write it."""
+def _watched_roots(launch: Launch) -> tuple[str, ...]:
+    """Where the run's writes are checked after it: the project when the run could write it, and
+    the other writable places the plan walked."""
     project = launch.project
-    return any(project == root or project.startswith(root.rstrip("/") + "/") for root in launch.writable)
+    writable = any(project == root or project.startswith(root.rstrip("/") + "/") for root in launch.writable)
+    return (*((project,) if writable else ()), *launch.watch_roots)
 
 
 def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(runs-later files created or changed, floor files made in new places and moved aside)."""
-    if not _project_watch(launch):
+    """(runs-later files created or changed, floor files made in new places and moved aside), in
+    the project and the other writable places the plan walked."""
+    roots = _watched_roots(launch)
+    if not roots:
         return [], []
     before = launch.watched
     reported, swept = launch.patterns
-    after = changes.take_since(launch.project, reported, swept, before)
+    after = changes.take_since(roots, reported, swept, before)
     planted = [path for path, _how in changes.changes(before.swept, after.swept)]
     if planted:  # a clone, a new worktree or submodule: git data that may stay (gitcheck.py)
         from stockade.bwrap.gitcheck import user_hook_folders

@@ -28,15 +28,19 @@ def expand(
     tree_root: str = "",
     locked: list[str] | None = None,
     shared: list[str] | None = None,
+    more_roots: tuple[str, ...] = (),
 ) -> tuple[dict[str, list[str]], list[str]]:
     """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists.
 
-    With `tree`, every folder listed under `tree_root` is recorded there with
-    its stamp and subfolders, so the end of the run can tell which folders
-    changed without listing the others again (changes.py). With `locked`,
-    folders of ours that the walk cannot read or search go there, unwalked
-    (list_folder). With `shared`, the regular files under `tree_root` that have other hard
-    links go there (hardlinks.py).
+    With `tree`, every folder listed under `tree_root` and `more_roots` (the
+    other writable places) is recorded there with its stamp and subfolders, so
+    the end of the run can tell which folders changed without listing the
+    others again (changes.py); a walk of `more_roots` does not enter
+    `tree_root`, walked on its own. A walk cut short at MAX_ENTRIES leaves none
+    of its root's folders in `tree` (the project's: none at all). With
+    `locked`, folders of ours that the walk cannot read or search go there,
+    unwalked (list_folder). With `shared`, the regular files under `tree_root`
+    that have other hard links go there (hardlinks.py).
     """
     found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
     notes: list[str] = []
@@ -52,12 +56,27 @@ def expand(
                 found[pattern].append(pattern)  # cannot tell whether it is there: the caller decides
             continue
         by_base[glob_base(pattern)].append(pattern)
+    cut: list[str] = []
     for base, under in by_base.items():
-        if not _walk(base, Patterns(under), found, tree if base == tree_root else None, locked, shared if base == tree_root else None):
+        recorded = base == tree_root or base in more_roots
+        if not _walk(
+            base, Patterns(under), found, tree if recorded else None, locked, shared if base == tree_root else None,
+            skip=tree_root if base in more_roots else None,
+        ):  # fmt: skip
             notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
-            if base == tree_root and tree is not None:
-                tree.clear()  # a partial record would make every unlisted folder look new
+            if recorded:
+                cut.append(base)
+    if tree is not None:  # a partial record would make every unlisted folder look new
+        if tree_root in cut:
+            tree.clear()
+        for base in cut:
+            for folder in [folder for folder in tree if _within(folder, base) and not _within(folder, tree_root)]:
+                del tree[folder]
     return found, notes
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 class Patterns:
@@ -66,17 +85,23 @@ class Patterns:
     Most entries of a big tree match nothing; a set lookup on the name (or
     one combined regex for wildcard names) rules them out before any
     full-path regex runs, and a pattern's full-path regex is compiled only
-    when some name is a candidate for it (most never are).
+    when some name is a candidate for it (most never are). A wildcard name
+    under a literal folder name (`**/hooks/*`, every floor folder's) is looked
+    up by that folder's name instead: every name matches `*`.
     """
 
     def __init__(self, patterns: list[str] | tuple[str, ...]) -> None:
         self.by_name: dict[str, list[str]] = defaultdict(list)
+        self.by_parent: dict[str, list[str]] = defaultdict(list)
         self.wild: list[str] = []
         self.compiled: dict[str, re.Pattern[str]] = {}
         wild_names: list[str] = []
         for pattern in patterns:
-            last = pattern.rsplit("/", 1)[-1]
-            if is_glob(last):
+            _rest, _slash, last = pattern.rpartition("/")
+            parent = _rest.rpartition("/")[2]
+            if is_glob(last) and "**" not in last and parent and not is_glob(parent):
+                self.by_parent[parent].append(pattern)
+            elif is_glob(last):
                 self.wild.append(pattern)
                 wild_names.append(glob_to_regex(last)[1:-1])
             else:
@@ -87,6 +112,10 @@ class Patterns:
         candidates = self.by_name.get(name, [])
         if self.wild_name is not None and self.wild_name.match(name):
             candidates = [*candidates, *self.wild]
+        if self.by_parent:
+            under = self.by_parent.get(path[: len(path) - len(name) - 1].rpartition("/")[2])
+            if under:
+                candidates = [*candidates, *under]
         return [pattern for pattern in candidates if self._regex(pattern).match(path)]
 
     def _regex(self, pattern: str) -> re.Pattern[str]:
@@ -103,8 +132,9 @@ def _walk(
     tree: Tree | None,
     locked: list[str] | None = None,
     shared: list[str] | None = None,
+    skip: str | None = None,
 ) -> bool:
-    """Add matches to `found`; False when the walk stopped at MAX_ENTRIES."""
+    """Add matches to `found`, not entering `skip`; False when the walk stopped at MAX_ENTRIES."""
     stack = [base]
     seen = 0
     while stack:
@@ -115,7 +145,7 @@ def _walk(
         seen += listed[0]
         if seen > MAX_ENTRIES:
             return False
-        stack += listed[1]
+        stack += [sub for sub in listed[1] if sub != skip]
     return True
 
 

@@ -24,7 +24,7 @@ from stockade.bwrap.sweep import LINK_PIN
 from stockade.core.errors import SandboxSetupError
 from stockade.core.locations import Locations
 from stockade.profiles import gitdirs
-from stockade.profiles.floor import Floor, floor_for
+from stockade.profiles.floor import Floor, floor_for, swept_patterns
 from stockade.profiles.model import Policy
 from stockade.profiles.paths import below_home, glob_base, is_glob, is_within
 
@@ -64,7 +64,8 @@ class View:
     socket_masks: list[str] = field(default_factory=list)  # those the sandbox would see: masked at the start (execute.py)
     shared_files: list[str] = field(default_factory=list)  # writable files with other hard links: copied before a run
     watched: changes.Snapshot = field(default_factory=changes.Snapshot)  # runs-later files before the run
-    watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project
+    watch_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (reported, swept) globs of the project and watch_roots
+    watch_roots: list[str] = field(default_factory=list)  # the other writable places checked after the run (_other_places)
     # the project walk's patterns and, per folder, what of it the plan depends on (plan_cache.py)
     walk: tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = ((), {})
     # why each protected or hidden path is: the policy entry or floor item (denials.py names it for --trace)
@@ -206,17 +207,32 @@ def plan_view(
     view.project = project
     nested = (f"{project}/**/.git", f"{project}/**/.stockade.toml")
     reported, swept = changes.patterns(project)
+    others = _other_places(fs.allow_write, project, str(locations.home))
+    elsewhere = {root: swept_patterns(root) for root in others}  # `ROOT/**/.git` among them
     tree: globs.Tree = {}
     locked: list[str] = []  # folders of ours the walk could not look into: hidden whole (globs.list_folder)
     shared: list[str] = []  # files of the project with other hard links (hardlinks.py)
-    matches, walk_notes = globs.expand((*fs.deny_read, *fs.deny_write, *nested, *reported, *swept), tree, project, locked, shared)
+    patterns = (*fs.deny_read, *fs.deny_write, *nested, *reported, *swept, *(p for more in elsewhere.values() for p in more))
+    matches, walk_notes = globs.expand(patterns, tree, project, locked, shared, more_roots=tuple(others))
     view.notes += walk_notes
+    if tree:  # a place whose walk stopped at the limit is not checked after the run: its note says so
+        view.watch_roots = [root for root in others if root in tree]
+        view.notes += [
+            f"{root} holds more than {globs.MAX_ENTRIES:,} entries: files that run code later made deep in it are not checked after "
+            "the run (name the folders you need in allow_write instead)"
+            for root in others if root not in tree and os.path.isdir(root)
+        ]  # fmt: skip
+        swept = (*swept, *(p for root in view.watch_roots for p in elsewhere[root]))
+    # a file the run makes where a deny_write glob matches is moved aside after it: only those that
+    # existed at planning could be held read-only (ESCAPES 89)
+    swept = (*swept, *(p for p in fs.deny_write if is_glob(p) and p not in swept))
     view.watched = changes.from_matches(reported, swept, matches, tree or None)
     view.watch_patterns = (reported, swept)
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
-    view.walk = _walk_summary(project, matches, tree, real_denied)
+    view.walk = _walk_summary((project, *view.watch_roots), matches, tree, real_denied)
     real_home = os.path.realpath(locations.home)
-    repositories = _repositories((project, os.path.realpath(cwd)), matches[nested[0]], env, cwd)
+    git_entries = [*matches[nested[0]], *(entry for root in view.watch_roots for entry in matches[f"{root}/**/.git"])]
+    repositories = _repositories((project, os.path.realpath(cwd)), git_entries, env, cwd)
     repositories += _git_dirs_holding(fs.allow_write)
     linked = _linked_git_dirs(repositories, fs.allow_write)
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home))
@@ -501,9 +517,10 @@ def _own_inodes(places: list[str]) -> set[tuple[int, int]]:
 
 
 def _walk_summary(
-    project: str, matches: dict[str, list[str]], tree: globs.Tree, denied: list[str]
+    roots: tuple[str, ...], matches: dict[str, list[str]], tree: globs.Tree, denied: list[str]
 ) -> tuple[tuple[str, ...], dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
-    """(the patterns walked inside the project, {folder: (subfolders, names matching one of them)}).
+    """(the patterns walked inside the project and the other places watched (`roots`), {folder:
+    (subfolders, names matching one of them)}).
 
     Every glob whose walk starts in the project counts, not only those based at its top:
     `config/*.key` is walked from project/config, and a new key there must not keep the plan.
@@ -512,9 +529,9 @@ def _walk_summary(
     """
     from stockade.bwrap.plan_cache import matched_names, summarise
 
-    walked = tuple(p for p in matches if is_glob(p) and is_within(glob_base(p), project))
+    walked = tuple(p for p in matches if is_glob(p) and any(is_within(glob_base(p), root) for root in roots))
     names = matched_names({pattern: matches[pattern] for pattern in walked})
-    scanned = [path for path in denied if is_within(path, project)]
+    scanned = [path for path in denied if any(is_within(path, root) for root in roots)]
     return walked, {
         folder: summarise(subfolders, names.get(folder, ()))
         for folder, (_stamp, subfolders, _digest) in tree.items()
@@ -530,6 +547,32 @@ def _repositories(anchors: tuple[str, ...], git_entries: list[str], env: Mapping
     found = [gitdirs.locate(folder) for folder in dict.fromkeys(work_trees)]
     found.append(gitdirs.from_environment(env, cwd))
     return [layout for layout in found if layout is not None]
+
+
+def _other_places(allow_write: tuple[str, ...], project: str, home: str) -> list[str]:
+    """The writable places outside the project whose floor is checked after the run as the
+    project's is (walked at planning, and after the run where folders changed): each existing
+    allow_write folder (real path) but the package caches the built-in profiles open, which
+    hold no working trees (issue 32's cache layer), and the whole system's top folders."""
+    caches = {os.path.realpath(os.path.join(home, place[2:])) for place in BUILTIN_CACHES}
+    places: list[str] = []
+    for entry in allow_write:
+        real = os.path.realpath(entry)
+        if real in ("/", *SYSTEM_TOPS) or is_within(real, project) or not os.path.isdir(real):
+            continue
+        if any(is_within(real, cache) for cache in caches) or any(is_within(real, place) for place in places):
+            continue
+        places = [place for place in places if not is_within(place, real)] + [real]
+    return sorted(places)
+
+
+# The package caches built-in profiles make writable (tests/profiles/test_builtin.py holds this to
+# their TOML): stores of downloaded packages, judged by issue 32's cache layer, not walked per run.
+BUILTIN_CACHES = (
+    "~/.npm", "~/.cache/yarn", "~/.cache/pnpm", "~/.local/share/pnpm", "~/.cache/pip", "~/.cache/uv",
+    "~/.cache/go-build", "~/go/pkg/mod", "~/.cargo/registry", "~/.cargo/git",
+)  # fmt: skip
+SYSTEM_TOPS = ("/tmp", "/var/tmp", "/dev", "/proc", "/sys", "/run")
 
 
 def _git_dirs_holding(allow_write: tuple[str, ...]) -> list[gitdirs.GitLayout]:
