@@ -446,16 +446,19 @@ def test_a_floor_folder_made_as_a_link_during_a_run_is_moved_aside(vbox: Box) ->
     assert (vbox.project / "d" / ".vscode").is_dir(), control.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: the check after the run walks the project only and follows no links; a repository the run "
-    "makes in another writable place (allow_write ~/.cache/pip in the pypi and agent profiles) keeps its hooks, "
-    "and a link to it from the project (sub -> that repository) brings the host's git there",
+HOLE_CACHE = (
+    "HOLE: the package caches built-in profiles open (~/.cache/pip under pypi and agent) are not walked after the run "
+    "(issue 32, item 4): a repository the run makes there keeps its hooks, and a link to it from the project brings the host's git there"
 )
-def test_a_repository_made_in_another_writable_place_and_linked_from_the_project_keeps_no_hook(vbox: Box) -> None:
-    policy = vbox.policy(policy_text(allow_write=[vbox.outside]))
+
+
+@pytest.mark.parametrize("cache", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=HOLE_CACHE))], ids=["place", "cache"])
+def test_a_repository_made_in_another_writable_place_and_linked_from_the_project_keeps_no_hook(vbox: Box, cache: bool) -> None:
+    place = vbox.home / ".cache" / "pip" if cache else vbox.outside
+    place.mkdir(parents=True, exist_ok=True)
+    policy = vbox.policy(policy_text(allow_write=[place]))
     canary = vbox.root / "hook-ran"
-    repo = vbox.outside / "repo"
+    repo = place / "repo"
     hook = repo / ".git" / "hooks" / "pre-commit"
     script = (
         f"git init -q {q(str(repo))} && printf {q(f'#!/bin/sh{chr(92)}necho RAN > {canary}{chr(92)}n')} > {q(str(hook))}"
