@@ -427,3 +427,120 @@ def test_a_plain_http_upgrade_on_a_host_with_rules_leaves_no_unjudged_bytes(worl
     assert ("raw", "DELETE /repos/secret HTTP/1.1") not in seen, (seen, result)  # the attack failed
     assert ("GET", "/repos/up") in seen and ("GET", "/repos/ok") in seen, (seen, result)  # control: judged requests went through
     assert "get=200" in control.stdout, control
+
+
+class ClZeroOrigin:
+    """A plain-HTTP origin that reads no body it does not expect (CL.0): a GET's body, or a POST's to
+    /static/, is read as the connection's next request. `seen`: every request it acted on."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.seen: list[tuple[str, str]] = []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _address = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: object) -> None:
+        import socket
+
+        assert isinstance(conn, socket.socket)
+        buffer = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, buffer = buffer.split(b"\r\n\r\n", 1)
+                lines = head.lstrip(b"\r\n").decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                self.seen.append((method, path))
+                fields = dict(line.lower().split(": ", 1) for line in lines[1:] if ": " in line)
+                length = int(fields.get("content-length", "0"))
+                if method == "POST" and not path.startswith("/static/"):
+                    while len(buffer) < length:
+                        data = conn.recv(65536)
+                        if not data:
+                            return
+                        buffer += data
+                    buffer = buffer[length:]
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+
+    def close(self) -> None:
+        self.server.close()
+
+
+RAW_REQUESTS = r"""
+import json, socket, sys
+port, cases = int(sys.argv[1]), json.loads(sys.argv[2])
+for method, path, content_type, body in cases:
+    s = socket.create_connection(("127.0.0.1", 3128))
+    data = body.encode()
+    head = f"{method} http://api.test:{port}{path} HTTP/1.1\r\nHost: api.test:{port}\r\nContent-Length: {len(data)}\r\n"
+    head += f"Content-Type: {content_type}\r\n" if content_type else ""
+    s.sendall(head.encode() + b"\r\n" + data)
+    answer = b""
+    while b"\r\n" not in answer:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    print(method, path, answer.split(b"\r\n")[0].decode() or "cut")
+    s.close()
+"""
+
+SMUGGLED = "DELETE /items/1 HTTP/1.1\r\nHost: api.test\r\n\r\n"
+
+
+def test_a_request_hidden_in_a_body_never_reaches_an_origin_that_would_run_it(world: SimpleNamespace) -> None:
+    """ESCAPES 91: a GET with a body, or a body that starts with a request line, to an origin that does not read
+    it (CL.0) ran the hidden DELETE unjudged. Each is refused; ordinary bodies and bodiless GETs go on."""
+    origin = ClZeroOrigin()
+    names = Path(world.box.env["STOCKADE_PROXY_TEST_RESOLVER"])
+    table = json.loads(names.read_text())
+    table["upstreams"].append(f"127.0.0.1:{origin.port}")
+    names.write_text(json.dumps(table))
+    (world.box.project / "raw_requests.py").write_text(RAW_REQUESTS)
+    attacks = [["GET", "/public/a", "", SMUGGLED], ["POST", "/static/b", "text/plain", SMUGGLED], ["GET", "/public/c", "", "x=1"],
+               ["POST", "/items", "text/plain", "\r\n" + SMUGGLED]]  # fmt: skip
+    controls = [["GET", "/public/d", "", ""], ["POST", "/items", "application/json", '{"name": "DELETE /items/1 HTTP/1.1"}'],
+                ["POST", "/static/e", "text/plain", "plain text\nDELETE /items/1 HTTP/1.1\r\n"]]  # fmt: skip
+    rules = policy(["GET /public/**", "POST /items", "POST /static/**"], ["DELETE /**"])
+    try:
+        result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 raw_requests.py {origin.port} '{json.dumps([*attacks, *controls])}'", policy=rules)
+    finally:
+        origin.close()
+    lines = result.stdout.splitlines()
+    assert [line.split(" ", 2)[2][:12] for line in lines] == ["HTTP/1.1 403"] * 4 + ["HTTP/1.1 200"] * 3, result
+    assert ("DELETE", "/items/1") not in origin.seen, origin.seen
+    assert [entry for entry in origin.seen if entry[0] != "DELETE"] == [("GET", "/public/d"), ("POST", "/items"), ("POST", "/static/e")]
+
+
+def test_a_method_override_in_a_body_is_judged_like_the_header(world: SimpleNamespace) -> None:
+    """ESCAPES 90: Rack, Laravel and Symfony take `_method` from a POST's form (Laravel and Rails from JSON too)."""
+    (world.box.project / "raw_requests.py").write_text(RAW_REQUESTS)
+    form, multipart = "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"
+    attacks = [["POST", "/items", form, "name=x&_method=DELETE"], ["POST", "/items", "application/json", '{"_method": "delete"}'],
+               ["POST", "/items", multipart, '--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n']]  # fmt: skip
+    controls = [["POST", "/items", form, "name=x&method=DELETE"], ["POST", "/items", "application/json", '{"name": "_method"}'],
+                ["POST", "/items", form, "_method=POST"]]  # fmt: skip
+    rules = policy(["GET /public/**", "POST /items"], ["DELETE /**"])
+    plain = plain_origin(world)
+    try:
+        script = f"env -u PYTHONPATH /usr/bin/python3 raw_requests.py {plain.server_address[1]} '{json.dumps([*attacks, *controls])}'"
+        result = world.box.run(script, policy=rules)
+    finally:
+        plain.shutdown()
+    lines = result.stdout.splitlines()
+    assert [line.split(" ", 2)[2][:12] for line in lines] == ["HTTP/1.1 403"] * 3 + ["HTTP/1.1 200"] * 3, result
+    assert plain.seen == [("POST", "/items")] * 3  # type: ignore[attr-defined]

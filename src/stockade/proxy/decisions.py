@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mitmproxy import connection, dns, http
@@ -29,6 +30,7 @@ from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
 from stockade.proxy.approvals import Approvals
+from stockade.proxy.bodies import HELD_LIMIT, BodyGate, head_refusal
 from stockade.proxy.decide import (
     PUSH_PENDING,
     Decision,
@@ -45,7 +47,7 @@ from stockade.proxy.gitpush import PushGate
 from stockade.proxy.inject import Swap, carried, judge, swap
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.sessions import Session
-from stockade.proxy.state import META, SESSION, SWAPPED, ClientState, Connections
+from stockade.proxy.state import HELD_BODY, META, SESSION, SWAPPED, ClientState, Connections
 from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
@@ -121,6 +123,13 @@ class Decisions:
                     swaps = judged
                     names = ", ".join(one.secret.name for one in swaps)
                     tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
+            judged_host = tunnel.record.host if tunnel is not None else decision.host
+            guarded = bool(tables) or bool(session.rules.secrets and carried(session.rules.secrets, request.host, request.port))
+            whole = bool(tables) and request.method.upper() == "POST" and not _every_method_allowed(tables, judged_host, request.path)
+            if decision.allowed and guarded and decision.rule != PUSH_PENDING:
+                why = head_refusal(request.method, request.headers, whole)
+                if why:
+                    decision = Decision(False, why, "", decision.host)
             dials = decision.allowed and not _reusable(state, request.host, request.port)
             goes_on = await _goes_on(flow, session, tracked, decision)
             if tunnel is None and not (goes_on and dials):  # a once no dial takes (refused after all, or reused) ends here
@@ -129,6 +138,10 @@ class Decisions:
                 one_target(request)
             if goes_on and decision.rule == PUSH_PENDING:
                 request.stream = push_gate(flow, tracked, tables)
+            elif goes_on and guarded and whole and _readable_whole(request):
+                flow.metadata[HELD_BODY] = (tables, judged_host)  # read whole by mitmproxy, judged in `request`
+            elif goes_on and guarded:
+                request.stream = body_gate(flow, tracked, tables, judged_host, whole)
             if goes_on and session.rules.secrets:
                 if swaps:
                     swap(request, swaps)
@@ -142,6 +155,25 @@ class Decisions:
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
             _drop_once(self.connections, flow)
+            refusal.fail(flow)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        """A body held whole (HELD_BODY) is judged now, before any of the request goes on: a refused
+        one is answered with a 403 and never reaches the origin."""
+        held = flow.metadata.get(HELD_BODY)
+        tracked: Tracked | None = flow.metadata.get(META)
+        if held is None or tracked is None or tracked.written or flow.response is not None:
+            return
+        try:
+            tables, host = held
+            refused: list[str] = []
+            gate = body_gate(flow, tracked, tables, host, True, refused.append)
+            gate(flow.request.raw_content or b"")
+            gate(b"")
+            if refused:
+                refusal.refuse(flow, tracked, Decision(False, refused[0], "", tracked.record.host))
+        except Exception:
+            logger.exception("request failed; refusing %s", refusal.where(flow))
             refusal.fail(flow)
 
     def dns_request(self, flow: Any) -> None:
@@ -203,6 +235,44 @@ def push_gate(flow: http.HTTPFlow, tracked: Tracked, tables: tuple[HttpTable, ..
         refusal.cut(flow)
 
     return PushGate(push_patterns(tables), allow, refuse)
+
+
+def body_gate(
+    flow: http.HTTPFlow, tracked: Tracked, tables: tuple[HttpTable, ...], host: str, whole: bool, refuse: Callable[[str], None] | None = None
+) -> BodyGate:
+    """The `request.stream` of a request to a host with HTTP rules or a credential: its body is
+    held until what it asks of the origin is judged (bodies.py), and a refused one is recorded
+    and cut before any of it goes on (its head went on already: no 403 can follow it). `refuse`:
+    what a refusal does instead (a body read whole, judged before its head went on)."""
+    request = flow.request
+
+    def judge(found: list[tuple[str, str]]) -> str | None:
+        decision = decide_request(tables, host, request.method, request.path, tuple(found))
+        return None if decision.allowed else decision.rule
+
+    def cut(rule: str) -> None:
+        tracked.deny(Decision(False, rule, "", tracked.record.host))
+        refusal.cut(flow)
+
+    return BodyGate(request.headers.get("content-type", ""), whole, judge, refuse or cut)
+
+
+def _readable_whole(request: http.Request) -> bool:
+    """A body mitmproxy reads whole before the request goes on: a declared length within the
+    daemon's streaming limit (stream_large_bodies), no transfer coding."""
+    length = request.headers.get("content-length", "").strip()
+    return not request.headers.get("transfer-encoding") and length.isdigit() and int(length) <= HELD_LIMIT
+
+
+# Methods an override may name, judged on a POST's path: if the rules allow each (and any other,
+# OTHER_METHOD), no override can change the decision, and the body need not be held whole.
+COMMON_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+OTHER_METHOD = "STOCKADE-ANY-OTHER"
+
+
+def _every_method_allowed(tables: tuple[HttpTable, ...], host: str, path: str) -> bool:
+    named = {method for table in tables for rule in (*table.allow, *table.deny) for method in (rule.methods or ())}
+    return all(decide_request(tables, host, method, path).allowed for method in (*COMMON_METHODS, *sorted(named), OTHER_METHOD))
 
 
 # Where servers take a method other than the request line's (Rails, Express method-override, Symfony,

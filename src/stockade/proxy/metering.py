@@ -25,7 +25,7 @@ from stockade.proxy import refusal
 from stockade.proxy.decide import Decision
 from stockade.proxy.meter import Meter
 from stockade.proxy.refusal import INTERNAL_ERROR
-from stockade.proxy.state import META, SWAPPED, Connections
+from stockade.proxy.state import HELD_BODY, META, SWAPPED, Connections
 from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
@@ -43,11 +43,19 @@ class Metering:
             return  # not allowed, or not recorded: Decisions answered it
         try:
             tracked.record.bytes_up = _head_size(flow.request)
+            if flow.metadata.get(HELD_BODY) is not None:
+                return  # read whole, judged before it goes on (decisions.Decisions.request): counted in `request`
             inner = flow.request.stream  # a git push's gate (decisions.push_gate): count what it lets through
             flow.request.stream = _counter(tracked, "bytes_up", flow, inner if callable(inner) else None)
         except Exception:
             logger.exception("requestheaders failed; refusing %s", refusal.where(flow))
             refusal.fail(flow)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        tracked = flow.metadata.get(META)
+        if tracked is None or tracked.written or flow.metadata.get(HELD_BODY) is None or flow.response is not None:
+            return
+        tracked.record.bytes_up += len(flow.request.raw_content or b"")
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         tracked = flow.metadata.get(META)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 META = "stockade"  # flow.metadata key holding the flow's Tracked
 SESSION = "stockade_session"  # flow.metadata key holding the Session the flow was admitted for
+HELD_BODY = "stockade_held_body"  # flow.metadata key: (HTTP tables, host) of a body read whole and judged before it goes on (bodies.py)
 SWAPPED = "stockade_swapped"  # flow.metadata key: the credential values masked in the answer, those swapped in and those of its host
 
 

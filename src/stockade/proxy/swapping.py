@@ -16,6 +16,7 @@ so every hook here catches everything itself and stops the flow.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from mitmproxy import http
 
@@ -23,12 +24,20 @@ from stockade.proxy import refusal
 from stockade.proxy.decide import Decision
 from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_forms, mask_headers
 from stockade.proxy.sessions import Session
-from stockade.proxy.state import META, SESSION, SWAPPED
+from stockade.proxy.state import HELD_BODY, META, SESSION, SWAPPED
 from stockade.proxy.tracking import Tracked
 
 logger = logging.getLogger(__name__)
 
 ENCODED_ANSWER = "an answer in a content or transfer coding to a request that carried a credential (it cannot be checked for the value)"
+
+
+def _found_in_body(flow: http.HTTPFlow, tracked: Tracked) -> Callable[[Secret], None]:
+    def found(secret: Secret) -> None:
+        tracked.deny(Decision(False, f"credential {secret.name} in the request body, where it may not travel", "", tracked.record.host))
+        refusal.cut(flow)
+
+    return found
 
 
 class Swapping:
@@ -38,21 +47,25 @@ class Swapping:
         if session is None or not session.rules.secrets or tracked is None or tracked.written or flow.response is not None:
             return
         try:
+            if flow.metadata.get(HELD_BODY) is not None:
+                return  # read whole before it goes on: watched in `request`
             inner = flow.request.stream if callable(flow.request.stream) else None
-
-            def found(secret: Secret) -> None:
-                tracked.deny(Decision(False, f"credential {secret.name} in the request body, where it may not travel", "", tracked.record.host))
-                refusal.cut(flow)
-
-            flow.request.stream = BodyWatch(session.rules.secrets, inner, found)
+            flow.request.stream = BodyWatch(session.rules.secrets, inner, _found_in_body(flow, tracked))
         except Exception:
             logger.exception("requestheaders failed; stopping %s", refusal.where(flow))
             refusal.cut(flow)
 
     def request(self, flow: http.HTTPFlow) -> None:
-        """Trailers (HTTP/2, chunked) go on after this hook: a placeholder in them stops the request."""
+        """Trailers (HTTP/2, chunked) go on after this hook: a placeholder in them stops the request;
+        so does one in a body read whole (HELD_BODY), before any of it goes on."""
         session: Session | None = flow.metadata.get(SESSION)
         tracked: Tracked | None = flow.metadata.get(META)
+        if session is not None and session.rules.secrets and tracked is not None and flow.metadata.get(HELD_BODY) is not None:
+            if flow.response is None and not tracked.written:
+                watch = BodyWatch(session.rules.secrets, None, _found_in_body(flow, tracked))
+                watch(flow.request.raw_content or b"")
+                if watch.stopped:
+                    return
         trailers = flow.request.trailers
         if session is None or not session.rules.secrets or not trailers or flow.response is not None:
             return
