@@ -132,3 +132,13 @@ def test_take_since_without_a_tree_walks_the_patterns_again(tmp_path: Path) -> N
     before = changes.Snapshot()
     after = changes.take_since((str(tmp_path),), (pattern,), (), before)
     assert changes.changes(before.reported, after.reported) == [(pattern, "created")]
+
+
+def test_a_name_too_long_to_take_the_suffix_is_still_moved_aside(tmp_path: Path) -> None:
+    """Review of issue 32: a planted file whose name left no room for the suffix stayed (ENAMETOOLONG)."""
+    long = tmp_path / (".vscode-" + "é" * 115 + ".json")  # 246 bytes
+    long.write_text("planted")
+    moved = changes.quarantine([str(long)], "s1", [str(tmp_path)])
+    assert len(moved) == 1 and not long.exists()
+    new = Path(moved[0][1])
+    assert new.read_text() == "planted" and len(os.fsencode(new.name)) <= 255 and changes.QUARANTINE_SUFFIX in new.name

@@ -164,3 +164,47 @@ def test_other_places_are_each_writable_folder_outside_the_project_but_caches_an
     entries = (str(project), str(project / "sub"), str(src), str(deep), str(npm), "/tmp", str(home / "absent"))
     assert mounts._other_places(entries, str(project), str(home)) == [str(src)]
     assert mounts._other_places((str(home), str(src)), str(project), str(home)) == [str(home)]  # the outer one, holding the project
+
+
+def test_other_places_stay_watched_when_the_projects_walk_is_cut_short(root: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project past the walk's limit (one the sandbox can grow) must not switch off the check of every other place."""
+    from stockade.bwrap import globs
+
+    src = root / "src"
+    (src / "other" / ".git" / "hooks").mkdir(parents=True)
+    for number in range(30):
+        (project / "src" / f"m{number}.py").write_text("x")
+    monkeypatch.setattr(globs, "MAX_ENTRIES", 20)
+    view = view_of(root, project, allow_write=(str(project), str(src)))
+    assert view.watch_roots == [str(src)]
+    assert view.watched.tree is None  # the project's record is gone: the check walks every pattern again
+    assert str(src / "other" / ".git" / "hooks") in view.read_only  # its repository held as before
+
+
+def test_a_place_whose_walk_is_cut_short_is_named_and_its_repositories_still_held(root: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stockade.bwrap import globs
+
+    src = root / "src"
+    (src / ".git" / "hooks").mkdir(parents=True)  # found before the walk stops
+    for number in range(40):
+        (src / f"z{number}").write_text("x")
+    monkeypatch.setattr(globs, "MAX_ENTRIES", 30)
+    view = view_of(root, project, allow_write=(str(project), str(src)))
+    assert view.watch_roots == []
+    assert any(str(src) in note and "cannot check it" in note for note in view.notes), view.notes
+    assert str(src / ".git" / "hooks") in view.read_only
+
+
+def test_a_worktree_in_another_place_does_not_make_its_main_repository_writable(root: Path, project: Path) -> None:
+    """Its git data lies in a repository outside every allow_write entry: that stays read-only (review of issue 32)."""
+    import subprocess
+
+    main, src = root / "main", root / "src"
+    src.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    subprocess.run(["git", "init", "-q", str(main)], check=True, env=env)
+    subprocess.run(["git", "-C", str(main), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)
+    subprocess.run(["git", "-C", str(main), "worktree", "add", "-q", str(src / "wt")], check=True, env=env, capture_output=True)
+    view = view_of(root, project, allow_write=(str(project), str(src)))
+    assert not [place for place in view.writable if place.startswith(str(main))], view.writable

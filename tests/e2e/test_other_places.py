@@ -118,3 +118,48 @@ def test_a_file_made_where_a_deny_write_glob_matches_is_moved_aside(vbox: Box) -
     control = vbox.run(f"echo kept > {src}/newdir/env.txt && echo kept > new/env.txt", policy=policy)
     assert control.returncode == 0, control
     assert (src / "newdir" / "env.txt").read_text() == "kept\n" and (vbox.project / "new" / "env.txt").read_text() == "kept\n"
+
+
+def test_a_bare_repositorys_hooks_folder_swapped_for_a_link_is_moved_aside(vbox: Box) -> None:
+    """Review of issue 32: `mv hooks hooks.orig; ln -s ../tools hooks` in a bare repository (found by no `.git`)
+    made a host `git push` to it run the sandbox's post-receive."""
+    src = _src(vbox)
+    bare = src / "shared.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True, env={**vbox.env, **GIT_ENV})
+    attack = vbox.run(
+        f"mkdir {src}/tools && cp {_payload(vbox)} {src}/tools/post-receive && mv {bare}/hooks {bare}/hooks.orig "
+        f"&& ln -s ../tools {bare}/hooks && echo SWAPPED",
+        policy=_policy(vbox, src),
+    )
+    assert "SWAPPED" in attack.stdout, attack
+    assert not (bare / "hooks").is_symlink(), "the link to the sandbox's hooks stays where git looks"
+    assert "stockade-quarantine" in attack.stderr, attack
+
+
+def test_a_runs_later_file_changed_in_another_place_is_named(vbox: Box) -> None:
+    """Review of issue 32: a Makefile or .husky hook changed in another place went unsaid (the project's are named)."""
+    src = _src(vbox)
+    (src / "other" / "Makefile").write_text("all:\n\ttrue\n")
+    result = vbox.run(f"printf '\\tcurl evil\\n' >> {src}/other/Makefile", policy=_policy(vbox, src))
+    assert result.returncode == 0, result
+    assert "Makefile" in result.stderr, result.stderr
+    quiet = vbox.run(f"echo x > {src}/other/notes.txt", policy=_policy(vbox, src))
+    assert "notes.txt" not in quiet.stderr, quiet.stderr
+
+
+def test_what_the_host_changes_behind_a_wall_during_the_run_is_not_moved_aside(vbox: Box) -> None:
+    """Review of issue 32: with the home writable, an agent's login the host rewrote during the run (a file the
+    sandbox could not even see) was renamed as if the run had planted it."""
+    login = vbox.home / ".claude" / "settings.json"
+    login.parent.mkdir(parents=True)
+    login.write_text("{}\n")
+    policy = f'extends = ["default"]\n[filesystem]\nallow_write = [".", "{vbox.home}"]\ndeny_read = ["{login.parent}"]\n'
+    proc = subprocess.Popen(
+        [*vbox.command_words(["--policy", str(vbox.policy(policy))]), "--", "sh", "-c", "echo started; sleep 2"],
+        cwd=vbox.project, env=vbox.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    login.write_text('{"theme": "dark"}\n')  # the host's own agent, while the run goes on
+    _out, err = proc.communicate(timeout=60)
+    assert login.read_text() == '{"theme": "dark"}\n', err
+    assert "quarantine" not in err, err

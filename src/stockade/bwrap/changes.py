@@ -174,13 +174,13 @@ def _rename_aside(path: str, session: str, roots: list[str]) -> str | int:
     if parent is None:
         return errno.ENOENT
     name = os.path.basename(path)
-    new_name = f"{name}{QUARANTINE_SUFFIX}{session}"
+    new_name = _aside_name(name, f"{QUARANTINE_SUFFIX}{session}")
     for number in range(2, 1000):  # a second move of one name in one run must not replace the first
         try:
             os.lstat(new_name, dir_fd=parent)
         except OSError:
             break
-        new_name = f"{name}{QUARANTINE_SUFFIX}{session}-{number}"
+        new_name = _aside_name(name, f"{QUARANTINE_SUFFIX}{session}-{number}")
     try:
         os.rename(name, new_name, src_dir_fd=parent, dst_dir_fd=parent)
         return os.path.join(os.path.dirname(path), new_name)
@@ -188,6 +188,23 @@ def _rename_aside(path: str, session: str, roots: list[str]) -> str | int:
         return exc.errno or errno.EIO
     finally:
         os.close(parent)
+
+
+NAME_MAX = 255  # bytes in one name on every Linux filesystem stockade meets
+
+
+def _aside_name(name: str, suffix: str) -> str:
+    """NAME + suffix, its name cut (and a digest of it kept) where the whole would pass NAME_MAX:
+    a name too long to take the suffix must still be moved aside."""
+    whole = name + suffix
+    if len(os.fsencode(whole)) <= NAME_MAX:
+        return whole
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
+    room = NAME_MAX - len(os.fsencode(suffix)) - len(digest) - 1
+    cut = os.fsencode(name)[:room].decode("utf-8", "ignore")  # never half a character
+    return f"{cut}~{digest}{suffix}"
 
 
 def _give_back_access(folder: str, roots: list[str]) -> bool:

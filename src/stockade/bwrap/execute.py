@@ -183,7 +183,7 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
     before = launch.watched
     reported, swept = launch.patterns
     after = changes.take_since(roots, reported, swept, before)
-    planted = [path for path, _how in changes.changes(before.swept, after.swept)]
+    planted = [path for path, _how in changes.changes(before.swept, after.swept) if _sandbox_could_write(path, launch)]
     if planted:  # a clone, a new worktree or submodule: git data that may stay (gitcheck.py)
         from stockade.bwrap.gitcheck import user_hook_folders
 
@@ -193,6 +193,22 @@ def _project_changes(launch: Launch, session: str) -> tuple[list[tuple[str, str]
     moved = changes.quarantine(planted, session, launch.writable)
     touched = [(path, how) for path, how in changes.changes(before.reported, after.reported) if changes.QUARANTINE_SUFFIX not in path]
     return touched, moved
+
+
+def _sandbox_could_write(path: str, launch: Launch) -> bool:
+    """False for a path the sandbox saw hidden or read-only (and no writable place inside that wall
+    holds it): a change there is the host's own (an editor, an agent's login), not a planting."""
+    walls = launch.walls or {}
+
+    def within(place: str) -> bool:
+        return path == place or path.startswith(place.rstrip("/") + "/")
+
+    for kind in ("hidden", "read_only"):
+        for entry in walls.get(kind) or ():  # type: ignore[attr-defined]
+            wall = str(entry[0])
+            if within(wall) and not any(within(root) and len(root) > len(wall) for root in launch.writable):
+                return False
+    return True
 
 
 def _put_back(path: str, unguarded: list[tuple[str, str]]) -> bool:

@@ -29,6 +29,7 @@ def expand(
     locked: list[str] | None = None,
     shared: list[str] | None = None,
     more_roots: tuple[str, ...] = (),
+    cut: list[str] | None = None,
 ) -> tuple[dict[str, list[str]], list[str]]:
     """({pattern: existing paths it matches}, notes); a plain path matches itself if it exists.
 
@@ -40,7 +41,8 @@ def expand(
     of its root's folders in `tree` (the project's: none at all). With
     `locked`, folders of ours that the walk cannot read or search go there,
     unwalked (list_folder). With `shared`, the regular files under `tree_root`
-    that have other hard links go there (hardlinks.py).
+    and `more_roots` that have other hard links go there (hardlinks.py). With
+    `cut`, the roots whose walk was cut short go there.
     """
     found: dict[str, list[str]] = {pattern: [] for pattern in patterns}
     notes: list[str] = []
@@ -56,20 +58,22 @@ def expand(
                 found[pattern].append(pattern)  # cannot tell whether it is there: the caller decides
             continue
         by_base[glob_base(pattern)].append(pattern)
-    cut: list[str] = []
+    stopped: list[str] = []
     for base, under in by_base.items():
         recorded = base == tree_root or base in more_roots
         if not _walk(
-            base, Patterns(under), found, tree if recorded else None, locked, shared if base == tree_root else None,
+            base, Patterns(under), found, tree if recorded else None, locked, shared if recorded else None,
             skip=tree_root if base in more_roots else None,
         ):  # fmt: skip
             notes.append(f"stopped expanding globs under {base} after {MAX_ENTRIES} entries")
             if recorded:
-                cut.append(base)
+                stopped.append(base)
+    if cut is not None:
+        cut += stopped
     if tree is not None:  # a partial record would make every unlisted folder look new
-        if tree_root in cut:
+        if tree_root in stopped:
             tree.clear()
-        for base in cut:
+        for base in stopped:
             for folder in [folder for folder in tree if _within(folder, base) and not _within(folder, tree_root)]:
                 del tree[folder]
     return found, notes

@@ -24,7 +24,7 @@ from stockade.bwrap.sweep import LINK_PIN
 from stockade.core.errors import SandboxSetupError
 from stockade.core.locations import Locations
 from stockade.profiles import gitdirs
-from stockade.profiles.floor import Floor, floor_for, swept_patterns
+from stockade.profiles.floor import Floor, floor_for, reported_patterns, swept_patterns
 from stockade.profiles.model import Policy
 from stockade.profiles.paths import below_home, glob_base, is_glob, is_within
 
@@ -208,21 +208,27 @@ def plan_view(
     nested = (f"{project}/**/.git", f"{project}/**/.stockade.toml")
     reported, swept = changes.patterns(project)
     others = _other_places(fs.allow_write, project, str(locations.home))
-    elsewhere = {root: swept_patterns(root) for root in others}  # `ROOT/**/.git` among them
+    elsewhere = {root: (reported_patterns(root), swept_patterns(root)) for root in others}  # `ROOT/**/.git` among the swept
     tree: globs.Tree = {}
     locked: list[str] = []  # folders of ours the walk could not look into: hidden whole (globs.list_folder)
-    shared: list[str] = []  # files of the project with other hard links (hardlinks.py)
-    patterns = (*fs.deny_read, *fs.deny_write, *nested, *reported, *swept, *(p for more in elsewhere.values() for p in more))
-    matches, walk_notes = globs.expand(patterns, tree, project, locked, shared, more_roots=tuple(others))
+    shared: list[str] = []  # files of the walked places with other hard links (hardlinks.py)
+    more = tuple(p for pair in elsewhere.values() for group in pair for p in group)
+    cut: list[str] = []
+    patterns = (*fs.deny_read, *fs.deny_write, *nested, *reported, *swept, *more)
+    matches, walk_notes = globs.expand(patterns, tree, project, locked, shared, more_roots=tuple(others), cut=cut)
     view.notes += walk_notes
-    if tree:  # a place whose walk stopped at the limit is not checked after the run: its note says so
-        view.watch_roots = [root for root in others if root in tree]
-        view.notes += [
-            f"{root} holds more than {globs.MAX_ENTRIES:,} entries: files that run code later made deep in it are not checked after "
-            "the run (name the folders you need in allow_write instead)"
-            for root in others if root not in tree and os.path.isdir(root)
-        ]  # fmt: skip
-        swept = (*swept, *(p for root in view.watch_roots for p in elsewhere[root]))
+    # A place whose walk stopped at the limit is not checked after the run (its note says so); one
+    # whose path holds glob characters cannot be named by a pattern. The project's own walk cut short
+    # leaves no record at all: then the check after the run walks every pattern again (changes.py).
+    view.watch_roots = [root for root in others if root not in cut and not is_glob(root)]
+    reported = (*reported, *(p for root in view.watch_roots for p in elsewhere[root][0]))
+    swept = (*swept, *(p for root in view.watch_roots for p in elsewhere[root][1]))
+    view.notes += [
+        f"{root} is writable, but stockade cannot check it after the run for files that run code later made in it "
+        f"({'it holds more than ' + format(globs.MAX_ENTRIES, ',') + ' entries' if root in cut else 'its path holds glob characters'}): "
+        "name the folders you need in allow_write instead"
+        for root in others if root not in view.watch_roots
+    ]  # fmt: skip
     # a file the run makes where a deny_write glob matches is moved aside after it: only those that
     # existed at planning could be held read-only (ESCAPES 89)
     swept = (*swept, *(p for p in fs.deny_write if is_glob(p) and p not in swept))
@@ -231,8 +237,10 @@ def plan_view(
     real_denied = [os.path.realpath(p) for pattern in fs.deny_read for p in matches[pattern]]
     view.walk = _walk_summary((project, *view.watch_roots), matches, tree, real_denied)
     real_home = os.path.realpath(locations.home)
-    git_entries = [*matches[nested[0]], *(entry for root in view.watch_roots for entry in matches[f"{root}/**/.git"])]
-    repositories = _repositories((project, os.path.realpath(cwd)), git_entries, env, cwd)
+    repositories = _repositories((project, os.path.realpath(cwd)), matches[nested[0]], env, cwd)
+    # the repositories of the other places: their hooks and config held read-only, as the project's;
+    # not made writable where their git data lies elsewhere (a worktree of a repository outside)
+    elsewhere_repositories = [gitdirs.locate(os.path.dirname(entry)) for root in others for entry in matches.get(f"{root}/**/.git", [])]
     repositories += _git_dirs_holding(fs.allow_write)
     linked = _linked_git_dirs(repositories, fs.allow_write)
     roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home))
@@ -244,7 +252,8 @@ def plan_view(
     for path in floor.read_only:
         if not _behind_linked_git(path):
             _protect(view, path, roots, watch_absent=True)
-    for path in gitdirs.protected_paths(repositories, real_home, env) + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
+    held = gitdirs.protected_paths([*repositories, *(layout for layout in elsewhere_repositories if layout is not None)], real_home, env)
+    for path in held + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
         view.reasons.setdefault(path, f"floor: git's {os.path.basename(path)} runs code later (git)")
         _protect(view, path, roots, watch_absent=True)
     for path in [p for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]:
@@ -552,8 +561,9 @@ def _repositories(anchors: tuple[str, ...], git_entries: list[str], env: Mapping
 def _other_places(allow_write: tuple[str, ...], project: str, home: str) -> list[str]:
     """The writable places outside the project whose floor is checked after the run as the
     project's is (walked at planning, and after the run where folders changed): each existing
-    allow_write folder (real path) but the package caches the built-in profiles open, which
-    hold no working trees (issue 32's cache layer), and the whole system's top folders."""
+    allow_write folder (real path) but the package caches the built-in profiles open (walking
+    them would cost every run as much as a large project; issue 32's cache layer is to judge
+    them), and the whole system's top folders."""
     caches = {os.path.realpath(os.path.join(home, place[2:])) for place in BUILTIN_CACHES}
     places: list[str] = []
     for entry in allow_write:
@@ -566,8 +576,9 @@ def _other_places(allow_write: tuple[str, ...], project: str, home: str) -> list
     return sorted(places)
 
 
-# The package caches built-in profiles make writable (tests/profiles/test_builtin.py holds this to
-# their TOML): stores of downloaded packages, judged by issue 32's cache layer, not walked per run.
+# The package caches built-in profiles make writable (tests/bwrap/test_mounts.py holds this to their
+# TOML), not walked per run. Not harmless: ~/go/pkg/mod/cache/vcs holds bare repositories the host's
+# `go` fetches in, and ~/.cargo/git checkouts hold build scripts (docs/escapes.md, case 89's residual).
 BUILTIN_CACHES = (
     "~/.npm", "~/.cache/yarn", "~/.cache/pnpm", "~/.local/share/pnpm", "~/.cache/pip", "~/.cache/uv",
     "~/.cache/go-build", "~/go/pkg/mod", "~/.cargo/registry", "~/.cargo/git",
