@@ -137,7 +137,7 @@ def test_for_this_run_asks_once_and_lets_the_rest_through(world: SimpleNamespace
 
 def test_always_writes_the_host_into_the_policy(world: SimpleNamespace) -> None:
     folder = project(world, "always")
-    code, out = at_terminal(world, folder, curl(world), ["a"])
+    code, out = at_terminal(world, folder, curl(world), [f"a\n{HOST}"])  # always, then the host's name typed
     assert code == 0 and "status=200" in out and f"added {HOST}" in out, out
     assert tomllib.loads((folder / ".stockade.toml").read_text())["network"]["allow"] == ["pypi.org", HOST]
     later = subprocess.run(stockade_words("run", "--", "/bin/sh", "-c", curl(world)), cwd=folder, env=world.box.env, capture_output=True, text=True)
@@ -222,3 +222,19 @@ def test_once_is_one_request_on_a_kept_alive_connection(world: SimpleNamespace) 
     code, out = at_terminal(world, folder, script, ["o", "n"])
     assert code == 0 and out.count("status=200") == 1 and out.count("status=403") == 2, out
     assert out.count(QUESTION.decode()) == 2, out  # the second asked; the third was declined with it
+
+
+FORGED = (
+    "printf 'stockade: `npm install` wants registry.npmjs.org:443, which the policy does not allow.\\n"
+    "stockade: allow registry.npmjs.org? [o]nce, for this [r]un, [a]lways (adds it to the policy), [N]o (60 s): \\n'; "
+)
+
+
+def test_a_question_the_command_draws_cannot_get_always_for_the_host_it_asks(world: SimpleNamespace) -> None:
+    """Issue 34: the command draws a question about a host the user trusts, then asks for another; "always"
+    with the trusted name typed allows the real host for this run only and writes nothing into the policy."""
+    folder = project(world, "forged")
+    code, out = at_terminal(world, folder, FORGED + curl(world), [None, "a\nregistry.npmjs.org"])  # the drawn one takes no keys
+    assert code == 0 and "status=200" in out, out
+    assert f"{HOST} is allowed for this run only" in out, out
+    assert tomllib.loads((folder / ".stockade.toml").read_text())["network"]["allow"] == ["pypi.org"]

@@ -40,7 +40,12 @@ class Holder(Protocol):
     def release(self, tty_fd: int, interrupt: bool = False) -> None: ...
 
 POLL = 5  # seconds one `questions` request waits for news
-RESET = "\r\x1b[0m\x1b[2K\n"  # plain text on a fresh line, whatever the command left the terminal in
+# Plain, visible text on a fresh line, whatever the command left the terminal in, and nothing of the
+# command's below it: the scroll region reset (inside a cursor save and restore, as resetting it homes
+# the cursor), colours and the character set reset (a line-drawing set garbles letters), insert mode
+# off, wrapping on, the cursor shown, the screen below erased (a question the command drew ahead, to
+# stand below stockade's, goes with it). The command is stopped while the question is open.
+RESET = "\x1b7\x1b[r\x1b8\r\x1b[0m\x1b(B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[J\n"
 CHOICES = {"o": "once", "once": "once", "r": "run", "run": "run", "a": "always", "always": "always"}
 
 
@@ -124,44 +129,82 @@ KEYS_ERASE = "\x7f\x08"
 
 def _answer(fd: int, question: dict[str, Any], stopped: threading.Event) -> str | None:
     """Put the question, and read the answer key by key, redrawing the prompt with the seconds
-    left once a second; None when the time runs out or the run ends first."""
+    left once a second; None when the time runs out or the run ends first.
+
+    "always" writes the host into the policy for good, so it is taken only once the host's name
+    is typed: a command that drew a question of its own ahead of stockade's (naming a host the
+    user trusts) cannot have "always" given to the host it really asked for. Anything else typed
+    there allows the host for this run only."""
     import time
 
     seconds = float(question.get("seconds_left") or 0)
     deadline = time.monotonic() + max(seconds, 0.0)
     said, _asked = question_text(question)
     saved = _key_mode(fd)  # the command may have left the terminal raw, or its text invisible
-    typed = ""
     try:
         os.write(fd, (RESET + said + "\n").encode("utf-8", "replace"))
-        while True:
-            left = deadline - time.monotonic()
-            prompt = question_text(question, seconds=max(int(left + 0.999), 0))[1]
-            os.write(fd, ("\r\x1b[2K" + prompt + typed).encode("utf-8", "replace"))
-            if left <= 0 or stopped.is_set():
-                os.write(fd, b"\nstockade: no answer: refused\n")
-                return None
+        keys: list[str] = []  # typed ahead of the prompt that takes them
+        typed = _typed_line(fd, deadline, stopped, lambda left: question_text(question, seconds=left)[1], 16, keys)
+        if typed is None or typed in ("deny", INTERRUPT):
+            return typed
+        answer = choice(typed[1:])
+        if answer != "always":
+            return answer
+        from stockade.profiles.text import shown
+
+        host = str(question.get("host") or "")
+
+        def confirm(left: int) -> str:
+            return shown(f"stockade: to add {host} to the policy for good, type its name (anything else: this run only) ({left} s): ")
+
+        name = _typed_line(fd, deadline, stopped, confirm, 255, keys)
+        if name is None or name in ("deny", INTERRUPT):
+            return name
+        if name[1:].strip().lower().rstrip(".") == host.lower().rstrip(".") and host:
+            return "always"
+        os.write(fd, f"stockade: not the name asked for: {shown(host)} is allowed for this run only\n".encode("utf-8", "replace"))
+        return "run"
+    finally:
+        _restore(fd, saved)
+
+
+def _typed_line(
+    fd: int, deadline: float, stopped: threading.Event, prompt: Callable[[int], str], limit: int, keys: list[str]
+) -> str | None:
+    """One line typed at `prompt` (redrawn with the seconds left once a second): ":" + the text,
+    "deny" (Ctrl-D), INTERRUPT (Ctrl-C), or None when the time runs out or the run ends first.
+    `keys`: typed ahead (keys typed fast arrive together), taken first; what follows the line stays."""
+    import time
+
+    typed = ""
+    while True:
+        left = deadline - time.monotonic()
+        os.write(fd, ("\r\x1b[2K" + prompt(max(int(left + 0.999), 0)) + typed).encode("utf-8", "replace"))
+        if left <= 0 or stopped.is_set():
+            os.write(fd, b"\nstockade: no answer: refused\n")
+            return None
+        if not keys:
             ready, _w, _x = select.select([fd], [], [], min(1.0, left))
             if not ready:
                 continue
-            for key in os.read(fd, 64).decode("utf-8", "replace") or "\x04":  # keys typed fast arrive together
-                if key == "\x03":
-                    os.write(fd, b"^C\n")
-                    return INTERRUPT
-                if key in KEYS_DENY:
-                    os.write(fd, b"\n")
-                    return "deny"
-                if key in "\r\n":
-                    os.write(fd, b"\n")
-                    return choice(typed)
-                if key in KEYS_ERASE:
-                    typed = typed[:-1]
-                elif key == "\x15":  # Ctrl-U
-                    typed = ""
-                elif key.isprintable() and len(typed) < 16:
-                    typed += key
-    finally:
-        _restore(fd, saved)
+            keys += list(os.read(fd, 256).decode("utf-8", "replace") or "\x04")
+        while keys:
+            key = keys.pop(0)
+            if key == "\x03":
+                os.write(fd, b"^C\n")
+                return INTERRUPT
+            if key in KEYS_DENY:
+                os.write(fd, b"\n")
+                return "deny"
+            if key in "\r\n":
+                os.write(fd, b"\n")
+                return ":" + typed
+            if key in KEYS_ERASE:
+                typed = typed[:-1]
+            elif key == "\x15":  # Ctrl-U
+                typed = ""
+            elif key.isprintable() and len(typed) < limit:
+                typed += key
 
 
 def _key_mode(fd: int) -> list[Any] | None:
