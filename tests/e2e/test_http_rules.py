@@ -512,7 +512,8 @@ def test_a_request_hidden_in_a_body_never_reaches_an_origin_that_would_run_it(wo
     names.write_text(json.dumps(table))
     (world.box.project / "raw_requests.py").write_text(RAW_REQUESTS)
     attacks = [["GET", "/public/a", "", SMUGGLED], ["POST", "/static/b", "text/plain", SMUGGLED], ["GET", "/public/c", "", "x=1"],
-               ["POST", "/items", "text/plain", "\r\n" + SMUGGLED]]  # fmt: skip
+               ["POST", "/items", "text/plain", "\r\n" + SMUGGLED], ["POST", "/static/f", "text/plain", SMUGGLED.replace(" ", "\t")],
+               ["POST", "/static/g", "text/plain", SMUGGLED.replace("/items/1", "/items/1?pad=" + "a" * 9000)]]  # fmt: skip
     controls = [["GET", "/public/d", "", ""], ["POST", "/items", "application/json", '{"name": "DELETE /items/1 HTTP/1.1"}'],
                 ["POST", "/static/e", "text/plain", "plain text\nDELETE /items/1 HTTP/1.1\r\n"]]  # fmt: skip
     rules = policy(["GET /public/**", "POST /items", "POST /static/**"], ["DELETE /**"])
@@ -521,9 +522,12 @@ def test_a_request_hidden_in_a_body_never_reaches_an_origin_that_would_run_it(wo
     finally:
         origin.close()
     lines = result.stdout.splitlines()
-    assert [line.split(" ", 2)[2][:12] for line in lines] == ["HTTP/1.1 403"] * 4 + ["HTTP/1.1 200"] * 3, result
-    assert ("DELETE", "/items/1") not in origin.seen, origin.seen
-    assert [entry for entry in origin.seen if entry[0] != "DELETE"] == [("GET", "/public/d"), ("POST", "/items"), ("POST", "/static/e")]
+    statuses = [line.split(" ", 2)[2][:12] for line in lines]
+    # refused by its head (403), or cut where the head went on before its body was read (a streamed body)
+    assert all(status in ("HTTP/1.1 403", "cut") for status in statuses[: len(attacks)]), result
+    assert statuses[len(attacks) :] == ["HTTP/1.1 200"] * 3, result
+    assert not [entry for entry in origin.seen if entry[0] == "DELETE"], origin.seen
+    assert ("GET", "/public/d") in origin.seen and ("POST", "/items") in origin.seen and ("POST", "/static/e") in origin.seen
 
 
 def test_a_method_override_in_a_body_is_judged_like_the_header(world: SimpleNamespace) -> None:
@@ -531,7 +535,11 @@ def test_a_method_override_in_a_body_is_judged_like_the_header(world: SimpleName
     (world.box.project / "raw_requests.py").write_text(RAW_REQUESTS)
     form, multipart = "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"
     attacks = [["POST", "/items", form, "name=x&_method=DELETE"], ["POST", "/items", "application/json", '{"_method": "delete"}'],
-               ["POST", "/items", multipart, '--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n']]  # fmt: skip
+               ["POST", "/items", multipart, '--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'],
+               ["POST", "/items", "", "_method=DELETE"], ["POST", "/items", form, ".method=DELETE"],
+               ["POST", "/items", "text/plain; x=/json", '{"_method": "DELETE"}'], ["POST", "/items", form + ", text/plain", "_method=DELETE"],
+               ["POST", "/items", 'multipart/form-data; boundary="b"', "--b\r\nContent-Disposition: form-data; name=_method\r\n\r\nDELETE\r\n--b--\r\n"],
+               ["POST", "/items?.method=DELETE", "", ""]]  # fmt: skip
     controls = [["POST", "/items", form, "name=x&method=DELETE"], ["POST", "/items", "application/json", '{"name": "_method"}'],
                 ["POST", "/items", form, "_method=POST"]]  # fmt: skip
     rules = policy(["GET /public/**", "POST /items"], ["DELETE /**"])
@@ -542,5 +550,5 @@ def test_a_method_override_in_a_body_is_judged_like_the_header(world: SimpleName
     finally:
         plain.shutdown()
     lines = result.stdout.splitlines()
-    assert [line.split(" ", 2)[2][:12] for line in lines] == ["HTTP/1.1 403"] * 3 + ["HTTP/1.1 200"] * 3, result
+    assert [line.split(" ", 2)[2][:12] for line in lines] == ["HTTP/1.1 403"] * len(attacks) + ["HTTP/1.1 200"] * 3, result
     assert plain.seen == [("POST", "/items")] * 3  # type: ignore[attr-defined]

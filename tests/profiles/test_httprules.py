@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stockade.profiles import httprules
 from stockade.profiles.httprules import judge, parse_http_rule, request_segments, suggested_rule
 
 
@@ -162,3 +163,32 @@ def test_plain_readings_still_pass(method: str, path: str, rule: str) -> None:
     allow = (parse_http_rule("* /repos/**"), parse_http_rule("GET /files/*.txt"), parse_http_rule(rule))
     deny = (parse_http_rule("* /repos/secret/**"), parse_http_rule("DELETE /repos/x"))
     assert judge(allow, deny, method, path)[0]
+
+
+_SEGMENTS = ["a", "b", "c", "x*", "*b", "a*c"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pattern=st.lists(st.sampled_from([*_SEGMENTS, "**"]), max_size=6),
+    path=st.lists(st.sampled_from(["a", "b", "c", "xb", "abc", "ac"]), max_size=7),
+)
+def test_the_table_matcher_agrees_with_the_plain_recursive_one(pattern: list[str], path: list[str]) -> None:
+    def plain(p: tuple[str, ...], s: tuple[str, ...]) -> bool:
+        if not p:
+            return not s
+        if p[0] == "**":
+            return any(plain(p[1:], s[skip:]) for skip in range(len(s) + 1))
+        return bool(s) and httprules._segment_matches(p[0], s[0]) and plain(p[1:], s[1:])
+
+    assert httprules._match(tuple(pattern), tuple(path)) is plain(tuple(pattern), tuple(path))
+
+
+def test_a_long_path_against_a_rule_with_several_double_stars_takes_bounded_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of issue 34: `* /**/a/**/b` against 2,500 `a/` segments stalled the daemon for seconds (n^2.7)."""
+    calls = []
+    real = httprules._segment_matches
+    monkeypatch.setattr(httprules, "_segment_matches", lambda part, segment: calls.append(1) or real(part, segment))
+    segments = tuple(["a"] * 30_000)
+    assert not httprules._match(("**", "a", "**", "b"), segments)
+    assert len(calls) <= 4 * len(segments)  # one step per (pattern part, segment) at most

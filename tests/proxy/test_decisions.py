@@ -301,3 +301,20 @@ async def test_a_once_approval_a_failed_request_never_used_is_dropped(make_spec:
         await waiting
     assert f.response is not None and f.response.status_code == 403
     assert connections.client(f.client_conn).approved == set()
+
+
+def test_a_request_without_host_goes_on_with_the_judged_targets() -> None:
+    """Review of issue 34: an HTTP/1.0 request with no Host got its credential swapped in and went on without
+    one, for a front to send to its default virtual host."""
+    from mitmproxy import http as mitm_http
+    from mitmproxy.test import tutils as mitm_tutils
+
+    from stockade.proxy.decisions import one_target
+
+    request = mitm_tutils.treq(host="api.test", port=8443, path=b"/nohost", headers=mitm_http.Headers())
+    request.http_version = "HTTP/1.0"
+    one_target(request)
+    assert request.headers["Host"] == "api.test:8443"
+    kept = mitm_tutils.treq(host="api.test", port=443, path=b"/x", headers=mitm_http.Headers(host="api.test"))
+    one_target(kept)
+    assert kept.headers.get_all("Host") == ["api.test"]

@@ -124,3 +124,12 @@ def test_mask_text_masks_a_value_quoted_by_repr_or_html() -> None:
     said = f"Bad response line: {('HTTP/1.1 2xx ' + value).encode()!r} &#x27;{value.replace(chr(39), '&#x27;')}"
     shown = mask_text(said, [value])
     assert value not in shown and "S3cret+Value" not in shown and len(shown) == len(said)
+
+
+def test_a_parameter_that_is_not_utf8_goes_on_as_it_came_beside_the_swap() -> None:
+    """Review of issue 34: `?key=PH&x=%ff` raised UnicodeEncodeError in the swap (a 403 and a traceback)."""
+    req = request(f"/x?key={PLACEHOLDER}&x=%ff")
+    swaps = judge(SECRETS, req, "api.test", tls=True)
+    assert isinstance(swaps, list) and swaps
+    swap(req, swaps)
+    assert req.path == f"/x?key={VALUE}&x=%FF"

@@ -172,14 +172,19 @@ def suggested_rule(method: str, path: str) -> str:
 
 
 def _match(pattern: tuple[str, ...], segments: tuple[str, ...]) -> bool:
-    if not pattern:
-        return not segments
-    first, rest = pattern[0], pattern[1:]
-    if first == "**":
-        return any(_match(rest, segments[skip:]) for skip in range(len(segments) + 1))
-    if not segments:
-        return False
-    return _segment_matches(first, segments[0]) and _match(rest, segments[1:])
+    """Whether the segments match the pattern, `**` spanning any number of them. A table of
+    (pattern position, segment position) reached: at most len(pattern) * len(segments) steps,
+    so no path (64 KiB of `a/`) makes a rule with several `**` backtrack for minutes while the
+    daemon's one event loop waits."""
+    reached = {0}  # segment positions the pattern so far can end at
+    for part in pattern:
+        if not reached:
+            return False
+        if part == "**":
+            reached = set(range(min(reached), len(segments) + 1))
+        else:
+            reached = {at + 1 for at in reached if at < len(segments) and _segment_matches(part, segments[at])}
+    return len(segments) in reached
 
 
 def _segment_matches(pattern: str, segment: str) -> bool:

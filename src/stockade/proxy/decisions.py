@@ -30,7 +30,7 @@ from mitmproxy.net.http import url
 
 from stockade.proxy import refusal
 from stockade.proxy.approvals import Approvals
-from stockade.proxy.bodies import HELD_LIMIT, BodyGate, head_refusal
+from stockade.proxy.bodies import HELD_LIMIT, NO_BODY_METHODS, BodyGate, head_refusal, is_method_name, may_override
 from stockade.proxy.decide import (
     PUSH_PENDING,
     Decision,
@@ -125,7 +125,10 @@ class Decisions:
                     tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
             judged_host = tunnel.record.host if tunnel is not None else decision.host
             guarded = bool(tables) or bool(session.rules.secrets and carried(session.rules.secrets, request.host, request.port))
-            whole = bool(tables) and request.method.upper() == "POST" and not _every_method_allowed(tables, judged_host, request.path)
+            whole = (
+                bool(tables) and request.method.upper() == "POST" and may_override(request.headers.get_all("content-type"))
+                and not _every_method_allowed(tables, judged_host, request.path)
+            )  # fmt: skip
             if decision.allowed and guarded and decision.rule != PUSH_PENDING:
                 why = head_refusal(request.method, request.headers, whole)
                 if why:
@@ -254,7 +257,8 @@ def body_gate(
         tracked.deny(Decision(False, rule, "", tracked.record.host))
         refusal.cut(flow)
 
-    return BodyGate(request.headers.get("content-type", ""), whole, judge, refuse or cut)
+    no_body = request.method.upper() in NO_BODY_METHODS
+    return BodyGate(request.headers.get_all("content-type"), whole, judge, refuse or cut, no_body)
 
 
 def _readable_whole(request: http.Request) -> bool:
@@ -281,10 +285,16 @@ OVERRIDE_HEADERS = ("X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Overrid
 
 
 def method_overrides(request: http.Request) -> tuple[tuple[str, str], ...]:
-    """Each method a server may act on instead of the request's own, with where it was asked."""
-    found = [(name, value.strip()) for name in OVERRIDE_HEADERS for value in request.headers.get_all(name)]
-    found += [("the _method parameter", value.strip()) for value in request.query.get_all("_method")]
-    return tuple(found)
+    """Each method a server may act on instead of the request's own, with where it was asked: the
+    headers (a CGI-style server reads `X_HTTP_METHOD_OVERRIDE` as the same), and a query
+    parameter any server reads as `_method` (bodies.is_method_name)."""
+    wanted = {name.lower().replace("-", "_"): name for name in OVERRIDE_HEADERS}
+    found = [
+        (wanted[name.lower().replace("-", "_")], value.strip())
+        for name, value in request.headers.items(multi=True) if name.lower().replace("-", "_") in wanted
+    ]  # fmt: skip
+    found += [("the _method parameter", value.strip()) for name, value in request.query.items(multi=True) if is_method_name(name)]
+    return tuple((where, value) for where, value in found if value)
 
 
 def _reusable(state: ClientState, host: str, port: int) -> bool:
@@ -364,9 +374,12 @@ def _same_name(one: str, other: str) -> bool:
 
 def one_target(request: http.Request) -> None:
     """Forward an HTTP/1 request in origin form: the absolute-form authority, checked equal to
-    Host and the connection's target, is not passed on for a front to route by instead."""
+    Host and the connection's target, is not passed on for a front to route by instead; and
+    with the Host of the judged target, which one without any gets."""
     if not request.is_http2 and not request.is_http3 and request.method.upper() != "CONNECT":
         request.authority = ""
+        if "host" not in request.headers:  # HTTP/1.0 needs none: a front would send it to its default virtual host
+            request.headers["Host"] = url.hostport(request.scheme, request.host, request.port)
 
 
 async def paced(session: Session) -> None:

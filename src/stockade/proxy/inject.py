@@ -166,7 +166,8 @@ def swap(request: http.Request, swaps: list[Swap]) -> None:
             pairs = [(name, value.replace(secret.placeholder, secret.value) if name == secret.query else value)
                      for name, value in request.query.items(multi=True)]  # fmt: skip
             path = request.path.partition("?")[0]
-            request.path = f"{path}?{urlencode(pairs, quote_via=quote)}"
+            # the other parameters go on as they came: bytes that are not UTF-8 (%ff) included
+            request.path = f"{path}?{urlencode(pairs, quote_via=quote, encoding='utf-8', errors='surrogateescape')}"
     # The answer is masked on its way back (ResponseMask): it must come as it is, not compressed.
     request.headers["Accept-Encoding"] = "identity"
 

@@ -22,7 +22,7 @@ from mitmproxy import http
 
 from stockade.proxy import refusal
 from stockade.proxy.decide import Decision
-from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_forms, mask_headers
+from stockade.proxy.inject import BodyWatch, ResponseMask, Secret, mask_forms, mask_headers, masked
 from stockade.proxy.sessions import Session
 from stockade.proxy.state import HELD_BODY, META, SESSION, SWAPPED
 from stockade.proxy.tracking import Tracked
@@ -112,6 +112,10 @@ class Swapping:
         try:
             values = list(dict.fromkeys(form for value in swapped for form in mask_forms(value)))  # as it went, and as an echo encodes it
             mask_headers(response.headers, values)
+            reason = response.reason.encode("latin-1", "replace") if isinstance(response.reason, str) else bytes(response.reason or b"")
+            for secret in values:  # the status line's reason phrase is the origin's to write too
+                reason = reason.replace(secret.encode(), masked(secret))
+            response.reason = reason.decode("latin-1")
             coding = unreadable_coding(response.headers)
             inner = response.stream if callable(response.stream) else None
 
