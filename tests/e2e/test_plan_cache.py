@@ -20,8 +20,16 @@ from tests.e2e.escapes import policy_text, q
 
 PLANNED = "stockade.bwrap.backend"  # the planner: imported only when a run plans
 
+# The probe sees only the host sockets of its own box: other tests running beside it (a socket made
+# and removed every 10 ms, daemons starting) change the machine's socket list, which makes every
+# stored plan stale (plan_cache.py, by design), and these tests are about the filesystem.
 PROBE = (
-    "import sys\n"
+    "import os, sys\n"
+    "from stockade.bwrap import host_sockets\n"
+    "everywhere = host_sockets.scoped\n"
+    "box = os.environ.get('STOCKADE_PROBE_BOX')\n"
+    "if box:\n"
+    "    host_sockets.scoped = lambda scope: tuple(p for p in everywhere(scope) if p.startswith(box + '/'))\n"
     "from stockade.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     f"print('PLANNED' if {PLANNED!r} in sys.modules else 'CACHED', file=sys.stderr)\n"
@@ -36,7 +44,7 @@ def run(
     words = [sys.executable, "-c", PROBE, "run", *options]
     if policy is not None:
         words += ["--policy", str(policy)]
-    return subprocess.run([*words, "--", "/bin/sh", "-c", script], cwd=box.project, env={**box.env, **(env or {})},
+    return subprocess.run([*words, "--", "/bin/sh", "-c", script], cwd=box.project, env={**box.env, "STOCKADE_PROBE_BOX": str(box.root), **(env or {})},
                           capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
