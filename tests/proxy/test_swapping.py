@@ -36,9 +36,10 @@ async def test_a_swapped_request_has_its_answer_masked(chain: FilterChain, make_
         await chain.requestheaders(f)
         assert f.response is None and f.request.headers["Authorization"] == f"Bearer {VALUE}"
         assert f.metadata[SWAPPED] == [VALUE]
-        f.response = tutils.tresp(headers=http.Headers(x_echo=VALUE), content=b"")
+        f.response = tutils.tresp(headers=http.Headers(x_echo=VALUE), content=b"", reason=f"Bearer {VALUE}".encode())
         chain.responseheaders(f)
         assert VALUE not in f.response.headers["x-echo"]
+        assert VALUE not in f.response.reason and f.response.reason.startswith("Bearer ")  # the status line's own words too
         assert callable(f.response.stream)
         body = b"".join([*f.response.stream(b"echo: " + VALUE.encode() + b"!"), *f.response.stream(b"")])  # type: ignore[operator, misc]
         assert VALUE.encode() not in body and len(body) == len(b"echo: " + VALUE.encode() + b"!")
