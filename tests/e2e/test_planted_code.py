@@ -155,3 +155,25 @@ def test_a_git_dir_is_judged_by_every_file_git_reads(vbox: Box, addition: str, w
                        " && git --git-dir=lib/clean config core.repositoryformatversion 1 && echo MADE")  # fmt: skip
     assert "MADE" in control.stdout and (vbox.project / "lib" / "clean" / "HEAD").exists(), control
     assert "quarantine" not in control.stderr, control
+
+
+HOME_PROGRAM_CONFIGS = (".kube/config", ".aws/config", ".docker/config.json", ".config/go/env", ".psqlrc")
+
+
+@pytest.mark.parametrize("exists", [False, True], ids=["absent", "existing"])
+def test_home_configs_that_name_a_program_to_run_are_kept_from_the_host(vbox: Box, exists: bool) -> None:
+    """Issue 32 (the runs-later table from sources): kubectl's exec plugin, the AWS credential_process, docker's
+    credential helper, `go env -w`'s GOFLAGS and psql's \\! run what these name; with the home writable, the
+    sandbox must not write them (existing: read-only; absent: made, then moved aside after the run)."""
+    for name in HOME_PROGRAM_CONFIGS:
+        (vbox.home / name).parent.mkdir(parents=True, exist_ok=True)
+        if exists:
+            (vbox.home / name).write_text("the user's\n")
+    policy = f'extends = ["default"]\n[filesystem]\nallow_write = [".", "{vbox.home}"]\n'
+    script = "; ".join(f"echo planted > ~/{name}" for name in HOME_PROGRAM_CONFIGS) + "; echo done > ~/plain.txt"
+    result = vbox.run(script, policy=policy)
+    kept = [name for name in HOME_PROGRAM_CONFIGS if (vbox.home / name).exists() and (vbox.home / name).read_text() == "planted\n"]
+    assert kept == [], f"planted where a host tool runs what it names: {kept}\n{result.stderr}"
+    if exists:
+        assert all((vbox.home / name).read_text() == "the user's\n" for name in HOME_PROGRAM_CONFIGS)
+    assert (vbox.home / "plain.txt").read_text() == "done\n", result  # the home is writable otherwise
