@@ -19,12 +19,12 @@ EXAMPLES = int(os.environ.get("STOCKADE_COMPOSE_EXAMPLES", "40"))
 NAMES = ["a", "b", "data", "out", ".claude", "cfg"]
 
 
-def _tree(root: Path, outside: Path, rng: random.Random) -> list[str]:
+def _tree(root: Path, outside: Path, rng: random.Random, names: list[str] = NAMES) -> list[str]:
     """A small random tree under root; the relative paths made (folders, files, links)."""
     made: list[str] = []
     for _ in range(rng.randint(3, 9)):
         parent = rng.choice(["", *[p for p in made if (root / p).is_dir() and not (root / p).is_symlink()]])
-        name = rng.choice(NAMES) + rng.choice(["", "2"])
+        name = rng.choice(names) + rng.choice(["", "2"])
         path = os.path.join(parent, name) if parent else name
         if os.path.lexists(root / path):
             continue
@@ -33,7 +33,7 @@ def _tree(root: Path, outside: Path, rng: random.Random) -> list[str]:
         if kind == "dir":
             target.mkdir()
         elif kind == "file":
-            target.write_text("x\n")
+            target.write_text(f"content of {path}\n")
         elif kind == "link-in" and made:
             os.symlink(os.path.relpath(root / rng.choice(made), target.parent), target)
         elif kind == "link-out":
@@ -48,7 +48,9 @@ def _tree(root: Path, outside: Path, rng: random.Random) -> list[str]:
     return made
 
 
-def _policy(root: Path, made: list[str], outside: Path, rng: random.Random) -> str:
+def _policy(root: Path, made: list[str], outside: Path, rng: random.Random, names: list[str] = NAMES, carve_outs: bool = True) -> str:
+    """Random rules over the tree; `carve_outs`: allow_write entries inside deny_read ones too (a policy error
+    today: issue 33's carve-outs)."""
     def some() -> list[str]:
         picks = rng.sample(made, k=min(len(made), rng.randint(0, 3)))
         return [p + (rng.choice(["", "/sub"]) if rng.random() < 0.3 else "") for p in picks]
@@ -61,10 +63,10 @@ def _policy(root: Path, made: list[str], outside: Path, rng: random.Random) -> s
                 found += [u + "/" + child for child in os.listdir(root / u)]
             except OSError:
                 pass
-        return rng.sample(found, k=min(len(found), rng.randint(0, 2))) + [u + "/" + rng.choice(NAMES) for u in under if rng.random() < 0.3]
+        return rng.sample(found, k=min(len(found), rng.randint(0, 2))) + [u + "/" + rng.choice(names) for u in under if rng.random() < 0.3]
 
     deny_read = some()
-    allow_write = ["."] + some() + nested(deny_read) + ([str(outside)] if rng.random() < 0.3 else [])
+    allow_write = ["."] + some() + (nested(deny_read) if carve_outs else []) + ([str(outside)] if rng.random() < 0.3 else [])
     deny_write = some() + nested(deny_read) + nested(allow_write[1:])
     def placed(paths: list[str]) -> list[str]:  # a box's policy file is not in the project: absolute paths
         return [p if p.startswith("/") else str(root / p) if p != "." else str(root) for p in paths]
@@ -112,3 +114,84 @@ def test_a_writable_place_named_through_a_planted_link_is_a_policy_error_at_its_
     result = vbox.run("echo RAN", policy=f'extends = ["default"]\n[filesystem]\nallow_write = ["{p}", "{p}/via"]\n')
     assert result.returncode == 2 and "RAN" not in result.stdout, result
     assert "policy.toml:3: allow_write" in result.stderr and "is a symlink inside the writable place" in result.stderr, result
+
+
+# Names no floor row or default rule knows: what each path may be is the policy's rules alone.
+PLAIN_NAMES = ["a", "b", "data", "out", "lib", "notes"]
+
+
+def _expected(root: Path, policy: str, path: Path) -> tuple[bool, bool]:
+    """(readable, writable) of a path inside, from the policy's rules and the host's real paths: hidden
+    where it or its real path lies in a deny_read entry's (deny wins); writable where its real path lies
+    in an allow_write entry's and in no deny_write entry's."""
+    import tomllib
+
+    rules = tomllib.loads(policy)["filesystem"]
+
+    def within(candidate: str, places: list[str]) -> bool:
+        return any(candidate == place or candidate.startswith(place.rstrip("/") + "/") for place in places)
+
+    real = os.path.realpath(path)
+    denied = [os.path.realpath(p) for p in rules["deny_read"]] + list(rules["deny_read"])
+    if within(real, denied) or within(str(path), list(rules["deny_read"])):
+        return False, False
+    writable = within(real, [os.path.realpath(p) for p in rules["allow_write"]])
+    writable = writable and not within(real, [os.path.realpath(p) for p in rules["deny_write"]] + list(rules["deny_write"]))
+    return True, writable
+
+
+PROBE = r"""
+import json, os, sys
+seen = {}
+for path in json.loads(sys.argv[1]):
+    if os.path.isdir(path):
+        try:
+            os.listdir(path)
+            readable = True
+        except OSError:
+            readable = False
+        probe = os.path.join(path, ".probe-write")
+        try:
+            open(probe, "x").close()
+            os.unlink(probe)
+            writable = True
+        except OSError:
+            writable = False
+    else:
+        try:
+            with open(path) as handle:
+                readable = handle.read().startswith("content of ")
+        except OSError:
+            readable = False
+        try:
+            open(path, "a").close()
+            writable = True
+        except OSError:
+            writable = False
+    seen[path] = [readable, writable]
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("seed", range(EXAMPLES // 2))
+def test_each_path_inside_is_what_the_rules_say(vbox: Box, seed: int) -> None:
+    """Issue 33 item 1: the access each path has inside (read, write), through any link, against a model of the
+    rules built here from the host's real paths. Only examples that start are judged (the test above covers
+    the rest); folders hidden by a rule are not readable, files hidden read as empty."""
+    rng = random.Random(1000 + seed)
+    outside = vbox.outside / "shared"
+    outside.mkdir(exist_ok=True)
+    (outside / "o.txt").write_text("content of outside\n")
+    made = _tree(vbox.project, outside, rng, PLAIN_NAMES)
+    policy = _policy(vbox.project, made, outside, rng, PLAIN_NAMES, carve_outs=False)
+    probed = [str(vbox.project / p) for p in made if os.path.exists(vbox.project / p)]
+    probed += [str(vbox.project / p / "o.txt") for p in made if os.path.realpath(vbox.project / p) == str(outside.resolve())]
+    (vbox.project.parent / "probe.py").write_text(PROBE)
+    expected = {path: list(_expected(vbox.project, policy, Path(path))) for path in probed}
+    result = vbox.run(f"/usr/bin/python3 {vbox.project.parent / 'probe.py'} '{json.dumps(probed)}'", policy=policy)
+    if result.returncode == 2:
+        return  # a policy error at its line: judged by the test above
+    assert result.returncode == 0, f"seed {seed}\n{policy}\n{made}\n{result.stderr}"
+    seen = json.loads(result.stdout)
+    wrong = {path: (expected[path], seen[path]) for path in probed if expected[path] != seen[path]}
+    assert not wrong, f"seed {seed}: (expected, seen) [readable, writable]\n{wrong}\n{policy}\n{made}"
