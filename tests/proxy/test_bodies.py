@@ -52,7 +52,8 @@ def test_names_no_origin_reads_as_method(name: str) -> None:
     ("types", "expected"),
     [([], True), (FORM, True), (["application/x-www-form-urlencoded, text/plain"], True), (["text/plain; x=/json"], True),
      (["application/jsonp"], True), (["multipart/form-data; boundary=b"], True), (["application/x-git-upload-pack-request"], False),
-     (["application/octet-stream"], False), (["text/plain"], False)],
+     (["application/octet-stream"], False), (["text/plain"], False), ([""], True), (["multipart/mixed; boundary=b"], True),
+     (["multipart/related; boundary=b"], True)],
 )  # fmt: skip
 def test_which_types_an_origin_might_read_method_from(types: list[str], expected: bool) -> None:
     assert may_override(types) is expected
@@ -77,6 +78,9 @@ def test_which_types_an_origin_might_read_method_from(types: list[str], expected
         (["multipart/form-data; BOUNDARY=b"], b"--b\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; name=_method\r\n\r\nDELETE\r\n--b--\r\n"),
         (["multipart/form-data"], b'preamble name="x"\r\n--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
         (["multipart/form-data; boundary=b"], b"--b\r\nContent-Disposition: form-data; name*=utf-8''%5Fmethod\r\n\r\nDELETE\r\n--b--\r\n"),
+        (["multipart/form-data; boundary=b"], b'--b\r\nContent-Disposition: form-data;\r\n name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
+        (["multipart/form-data; boundary=b"], b'--b\r\nX-Note: Content-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
+        (["multipart/mixed; boundary=b"], b'--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
     ],
 )
 def test_every_reading_of_an_override_is_found(types: list[str], body: bytes) -> None:
@@ -102,6 +106,13 @@ def _gate(whole: bool, verdict: str | None = None, types: list[str] | None = Non
 
 
 SMUGGLED = [
+    b"delete /items/lower HTTP/1.1\r\n\r\n",  # Werkzeug and Django upper-case the method
+    b"DELETE\xa0/items/nbsp\xa0HTTP/1.1\r\n\r\n",  # str.split() splits on NBSP
+    b"\x85DELETE /items/nel HTTP/1.1\r\n\r\n",
+    b"DELETE items/rel HTTP/1.1\r\n\r\n",  # routers re-add the /
+    b"DELETE x://api.test/items/scheme HTTP/1.1\r\n\r\n",
+    b"\r\n" * 40 + b"DELETE /items/crlf HTTP/1.1\r\n\r\n",
+    b"GET /admin\r\n",  # HTTP/0.9
     b"DELETE /items HTTP/1.1\r\nHost: api.test\r\n\r\n",
     b"\r\n\r\nGET /admin HTTP/1.0\r\n\r\n",
     b"PUT  /x   HTTP/2\n",
@@ -122,7 +133,7 @@ def test_a_body_that_starts_like_a_request_line_never_goes_on(body: bytes) -> No
 
 
 @pytest.mark.parametrize("body", [b'{"name": "DELETE /items/1 HTTP/1.1"}', b"plain text\nDELETE /items/1 HTTP/1.1\r\n", b"Hello World, how are you",
-                                  b"GET", b"delete /items HTTP/1.1\r\n", b"x" * 200])  # fmt: skip
+                                  b"GET", b"Dear reader, see HTTP/1.1 below\n", b"x" * 200, b"a b c\n", b"\x00\x01binary\xff"])  # fmt: skip
 def test_an_ordinary_body_goes_on_once_its_start_is_known(body: bytes) -> None:
     gate, refused = _gate(whole=False)
     given = [part for index in range(0, len(body), 7) for part in gate(body[index : index + 7])] + gate(b"")
@@ -150,6 +161,7 @@ def test_a_post_judged_whole_without_an_override_goes_on() -> None:
 
 def test_a_long_form_streams_on_and_is_stopped_at_a_method_field(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bodies, "HELD_LIMIT", 128)
+    monkeypatch.setattr(bodies, "LINE_LIMIT", 64)
     gate, refused = _gate(whole=True, verdict="refused")
     assert gate(b"file=" + b"a" * 200) == [b"file=" + b"a" * 200]  # past the limit: judged so far, goes on
     assert gate(b"b" * 50) == [b"b" * 50] and gate(b"&x=1") == [b"&x=1"]
@@ -158,6 +170,7 @@ def test_a_long_form_streams_on_and_is_stopped_at_a_method_field(monkeypatch: py
 
 def test_a_long_multipart_upload_streams_on_and_is_stopped_at_a_method_part(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bodies, "HELD_LIMIT", 128)
+    monkeypatch.setattr(bodies, "LINE_LIMIT", 64)
     types = ["multipart/form-data; boundary=b"]
     gate, refused = _gate(whole=True, verdict="refused", types=types)
     start = b'--b\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\n\r\n' + b"\x00method\xff" * 20
@@ -167,5 +180,26 @@ def test_a_long_multipart_upload_streams_on_and_is_stopped_at_a_method_part(monk
 
 def test_a_long_json_body_on_a_judged_path_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bodies, "HELD_LIMIT", 100)
+    monkeypatch.setattr(bodies, "LINE_LIMIT", 64)
     gate, refused = _gate(whole=True, verdict="refused", types=["application/json"])
     assert gate(b'{"a": "' + b"x" * 140) == [] and len(refused) == 1 and "JSON" in refused[0]
+
+
+def test_a_long_form_name_padded_before_method_is_still_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rack strips the brackets before a name: `[[[...[_method` past the watcher's window still names it."""
+    monkeypatch.setattr(bodies, "HELD_LIMIT", 128)
+    monkeypatch.setattr(bodies, "LINE_LIMIT", 64)
+    for padding in (b"[" * 5000, b"%5B" * 3000):
+        gate, refused = _gate(whole=True, verdict="refused")
+        assert gate(b"file=" + b"a" * 200) != [] and refused == []
+        gate(b"&" + padding)
+        assert gate(b"_method=DELETE") == [] and len(refused) == 1, padding[:10]
+
+
+def test_a_long_part_head_with_the_name_last_is_still_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bodies, "HELD_LIMIT", 128)
+    monkeypatch.setattr(bodies, "LINE_LIMIT", 64)
+    gate, refused = _gate(whole=True, verdict="refused", types=["multipart/form-data; boundary=b"])
+    assert gate(b'--b\r\nContent-Disposition: form-data; name="f"\r\n\r\n' + b"a" * 200) != []
+    head = b'\r\n--b\r\nContent-Disposition: form-data; filename="' + b"p" * 5000 + b'"; name="_method"\r\n'
+    assert gate(head) == [] and len(refused) == 1

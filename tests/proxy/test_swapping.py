@@ -57,9 +57,9 @@ async def test_a_placeholder_in_a_body_stops_the_request(chain: FilterChain, mak
         f.client_conn.tls = True
         await chain.requestheaders(f)
         assert callable(f.request.stream)
-        first = f.request.stream(b"harmless start " * 5)  # type: ignore[operator]
+        first = f.request.stream(b"harmless start " * 5 + b"\n")  # type: ignore[operator]
         second = f.request.stream(PLACEHOLDER.encode())  # type: ignore[operator]
-        assert list(first) == [b"harmless start " * 5] and list(second) == []  # its start known: it went on
+        assert list(first) == [b"harmless start " * 5 + b"\n"] and list(second) == []  # its first line known: it went on
     denials = [r for r in audit(tmp_path) if r.get("decision") == "deny"]
     assert denials and "credential T in the request body" in str(denials[-1]["rule"])
 

@@ -32,10 +32,12 @@ from urllib.parse import unquote_plus
 
 NO_BODY_METHODS = frozenset({"GET", "HEAD", "TRACE"})
 HELD_LIMIT = 1 << 20  # the daemon's stream_large_bodies: a body judged whole is held up to this
-START_LIMIT = 64  # bytes that tell whether a body starts like a request line
-# A method in capitals, blanks (any a lenient parser splits on), then a target: origin form, `*`,
-# or absolute form. Blank lines and other control bytes an origin may skip before it come first.
-REQUEST_START = re.compile(rb"^[\x00-\x20]*[A-Z][A-Z_-]{1,31}[\x09-\x0d\x1c-\x20]+(?:/|\*|[hH][tT][tT][pP][sS]?:)")
+LINE_LIMIT = 64 << 10  # the longest request line common origins take (Python's http.server: 65536)
+# What any lenient parser skips before a request or splits its words on: control bytes and space,
+# and the two Python's str.split() also takes (NEL, NBSP), on a line decoded as Latin-1.
+BLANK = bytes([*range(0x21), 0x85, 0xA0])
+WORD = re.compile(rb"[^" + re.escape(BLANK) + rb"]+")
+METHOD = re.compile(rb"^[A-Za-z_-]{1,32}$")
 
 
 def head_refusal(method: str, headers: Mapping[str, str], whole: bool = False) -> str | None:
@@ -50,10 +52,33 @@ def head_refusal(method: str, headers: Mapping[str, str], whole: bool = False) -
 
 
 def may_override(content_types: Iterable[str]) -> bool:
-    """Whether an origin might read `_method` from a body of these Content-Type values: none
-    (Rack reads a POST without a type as a form), or any naming a form or JSON anywhere."""
-    values = [value.lower() for value in content_types]
-    return not values or any("form" in value or "json" in value for value in values)
+    """Whether an origin might read `_method` from a body of these Content-Type values: none, or
+    an empty one (Rack reads a POST without a media type as a form), or any naming a form, JSON
+    or a multipart type anywhere (Rack parses multipart/mixed and multipart/related too)."""
+    values = [value.lower() for value in content_types if value.strip()]
+    return not values or any(word in value for value in values for word in ("form", "json", "multipart"))
+
+
+def request_line(held: bytes, ended: bool) -> bool | None:
+    """Whether the body starts as a request an origin that does not read it would run: after any
+    blank bytes, a first line whose words are a method (any case: Werkzeug and Django upper-case
+    it) and a target then HTTP/x (any target: routers re-add a missing `/`), or GET and a target
+    (HTTP/0.9). None while the first line is not all here."""
+    start = held.lstrip(BLANK)
+    end = start.find(b"\n")
+    if end < 0 and not ended and len(held) < LINE_LIMIT:
+        return None
+    if not start:
+        return len(held) >= LINE_LIMIT  # that much blank before anything: no body an origin expects
+    line = start[:end] if end >= 0 else start
+    words = WORD.findall(line[:LINE_LIMIT])
+    if not words or not METHOD.match(words[0]):
+        return False
+    if end < 0 and len(start) >= LINE_LIMIT:
+        return len(words) >= 2  # a method and a target longer than a line an origin keeps reading
+    if len(words) == 3:
+        return words[2][:5].upper() == b"HTTP/"
+    return len(words) == 2 and words[0].upper() == b"GET"
 
 
 def is_method_name(name: str) -> bool:
@@ -103,7 +128,10 @@ def _json_fields(body: bytes) -> list[str]:
 
 
 BOUNDARY = re.compile(r"boundary\s*=\s*(?:\"([^\"]*)\"|([^;,\s]+))", re.IGNORECASE)
-PART_NAME = re.compile(r"(?:^|;)\s*name\*?\s*=\s*(?:\"((?:[^\"\\]|\\.)*)\"|([^;\s]+))", re.IGNORECASE)
+# As Rack reads a part's name: `Content-Disposition:` anywhere in its head (even inside another
+# header's value), then anything but a colon (a folded line too), `;`, `name=` quoted or not.
+PART_NAME = re.compile(r"content-disposition:[^:]*?;\s*name\*?\s*=\s*(?:\"((?:[^\"\\]|\\.)*)\"|([^;\s]+))", re.IGNORECASE)
+NAME_PARAM = re.compile(r"(?:^|[;\s])name\*?\s*=\s*(?:\"((?:[^\"\\]|\\.)*)\"|([^;\s]+))", re.IGNORECASE)
 
 
 def _multipart_fields(types: list[str], body: bytes) -> list[str]:
@@ -128,17 +156,19 @@ def _split_part(part: bytes) -> tuple[bytes, bool, bytes]:
 
 
 def part_names(head: str) -> list[str]:
-    """The names a part's Content-Disposition gives (quoted or not, RFC 2231 `name*=` decoded),
-    wherever among its headers that one stands."""
-    names = []
+    """The names a part's head gives (quoted or not, RFC 2231 `name*=` decoded): every
+    `name=` after a Content-Disposition anywhere in the head, as Rack's unanchored pattern
+    finds them, and every one on a Content-Disposition line."""
+    found = [match.group(1) if match.group(1) is not None else match.group(2) for match in PART_NAME.finditer(head)]
     for line in re.split(r"\r?\n", head):
         field, colon, value = line.partition(":")
         if colon and field.strip().lower() == "content-disposition":
-            for match in PART_NAME.finditer(value):
-                name = match.group(1) if match.group(1) is not None else match.group(2)
-                if "''" in name:  # name*=utf-8''%5Fmethod
-                    name = unquote_plus(name.split("''", 1)[1], encoding="latin-1")
-                names.append(name)
+            found += [match.group(1) if match.group(1) is not None else match.group(2) for match in NAME_PARAM.finditer(value)]
+    names = []
+    for name in found:
+        if "''" in name:  # name*=utf-8''%5Fmethod
+            name = unquote_plus(name.split("''", 1)[1], encoding="latin-1")
+        names.append(name)
     return names
 
 
@@ -184,9 +214,10 @@ class BodyGate:
             return [chunk] if chunk else []
         held += chunk
         ended = not chunk
-        if not ended and len(held) < START_LIMIT:
-            return []  # its start is not known yet
-        if REQUEST_START.match(bytes(held[:START_LIMIT])):
+        starts = request_line(bytes(held[: LINE_LIMIT + 1]), ended)
+        if starts is None:
+            return []  # its first line is not all here yet
+        if starts:
             return self._refuse("a body that starts like a request line (an origin that does not read it would run that request unjudged)")
         if self.whole:
             if ended:
@@ -221,20 +252,23 @@ class BodyGate:
 
 class FieldWatch:
     """A body too long to hold, read as it streams for a field that names `_method`: form pairs
-    (`NAME=` after `&` or `;`) and multipart part headers. A field found is judged by the name
-    alone: its value may lie in bytes not yet come, so any `_method` field stops the body."""
+    (`NAME=` after `&` or `;`) and multipart part heads (any line with a `name=` naming it). A
+    field found is judged by its name alone: its value may lie in bytes not yet come, so any
+    `_method` field stops the body. A name or line longer than WINDOW is judged by its first and
+    its last WINDOW bytes (padding before the name, `[[[...[_method`, is what Rack strips)."""
 
-    KEY_LIMIT = 4096  # a form name longer than this is no name an origin keeps
+    WINDOW = 4096
 
     def __init__(self, content_types: list[str], seen: bytes, judge: Callable[[list[tuple[str, str]]], str | None]) -> None:
         self.judge = judge
-        self.key = bytearray()
+        self.key = _Window(self.WINDOW)
         self.in_key = False
-        self.line = bytearray()
-        tail = seen.rsplit(b"&", 1)
-        if len(tail) == 2 and b"=" not in tail[1]:
-            self.key, self.in_key = bytearray(tail[1]), True
-        self.line = bytearray(seen.rsplit(b"\n", 1)[-1][-self.KEY_LIMIT :])
+        tail = re.split(rb"[&;]", seen)
+        if len(tail) > 1 and b"=" not in tail[-1]:
+            self.key.extend(tail[-1])
+            self.in_key = True
+        self.line = _Window(self.WINDOW)
+        self.line.extend(seen.rsplit(b"\n", 1)[-1])
 
     def feed(self, chunk: bytes) -> str | None:
         for byte in chunk:
@@ -244,22 +278,51 @@ class FieldWatch:
 
     def _form_byte(self, byte: int) -> bool:
         if byte in b"&;":
-            self.key, self.in_key = bytearray(), True
+            self.key, self.in_key = _Window(self.WINDOW), True
             return False
         if not self.in_key:
             return False
         if byte == ord("="):
             self.in_key = False
-            return is_method_name(unquote_plus(bytes(self.key).decode("latin-1"), encoding="latin-1"))
-        if len(self.key) < self.KEY_LIMIT:
-            self.key.append(byte)
+            return any(is_method_name(unquote_plus(part.decode("latin-1"), encoding="latin-1")) for part in self.key.parts())
+        self.key.append(byte)
         return False
 
     def _line_byte(self, byte: int) -> bool:
         if byte != ord("\n"):
-            if len(self.line) < self.KEY_LIMIT:
-                self.line.append(byte)
+            self.line.append(byte)
             return False
-        line = bytes(self.line).decode("latin-1")
-        self.line = bytearray()
-        return any(is_method_name(name) for name in part_names(line))
+        parts = self.line.parts()
+        self.line = _Window(self.WINDOW)
+        for part in parts:
+            text = part.decode("latin-1")
+            names = part_names(text) + [m.group(1) if m.group(1) is not None else m.group(2) for m in NAME_PARAM.finditer(text)]
+            if any(is_method_name(name) for name in names):
+                return True
+        return False
+
+
+class _Window:
+    """The first and the last `size` bytes of a run of bytes too long to keep whole."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.head = bytearray()
+        self.tail = bytearray()
+
+    def append(self, byte: int) -> None:
+        if len(self.head) < self.size:
+            self.head.append(byte)
+            return
+        self.tail.append(byte)
+        if len(self.tail) > 2 * self.size:
+            del self.tail[: len(self.tail) - self.size]
+
+    def extend(self, data: bytes) -> None:
+        for byte in data:
+            self.append(byte)
+
+    def parts(self) -> list[bytes]:
+        """The head, and the tail three ways: its cut may fall inside a %XX escape."""
+        tail = bytes(self.tail[-self.size :])
+        return [bytes(self.head), *([tail, tail[1:], tail[2:]] if tail else [])]
