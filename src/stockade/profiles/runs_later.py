@@ -207,9 +207,9 @@ TABLE: tuple[Entry, ...] = (
     Entry(".claude.json", H, PROTECTED, False, "Claude Code: the user's MCP servers"),
     Entry("Library/LaunchAgents", H, PROTECTED, True, "macOS launchd: run at login"),
     # -- tools that run a program their home config names, on a common command ------------------
-    Entry(".kube/config", H, PROTECTED, False, "kubectl, helm, client-go: users[].user.exec.command runs on every API call (client-go credential plugins)"),
-    Entry(".aws/config", H, PROTECTED, False, "AWS CLI and SDKs: credential_process runs when credentials resolve (docs.aws.amazon.com, sourcing external)"),
-    Entry(".docker/config.json", H, PROTECTED, False, "docker CLI: credsStore and credHelpers run docker-credential-NAME (docker/docker-credential-helpers README)"),
+    Entry(".kube/config", H, PROTECTED, False, "kubectl, helm: users[].user.exec.command runs on every API call (client-go credential plugins)"),
+    Entry(".aws/config", H, PROTECTED, False, "AWS CLI and SDKs: credential_process runs as credentials resolve (AWS CLI guide, external process)"),
+    Entry(".docker/config.json", H, PROTECTED, False, "docker: credsStore, credHelpers run docker-credential-NAME (credential-helpers README)"),
     Entry(".config/go/env", H, PROTECTED, False, "go: go env -w settings (GOFLAGS=-toolexec, CC, GOTOOLCHAIN) for every build (cmd/go env_write)"),
     Entry(".psqlrc", H, PROTECTED, False, "psql: meta-commands at every start, \\! runs a shell (psql(1), Files)"),
 )
