@@ -145,12 +145,20 @@ def test_a_shell_script_parent_passes_term_on(world: World, way: str) -> None:
     command = shlex.join(_words(way, _trapping(marker, signal.SIGTERM, 8)))
     # The trap is set before the child starts: the child's "ready" could otherwise reach the test
     # (and its TERM reach bash) before bash had run `trap`, killing bash and leaving the child.
-    script = f"trap 'kill -TERM $child' TERM; {command} & child=$!; wait $child; wait $child; echo status=$?"
-    proc = subprocess.Popen(["/bin/bash", "-c", script], cwd=world.project, env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # bash says "assigned" once $child is set: the child's "ready" alone could reach the test (and its
+    # TERM reach bash) before that, and the trap would then kill no one (seen under load).
+    script = f"trap 'kill -TERM $child' TERM; {command} & child=$!; echo assigned; wait $child; wait $child; echo status=$?"
+    proc = subprocess.Popen(["/bin/bash", "-c", script], cwd=world.project, env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
     assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
+    try:
+        assert {proc.stdout.readline().strip(), proc.stdout.readline().strip()} == {"ready", "assigned"}
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:  # nothing of a failed attempt is left looping
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert "status=8" in out
     assert marker.read_text() == "got\n"
     assert "stockade" not in err
