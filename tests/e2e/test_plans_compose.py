@@ -49,8 +49,7 @@ def _tree(root: Path, outside: Path, rng: random.Random, names: list[str] = NAME
 
 
 def _policy(root: Path, made: list[str], outside: Path, rng: random.Random, names: list[str] = NAMES, carve_outs: bool = True) -> str:
-    """Random rules over the tree; `carve_outs`: allow_write entries inside deny_read ones too (a policy error
-    today: issue 33's carve-outs)."""
+    """Random rules over the tree; `carve_outs`: allow_write entries inside deny_read ones too."""
     def some() -> list[str]:
         picks = rng.sample(made, k=min(len(made), rng.randint(0, 3)))
         return [p + (rng.choice(["", "/sub"]) if rng.random() < 0.3 else "") for p in picks]
@@ -133,9 +132,14 @@ def _expected(root: Path, policy: str, path: Path) -> tuple[bool, bool]:
 
     real = os.path.realpath(path)
     denied = [os.path.realpath(p) for p in rules["deny_read"]] + list(rules["deny_read"])
-    if within(real, denied) or within(str(path), list(rules["deny_read"])):
+    places = [os.path.realpath(p) for p in rules["allow_write"]]
+    # a writable place strictly inside a hidden folder is seen (a carve-out), unless it is hidden itself
+    carved = [place for place in places if within(place, denied) and place not in denied]
+    if (within(real, denied) or within(str(path), list(rules["deny_read"]))) and not within(real, carved):
         return False, False
-    writable = within(real, [os.path.realpath(p) for p in rules["allow_write"]])
+    if within(real, carved) and any(within(d, carved) and within(real, [d]) for d in denied):
+        return False, False  # a deny_read inside the carve-out
+    writable = within(real, places)
     writable = writable and not within(real, [os.path.realpath(p) for p in rules["deny_write"]] + list(rules["deny_write"]))
     return True, writable
 
@@ -177,13 +181,14 @@ print(json.dumps(seen))
 def test_each_path_inside_is_what_the_rules_say(vbox: Box, seed: int) -> None:
     """Issue 33 item 1: the access each path has inside (read, write), through any link, against a model of the
     rules built here from the host's real paths. Only examples that start are judged (the test above covers
-    the rest); folders hidden by a rule are not readable, files hidden read as empty."""
+    the rest); folders hidden by a rule are not readable, files hidden read as empty, and a writable place
+    inside a hidden folder (a carve-out) is seen and writable."""
     rng = random.Random(1000 + seed)
     outside = vbox.outside / "shared"
     outside.mkdir(exist_ok=True)
     (outside / "o.txt").write_text("content of outside\n")
     made = _tree(vbox.project, outside, rng, PLAIN_NAMES)
-    policy = _policy(vbox.project, made, outside, rng, PLAIN_NAMES, carve_outs=False)
+    policy = _policy(vbox.project, made, outside, rng, PLAIN_NAMES)
     probed = [str(vbox.project / p) for p in made if os.path.exists(vbox.project / p)]
     probed += [str(vbox.project / p / "o.txt") for p in made if os.path.realpath(vbox.project / p) == str(outside.resolve())]
     (vbox.project.parent / "probe.py").write_text(PROBE)
@@ -195,3 +200,27 @@ def test_each_path_inside_is_what_the_rules_say(vbox: Box, seed: int) -> None:
     seen = json.loads(result.stdout)
     wrong = {path: (expected[path], seen[path]) for path in probed if expected[path] != seen[path]}
     assert not wrong, f"seed {seed}: (expected, seen) [readable, writable]\n{wrong}\n{policy}\n{made}"
+
+
+def test_a_writable_place_inside_a_hidden_folder_is_seen_and_nothing_else_of_it(vbox: Box) -> None:
+    """srt's carve-out (issue 33): a hidden `data` whose `out` stays writable; a deny inside `out` still holds, and
+    nothing else of `data` (its files, its other folders, its listing) is seen."""
+    p = vbox.project
+    (p / "data" / "out").mkdir(parents=True)
+    (p / "data" / "other").mkdir()
+    (p / "data" / "secret.txt").write_text("CANARY-DATA\n")
+    (p / "data" / "other" / "x.txt").write_text("CANARY-OTHER\n")
+    (p / "data" / "out" / "key.pem").write_text("CANARY-KEY\n")
+    (p / "data" / "out" / "locked").mkdir()
+    policy = (f'extends = ["default"]\n[filesystem]\nallow_write = ["{p}", "{p}/data/out"]\n'
+              f'deny_read = ["{p}/data", "{p}/data/out/key.pem"]\ndeny_write = ["{p}/data/out/locked"]\n')  # fmt: skip
+    script = ("cat data/secret.txt data/other/x.txt data/out/key.pem 2>/dev/null; ls data 2>/dev/null; "
+              "echo made > data/out/new.txt && echo WROTE; echo x > data/planted.txt 2>/dev/null || echo REFUSED; "
+              "echo x > data/out/locked/f 2>/dev/null || echo LOCKED; echo 'touch /tmp/x' > data/out/.envrc; true")  # fmt: skip
+    result = vbox.run(script, policy=policy)
+    assert result.returncode == 0, result
+    assert "CANARY" not in result.stdout and "other" not in result.stdout, result.stdout
+    assert "WROTE" in result.stdout and (p / "data" / "out" / "new.txt").read_text() == "made\n"
+    assert "REFUSED" in result.stdout and not (p / "data" / "planted.txt").exists()
+    assert "LOCKED" in result.stdout and not (p / "data" / "out" / "locked" / "f").exists()  # its own deny_write holds
+    assert not (p / "data" / "out" / ".envrc").exists(), result.stderr  # and the floor: a planted .envrc is moved aside

@@ -104,24 +104,31 @@ def test_anywhere_rules_spread_to_places_the_user_opens_not_builtins() -> None:
     assert policy.filesystem.deny_write == ("/proj/**/.git", "/home/ann/shared/**/.git")  # shown places are read-only anyway
 
 
-def test_writable_inside_hidden_names_the_users_allow_write_line() -> None:
-    mine = layer('# mine\n[filesystem]\ndeny_read = ["~/secret"]\n\nallow_write = ["~/secret/out"]\n')
+def test_a_place_both_hidden_and_writable_names_the_users_allow_write_line() -> None:
+    mine = layer('# mine\n[filesystem]\ndeny_read = ["~/secret"]\n\nallow_write = ["~/secret"]\n')
     with pytest.raises(PolicyError) as caught:
         compose([mine], project_dir=PROJECT, origin="x")
     assert caught.value.file == "/proj/.stockade.toml"
     assert caught.value.line == 5
-    assert "allow_write /home/ann/secret/out is inside deny_read /home/ann/secret" in str(caught.value)
+    assert "allow_write /home/ann/secret is also deny_read" in str(caught.value)
+
+
+def test_a_writable_place_inside_a_hidden_one_is_a_carve_out() -> None:
+    """srt's carve-out: a hidden folder whose one subfolder stays writable (issue 33)."""
+    mine = layer('[filesystem]\ndeny_read = ["~/secret"]\nallow_write = ["~/secret/out"]\n')
+    policy = compose([mine], project_dir=PROJECT, origin="x")
+    assert "/home/ann/secret/out" in policy.filesystem.allow_write and "/home/ann/secret" in policy.filesystem.deny_read
 
 
 def test_writable_inside_hidden_from_a_builtin_names_no_file() -> None:
     with pytest.raises(PolicyError) as caught:
         compose(
-            [layer('[filesystem]\nallow_write = ["~/.cache/pip"]\n', "builtin:python"), layer('[filesystem]\ndeny_read = ["~/.cache"]\n')],
+            [layer('[filesystem]\nallow_write = ["~/.cache/pip"]\n', "builtin:python"), layer('[filesystem]\ndeny_read = ["~/.cache/pip"]\n')],
             project_dir=PROJECT,
             origin="x",
         )
     assert caught.value.file is None and caught.value.line is None
-    assert "inside deny_read /home/ann/.cache" in caught.value.reason
+    assert "allow_write /home/ann/.cache/pip is also deny_read" in caught.value.reason
 
 
 @pytest.mark.parametrize(

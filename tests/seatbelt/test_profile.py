@@ -244,3 +244,33 @@ def test_a_moved_audit_log_is_hidden_too() -> None:
     inside = replace(case.policy, audit=AuditRules(log=f"{sup.HOME}/.local/state/stockade/audit.jsonl"))
     profile = render(ProfileSpec(inside, case.floor, str(sup.HOME), sup.TEMP_DIR, sup.TAG, None))
     assert len(profile.index.hidden) == len(case.floor.hidden)
+
+
+def test_a_writable_place_inside_a_hidden_folder_is_allowed_again_after_the_denies() -> None:
+    """A carve-out (issue 33): the last matching rule wins in SBPL, so the place's allow comes after the
+    deny_read that hides its folder, and the denies inside it (and stockade's own state) come after that."""
+    from dataclasses import replace
+
+    case = sup.builtin_case("default")
+    fs = case.policy.filesystem
+    data, out = f"{sup.PROJECT}/data", f"{sup.PROJECT}/data/out"
+    filesystem = replace(fs, allow_write=(*fs.allow_write, out, f"{sup.PROJECT}/data/ro"), deny_read=(*fs.deny_read, data, f"{out}/secret"),
+                         deny_write=(*fs.deny_write, f"{sup.PROJECT}/data/ro"))  # fmt: skip
+    policy = replace(case.policy, filesystem=filesystem)
+    profile = render(ProfileSpec(policy, case.floor, str(sup.HOME), sup.TEMP_DIR, sup.TAG, None))
+    text = profile.text
+
+    def named(value: str, prefix: str) -> str:
+        return next(name for name, given in profile.params if given == value and name.startswith(prefix))
+
+    hide = text.index(f'(param "{named(data, "DENY_READ_")}")')
+    allow = text.index(f'(param "{named(out, "CARVE_OUT_")}")')
+    assert allow > hide
+    assert text.rfind("(allow file-read* file-write*", 0, allow) > hide  # the place is seen and writable again, after
+    again = [name for name, value in profile.params if value == f"{out}/secret"]
+    assert any(text.index(f'(param "{name}")') > allow for name in again)  # a deny inside it, once more after it
+    read_only = [name for name, value in profile.params if value == f"{sup.PROJECT}/data/ro" and name.startswith("CARVE_OUT_READ_ONLY")]
+    assert read_only  # deny_write over allow_write: seen, not writable
+    assert text.rfind("(allow file-read*", 0, text.index(f'(param "{read_only[0]}")')) > text.rfind("file-write*", 0, hide)
+    own = [name for name, _value in profile.params if name.startswith("HIDDEN_AGAIN")]
+    assert own and all(text.index(f'(param "{name}")') > allow for name in own)  # stockade's state is never carved

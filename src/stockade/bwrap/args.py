@@ -96,6 +96,19 @@ class Tmpfs(Piece):
             yield from ("--remount-ro", self.path)
 
 
+class RemountReadOnly(Piece):
+    """The mount at `path` made read-only, after the mounts inside it were made (a hidden folder
+    holding a writable one: bwrap makes its mount point in the tmpfs first, mounts.py)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def to_args(self) -> Iterator[str]:
+        yield from ("--remount-ro", self.path)
+
+
 class Dev(Piece):
     """bwrap's own /dev, read-only: --dev makes it a tmpfs that takes no size (half the machine's
     memory), so a writable one would be scratch space around tmp_size (ESCAPES 70). The devices

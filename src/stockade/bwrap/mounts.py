@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stockade.bwrap import changes, folders, globs, hardlinks, host_sockets, private_home
-from stockade.bwrap.args import Bind, BindFrom, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, Symlink, Tmpfs
+from stockade.bwrap.args import Bind, BindFrom, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, RemountReadOnly, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.bwrap.sweep import LINK_PIN
 from stockade.core.errors import SandboxSetupError
@@ -49,6 +49,10 @@ class View:
     writable: list[str] = field(default_factory=list)
     read_only: list[str] = field(default_factory=list)
     masked: list[str] = field(default_factory=list)
+    # writable places inside hidden folders (carve-outs), and the hidden folders holding them: each such
+    # folder's tmpfs is made read-only after the places are mounted in it (View.pieces)
+    carve_outs: list[str] = field(default_factory=list)
+    carved: list[str] = field(default_factory=list)
     # absent protected paths, with their first absent component: nothing mounted, swept after the run
     unguarded: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said after every run
@@ -81,7 +85,7 @@ class View:
             base.append(Symlink(MARKER_TARGET, MARKER_PATH))
         if self.home:  # before every mount inside it; the sort below keeps deeper ones after
             base.append(Tmpfs(self.home, size=self.tmp_size, mode="0700"))
-        return base + [m.piece for m in self._ordered()]
+        return base + [m.piece for m in self._ordered()] + [RemountReadOnly(path) for path in self.carved]
 
     def _ordered(self) -> list[Mount]:
         return sorted(self.mounts, key=lambda m: (m.path.count("/"), m.rank, m.path))
@@ -243,7 +247,10 @@ def plan_view(
     elsewhere_repositories = [gitdirs.locate(os.path.dirname(entry)) for root in others for entry in matches.get(f"{root}/**/.git", [])]
     repositories += _git_dirs_holding(fs.allow_write)
     linked = _linked_git_dirs(repositories, fs.allow_write)
-    roots, anchors = _writable_roots(view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home))
+    unwritable = [os.path.realpath(p) for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]
+    roots, anchors = _writable_roots(
+        view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home), unwritable
+    )  # fmt: skip
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(
         tuple(r for r in roots if r not in linked), locations.with_home(type(locations.home)(real_home)), policy.protected_files, tuple(anchors)
@@ -302,12 +309,19 @@ def plan_view(
 def _drop_inside_hidden(view: View) -> None:
     """No mount inside a hidden folder: everything there is hidden already (deny wins), and bwrap
     cannot make a mount point in the read-only empty folder that hides it (deny_read X with
-    deny_write X/sub was a start failure, issue 33)."""
+    deny_write X/sub was a start failure, issue 33). But a writable place inside it (a carve-out:
+    `deny_read = ["data"]`, `allow_write = ["data/out"]`) keeps its bind and every mount inside
+    it; nothing between the two (a pin of a folder on the way would show that folder whole)."""
     hidden = [m.path for m in view.mounts if m.rank == 3 and isinstance(m.piece, Tmpfs)]
     if not hidden:
         return
-    view.mounts = [m for m in view.mounts if not any(m.path != folder and is_within(m.path, folder) for folder in hidden)]
-    view.socket_masks = [path for path in view.socket_masks if not any(is_within(path, folder) for folder in hidden)]
+
+    def dropped(path: str) -> bool:
+        inside = [folder for folder in hidden if path != folder and is_within(path, folder)]
+        return bool(inside) and not any(is_within(path, place) and any(is_within(place, folder) for folder in inside) for place in view.carve_outs)
+
+    view.mounts = [m for m in view.mounts if not dropped(m.path)]
+    view.socket_masks = [path for path in view.socket_masks if not dropped(path) and not any(path == folder for folder in hidden)]
 
 
 # Where a staged git dir's real folder is seen inside (gitstage.py), one folder per staged git dir;
@@ -683,7 +697,7 @@ def _why_unmakeable(folder: str) -> str | None:
 
 def _writable_roots(
     view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str], unmade: Mapping[str, str],
-    sources: tuple[str, ...] = (), home: str = "/",
+    sources: tuple[str, ...] = (), home: str = "/", unwritable: list[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(the folders bound writable, every allow_write entry's real path: floor anchors);
     `git_dirs` (already real paths) are writable too, without anchoring the floor."""
@@ -704,17 +718,27 @@ def _writable_roots(
             raise PolicyError(str(exc), file=file, line=line) from None
         if real == "/":
             raise SandboxSetupError(f"allow_write {entry} resolves to '/'; list the folders you need")
-        hidden = [d for d in denied if is_within(real, d)]
+        hidden = [d for d in denied if d == real]  # both hidden and writable: deny wins
         if hidden:
-            view.notes.append(f"allow_write {entry} is inside deny_read {hidden[0]}: deny wins, skipped")
+            view.notes.append(f"allow_write {entry} is also deny_read {hidden[0]}: deny wins, skipped")
             continue
+        if any(is_within(real, d) for d in denied):
+            view.carve_outs.append(real)  # writable inside a hidden folder: mounted into its empty tmpfs
         roots.append(real)
     anchors = list(roots)
     roots += [path for path in git_dirs if path != "/" and not any(is_within(path, d) for d in denied)]
     roots = sorted(dict.fromkeys(roots), key=len)
-    kept = [r for i, r in enumerate(roots) if not any(is_within(r, other) for other in roots[:i])]
+
+    def covered(root: str, by: str) -> bool:
+        """`root` is seen writable through `by`'s bind: inside it, with no hidden folder between."""
+        return is_within(root, by) and not any(is_within(d, by) and d != by and is_within(root, d) for d in denied)
+
+    kept = [r for i, r in enumerate(roots) if not any(covered(r, other) for other in roots[:i])]
     for root in kept:
         _check_reachable(view, root)
+        if root in view.carve_outs and any(is_within(root, d) for d in unwritable or ()):
+            view.add(root, 0, ReadOnlyBind(root))  # seen inside its hidden folder, but deny_write wins over allow_write
+            continue
         view.add(root, 0, Bind(root))
         view.writable.append(root)
     return kept, sorted(dict.fromkeys(anchors), key=len)
@@ -835,7 +859,7 @@ def _mask_one(view: View, path: str, roots: list[str], socket: bool = False) -> 
             return  # out of the sandbox's reach: it cannot change permissions there
     if _root_of(path, roots) is None and not _sandbox_reaches(os.path.dirname(path)):
         return  # another user's private folder: closed to the sandbox, and to bwrap making a mount there
-    if not visible(path, roots, view.home, view.shown) or any(is_within(path, m) for m in view.masked):
+    if not visible(path, roots, view.home, view.shown) or any(is_within(path, m) and not _carved_out(view, path, m) for m in view.masked):
         return
     root = _root_of(path, roots)
     if root is not None and path != root:
@@ -844,9 +868,19 @@ def _mask_one(view: View, path: str, roots: list[str], socket: bool = False) -> 
     if socket:
         view.socket_masks.append(path)
         return
-    piece: Piece = Tmpfs(path, read_only=True, mode="0000") if os.path.isdir(path) else ReadOnlyBindFrom("/dev/null", path)
+    carving = os.path.isdir(path) and any(is_within(place, path) and place != path for place in view.carve_outs)
+    if carving:  # passable, not listable; writable until the places inside are mounted, then read-only
+        piece: Piece = Tmpfs(path, mode="0111")
+        view.carved.append(path)
+    else:
+        piece = Tmpfs(path, read_only=True, mode="0000") if os.path.isdir(path) else ReadOnlyBindFrom("/dev/null", path)
     view.add(path, 3, piece)
     view.masked.append(path)
+
+
+def _carved_out(view: View, path: str, folder: str) -> bool:
+    """`path` lies in a writable place inside the hidden `folder`: seen again, so its own masks count."""
+    return any(is_within(path, place) and is_within(place, folder) and place != folder for place in view.carve_outs)
 
 
 def _check_reachable(view: View, root: str) -> None:

@@ -144,15 +144,15 @@ def _opened_by_user(layers: list[Layer], key: str) -> list[str]:
 
 
 def _refuse_writable_inside_hidden(layers: list[Layer], allow_write: tuple[str, ...], deny_read: tuple[str, ...]) -> None:
-    """A folder the sandbox may not see cannot hold one it may write (bwrap would fail to make it):
-    a policy error naming the allow_write entry, never a setup failure. A deny_read place inside
-    a writable one is the usual carve-out and fine."""
+    """A place both hidden and writable is a policy error naming the allow_write entry, never a
+    setup failure. A deny_read place inside a writable one, and a writable place inside a hidden
+    one (srt's carve-out: a hidden `data` whose `out` stays writable), are fine."""
     from stockade.core.errors import PolicyError
-    from stockade.profiles.paths import is_glob, is_within
+    from stockade.profiles.paths import is_glob
 
     hidden = [d for d in deny_read if not is_glob(d)]
     for place in allow_write:
-        inside = next((d for d in hidden if is_within(place, d)), None)
+        inside = next((d for d in hidden if d.rstrip("/") == place.rstrip("/")), None)  # one place both hidden and writable
         if inside is None:
             continue
         layer = next((one for one in reversed(layers) if place in one.values.get("filesystem", {}).get("allow_write", ())), None)
@@ -160,8 +160,8 @@ def _refuse_writable_inside_hidden(layers: list[Layer], allow_write: tuple[str, 
         where = layer.source if layer is not None and mine else None
         line = _key_line(layer, "filesystem", "allow_write") if layer is not None and mine else None
         raise PolicyError(
-            f"allow_write {place} is inside deny_read {inside}: a hidden folder cannot hold a writable one; "
-            "remove one of the two, or hide only the parts of it you mean",
+            f"allow_write {place} is also deny_read: a place cannot be both hidden and writable; "
+            "remove one of the two (a writable place inside a hidden folder is fine)",
             file=where, line=line,
         )  # fmt: skip
 

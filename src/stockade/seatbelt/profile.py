@@ -36,7 +36,7 @@ from typing import Protocol
 
 from stockade.profiles.floor import Floor
 from stockade.profiles.model import NetworkMode, Policy
-from stockade.profiles.paths import is_within
+from stockade.profiles.paths import glob_base, is_within
 from stockade.seatbelt import sbpl
 
 SUBPATH = "subpath"
@@ -285,6 +285,7 @@ def render(spec: ProfileSpec, paths: PathResolver = LexicalPaths()) -> Profile:
     read_only = w.entries("floor.read_only", "READ_ONLY", floor.read_only, "deny", "file-write*", deny=True)
     deny_read = w.entries("deny_read", "DENY_READ", fs.deny_read, "deny", "file-read* file-write*", deny=True, globs=True)
     hidden = w.entries("floor.hidden", "HIDDEN", _hidden(policy, floor), "deny", "file-read* file-write*", deny=True)
+    _carve_outs(w, policy, floor)
     if spec.ca_bundle:
         w.add(";; ---- the CA bundle for hosts with HTTP rules: one file of the hidden cache, read only ----")
         w.entries("ca_bundle", "CA_BUNDLE", (spec.ca_bundle,), "allow", "file-read*", deny=False, kind=LITERAL)
@@ -349,6 +350,31 @@ def _network(w: _Writer, policy: Policy, proxy_port: int | None) -> tuple[tuple[
         wrap=lambda ref: f"(remote unix-socket (path-literal {ref}))",
     )
     return sockets, ()
+
+
+def _carve_outs(w: _Writer, policy: Policy, floor: Floor) -> None:
+    """Writable places inside hidden folders (`deny_read = ["data"]`, `allow_write = ["data/out"]`):
+    seen and writable again after the denies (the last rule that matches wins), read-only where a
+    deny_write covers them; then every deny inside them, and stockade's own state, once more."""
+    fs = policy.filesystem
+    hidden = _plain(fs.deny_read)
+    places = tuple(p for p in fs.allow_write if any(is_within(p, d) and p != d for d in hidden))
+    if not places:
+        return
+    w.add(";; ---- carve-outs: writable places inside hidden folders, seen again; the denies inside them once more ----")
+    unwritable = _plain(fs.deny_write)
+    written = tuple(p for p in places if not any(is_within(p, d) for d in unwritable))
+    seen = tuple(p for p in places if p not in written)
+    w.entries("carve_out", "CARVE_OUT", written, "allow", "file-read* file-write*", deny=False)
+    w.entries("carve_out_read_only", "CARVE_OUT_READ_ONLY", seen, "allow", "file-read*", deny=False)
+
+    def inside(texts: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(t for t in texts if any(is_within(glob_base(t) if sbpl.is_glob(t) else t, p) for p in places))
+
+    w.entries("deny_write_inside", "DENY_WRITE_IN", inside(fs.deny_write), "deny", "file-write*", deny=True, globs=True)
+    w.entries("floor.read_only_inside", "READ_ONLY_IN", inside(floor.read_only), "deny", "file-write*", deny=True)
+    w.entries("deny_read_inside", "DENY_READ_IN", inside(fs.deny_read), "deny", "file-read* file-write*", deny=True, globs=True)
+    w.entries("floor.hidden_again", "HIDDEN_AGAIN", _hidden(policy, floor), "deny", "file-read* file-write*", deny=True)
 
 
 def _hidden(policy: Policy, floor: Floor) -> tuple[str, ...]:
