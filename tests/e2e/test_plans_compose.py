@@ -224,3 +224,5 @@ def test_a_writable_place_inside_a_hidden_folder_is_seen_and_nothing_else_of_it(
     assert "REFUSED" in result.stdout and not (p / "data" / "planted.txt").exists()
     assert "LOCKED" in result.stdout and not (p / "data" / "out" / "locked" / "f").exists()  # its own deny_write holds
     assert not (p / "data" / "out" / ".envrc").exists(), result.stderr  # and the floor: a planted .envrc is moved aside
+    inside = vbox.run("pwd; cat ../secret.txt 2>/dev/null || echo HIDDEN", policy=policy, cwd=p / "data" / "out")
+    assert inside.returncode == 0 and inside.stdout == f"{p}/data/out\nHIDDEN\n", inside  # a run from the place itself

@@ -248,29 +248,33 @@ def test_a_moved_audit_log_is_hidden_too() -> None:
 
 def test_a_writable_place_inside_a_hidden_folder_is_allowed_again_after_the_denies() -> None:
     """A carve-out (issue 33): the last matching rule wins in SBPL, so the place's allow comes after the
-    deny_read that hides its folder, and the denies inside it (and stockade's own state) come after that."""
+    deny_read that hides its folder, and the denies that reach inside it (globs such as **/.env whatever
+    their base, and stockade's own state) come after that; outer places first, as on Linux."""
     from dataclasses import replace
 
     case = sup.builtin_case("default")
     fs = case.policy.filesystem
-    data, out = f"{sup.PROJECT}/data", f"{sup.PROJECT}/data/out"
-    filesystem = replace(fs, allow_write=(*fs.allow_write, out, f"{sup.PROJECT}/data/ro"), deny_read=(*fs.deny_read, data, f"{out}/secret"),
-                         deny_write=(*fs.deny_write, f"{sup.PROJECT}/data/ro"))  # fmt: skip
-    policy = replace(case.policy, filesystem=filesystem)
-    profile = render(ProfileSpec(policy, case.floor, str(sup.HOME), sup.TEMP_DIR, sup.TAG, None))
+    p = sup.PROJECT
+    data, out, ro, inner, deep = f"{p}/data", f"{p}/data/out", f"{p}/data/ro", f"{p}/data/out/inner", f"{p}/data/out/inner/deep"
+    filesystem = replace(fs, allow_write=(*fs.allow_write, out, ro, deep), deny_read=(*fs.deny_read, data, f"{out}/secret", f"{p}/**/secret", inner),
+                         deny_write=(*fs.deny_write, ro))  # fmt: skip
+    profile = render(ProfileSpec(replace(case.policy, filesystem=filesystem), case.floor, str(sup.HOME), sup.TEMP_DIR, sup.TAG, None))
     text = profile.text
 
-    def named(value: str, prefix: str) -> str:
-        return next(name for name, given in profile.params if given == value and name.startswith(prefix))
+    def at(value: str, prefix: str) -> int:
+        name = next(name for name, given in profile.params if given == value and name.startswith(prefix))
+        return text.index(f'(param "{name}")')
 
-    hide = text.index(f'(param "{named(data, "DENY_READ_")}")')
-    allow = text.index(f'(param "{named(out, "CARVE_OUT_")}")')
-    assert allow > hide
-    assert text.rfind("(allow file-read* file-write*", 0, allow) > hide  # the place is seen and writable again, after
-    again = [name for name, value in profile.params if value == f"{out}/secret"]
-    assert any(text.index(f'(param "{name}")') > allow for name in again)  # a deny inside it, once more after it
-    read_only = [name for name, value in profile.params if value == f"{sup.PROJECT}/data/ro" and name.startswith("CARVE_OUT_READ_ONLY")]
-    assert read_only  # deny_write over allow_write: seen, not writable
-    assert text.rfind("(allow file-read*", 0, text.index(f'(param "{read_only[0]}")')) > text.rfind("file-write*", 0, hide)
-    own = [name for name, _value in profile.params if name.startswith("HIDDEN_AGAIN")]
-    assert own and all(text.index(f'(param "{name}")') > allow for name in own)  # stockade's state is never carved
+    def rule_before(position: int) -> str:
+        return text[text.rfind("(allow", 0, position) : position] if text.rfind("(allow", 0, position) > text.rfind("(deny", 0, position) else "deny"
+
+    hide = at(data, "DENY_READ_")
+    allow_out = at(out, "CARVE_OUT")
+    assert allow_out > hide and "file-write*" in rule_before(allow_out)  # seen and writable again, after
+    assert at(f"{out}/secret", "DENY_READ_IN") > allow_out  # a deny inside it, once more after it
+    globbed = [text.index(f'(param "{name}")') for name, _v in profile.params if name.startswith("DENY_READ_IN")]
+    assert any(position > allow_out for position in globbed) and "(regex" in text[allow_out:]  # **/secret and **/.env again
+    assert "file-write*" not in rule_before(at(ro, "CARVE_OUT"))  # deny_write over allow_write: seen, not writable
+    assert at(deep, "CARVE_OUT") > at(inner, "DENY_READ_IN")  # the inner place after the deny that holds it
+    own = [text.index(f'(param "{name}")') for name, _value in profile.params if name.startswith("HIDDEN_AGAIN")]
+    assert own and min(own) > at(deep, "CARVE_OUT")  # stockade's state is never carved

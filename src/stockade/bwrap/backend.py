@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from stockade.bwrap import args as bw
 from stockade.bwrap.execute import Launch
 from stockade.bwrap.limits import plan_limits
-from stockade.bwrap.mounts import GIT_ALIASES, STAGE_BOUND, View, make_write_places, moved, plan_view, visible
+from stockade.bwrap.mounts import GIT_ALIASES, STAGE_BOUND, View, carved_out, make_write_places, moved, plan_view, visible
 from stockade.bwrap.probe import bwrap_path
 from stockade.core.backend import RunRequest
 from stockade.core.errors import SandboxSetupError
@@ -91,7 +91,7 @@ def _sealing(interactive: bool, network: bool) -> list[bw.Piece]:
 
 def _working_dir(cwd: str, view: View) -> str:
     real = os.path.realpath(cwd)
-    hidden = [m for m in view.masked if is_within(real, m)]
+    hidden = [m for m in view.masked if is_within(real, m) and not carved_out(view, real, m)]
     if hidden:
         raise SandboxSetupError(f"the working directory {cwd} is hidden by the policy ({hidden[0]}); run from a folder the sandbox can see")
     if not os.path.isdir(real):
@@ -137,7 +137,8 @@ def _ssh(request: RunRequest, view: View) -> tuple[tuple[str, ...], list[bw.Piec
 
 def _seen_inside(view: View, path: str) -> bool:
     """Whether the sandbox sees the host's `path` (not under a private tmpfs, nor hidden by the policy)."""
-    return visible(path, [*view.writable, *view.read_only], view.home, view.shown) and not any(is_within(path, m) for m in view.masked)
+    seen = visible(path, [*view.writable, *view.read_only], view.home, view.shown)
+    return seen and not any(is_within(path, m) and not carved_out(view, path, m) for m in view.masked)
 
 
 def _environment(request: RunRequest, view: View, terminates: bool) -> dict[str, str]:

@@ -859,7 +859,7 @@ def _mask_one(view: View, path: str, roots: list[str], socket: bool = False) -> 
             return  # out of the sandbox's reach: it cannot change permissions there
     if _root_of(path, roots) is None and not _sandbox_reaches(os.path.dirname(path)):
         return  # another user's private folder: closed to the sandbox, and to bwrap making a mount there
-    if not visible(path, roots, view.home, view.shown) or any(is_within(path, m) and not _carved_out(view, path, m) for m in view.masked):
+    if not visible(path, roots, view.home, view.shown) or any(is_within(path, m) and not carved_out(view, path, m) for m in view.masked):
         return
     root = _root_of(path, roots)
     if root is not None and path != root:
@@ -878,8 +878,8 @@ def _mask_one(view: View, path: str, roots: list[str], socket: bool = False) -> 
     view.masked.append(path)
 
 
-def _carved_out(view: View, path: str, folder: str) -> bool:
-    """`path` lies in a writable place inside the hidden `folder`: seen again, so its own masks count."""
+def carved_out(view: View, path: str, folder: str) -> bool:
+    """`path` lies in a writable place inside the hidden `folder` (a carve-out): the sandbox sees it."""
     return any(is_within(path, place) and is_within(place, folder) and place != folder for place in view.carve_outs)
 
 

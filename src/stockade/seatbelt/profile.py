@@ -36,7 +36,7 @@ from typing import Protocol
 
 from stockade.profiles.floor import Floor
 from stockade.profiles.model import NetworkMode, Policy
-from stockade.profiles.paths import glob_base, is_within
+from stockade.profiles.paths import is_within
 from stockade.seatbelt import sbpl
 
 SUBPATH = "subpath"
@@ -354,26 +354,27 @@ def _network(w: _Writer, policy: Policy, proxy_port: int | None) -> tuple[tuple[
 
 def _carve_outs(w: _Writer, policy: Policy, floor: Floor) -> None:
     """Writable places inside hidden folders (`deny_read = ["data"]`, `allow_write = ["data/out"]`):
-    seen and writable again after the denies (the last rule that matches wins), read-only where a
-    deny_write covers them; then every deny inside them, and stockade's own state, once more."""
+    each seen and writable again after the denies (the last rule that matches wins), read-only
+    where a deny_write covers it; after each, every deny that can reach inside it once more (the
+    glob denies whatever their base, `**/.env` among them) and stockade's own state. Outer places
+    first, so a place inside another's deny is seen again after it, as on Linux."""
     fs = policy.filesystem
     hidden = _plain(fs.deny_read)
-    places = tuple(p for p in fs.allow_write if any(is_within(p, d) and p != d for d in hidden))
+    places = sorted((p for p in fs.allow_write if any(is_within(p, d) and p != d for d in hidden)), key=lambda p: p.count("/"))
     if not places:
         return
     w.add(";; ---- carve-outs: writable places inside hidden folders, seen again; the denies inside them once more ----")
     unwritable = _plain(fs.deny_write)
-    written = tuple(p for p in places if not any(is_within(p, d) for d in unwritable))
-    seen = tuple(p for p in places if p not in written)
-    w.entries("carve_out", "CARVE_OUT", written, "allow", "file-read* file-write*", deny=False)
-    w.entries("carve_out_read_only", "CARVE_OUT_READ_ONLY", seen, "allow", "file-read*", deny=False)
+    for n, place in enumerate(places):
 
-    def inside(texts: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(t for t in texts if any(is_within(glob_base(t) if sbpl.is_glob(t) else t, p) for p in places))
+        def inside(texts: tuple[str, ...], place: str = place) -> tuple[str, ...]:
+            return tuple(t for t in texts if sbpl.is_glob(t) or (is_within(t, place) and t != place))
 
-    w.entries("deny_write_inside", "DENY_WRITE_IN", inside(fs.deny_write), "deny", "file-write*", deny=True, globs=True)
-    w.entries("floor.read_only_inside", "READ_ONLY_IN", inside(floor.read_only), "deny", "file-write*", deny=True)
-    w.entries("deny_read_inside", "DENY_READ_IN", inside(fs.deny_read), "deny", "file-read* file-write*", deny=True, globs=True)
+        ops = "file-read*" if any(is_within(place, d) for d in unwritable) else "file-read* file-write*"
+        w.entries(f"carve_out {n}", f"CARVE_OUT{n}", (place,), "allow", ops, deny=False)
+        w.entries(f"deny_write inside {n}", f"DENY_WRITE_IN{n}", inside(fs.deny_write), "deny", "file-write*", deny=True, globs=True)
+        w.entries(f"floor.read_only inside {n}", f"READ_ONLY_IN{n}", inside(floor.read_only), "deny", "file-write*", deny=True)
+        w.entries(f"deny_read inside {n}", f"DENY_READ_IN{n}", inside(fs.deny_read), "deny", "file-read* file-write*", deny=True, globs=True)
     w.entries("floor.hidden_again", "HIDDEN_AGAIN", _hidden(policy, floor), "deny", "file-read* file-write*", deny=True)
 
 
