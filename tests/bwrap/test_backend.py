@@ -118,14 +118,17 @@ def test_sealing(interactive: bool, network: bool, unshare_net: bool, new_sessio
 
 
 def test_working_dir_hidden_missing_invisible_and_fine(tmp_path: Path) -> None:
-    shown = view(masked=[], writable=[str(tmp_path)], home=None, shown=[])
+    shown = view(masked=[], writable=[str(tmp_path)], home=None, shown=[], carve_outs=[])
     assert backend._working_dir(str(tmp_path), shown) == os.path.realpath(tmp_path)
     with pytest.raises(SandboxSetupError, match="hidden by the policy"):
-        backend._working_dir(str(tmp_path), view(masked=[str(tmp_path)], writable=[str(tmp_path)], home=None, shown=[]))
+        backend._working_dir(str(tmp_path), view(masked=[str(tmp_path)], writable=[str(tmp_path)], home=None, shown=[], carve_outs=[]))
     with pytest.raises(SandboxSetupError, match="does not exist"):
         backend._working_dir(str(tmp_path / "gone"), shown)
     with pytest.raises(SandboxSetupError, match="not visible inside the sandbox"):
-        backend._working_dir("/tmp", view(masked=[], writable=[], home=None, shown=[]))
+        backend._working_dir("/tmp", view(masked=[], writable=[], home=None, shown=[], carve_outs=[]))
+    (tmp_path / "out").mkdir()
+    carved = view(masked=[str(tmp_path)], writable=[str(tmp_path / "out")], home=None, shown=[], carve_outs=[str(tmp_path / "out")])
+    assert backend._working_dir(str(tmp_path / "out"), carved) == os.path.realpath(tmp_path / "out")  # a carve-out is seen
 
 
 def test_ensure_audit_log_makes_every_generation(tmp_path: Path) -> None:
