@@ -27,10 +27,11 @@ fi
 echo "== tests as $TEST_USER (uid $(id -u "$TEST_USER"))"
 cd "$WORK"
 # The agent CLIs root installed, when that user can reach them (a checkout under /root it cannot:
-# then the tests install their own into that user's home).
+# then the tests install their own into that user's home, trusting the CAs root's npm does).
 AGENTS_CACHE="$ROOT/tests/agents/.cache"
 runuser -u "$TEST_USER" -- test -x "$AGENTS_CACHE" 2>/dev/null || AGENTS_CACHE="/home/$TEST_USER/.stockade-agents"
 # The installed package, not the copied sources, is what gets imported.
 runuser -u "$TEST_USER" -- env -i HOME="/home/$TEST_USER" PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
     STOCKADE_MUST_SANDBOX="${STOCKADE_MUST_SANDBOX:-1}" STOCKADE_AGENTS_CACHE="$AGENTS_CACHE" \
+    ${NODE_EXTRA_CA_CERTS:+NODE_EXTRA_CA_CERTS="$NODE_EXTRA_CA_CERTS"} \
     "$WORK/venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
