@@ -74,8 +74,14 @@ def take_since(roots: tuple[str, ...], reported: tuple[str, ...], swept: tuple[s
     found: dict[str, list[str]] = {pattern: [] for pattern in (*reported, *swept)}
     locked: list[str] = []
     matcher = None
-    roots_set = set(roots)
     stack = [(root, False) for root in roots]  # (folder, made during the run)
+    elsewhere = set(roots)
+
+    def under(folder: str, names: Iterable[str], had: set[str] | None) -> list[tuple[str, bool]]:
+        """The subfolders to go on with, new when `had` did not list them; a root is walked from its own entry."""
+        subs = ((os.path.join(folder, name), had is not None and name not in had) for name in names)
+        return [(sub, new) for sub, new in subs if sub not in elsewhere]
+
     while stack:
         folder, new = stack.pop()
         try:
@@ -84,13 +90,13 @@ def take_since(roots: tuple[str, ...], reported: tuple[str, ...], swept: tuple[s
             continue
         known = before.tree.get(folder)
         if known is not None and known[0] == folders.folder_stamp(info):
-            stack += [(sub, False) for sub in (os.path.join(folder, name) for name in known[1]) if sub not in roots_set]
+            stack += under(folder, known[1], None)
             continue
         had = set(known[1]) if known is not None else set()
         if known is not None:  # touched: the same entries (files that came and went)?
             listed = folders.listing(folder)
             if listed is not None and listed[0] == known[2]:
-                stack += [(os.path.join(folder, name), name not in had) for name in listed[1] if os.path.join(folder, name) not in roots_set]
+                stack += under(folder, listed[1], had)
                 continue
         from stockade.bwrap import globs  # new entries: now the patterns are needed
 
@@ -98,7 +104,7 @@ def take_since(roots: tuple[str, ...], reported: tuple[str, ...], swept: tuple[s
             matcher = globs.Patterns((*reported, *swept))
         walked = globs.list_folder(folder, matcher, found, None)
         if walked is not None:
-            stack += [(sub, os.path.basename(sub) not in had) for sub in walked[1] if sub not in roots_set]
+            stack += under(folder, (os.path.basename(sub) for sub in walked[1]), had)
         elif (new or known is not None) and _locked(info):
             locked.append(folder)  # readable when planned, or made by the run: locked inside it
     after = from_matches(reported, swept, found, None)

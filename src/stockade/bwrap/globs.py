@@ -13,7 +13,7 @@ import re
 from collections import defaultdict
 
 from stockade.bwrap import folders
-from stockade.profiles.paths import glob_base, glob_to_regex, is_glob
+from stockade.profiles.paths import glob_base, glob_to_regex, is_glob, is_within
 
 MAX_ENTRIES = 500_000  # a walk stops here; the run's notes say so
 
@@ -74,13 +74,9 @@ def expand(
         if tree_root in stopped:
             tree.clear()
         for base in stopped:
-            for folder in [folder for folder in tree if _within(folder, base) and not _within(folder, tree_root)]:
+            for folder in [folder for folder in tree if is_within(folder, base) and not is_within(folder, tree_root)]:
                 del tree[folder]
     return found, notes
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 class Patterns:

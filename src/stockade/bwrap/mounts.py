@@ -247,9 +247,10 @@ def plan_view(
     elsewhere_repositories = [gitdirs.locate(os.path.dirname(entry)) for root in others for entry in matches.get(f"{root}/**/.git", [])]
     repositories += _git_dirs_holding(fs.allow_write)
     linked = _linked_git_dirs(repositories, fs.allow_write)
-    unwritable = [os.path.realpath(p) for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]
+    deny_write = [p for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]
     roots, anchors = _writable_roots(
-        view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home), unwritable
+        view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home),
+        [os.path.realpath(p) for p in deny_write],
     )  # fmt: skip
     anchors += [project, os.path.realpath(cwd)]
     floor = floor_for(
@@ -263,7 +264,7 @@ def plan_view(
     for path in held + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
         view.reasons.setdefault(path, f"floor: git's {os.path.basename(path)} runs code later (git)")
         _protect(view, path, roots, watch_absent=True)
-    for path in [p for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]:
+    for path in deny_write:
         _protect(view, path, roots, watch_absent=True)  # absent, at any depth: moved aside if the run makes it
     for folder in path_dirs:
         real = os.path.realpath(folder)
@@ -318,7 +319,7 @@ def _drop_inside_hidden(view: View) -> None:
 
     def dropped(path: str) -> bool:
         inside = [folder for folder in hidden if path != folder and is_within(path, folder)]
-        return bool(inside) and not any(is_within(path, place) and any(is_within(place, folder) for folder in inside) for place in view.carve_outs)
+        return bool(inside) and not any(carved_out(view, path, folder) for folder in inside)
 
     view.mounts = [m for m in view.mounts if not dropped(m.path)]
     view.socket_masks = [path for path in view.socket_masks if not dropped(path) and not any(path == folder for folder in hidden)]

@@ -240,7 +240,7 @@ class BodyGate:
         reason = self.judge(overrides_in(self.content_types, held))
         if reason:
             return self._refuse(reason)
-        self.watch = FieldWatch(self.content_types, held, self.judge)
+        self.watch = FieldWatch(held)
         self.held = None
         return [held]
 
@@ -259,8 +259,7 @@ class FieldWatch:
 
     WINDOW = 4096
 
-    def __init__(self, content_types: list[str], seen: bytes, judge: Callable[[list[tuple[str, str]]], str | None]) -> None:
-        self.judge = judge
+    def __init__(self, seen: bytes) -> None:
         self.key = _Window(self.WINDOW)
         self.in_key = False
         tail = re.split(rb"[&;]", seen)

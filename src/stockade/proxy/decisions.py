@@ -124,7 +124,8 @@ class Decisions:
                     names = ", ".join(one.secret.name for one in swaps)
                     tracked.record.rule = f"{decision.rule}; credential {names} swapped in"
             judged_host = tunnel.record.host if tunnel is not None else decision.host
-            guarded = bool(tables) or bool(session.rules.secrets and carried(session.rules.secrets, request.host, request.port))
+            kept_here = carried(session.rules.secrets, request.host, request.port)  # the credentials that may go here
+            guarded = bool(tables) or bool(kept_here)
             whole = (
                 bool(tables) and request.method.upper() == "POST" and may_override(request.headers.get_all("content-type"))
                 and not _every_method_allowed(tables, judged_host, request.path)
@@ -151,7 +152,7 @@ class Decisions:
                 # Every answer of a credential's host is masked, not only one to a request that carried
                 # the value: a host may keep what it got and show it later (a request bin, a log, an error).
                 # (A value swapped in went to one of its hosts, so it is among these.)
-                masked = [secret.value for secret in carried(session.rules.secrets, request.host, request.port)]
+                masked = [secret.value for secret in kept_here]
                 if masked:
                     request.headers["Accept-Encoding"] = "identity"  # the answer is read on its way back
                     flow.metadata[SWAPPED] = masked
@@ -289,10 +290,8 @@ def method_overrides(request: http.Request) -> tuple[tuple[str, str], ...]:
     headers (a CGI-style server reads `X_HTTP_METHOD_OVERRIDE` as the same), and a query
     parameter any server reads as `_method` (bodies.is_method_name)."""
     wanted = {name.lower().replace("-", "_"): name for name in OVERRIDE_HEADERS}
-    found = [
-        (wanted[name.lower().replace("-", "_")], value.strip())
-        for name, value in request.headers.items(multi=True) if name.lower().replace("-", "_") in wanted
-    ]  # fmt: skip
+    spelled = ((name.lower().replace("-", "_"), value) for name, value in request.headers.items(multi=True))
+    found = [(wanted[key], value.strip()) for key, value in spelled if key in wanted]
     found += [("the _method parameter", value.strip()) for name, value in request.query.items(multi=True) if is_method_name(name)]
     return tuple((where, value) for where, value in found if value)
 
