@@ -170,7 +170,7 @@ def _watched_roots(launch: Launch) -> tuple[str, ...]:
     """Where the run's writes are checked after it: the project when the run could write it, and
     the other writable places the plan walked."""
     project = launch.project
-    writable = any(project == root or project.startswith(root.rstrip("/") + "/") for root in launch.writable)
+    writable = any(_within(project, root) for root in launch.writable)
     return (*((project,) if writable else ()), *launch.watch_roots)
 
 
@@ -199,16 +199,17 @@ def _sandbox_could_write(path: str, launch: Launch) -> bool:
     """False for a path the sandbox saw hidden or read-only (and no writable place inside that wall
     holds it): a change there is the host's own (an editor, an agent's login), not a planting."""
     walls = launch.walls or {}
-
-    def within(place: str) -> bool:
-        return path == place or path.startswith(place.rstrip("/") + "/")
-
     for kind in ("hidden", "read_only"):
         for entry in walls.get(kind) or ():  # type: ignore[attr-defined]
             wall = str(entry[0])
-            if within(wall) and not any(within(root) and len(root) > len(wall) for root in launch.writable):
+            if _within(path, wall) and not any(_within(path, root) and len(root) > len(wall) for root in launch.writable):
                 return False
     return True
+
+
+def _within(path: str, place: str) -> bool:
+    """profiles.paths.is_within without its imports (pathlib): this module is on every run's path."""
+    return path == place or path.startswith(place.rstrip("/") + "/")
 
 
 def _put_back(path: str, unguarded: list[tuple[str, str]]) -> bool:
