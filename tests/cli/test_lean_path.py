@@ -39,8 +39,14 @@ ALLOWED: dict[str, dict[str, str]] = {
     "allowlist": {},
 }
 
+# Only the host sockets under this test's own folder count: other tests beside it (a socket made and
+# removed every 10 ms) change the machine's list, which makes a stored plan stale by design
+# (plan_cache.py). host_sockets is on the cached path anyway: importing it first adds nothing.
 PROBE = (
-    "import sys\n"
+    "import os, sys\n"
+    "from stockade.bwrap import host_sockets\n"
+    "everywhere, mine = host_sockets.scoped, os.environ['STOCKADE_PROBE_BOX'] + '/'\n"
+    "host_sockets.scoped = lambda scope: tuple(p for p in everywhere(scope) if p.startswith(mine))\n"
     "from stockade.cli.main import main\n"
     "code = main(['run', '--', 'true'])\n"
     "loaded = sorted(sys.modules)\n"
@@ -63,7 +69,8 @@ def world() -> Iterator[Path]:
 def _cached_modules(world: Path, kind: str) -> set[str]:
     project = world / kind
     project.mkdir()
-    env = {"HOME": str(world / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {"HOME": str(world / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path),
+           "STOCKADE_PROBE_BOX": str(world)}  # fmt: skip
     if kind == "allowlist":
         (project / ".stockade.toml").write_text('[network]\nallow = ["example.test"]\n')
         subprocess.run([sys.executable, "-m", "stockade.cli.main", "trust"], cwd=project, env=env, check=True, capture_output=True)
