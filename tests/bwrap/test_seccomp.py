@@ -96,7 +96,6 @@ ATTACKS = [
     Case("socket_unix_raw", "socket", (AF_UNIX, SOCK_RAW, 0)),
     Case("socket_vsock", "socket", (AF_VSOCK, SOCK_STREAM, 0)),
     Case("socketpair_dgram", "socketpair", (AF_UNIX, SOCK_DGRAM, 0, "buf")),
-    Case("socketpair_seqpacket", "socketpair", (AF_UNIX, SOCK_SEQPACKET, 0, "buf")),
     Case("socketpair_raw", "socketpair", (AF_UNIX, SOCK_RAW, 0, "buf")),
     Case("socketpair_dgram_flags", "socketpair", (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, "buf")),
     Case("socketpair_dgram_high_bit", "socketpair", (AF_UNIX | HIGH, SOCK_DGRAM, 0, "buf")),
@@ -151,6 +150,7 @@ CONTROLS = [
     Case("socket_inet6_dgram", "socket", (AF_INET6, SOCK_DGRAM, 0), expect=0),
     Case("socket_netlink", "socket", (AF_NETLINK, SOCK_RAW, 0), expect=0),
     Case("socketpair_stream", "socketpair", (AF_UNIX, SOCK_STREAM, 0, "buf"), expect=0),
+    Case("socketpair_seqpacket", "socketpair", (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, "buf"), expect=0),  # Rust's spawn
     Case("socket_unix_stream", "socket", (AF_UNIX, SOCK_STREAM, 0), expect=0),
     Case("socket_unix_stream_flags_high_bit", "socket", (AF_UNIX | HIGH, SOCK_STREAM | SOCK_CLOEXEC, 0), expect=0),
     Case("socketpair_stream_flags", "socketpair", (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, "buf"), expect=0),
@@ -184,6 +184,7 @@ RULES_FINGERPRINTS = {
     3: "ee0516b0bd7b572f6a902d091eb1a1f43111584dc74ae74bfbe95dec11aca596",  # stream AF_UNIX allowed
     4: "7a82f4a2262cc0eeba273b4486a1f61005061c98b980a83f213914fe10f84b3f",  # + setuid creation, openat2
     5: "d5a05ea191b877587d3b259a32cc796124238e0d6595430b76f599bf41daa426",  # the same rules, their words
+    6: "caef02661653741871b8468234f91cb593861bf75250791b8e19343a00de1036",  # + seqpacket socketpairs (Rust spawns)
 }
 
 

@@ -29,6 +29,7 @@ SOCK_TYPE_MASK = 0xF  # socket type bits; SOCK_CLOEXEC and SOCK_NONBLOCK sit abo
 AF_UNIX = 1
 AF_VSOCK = 40
 SOCK_STREAM = 1
+SOCK_SEQPACKET = 5
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
 
@@ -106,11 +107,15 @@ def _socket_blocks(allow_unix: bool) -> list[Block]:
                 tuple(Rule("socket", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK))) for kind in not_stream),
             )
         )
+    # A pair is connected from birth: a stream or seqpacket one can neither connect() again nor
+    # sendto() another address (the kernel ignores a seqpacket's), so it reaches only its twin.
+    # Rust's process spawning passes each child's pidfd over a seqpacket pair (cargo, uv).
+    pair_kinds = tuple(kind for kind in not_stream if kind != SOCK_SEQPACKET)
     blocks.append(
         Block(
-            "socketpair(AF_UNIX) of any type but SOCK_STREAM",
+            "socketpair(AF_UNIX) of any type but SOCK_STREAM and SOCK_SEQPACKET",
             "a datagram pair can sendto() a host socket by path; SOCK_RAW becomes datagram too",
-            tuple(Rule("socketpair", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK))) for kind in not_stream),
+            tuple(Rule("socketpair", (ArgMatch(0, AF_UNIX), ArgMatch(1, kind, SOCK_TYPE_MASK))) for kind in pair_kinds),
         )
     )
     blocks.append(

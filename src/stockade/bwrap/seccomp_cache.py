@@ -22,7 +22,7 @@ from stockade.core.errors import SandboxSetupError
 # Bump whenever seccomp.py changes what the filter does: cached BPF from an
 # older rule set must never be loaded. tests/bwrap/test_seccomp.py records
 # the rule fingerprint of each version and fails when they drift apart.
-RULES_VERSION = 5
+RULES_VERSION = 6
 
 SOCK_FILTER = "=HBBI"  # struct sock_filter: code, jt, jf, k in native byte order
 INSN_SIZE = struct.calcsize(SOCK_FILTER)
