@@ -19,7 +19,7 @@ from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, Limit
 
 
 def view(**kwargs: Any) -> Any:
-    fields: dict[str, Any] = {"socket_masks": [], "shared_files": [], "unguarded": [], "notes": [], "details": []}
+    fields: dict[str, Any] = {"socket_masks": [], "shared_files": [], "unguarded": [], "notes": [], "details": [], "cache_layers": []}
     return SimpleNamespace(**{**fields, **kwargs})
 
 
@@ -65,12 +65,17 @@ def test_explain_names_network_sockets_withheld_wall_time_and_protections() -> N
     v = view(
         socket_masks=["/run/docker.sock"],
         shared_files=["/p/a", "/p/b"],
+        cache_layers=[("/h/.cargo/git", "/c/layers/p/git/upper", "/c/layers/p/git/work", "/c/layers/p/git/mount")],
         unguarded=[("/p/.git/hooks", "absent"), ("/p/.envrc", f"{LINK_PIN}/x"), ("/p/.envrc", f"{LINK_PIN}/y")],
         notes=["a note"],
         details=["a detail"],
     )
     lines = BwrapPlanner().explain(plan(policy, v, host_env={"SECRET_KEY": "s", "HOME": "/h"})).splitlines()
     assert "  --ro-bind /dev/null /run/docker.sock  # a host socket, if still there at the start" in lines
+    assert (
+        "# cache layer: /h/.cargo/git reads the host's cache; what the sandbox writes there lands in /c/layers/p/git/upper "
+        "(this project's, never run by the host)"
+    ) in lines
     assert "# seccomp: AF_UNIX stream and datagram sockets; host sockets reachable: /run/x.sock; see `stockade explain`" in lines
     assert any(line.startswith("# network: allowlist: a private namespace whose only way out is 127.0.0.1:3128") for line in lines)
     assert any(line.endswith("withheld: SECRET_KEY") for line in lines)

@@ -119,9 +119,10 @@ def test_remove_made_mount_points_only_empty_new_files_in_writable_places(tmp_pa
     assert not made.exists() and full.exists() and outside.exists()
 
 
-def test_preexec_is_none_without_limits_or_network() -> None:
+def test_preexec_is_none_without_limits_network_or_cache_layers() -> None:
     assert execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[]), None) is None  # type: ignore[arg-type]
     assert callable(execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[(1, 2)]), None))  # type: ignore[arg-type]
+    assert callable(execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[]), None, [("/h/c", "/u", "/w", "/m")]))  # type: ignore[arg-type]
 
 
 def test_no_network_line_for_an_untrusted_file_that_asks_for_hosts_says_trust(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.bwrap import mounts
+from stockade.bwrap import layers, mounts
 from stockade.bwrap.args import Bind, ReadOnlyBind, ReadOnlyBindFrom, Tmpfs
 from stockade.bwrap.mounts import Mount, View, plan_view
 from stockade.core.locations import Locations
@@ -144,8 +144,8 @@ def test_a_mount_path_that_is_not_plain_is_refused(path: str) -> None:
     assert [m.path for m in view.mounts] == ["/home/u/proj"]
 
 
-def test_the_caches_left_unwalked_are_the_built_in_profiles_writable_places() -> None:
-    """mounts.BUILTIN_CACHES is the built-in profiles' allow_write, but the project: a new cache there is named here too."""
+def test_the_layered_caches_hold_the_built_in_profiles_writable_places() -> None:
+    """layers.BUILTIN_CACHES is the built-in profiles' allow_write, but the project: a new cache there is named here too."""
     import tomllib
     from importlib import resources
 
@@ -153,7 +153,7 @@ def test_the_caches_left_unwalked_are_the_built_in_profiles_writable_places() ->
     for item in resources.files("stockade.profiles.builtin").iterdir():
         if item.name.endswith(".toml"):
             named.update(tomllib.loads(item.read_text()).get("filesystem", {}).get("allow_write", []))
-    assert named - {"."} == set(mounts.BUILTIN_CACHES)
+    assert named - {"."} == set(layers.BUILTIN_CACHES)
 
 
 def test_other_places_are_each_writable_folder_outside_the_project_but_caches_and_system_tops(tmp_path: Path) -> None:

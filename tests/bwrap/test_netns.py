@@ -83,7 +83,7 @@ def test_enter_private_network_sends_a_listener_the_parent_receives(
         return 0
 
     monkeypatch.delattr(netns.os, "unshare", raising=False)
-    monkeypatch.setattr(netns, "_libc_function", lambda name: (unshare, lambda: 0))
+    monkeypatch.setattr(netns, "_libc_function", lambda name, arguments="": (unshare, lambda: 0))
     monkeypatch.setattr(netns, "_write", lambda path, text: written.append((path, text)))
     monkeypatch.setattr(netns, "_loopback_up", lambda: None)
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
@@ -104,9 +104,9 @@ def test_a_failed_unshare_raises_before_anything_is_written(monkeypatch: pytest.
     written: list[Any] = []
 
     monkeypatch.delattr(netns.os, "unshare", raising=False)
-    monkeypatch.setattr(netns, "_libc_function", lambda name: (lambda flags: -1, lambda: 1))
+    monkeypatch.setattr(netns, "_libc_function", lambda name, arguments="": (lambda flags: -1, lambda: 1))
     monkeypatch.setattr(netns, "_write", lambda path, text: written.append(path))
-    with pytest.raises(OSError, match=r"unshare\(user, net\): Operation not permitted"):
+    with pytest.raises(OSError, match=r"unshare: Operation not permitted"):
         netns.enter_private_network(-1, 0, 0)
     assert written == []
 
@@ -119,18 +119,18 @@ def test_the_lean_libc_binding_calls_the_real_function_and_reads_errno() -> None
 
 
 def test_without_the_lean_binding_ctypes_makes_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(name: str) -> None:
+    def missing(name: str, arguments: str = "") -> None:
         raise ImportError("no _ctypes here")
 
     monkeypatch.delattr(netns.os, "unshare", raising=False)
     monkeypatch.setattr(netns, "_libc_function", missing)
-    with pytest.raises(OSError, match=r"unshare\(user, net\): Invalid argument"):
-        netns._unshare(-1)  # every flag set: EINVAL from the real libc, through ctypes
+    with pytest.raises(OSError, match=r"unshare: Invalid argument"):
+        netns.unshare(-1)  # every flag set: EINVAL from the real libc, through ctypes
 
 
 def test_forwarded_ports_come_after_the_proxys_listener(pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch) -> None:
     sender, receiver = pair
-    monkeypatch.setattr(netns, "_unshare", lambda flags: None)
+    monkeypatch.setattr(netns, "unshare", lambda flags: None)
     monkeypatch.setattr(netns, "_write", lambda path, text: None)
     monkeypatch.setattr(netns, "_loopback_up", lambda: None)
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
@@ -150,3 +150,11 @@ def test_fewer_listeners_than_asked_for_is_an_oserror(pair: tuple[socket.socket,
         send(sender, b"L", [original.fileno()])
     with pytest.raises(OSError, match="did not hand over its listeners"):
         netns.receive_listeners(receiver, 2)
+
+
+def test_the_lean_binding_passes_typed_arguments() -> None:
+    """unsigned long and char * arguments as libc's prototype has them: mount(2)'s flags and paths."""
+    call, _errno_of = netns._libc_function("strtoul", "zzi")
+    assert call(b"4294967296", None, 10) == 0  # the int return keeps the low 32 bits: 2**32 -> 0
+    call, _errno_of = netns._libc_function("strncmp", "zzL")
+    assert call(b"abc", b"abd", 2) == 0 and call(b"abc", b"abd", 3) != 0

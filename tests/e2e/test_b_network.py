@@ -991,6 +991,7 @@ export PIP_CONFIG_FILE=/dev/null  # not the machine's find-links or local indexe
 unset PYTHONPATH  # the test runner's (for stockade itself) would hand Debian's python another ssl module
 "$PY" -m pip download --disable-pip-version-check --no-input --index-url "https://pypi.test:$PP/simple/" --cert "$CA" \\
     --no-deps -d ./dl stockade-probe-pkg; echo "pip=$?"
+echo probe > ~/.cache/pip/probe
 curl -sS --cacert "$CA" "https://denied.test:$DSP/"; echo "tls_denied=$?"
 curl -sS "http://denied.test:$DP/"; echo "plain_denied=$?"
 """,
@@ -999,6 +1000,10 @@ curl -sS "http://denied.test:$DP/"; echo "plain_denied=$?"
         timeout=180,
     )
     assert one(result, "pip") == "0", (result.stdout, result.stderr)
+    # pip's cache is writable through a layer of the project's (bwrap/layers.py), in a networked run
+    # too: what was written there is in the layer, and the host's cache has none of it
+    layered = [p.name for p in (w.box.home / ".cache" / "stockade" / "layers").rglob("*") if p.is_file() and "/upper/" in str(p)]
+    assert "probe" in layered and not [p for p in (w.box.home / ".cache" / "pip").rglob("*") if p.is_file()], layered
     wheel = w.box.project / "dl" / w.wheel_name
     assert wheel.exists() and hashlib.sha256(wheel.read_bytes()).hexdigest() == w.wheel_sha
     seen, _ = pypi.since(mark)

@@ -109,9 +109,11 @@ def test_allow_read_shows_a_place_and_deny_read_still_wins_inside_it(vbox: Box) 
 
 
 def test_an_allow_write_place_under_home_still_reaches_the_real_home(vbox: Box) -> None:
-    result = vbox.run("echo kept > ~/.npm/kept && echo scratch > ~/.scratch", options=["--profile", "npm"])
+    (vbox.home / "src").mkdir()
+    policy = f'extends = ["default"]\n[filesystem]\nallow_write = ["{vbox.project}", "~/src"]\n'
+    result = vbox.run("echo kept > ~/src/kept && echo scratch > ~/.scratch", policy=policy)
     assert result.returncode == 0, result
-    assert (vbox.home / ".npm" / "kept").read_text() == "kept\n"
+    assert (vbox.home / "src" / "kept").read_text() == "kept\n"
     assert not (vbox.home / ".scratch").exists()
 
 

@@ -286,6 +286,11 @@ class BwrapPlanner:
         lines.append(
             f"# limits: {limits.describe()}{'; wall_time ' + str(plan.policy.limits.wall_time) + 's' if plan.policy.limits.wall_time else ''}"
         )
+        for place, upper, _work, _mount in plan.view.cache_layers:
+            lines.append(
+                f"# cache layer: {place} reads the host's cache; what the sandbox writes there lands in {upper} "
+                "(this project's, never run by the host)"
+            )
         if plan.view.shared_files:
             lines.append(
                 f"# hard links: {len(plan.view.shared_files)} files of the project share their data with other places; a run copies them first"
@@ -362,6 +367,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
             )
             for path, alias in ((path, f"{GIT_ALIASES}/{number}") for number, path in enumerate(view.staged_git))
         ],  # fmt: skip
+        layers=list(view.cache_layers),
     )
 
 

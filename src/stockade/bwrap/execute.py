@@ -80,6 +80,7 @@ class Launch:
     # could be made, [(a folder the stage binds, the plan's mounts inside it)]), encoded: staged at run time
     # (gitstage.py); `args` holds none of them
     git_stages: list[tuple[str, str, bytes, bytes, list[tuple[str, bytes]]]]
+    layers: list[tuple[str, str, str, str]]  # package caches seen through a layer of their own (layers.py)
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -142,10 +143,11 @@ def _seccomp_fd(launch: Launch) -> int:
     return fd
 
 
-def _preexec(limits: LimitPlan, bridge: Bridge | None) -> Callable[[], None] | None:
-    """What the child does between fork and exec: join limits, then enter its own network."""
+def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[str, str, str, str]] = ()) -> Callable[[], None] | None:
+    """What the child does between fork and exec: join limits, enter its own network, then
+    mount the caches' layers in a mount namespace of its own."""
     joins = limits if (limits.cgroup_procs or limits.rlimits) else None
-    if joins is None and bridge is None:
+    if joins is None and bridge is None and not layers:
         return None
     uid, gid = os.getuid(), os.getgid()
     forwards = [(address, port) for _entry, address, port in bridge.listens()] if bridge is not None else []
@@ -157,6 +159,10 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None) -> Callable[[], None] | N
             from stockade.bwrap.netns import enter_private_network
 
             enter_private_network(bridge.child_channel_fd, uid, gid, forwards)
+        if layers:
+            from stockade.bwrap.layers import enter
+
+            enter(layers, uid, gid, in_own_user_namespace=bridge is not None)
 
     return child
 
@@ -343,7 +349,7 @@ def _supervised(
                 close_after_spawn=(args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies)),
                 wall_time=launch.wall_time,
                 new_session=not launch.interactive,
-                preexec=_preexec(limits, bridge),
+                preexec=_preexec(limits, bridge, launch.layers),
                 after_spawn=bridge.attach if bridge else None,
                 watch=bridge.handover if bridge else None,
                 relay=signals.relay if signals is not None else None,

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from stockade.bwrap import changes, folders, globs, hardlinks, host_sockets, private_home
+from stockade.bwrap import changes, folders, globs, hardlinks, host_sockets, layers, private_home
 from stockade.bwrap.args import Bind, BindFrom, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, RemountReadOnly, Symlink, Tmpfs
 from stockade.bwrap.marker import MARKER_PATH, MARKER_TARGET
 from stockade.bwrap.sweep import LINK_PIN
@@ -75,6 +75,7 @@ class View:
     # why each protected or hidden path is: the policy entry or floor item (denials.py names it for --trace)
     reasons: dict[str, str] = field(default_factory=dict)
     staged_git: list[str] = field(default_factory=list)  # git dirs shown through a stage (gitstage.py)
+    cache_layers: list[layers.Layer] = field(default_factory=list)  # writable package caches, each seen through its own layer
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -302,9 +303,22 @@ def plan_view(
         _mask(view, path, roots)
     for path in sockets:
         _mask(view, path, roots, socket=True)
+    _layer_caches(view, real_denied, real_home, str(locations.cache), project)
     _drop_inside_hidden(view)
     view.staged_git = _stageable(view, repositories, roots)
     return view
+
+
+def _layer_caches(view: View, denied: list[str], home: str, cache: str, project: str) -> None:
+    """Each package cache the sandbox could write is bound from its layer's mount point, made by
+    the child before bwrap starts (layers.py). Inside it, nothing of the host's is bound writable:
+    the writable root's own bind when the cache is that root, a folder pinned on the way to a
+    protected path, a writable place inside the cache are all seen through the layer; read-only
+    binds and masks stay over it."""
+    view.cache_layers = layers.plan(view.writable, denied, home, os.path.join(cache, "layers"), project)
+    for place, _upper, _work, mount_point in view.cache_layers:
+        view.mounts = [m for m in view.mounts if not (type(m.piece) in (Bind, BindFrom) and is_within(m.path, place))]
+        view.add(place, 0, BindFrom(mount_point, place))
 
 
 def _drop_inside_hidden(view: View) -> None:
@@ -576,10 +590,9 @@ def _repositories(anchors: tuple[str, ...], git_entries: list[str], env: Mapping
 def _other_places(allow_write: tuple[str, ...], project: str, home: str) -> list[str]:
     """The writable places outside the project whose floor is checked after the run as the
     project's is (walked at planning, and after the run where folders changed): each existing
-    allow_write folder (real path) but the package caches the built-in profiles open (walking
-    them would cost every run as much as a large project; issue 32's cache layer is to judge
-    them), and the whole system's top folders."""
-    caches = {os.path.realpath(os.path.join(home, place[2:])) for place in BUILTIN_CACHES}
+    allow_write folder (real path) but the package caches (seen through layers of their own,
+    layers.py, so the host's are never written), and the whole system's top folders."""
+    caches = {os.path.realpath(os.path.join(home, place[2:])) for place in layers.LAYERED_CACHES}
     places: list[str] = []
     for entry in allow_write:
         real = os.path.realpath(entry)
@@ -591,13 +604,6 @@ def _other_places(allow_write: tuple[str, ...], project: str, home: str) -> list
     return sorted(places)
 
 
-# The package caches built-in profiles make writable (tests/bwrap/test_mounts.py holds this to their
-# TOML), not walked per run. Not harmless: ~/go/pkg/mod/cache/vcs holds bare repositories the host's
-# `go` fetches in, and ~/.cargo/git checkouts hold build scripts (docs/escapes.md, case 89's residual).
-BUILTIN_CACHES = (
-    "~/.npm", "~/.cache/yarn", "~/.cache/pnpm", "~/.local/share/pnpm", "~/.cache/pip", "~/.cache/uv",
-    "~/.cache/go-build", "~/go/pkg/mod", "~/.cargo/registry", "~/.cargo/git",
-)  # fmt: skip
 SYSTEM_TOPS = ("/tmp", "/var/tmp", "/dev", "/proc", "/sys", "/run")
 
 

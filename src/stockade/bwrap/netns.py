@@ -49,7 +49,7 @@ def _loopback_up() -> None:
         probe.close()
 
 
-def _unshare(flags: int) -> None:
+def unshare(flags: int) -> None:
     """unshare(2): os.unshare on Python 3.12 and later, else libc's through `_ctypes`.
 
     `_ctypes` is the C core that ctypes wraps; binding one function with it is what
@@ -57,24 +57,17 @@ def _unshare(flags: int) -> None:
     this child would spend before bwrap can start. Anything unexpected there falls
     back to ctypes itself.
     """
-    unshare = getattr(os, "unshare", None)
-    if unshare is not None:
-        unshare(flags)
+    own = getattr(os, "unshare", None)
+    if own is not None:
+        own(flags)
         return
-    try:
-        call, errno_of = _libc_function("unshare")
-    except (ImportError, AttributeError, OSError, TypeError):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        call, errno_of = libc.unshare, ctypes.get_errno
-    if call(flags) != 0:
-        err = errno_of()
-        raise OSError(err, f"unshare(user, net): {os.strerror(err)}")
+    libc_call("unshare", "i", flags)
 
 
-def _libc_function(name: str) -> tuple[Callable[[int], int], Callable[[], int]]:
-    """(libc's `name` taking and returning a C int, errno after it): ctypes' own recipe, on `_ctypes`."""
+def _libc_function(name: str, arguments: str = "") -> tuple[Callable[..., int], Callable[[], int]]:
+    """(libc's `name` returning a C int, errno after it): ctypes' own recipe, on `_ctypes`.
+    `arguments` spells the C types of its arguments as ctypes' codes ("z" char *, "L" unsigned
+    long); without them each Python int goes as a C int, bytes as a char *."""
     import _ctypes
 
     class CInt(_ctypes._SimpleCData):  # ctypes.c_int
@@ -87,7 +80,35 @@ def _libc_function(name: str) -> tuple[Callable[[int], int], Callable[[], int]]:
     class Process:  # dlopen(NULL): the running program and the libc it links
         _handle = _ctypes.dlopen(None)  # type: ignore[arg-type]  # None is dlopen(NULL), as CDLL(None) passes it
 
-    return Function((name, Process())), _ctypes.get_errno  # type: ignore[arg-type]  # any object with _handle, as CDLL
+    function = Function((name, Process()))  # type: ignore[arg-type]  # any object with _handle, as CDLL
+    if arguments:
+        function.argtypes = tuple(type(f"C{code}", (_ctypes._SimpleCData,), {"_type_": code}) for code in arguments)
+    return function, _ctypes.get_errno
+
+
+def libc_call(name: str, arguments: str, *values: object) -> None:
+    """Call libc's `name` (see _libc_function); a non-zero return raises OSError with errno's words."""
+    try:
+        call, errno_of = _libc_function(name, arguments)
+    except (ImportError, AttributeError, OSError, TypeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        call, errno_of = getattr(libc, name), ctypes.get_errno
+        codes = {"z": ctypes.c_char_p, "L": ctypes.c_ulong, "i": ctypes.c_int}
+        call.argtypes = [codes[code] for code in arguments]
+    if call(*values) != 0:
+        err = errno_of()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def enter_user_namespace(flags: int, uid: int, gid: int) -> None:
+    """unshare(CLONE_NEWUSER | flags), mapping the user to itself (root to root): the new
+    namespaces are the child's own, and exec drops the powers it had in them."""
+    unshare(CLONE_NEWUSER | flags)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
 
 
 def enter_private_network(channel_fd: int, uid: int, gid: int, forwards: Sequence[tuple[str, int]] = ()) -> None:
@@ -96,10 +117,7 @@ def enter_private_network(channel_fd: int, uid: int, gid: int, forwards: Sequenc
 
     Any failure raises; the supervisor reports it to the parent as the spawn error.
     """
-    _unshare(CLONE_NEWUSER | CLONE_NEWNET)
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    enter_user_namespace(CLONE_NEWNET, uid, gid)
     _loopback_up()
     listeners = [_listen("127.0.0.1", PROXY_PORT, 512), *(_listen(address, port, 128) for address, port in forwards)]
     channel = _socket.socket(fileno=channel_fd)

@@ -1,0 +1,134 @@
+"""Package caches the sandbox may write, seen through a layer of their own.
+
+A package cache holds code the host runs later: cargo builds a `build.rs`
+from ~/.cargo/git/checkouts or ~/.cargo/registry/src without checking it
+again, Go links objects from ~/.cache/go-build, pip installs the wheels it
+built once, pre-commit runs the hooks it cloned. A sandbox that writes there
+plants code as surely as one that writes a git hook (docs/escapes.md, case 93).
+
+So each such cache the sandbox could write is shown to it as an overlay: the
+host's cache is the lower layer, read as it is; the upper layer is a folder of
+this project's in stockade's cache (hidden from every sandbox), which the host
+never runs. Whatever the sandbox adds, changes or removes lands there, and the
+next run of the same project sees it again; the host's cache stays as the host
+left it.
+
+bwrap 0.8 (Debian 12's) has no overlay option, so the child mounts the layers
+between fork and exec, in a mount namespace inside a user namespace of its own
+(the one the network's namespace is made in, netns.py, when the run has one),
+and bwrap binds each mount where the cache is. Root's runs make the user
+namespace too, so a layer's markers are always `user.overlay.*` attributes
+(`userxattr`) whoever mounts it.
+
+Where overlay cannot be mounted (a file system that refuses to be an upper
+layer, a path overlay's options cannot spell), the upper folder is bound
+alone: a private cache, empty at first, and still never the host's.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stockade.bwrap.netns import enter_user_namespace, libc_call, unshare
+from stockade.profiles.paths import is_within
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# The package caches built-in profiles make writable (tests/bwrap/test_mounts.py holds this to their TOML).
+BUILTIN_CACHES = (
+    "~/.npm", "~/.cache/yarn", "~/.cache/pnpm", "~/.local/share/pnpm", "~/.cache/pip", "~/.cache/uv",
+    "~/.cache/go-build", "~/go/pkg/mod", "~/.cargo/registry", "~/.cargo/git",
+)  # fmt: skip
+
+# Each cache a tool on the host runs or builds from, wherever a policy makes it writable: the
+# built-in profiles' and these (what each holds that runs: docs/research/runs-later-candidates.md).
+LAYERED_CACHES = (
+    *BUILTIN_CACHES,
+    "~/.m2/repository", "~/.gradle/caches", "~/.gradle/wrapper", "~/.rustup", "~/.cache/pre-commit",
+    "~/.cache/bazel", "~/.cache/deno", "~/.bun/install/cache", "~/.nuget/packages", "~/.cache/composer",
+    "~/.cache/ms-playwright", "~/.cache/huggingface", "~/.gem", "~/.local/share/gem",
+)  # fmt: skip
+
+# A layer: (the cache's real path, where the sandbox sees it too; its upper folder; overlay's work
+# folder; the mount point bwrap binds from). Plain lists in a stored plan (plan_cache.py).
+Layer = tuple[str, str, str, str]
+
+UNSPELLABLE = (",", ":", "\\", "\n")  # overlay's option separators and escape
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+CLONE_NEWNS = 0x00020000
+
+
+def plan(writable: Sequence[str], hidden: Sequence[str], home: str, store: str, project: str) -> list[Layer]:
+    """The layers of one run: each known cache inside a place bound writable, and each such
+    place inside a known cache (`allow_write = ["~/.cache/pip/wheels"]`), but those a deny_read
+    folder between hides; their folders under `store`, this project's."""
+    caches = [os.path.realpath(os.path.join(home, entry[2:])) for entry in LAYERED_CACHES]
+    places: list[str] = []
+    for root in writable:
+        for cache in caches:
+            if is_within(cache, root):
+                places.append(cache)
+            elif is_within(root, cache):
+                places.append(root)
+    shown = [place for place in places if _seen_writable(place, writable, hidden)]
+    outermost = sorted({p for p in shown if not any(p != other and is_within(p, other) for other in shown)})
+    base = os.path.join(store, _project_key(project))
+    return [_layer(place, base) for place in outermost]
+
+
+def _seen_writable(place: str, writable: Sequence[str], hidden: Sequence[str]) -> bool:
+    """The sandbox sees `place` through its innermost writable place, with no hidden folder
+    between (a carve-out, a writable place inside a hidden folder, is seen; a cache hidden
+    inside a writable home is not)."""
+    root = max((r for r in writable if is_within(place, r)), key=len)
+    return not any(is_within(place, d) and is_within(d, root) and d != root for d in hidden)
+
+
+def _project_key(project: str) -> str:
+    import hashlib
+
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in os.path.basename(project))[:40] or "root"
+    return f"{name}-{hashlib.sha256(project.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
+
+
+def _layer(place: str, base: str) -> Layer:
+    import hashlib
+
+    slug = "".join(c if c.isalnum() else "-" for c in place.strip("/"))[-48:]
+    folder = os.path.join(base, f"{slug}-{hashlib.sha256(place.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}")
+    return (place, f"{folder}/upper", f"{folder}/work", f"{folder}/mount")
+
+
+def enter(layers: Sequence[Layer], uid: int, gid: int, *, in_own_user_namespace: bool) -> None:
+    """In the child, before exec: a mount namespace of its own (and a user namespace, unless the
+    network's was made already), where each layer's mount point shows its overlay. Runs as the
+    user, so every folder it makes is the user's own; any failure but overlay's refusal raises."""
+    if in_own_user_namespace:
+        unshare(CLONE_NEWNS)
+    else:
+        enter_user_namespace(CLONE_NEWNS, uid, gid)
+    libc_call("mount", "zzzLz", b"none", b"/", None, MS_REC | MS_PRIVATE, None)  # nothing mounted here reaches the host
+    for place, upper, work, mount_point in layers:
+        for folder in (upper, work, mount_point):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.makedirs(place, mode=0o700, exist_ok=True)  # a cache the host has not made yet: an empty lower layer
+        if os.path.realpath(place) != place:  # made a link since planning: the overlay would show its target
+            raise OSError(f"{place} became a symbolic link after the run was planned; run again")
+        if not _overlay(place, upper, work, mount_point):
+            libc_call("mount", "zzzLz", os.fsencode(upper), os.fsencode(mount_point), None, MS_BIND, None)
+
+
+def _overlay(lower: str, upper: str, work: str, mount_point: str) -> bool:
+    """Mount the overlay; False where overlay refuses it (then the caller binds the upper folder alone)."""
+    if any(mark in path for path in (lower, upper, work) for mark in UNSPELLABLE):
+        return False
+    options = os.fsencode(f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}")
+    try:
+        libc_call("mount", "zzzLz", b"overlay", os.fsencode(mount_point), b"overlay", 0, options)
+    except OSError:
+        return False
+    return True
