@@ -47,7 +47,7 @@ from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare,
 HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
-WORKLOADS = ("startup", "terminal", "tools", "git", "place", "phases", "first", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = ("startup", "terminal", "tools", "git", "place", "caches", "phases", "first", "loop", "files", "json", "download", "keepalive")
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -237,6 +237,80 @@ def place(bench: Bench) -> list[Section]:
     return [Section("Another writable place: `true`", note, MS, timed_rounds(rows, runs), OFF, [])]
 
 
+LAYERED = ("~/.cargo/git", "~/.cargo/registry", "~/.cache/pip")  # seen through layers of the project's (bwrap/layers.py)
+
+
+def cargo_toolchain() -> str | None:
+    """The folder of a real cargo and rustc: rustup's proxies need the user's own RUSTUP_HOME, so ask it here."""
+    cargo = shutil.which("cargo") or shutil.which("cargo", path=os.path.expanduser("~/.cargo/bin"))
+    if cargo is None:
+        return None
+    rustup = os.path.join(os.path.dirname(cargo), "rustup")
+    found = subprocess.run([rustup, "which", "cargo"], capture_output=True, text=True) if os.path.exists(rustup) else None
+    return os.path.dirname(found.stdout.strip()) if found is not None and found.returncode == 0 else os.path.dirname(os.path.realpath(cargo))
+
+
+def cargo_crate(root: Path, project: Path, env: dict[str, str]) -> None:
+    """A crate whose dependency (with a build script) comes from a git repository: fetched once, so the
+    home's ~/.cargo/git is warm, as a developer's is."""
+    dep = root / "cargo-dep"
+    (dep / "src").mkdir(parents=True, exist_ok=True)
+    (dep / "Cargo.toml").write_text('[package]\nname = "dep"\nversion = "0.1.0"\nedition = "2021"\n')
+    (dep / "src" / "lib.rs").write_text("pub fn answer() -> u32 { 42 }\n")
+    (dep / "build.rs").write_text('fn main() { println!("cargo:rerun-if-changed=build.rs"); }\n')
+    if not (dep / ".git").exists():
+        for words in (["init", "-q"], ["add", "-A"], ["-c", "user.name=b", "-c", "user.email=b@example.test", "commit", "-qm", "one"]):
+            subprocess.run(["git", *words], cwd=dep, check=True, capture_output=True)
+    (project / "src").mkdir(exist_ok=True)
+    (project / "Cargo.toml").write_text(
+        f'[package]\nname = "app"\nversion = "0.1.0"\nedition = "2021"\n[dependencies]\ndep = {{ git = "file://{dep}" }}\n'
+    )
+    (project / "src" / "main.rs").write_text('fn main() { println!("{}", dep::answer()); }\n')
+    subprocess.run(["cargo", "fetch", "-q"], cwd=project, env=env, check=True, capture_output=True)
+
+
+def caches(bench: Bench) -> list[Section]:
+    """What the package caches' layers cost: `true` with three writable caches (each an overlay the child mounts
+    before bwrap) against the project alone, and a real `cargo build --offline` reading a warm ~/.cargo/git
+    through its layer against the same build with no sandbox."""
+    runs = bench.plan.startup_runs
+    progress(f"caches: `true` with three layered caches, and a cargo build through the layer, {count_of(runs, 'round')}")
+    plain = bench.contenders("caches plain", [OFF], lambda tool, project: [TRUE])
+    if not plain:
+        return []
+    listed = ", ".join(f'"{place}"' for place in LAYERED)
+    policy = bench.world.write("caches.toml", f'extends = ["offline"]\n[filesystem]\nallow_write = [".", {listed}]\n')
+    words = plain[0].argv[: plain[0].argv.index("--profile")]
+    layered = replace(plain[0], name=f"{OFF}, three caches layered", argv=[*words, "--policy", str(policy), "--", TRUE])
+    note = (f"Wall time of one cached `true` with the network off, median of {count_of(runs, 'interleaved round')}: in the project "
+            f"alone, and with {', '.join(LAYERED)} writable, each seen through an overlay of the project's.")  # fmt: skip
+    sections = [Section("Package caches: `true`", note, MS, timed_rounds([plain[0], layered], runs), OFF, [])]
+    toolchain = cargo_toolchain()
+    if toolchain is None:
+        progress("caches: the cargo build skipped (no cargo)")
+        return sections
+    env = {**bench.world.env, "PATH": f"{toolchain}:/usr/bin:/bin"}
+    project = bench.world.project("caches cargo")
+    cargo_crate(bench.world.root, project, env)
+    policy_here = project / "policy.toml"  # its folder is the project, and "." in it
+    policy_here.write_text(f'extends = ["offline"]\n[filesystem]\nallow_write = [".", {listed}]\n')
+    build = ["cargo", "build", "--offline", "-q"]
+
+    def clean() -> None:
+        shutil.rmtree(project / "target", ignore_errors=True)
+
+    rows = [
+        Contender(BARE, build, project, env, clean),
+        Contender(f"{OFF}, ~/.cargo/git layered", [*words, "--policy", str(policy_here), "--", *build], project, env, clean),
+    ]
+    runs_build = max(3, runs // 4)
+    note = (f"Wall time of `cargo build --offline` of a crate whose git dependency (with a build script) is in a warm "
+            f"~/.cargo/git, target removed before each (untimed), median of {count_of(runs_build, 'interleaved round')}; "
+            "the sandbox reads the checkout through its layer.")  # fmt: skip
+    sections.append(Section("Package caches: a cargo build", note, MS, timed_rounds(rows, runs_build), BARE, []))
+    return sections
+
+
 # The marks a run takes with STOCKADE_PHASES set (core/phases.py), in order, and what lies between them.
 PHASES = (
     ("loaded", "plan", "stockade's imports, options, the stored plan read"),
@@ -411,7 +485,7 @@ def keepalive(bench: Bench) -> list[Section]:
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
-    "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place,
+    "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place, "caches": caches,
     "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 

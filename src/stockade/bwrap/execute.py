@@ -151,6 +151,8 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[st
         return None
     uid, gid = os.getuid(), os.getgid()
     forwards = [(address, port) for _entry, address, port in bridge.listens()] if bridge is not None else []
+    if layers:
+        from stockade.bwrap import layers as _layers  # noqa: F401 - imported once here, not in each forked child
 
     def child() -> None:
         if joins is not None:

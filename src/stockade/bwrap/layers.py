@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 
 from stockade.bwrap.netns import enter_user_namespace, libc_call, unshare
-from stockade.profiles.paths import is_within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,6 +65,8 @@ def plan(writable: Sequence[str], hidden: Sequence[str], home: str, store: str, 
     """The layers of one run: each known cache inside a place bound writable, and each such
     place inside a known cache (`allow_write = ["~/.cache/pip/wheels"]`), but those a deny_read
     folder between hides; their folders under `store`, this project's."""
+    from stockade.profiles.paths import is_within  # planning's; the child's path (enter) imports nothing heavy
+
     caches = [os.path.realpath(os.path.join(home, entry[2:])) for entry in LAYERED_CACHES]
     places: list[str] = []
     for root in writable:
@@ -84,6 +85,8 @@ def _seen_writable(place: str, writable: Sequence[str], hidden: Sequence[str]) -
     """The sandbox sees `place` through its innermost writable place, with no hidden folder
     between (a carve-out, a writable place inside a hidden folder, is seen; a cache hidden
     inside a writable home is not)."""
+    from stockade.profiles.paths import is_within
+
     root = max((r for r in writable if is_within(place, r)), key=len)
     return not any(is_within(place, d) and is_within(d, root) and d != root for d in hidden)
 
