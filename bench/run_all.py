@@ -279,9 +279,11 @@ def caches(bench: Bench) -> list[Section]:
     if not plain:
         return []
     listed = ", ".join(f'"{place}"' for place in LAYERED)
-    policy = bench.world.write("caches.toml", f'extends = ["offline"]\n[filesystem]\nallow_write = [".", {listed}]\n')
+    text = f'extends = ["offline"]\n[filesystem]\nallow_write = [".", {listed}]\n'
+    here = bench.world.project("caches layered")
+    (here / "policy.toml").write_text(text)  # in the project: "." is the project alone, as in the plain row
     words = plain[0].argv[: plain[0].argv.index("--profile")]
-    layered = replace(plain[0], name=f"{OFF}, three caches layered", argv=[*words, "--policy", str(policy), "--", TRUE])
+    layered = replace(plain[0], name=f"{OFF}, three caches layered", argv=[*words, "--policy", str(here / "policy.toml"), "--", TRUE], cwd=here)
     note = (f"Wall time of one cached `true` with the network off, median of {count_of(runs, 'interleaved round')}: in the project "
             f"alone, and with {', '.join(LAYERED)} writable, each seen through an overlay of the project's.")  # fmt: skip
     sections = [Section("Package caches: `true`", note, MS, timed_rounds([plain[0], layered], runs), OFF, [])]
@@ -293,7 +295,7 @@ def caches(bench: Bench) -> list[Section]:
     project = bench.world.project("caches cargo")
     cargo_crate(bench.world.root, project, env)
     policy_here = project / "policy.toml"  # its folder is the project, and "." in it
-    policy_here.write_text(f'extends = ["offline"]\n[filesystem]\nallow_write = [".", {listed}]\n')
+    policy_here.write_text(text)
     build = ["cargo", "build", "--offline", "-q"]
 
     def clean() -> None:
