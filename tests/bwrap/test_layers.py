@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from stockade.bwrap import layers
+from tests.visible import force_rmtree, visible_root
 
 HOME = "/h"
 STORE = "/h/.cache/stockade/layers"
@@ -50,9 +51,30 @@ def test_each_project_has_layers_of_its_own_and_keeps_them() -> None:
 def test_a_path_overlay_cannot_spell_is_not_mounted_as_an_overlay(tmp_path: Path) -> None:
     for mark in (",", ":", "\\"):
         folder = tmp_path / f"a{mark}b"
-        assert layers._overlay(str(folder), str(tmp_path / "u"), str(tmp_path / "w"), str(tmp_path / "m")) is False
+        why = layers._overlay(str(folder), str(tmp_path / "u"), str(tmp_path / "w"), str(tmp_path / "m"))
+        assert why is not None and "cannot spell" in why
 
 
 @pytest.mark.parametrize("entry", layers.LAYERED_CACHES)
 def test_each_layered_cache_is_a_folder_of_the_home(entry: str) -> None:
     assert entry.startswith("~/") and "*" not in entry and not entry.endswith("/")
+
+
+def test_the_probe_mounts_an_overlay_as_a_run_does() -> None:
+    """`stockade doctor`'s check: on this machine's disk a layer is an overlay (CI's machines, root and not)."""
+    root = visible_root("l")
+    try:
+        assert layers.probe(str(root / "store")) is None
+        assert (root / "store" / ".probe" / "upper").is_dir()
+        assert not (root / "store" / ".probe" / "mount" / "x").exists()  # mounted only in the probe's own namespace
+    finally:
+        force_rmtree(root)
+
+
+def test_the_probe_says_why_a_layer_cannot_be_an_overlay() -> None:
+    root = visible_root("l")
+    try:
+        why = layers.probe(str(root / "odd,store"))
+        assert why is not None and "cannot spell" in why
+    finally:
+        force_rmtree(root)

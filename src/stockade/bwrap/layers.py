@@ -106,32 +106,60 @@ def _layer(place: str, base: str) -> Layer:
     return (place, f"{folder}/upper", f"{folder}/work", f"{folder}/mount")
 
 
-def enter(layers: Sequence[Layer], uid: int, gid: int, *, in_own_user_namespace: bool) -> None:
+def enter(layers: Sequence[Layer], uid: int, gid: int, *, in_own_user_namespace: bool) -> list[str]:
     """In the child, before exec: a mount namespace of its own (and a user namespace, unless the
     network's was made already), where each layer's mount point shows its overlay. Runs as the
-    user, so every folder it makes is the user's own; any failure but overlay's refusal raises."""
+    user, so every folder it makes is the user's own; any failure but overlay's refusal raises.
+    Returns why each layer that is not an overlay is not (its upper folder is bound alone)."""
     if in_own_user_namespace:
         unshare(CLONE_NEWNS)
     else:
         enter_user_namespace(CLONE_NEWNS, uid, gid)
     libc_call("mount", "zzzLz", b"none", b"/", None, MS_REC | MS_PRIVATE, None)  # nothing mounted here reaches the host
+    refused: list[str] = []
     for place, upper, work, mount_point in layers:
         for folder in (upper, work, mount_point):
             os.makedirs(folder, mode=0o700, exist_ok=True)
         os.makedirs(place, mode=0o700, exist_ok=True)  # a cache the host has not made yet: an empty lower layer
         if os.path.realpath(place) != place:  # made a link since planning: the overlay would show its target
             raise OSError(f"{place} became a symbolic link after the run was planned; run again")
-        if not _overlay(place, upper, work, mount_point):
+        why = _overlay(place, upper, work, mount_point)
+        if why is not None:
+            refused.append(why)
             libc_call("mount", "zzzLz", os.fsencode(upper), os.fsencode(mount_point), None, MS_BIND, None)
+    return refused
 
 
-def _overlay(lower: str, upper: str, work: str, mount_point: str) -> bool:
-    """Mount the overlay; False where overlay refuses it (then the caller binds the upper folder alone)."""
+def _overlay(lower: str, upper: str, work: str, mount_point: str) -> str | None:
+    """Mount the overlay; where overlay refuses it, why (then the caller binds the upper folder alone)."""
     if any(mark in path for path in (lower, upper, work) for mark in UNSPELLABLE):
-        return False
+        return f"{lower} or stockade's cache folder holds a character overlay's options cannot spell (, : \\)"
     options = os.fsencode(f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}")
     try:
         libc_call("mount", "zzzLz", b"overlay", os.fsencode(mount_point), b"overlay", 0, options)
-    except OSError:
-        return False
-    return True
+    except OSError as error:
+        return f"the kernel refused an overlay there ({error.strerror})"
+    return None
+
+
+def probe(store: str) -> str | None:
+    """Whether a layer can be an overlay under `store` (`stockade doctor`): None when it can, else why
+    not. Tried as a run does it, in a child of its own, on an empty cache of the probe's own."""
+    base = os.path.join(store, ".probe")
+    layer = (os.path.join(base, "lower"), os.path.join(base, "upper"), os.path.join(base, "work"), os.path.join(base, "mount"))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.close(read)
+            refused = enter([layer], os.getuid(), os.getgid(), in_own_user_namespace=False)
+            os.write(write, "; ".join(refused).encode())
+        except BaseException as error:  # noqa: BLE001 - anything at all is the answer
+            os.write(write, (str(error) or type(error).__name__).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        answer = said.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return answer or None

@@ -182,5 +182,26 @@ def check_folders() -> Check:
     return Check("stockade's folders", True, f"{where.state}, {where.cache}, {where.runtime}")
 
 
+def check_cache_layers() -> Check:
+    """Whether the package caches a policy makes writable can be overlays (bwrap/layers.py)."""
+    from stockade.bwrap.layers import probe
+    from stockade.core.locations import locate
+
+    store = os.path.join(str(locate().cache), "layers")
+    try:
+        why = probe(store)
+    except OSError as error:
+        why = error.strerror or str(error)
+    if why is None:
+        return Check("cache layers", True, f"overlays under {store}: a writable package cache keeps the sandbox's writes apart", required=False)
+    return Check(
+        "cache layers",
+        False,
+        f"no overlay ({why}): a writable package cache is a private one per project, empty at first (never the host's)",
+        "keep stockade's cache (XDG_CACHE_HOME) on a local file system such as ext4, xfs or btrfs, on Linux 5.11 or later",
+        required=False,
+    )
+
+
 def linux_checks() -> list[Check]:
-    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_folders(), check_proxy_daemon()]
+    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_folders(), check_cache_layers(), check_proxy_daemon()]
