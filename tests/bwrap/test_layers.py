@@ -9,40 +9,47 @@ import pytest
 from stockade.bwrap import layers
 from tests.visible import force_rmtree, visible_root
 
-HOME = "/h"
 STORE = "/h/.cache/stockade/layers"
 
 
-def places(writable: list[str], hidden: tuple[str, ...] = (), project: str = "/p") -> list[str]:
-    return [layer[0] for layer in layers.plan(writable, hidden, HOME, STORE, project)]
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A home with a few caches made: cargo's git checkouts and pip's cache."""
+    for name in (".cargo/git", ".cache/pip/wheels"):
+        (tmp_path / name).mkdir(parents=True)
+    return tmp_path
 
 
-def test_a_writable_cache_is_layered_and_an_ordinary_place_is_not() -> None:
-    assert places(["/p", "/h/.cargo/git"]) == ["/h/.cargo/git"]
-    assert places(["/p", "/srv/data"]) == []  # control: not a cache
+def test_a_writable_cache_is_a_place_to_layer_and_an_ordinary_folder_is_not(home: Path) -> None:
+    (home / "src").mkdir()
+    assert layers.candidates([str(home / ".cargo/git")], str(home)) == ([str(home / ".cargo/git")], [])
+    assert layers.candidates([str(home / "src")], str(home)) == ([], [])  # control: not a cache
 
 
-def test_every_cache_inside_a_writable_folder_is_layered() -> None:
-    found = places(["/h"])
-    assert "/h/.cargo/git" in found and "/h/.cache/pip" in found and "/h/.cache/pre-commit" in found
-    assert len(found) == len(layers.LAYERED_CACHES)
+def test_caches_inside_a_writable_home_are_layered_or_kept_by_the_floor_when_absent(home: Path) -> None:
+    places, unmade = layers.candidates([str(home)], str(home))
+    assert places == [str(home / ".cache/pip"), str(home / ".cargo/git")]
+    assert str(home / ".cargo/registry") in unmade and str(home / "go/pkg/mod") in unmade
+    assert len(places) + len(unmade) == len(layers.LAYERED_CACHES)
 
 
-def test_a_writable_place_inside_a_cache_is_layered_itself() -> None:
-    assert places(["/h/.cache/pip/wheels"]) == ["/h/.cache/pip/wheels"]
+def test_a_cache_that_is_a_link_is_never_layered_but_kept(home: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (home / ".cargo/registry").symlink_to(elsewhere)
+    places, unmade = layers.candidates([str(home)], str(home))
+    assert str(home / ".cargo/registry") in unmade and str(elsewhere) not in places
 
 
-def test_a_cache_hidden_inside_a_writable_home_gets_no_layer_but_a_carve_out_does() -> None:
-    assert "/h/.cargo/git" not in places(["/h"], hidden=("/h/.cargo",))  # hidden: nothing to show
-    assert places(["/h/.cargo/git"], hidden=("/h/.cargo",)) == ["/h/.cargo/git"]  # writable inside the hidden folder
+def test_a_writable_place_inside_a_cache_is_layered_itself(home: Path) -> None:
+    wheels = str(home / ".cache/pip/wheels")
+    assert layers.candidates([wheels], str(home)) == ([wheels], [])
 
 
 def test_each_project_has_layers_of_its_own_and_keeps_them() -> None:
-    one = layers.plan(["/h/.cargo/git"], [], HOME, STORE, "/work/a")
-    again = layers.plan(["/h/.cargo/git"], [], HOME, STORE, "/work/a")
-    other = layers.plan(["/h/.cargo/git"], [], HOME, STORE, "/other/a")
-    assert one == again and one != other
-    place, upper, work, mount = one[0]
+    one = layers.layer_of("/h/.cargo/git", STORE, "/work/a")
+    assert one == layers.layer_of("/h/.cargo/git", STORE, "/work/a")
+    assert one != layers.layer_of("/h/.cargo/git", STORE, "/other/a")
+    place, upper, work, mount = one
     assert place == "/h/.cargo/git"
     assert {upper.rsplit("/", 1)[1], work.rsplit("/", 1)[1], mount.rsplit("/", 1)[1]} == {"upper", "work", "mount"}
     assert all(folder.startswith(STORE + "/a-") for folder in (upper, work, mount))

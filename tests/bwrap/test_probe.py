@@ -334,9 +334,20 @@ def test_check_proxy_daemon(monkeypatch: pytest.MonkeyPatch, home: Path) -> None
 
 
 def test_linux_checks_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_proxy_daemon"):
+    names = ["check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_cache_layers", "check_proxy_daemon"]
+    for name in names:
         monkeypatch.setattr(probe, name, lambda name=name: Check(name, True, ""))
-    assert [check.name for check in linux_checks()] == ["check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_proxy_daemon"]
+    assert [check.name for check in linux_checks()] == names
+
+
+def test_the_cache_layers_check_warns_with_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stockade.bwrap import layers
+
+    monkeypatch.setattr(layers, "probe", lambda store: None)
+    assert probe.check_cache_layers().ok
+    monkeypatch.setattr(layers, "probe", lambda store: "the kernel refused an overlay there (Operation not permitted)")
+    check = probe.check_cache_layers()
+    assert not check.ok and not check.required and "Operation not permitted" in check.detail and "private" in check.detail
 
 
 def test_the_folders_check_names_a_file_in_the_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -186,3 +186,70 @@ def test_a_real_cargo_build_uses_the_warm_git_checkout_through_its_layer(vbox: B
     built = vbox.run("cargo build --offline -q && ./target/debug/proj", policy=_policy(vbox, "~/.cargo/git", "~/.cargo/registry"), env=env, timeout=300)
     assert built.returncode == 0 and built.stdout == "42\n", built
     assert {p: p.stat().st_mtime_ns for p in (vbox.home / ".cargo" / "git").rglob("*")} == before
+
+
+def _module(box: Box) -> Path:
+    module = box.home / "go" / "pkg" / "mod" / "example.com" / "m@v1"
+    module.mkdir(parents=True)
+    (module / "a.go").write_text("package m\n")
+    return module
+
+
+def test_the_folders_above_a_cache_cannot_be_renamed_to_plant_one_in_its_place(vbox: Box) -> None:
+    """The cache's own folder is a mount point; the folders between the writable place and it are
+    pinned too, so a run cannot move them away and make a plain folder where the cache was."""
+    module = _module(vbox)
+    attack = vbox.run(
+        "mv ~/go/pkg ~/go/pkg.x; mkdir -p ~/go/pkg/mod/example.com/m@v1; echo EVIL > ~/go/pkg/mod/example.com/m@v1/a.go; echo DONE",
+        policy=_policy(vbox, "~/go"),
+    )
+    assert "DONE" in attack.stdout, attack
+    assert (module / "a.go").read_text() == "package m\n" and not (vbox.home / "go" / "pkg.x").exists()
+    checkout = _checkout(vbox)
+    home_wide = vbox.run(
+        "mv ~/.cargo ~/.cargo.x; mkdir -p ~/.cargo/git/checkouts/dep-1/abc; echo EVIL > ~/.cargo/git/checkouts/dep-1/abc/build.rs; echo DONE",
+        policy=_policy(vbox, "~"),
+    )
+    assert "DONE" in home_wide.stdout, home_wide
+    assert (checkout / "build.rs").read_text() == BUILD_RS and not (vbox.home / ".cargo.x").exists()
+    # control: the folders above are still writable as the policy says
+    made = vbox.run("echo notes > ~/go/NOTES && cat ~/go/NOTES", policy=_policy(vbox, "~/go"))
+    assert made.stdout == "notes\n" and (vbox.home / "go" / "NOTES").exists(), made
+
+
+def test_a_cache_that_is_a_link_or_absent_is_kept_by_the_floor(vbox: Box) -> None:
+    """A cache the host has not made, or one that is a link out of every writable place, is not
+    layered: what the run makes there is moved aside after it, so the host never builds from it."""
+    elsewhere = vbox.outside / "registry"
+    (elsewhere / "src").mkdir(parents=True)
+    (vbox.home / ".cargo").mkdir()
+    (vbox.home / ".cargo" / "registry").symlink_to(elsewhere)
+    attack = vbox.run(
+        "rm ~/.cargo/registry && mkdir -p ~/.cargo/registry/src && echo EVIL > ~/.cargo/registry/src/build.rs; "
+        "mkdir -p ~/.cargo/git/checkouts/x && echo EVIL > ~/.cargo/git/checkouts/x/build.rs; echo DONE",
+        policy=_policy(vbox, "~/.cargo"),
+    )
+    assert "DONE" in attack.stdout, attack
+    assert os.readlink(vbox.home / ".cargo" / "registry") == str(elsewhere), attack  # put back
+    assert not (elsewhere / "src" / "build.rs").exists()
+    assert not (vbox.home / ".cargo" / "git").exists(), attack  # made during the run: moved aside
+    assert "stockade-quarantine" in attack.stderr, attack
+
+
+def test_deny_write_over_a_cache_holds(vbox: Box) -> None:
+    checkout = _checkout(vbox)
+    policy = _policy(vbox, "~") + 'deny_write = ["~/.cargo"]\n'
+    attack = vbox.run("echo evil > ~/.cargo/git/checkouts/dep-1/abc/build.rs; echo rc=$?; echo ok > ~/notes && echo NOTES", policy=policy)
+    assert "rc=0" not in attack.stdout and "NOTES" in attack.stdout, attack
+    assert (checkout / "build.rs").read_text() == BUILD_RS
+
+
+def test_a_writable_place_inside_a_hidden_folder_of_a_cache_is_seen_through_the_layer(vbox: Box) -> None:
+    crate = vbox.home / ".cargo" / "registry" / "src" / "x"
+    crate.mkdir(parents=True)
+    (crate / "f").write_text("host\n")
+    (vbox.home / ".cargo" / "registry" / "src" / "secret").write_text("CANARY-SRC\n")
+    policy = _policy(vbox, "~/.cargo/registry", "~/.cargo/registry/src/x") + 'deny_read = ["~/.cargo/registry/src"]\n'
+    result = vbox.run("cat ~/.cargo/registry/src/x/f && echo mine > ~/.cargo/registry/src/x/f && cat ~/.cargo/registry/src/secret", policy=policy)
+    assert result.stdout.startswith("host\n") and "CANARY-SRC" not in result.stdout, result
+    assert (crate / "f").read_text() == "host\n"

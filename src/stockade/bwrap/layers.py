@@ -61,34 +61,32 @@ MS_PRIVATE = 1 << 18
 CLONE_NEWNS = 0x00020000
 
 
-def plan(writable: Sequence[str], hidden: Sequence[str], home: str, store: str, project: str) -> list[Layer]:
-    """The layers of one run: each known cache inside a place bound writable, and each such
-    place inside a known cache (`allow_write = ["~/.cache/pip/wheels"]`), but those a deny_read
-    folder between hides; their folders under `store`, this project's."""
+def candidates(writable: Sequence[str], home: str) -> tuple[list[str], list[str]]:
+    """(the folders to layer: each known cache that is a real folder inside a place bound writable,
+    and each such place inside a known cache (`allow_write = ["~/.cache/pip/wheels"]`); the known
+    caches inside a writable place that are absent or links, which the floor keeps instead: what
+    a run makes there is moved aside after it). `writable` and `home` are real paths."""
     from stockade.profiles.paths import is_within  # planning's; the child's path (enter) imports nothing heavy
 
-    caches = [os.path.realpath(os.path.join(home, entry[2:])) for entry in LAYERED_CACHES]
     places: list[str] = []
-    for root in writable:
-        for cache in caches:
-            if is_within(cache, root):
-                places.append(cache)
-            elif is_within(root, cache):
+    unmade: list[str] = []
+    for entry in LAYERED_CACHES:
+        cache = os.path.join(home, entry[2:])
+        real = os.path.realpath(cache)
+        for root in writable:
+            if is_within(root, real) and os.path.isdir(root):
                 places.append(root)
-    shown = [place for place in places if _seen_writable(place, writable, hidden)]
-    outermost = sorted({p for p in shown if not any(p != other and is_within(p, other) for other in shown)})
-    base = os.path.join(store, _project_key(project))
-    return [_layer(place, base) for place in outermost]
+            elif is_within(cache, root):
+                if real == cache and os.path.isdir(cache) and not os.path.islink(cache):
+                    places.append(cache)
+                else:
+                    unmade.append(cache)
+    return sorted(set(places)), sorted(set(unmade))
 
 
-def _seen_writable(place: str, writable: Sequence[str], hidden: Sequence[str]) -> bool:
-    """The sandbox sees `place` through its innermost writable place, with no hidden folder
-    between (a carve-out, a writable place inside a hidden folder, is seen; a cache hidden
-    inside a writable home is not)."""
-    from stockade.profiles.paths import is_within
-
-    root = max((r for r in writable if is_within(place, r)), key=len)
-    return not any(is_within(place, d) and is_within(d, root) and d != root for d in hidden)
+def layer_of(place: str, store: str, project: str) -> Layer:
+    """The layer of `place` for `project`: its folders under `store`."""
+    return _layer(place, os.path.join(store, _project_key(project)))
 
 
 def _project_key(project: str) -> str:
@@ -119,21 +117,39 @@ def enter(layers: Sequence[Layer], uid: int, gid: int, *, in_own_user_namespace:
     refused: list[str] = []
     for place, upper, work, mount_point in layers:
         for folder in (upper, work, mount_point):
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-        os.makedirs(place, mode=0o700, exist_ok=True)  # a cache the host has not made yet: an empty lower layer
-        if os.path.realpath(place) != place:  # made a link since planning: the overlay would show its target
-            raise OSError(f"{place} became a symbolic link after the run was planned; run again")
-        why = _overlay(place, upper, work, mount_point)
+            try:
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+            except OSError as error:
+                raise OSError(error.errno, f"cannot make {folder} for the cache layer of {place} ({error.strerror}): "
+                              f"stockade's cache folder must be yours and writable") from None  # fmt: skip
+        lower = _open_lower(place)
+        why = "it is no longer a folder of its own" if lower is None else _overlay(f"/proc/self/fd/{lower}", upper, work, mount_point)
+        if lower is not None:
+            os.close(lower)
         if why is not None:
-            refused.append(why)
+            refused.append(f"{place}: {why}")
             libc_call("mount", "zzzLz", os.fsencode(upper), os.fsencode(mount_point), None, MS_BIND, None)
     return refused
+
+
+def _open_lower(place: str) -> int | None:
+    """The cache folder, held open (O_PATH) so that the overlay is made of the folder planning saw
+    and not of whatever a link swapped in since; None when it is gone, or no longer the real
+    folder at that path (a link on the way)."""
+    try:
+        fd = os.open(place, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if os.readlink(f"/proc/self/fd/{fd}") != place:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _overlay(lower: str, upper: str, work: str, mount_point: str) -> str | None:
     """Mount the overlay; where overlay refuses it, why (then the caller binds the upper folder alone)."""
     if any(mark in path for path in (lower, upper, work) for mark in UNSPELLABLE):
-        return f"{lower} or stockade's cache folder holds a character overlay's options cannot spell (, : \\)"
+        return f"stockade's cache folder {os.path.dirname(upper)} holds a character overlay's options cannot spell (, : \\)"
     options = os.fsencode(f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}")
     try:
         libc_call("mount", "zzzLz", b"overlay", os.fsencode(mount_point), b"overlay", 0, options)
@@ -145,15 +161,16 @@ def _overlay(lower: str, upper: str, work: str, mount_point: str) -> str | None:
 def probe(store: str) -> str | None:
     """Whether a layer can be an overlay under `store` (`stockade doctor`): None when it can, else why
     not. Tried as a run does it, in a child of its own, on an empty cache of the probe's own."""
-    base = os.path.join(store, ".probe")
+    base = os.path.join(os.path.realpath(store), ".probe")
     layer = (os.path.join(base, "lower"), os.path.join(base, "upper"), os.path.join(base, "work"), os.path.join(base, "mount"))
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
         try:
             os.close(read)
+            os.makedirs(layer[0], mode=0o700, exist_ok=True)
             refused = enter([layer], os.getuid(), os.getgid(), in_own_user_namespace=False)
-            os.write(write, "; ".join(refused).encode())
+            os.write(write, "; ".join(why.split(": ", 1)[-1] for why in refused).encode())
         except BaseException as error:  # noqa: BLE001 - anything at all is the answer
             os.write(write, (str(error) or type(error).__name__).encode())
         finally:

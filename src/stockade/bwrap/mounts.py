@@ -303,22 +303,52 @@ def plan_view(
         _mask(view, path, roots)
     for path in sockets:
         _mask(view, path, roots, socket=True)
-    _layer_caches(view, real_denied, real_home, str(locations.cache), project)
+    _layer_caches(view, roots, real_home, str(locations.cache), project)
     _drop_inside_hidden(view)
     view.staged_git = _stageable(view, repositories, roots)
     return view
 
 
-def _layer_caches(view: View, denied: list[str], home: str, cache: str, project: str) -> None:
+def _layer_caches(view: View, roots: list[str], home: str, cache: str, project: str) -> None:
     """Each package cache the sandbox could write is bound from its layer's mount point, made by
-    the child before bwrap starts (layers.py). Inside it, nothing of the host's is bound writable:
-    the writable root's own bind when the cache is that root, a folder pinned on the way to a
-    protected path, a writable place inside the cache are all seen through the layer; read-only
-    binds and masks stay over it."""
-    view.cache_layers = layers.plan(view.writable, denied, home, os.path.join(cache, "layers"), project)
+    the child before bwrap starts (layers.py).
+
+    A cache is layered only where the sandbox would see it writable: under a writable bind, with
+    no read-only bind or mask nearer (deny_write, deny_read, the floor). The folders between its
+    writable root and it are pinned, so that none can be renamed away and a plain folder made in
+    its place. Inside it nothing of the host's is bound writable: a pin on the way to a protected
+    path is dropped (the layer keeps the host's files), and a writable place inside (a carve-out)
+    is bound from the layer too. A known cache that is absent or a link is kept by the floor
+    instead: what the run makes there is moved aside after it."""
+    places, unmade = layers.candidates(view.writable, home)
+    for path in unmade:
+        view.reasons.setdefault(path, "floor: a package cache the host has not made, or a link: the host would build from it")
+        _protect(view, path, roots, watch_absent=True)
+    seen = [place for place in places if _writable_here(view, place)]
+    outermost = [p for p in seen if not any(p != other and is_within(p, other) for other in seen)]
+    store = os.path.join(cache, "layers")
+    view.cache_layers = [layers.layer_of(place, store, project) for place in outermost]
     for place, _upper, _work, mount_point in view.cache_layers:
-        view.mounts = [m for m in view.mounts if not (type(m.piece) in (Bind, BindFrom) and is_within(m.path, place))]
+        inside: list[Mount] = []
+        for mount in view.mounts:
+            if type(mount.piece) not in (Bind, BindFrom) or not is_within(mount.path, place):
+                inside.append(mount)
+            elif mount.path != place and mount.path in view.writable:  # a writable place inside: from the layer
+                inside.append(Mount(mount.path, mount.rank, BindFrom(mount_point + mount.path[len(place) :], mount.path)))
+        view.mounts = inside
         view.add(place, 0, BindFrom(mount_point, place))
+        root = _root_of(place, roots)
+        if root is not None and root != place:
+            _pin_parents(view, root, place)
+
+
+def _writable_here(view: View, place: str) -> bool:
+    """The nearest mount over `place` (itself or a folder holding it) is a writable bind."""
+    over = [m for m in view.mounts if is_within(place, m.path)]
+    if not over:
+        return False
+    nearest = max(over, key=lambda m: (m.path.count("/"), m.rank))
+    return type(nearest.piece) in (Bind, BindFrom)
 
 
 def _drop_inside_hidden(view: View) -> None:
