@@ -7,11 +7,14 @@ same shape stays.
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from stockade.profiles import runs_later
 from tests.e2e.boxes import Box
 
 PAYLOAD = "#!/bin/sh\necho PWNED > \"$MARK\"\n"
@@ -177,3 +180,43 @@ def test_home_configs_that_name_a_program_to_run_are_kept_from_the_host(vbox: Bo
     if exists:
         assert all((vbox.home / name).read_text() == "the user's\n" for name in HOME_PROGRAM_CONFIGS)
     assert (vbox.home / "plain.txt").read_text() == "done\n", result  # the home is writable otherwise
+
+
+def _instance(entry: runs_later.Entry) -> str:
+    """A file the entry covers: the path itself, one inside a folder, a name a glob matches."""
+    path = entry.path.replace("*", "x")
+    return f"{path}/planted" if entry.folder else path
+
+
+PROTECTED_IN_PROJECT = [e for e in runs_later.TABLE if e.where == "project" and e.cls == runs_later.PROTECTED]
+PROTECTED_IN_HOME = [e for e in runs_later.TABLE if e.where == "home" and e.cls == runs_later.PROTECTED and not e.path.startswith("Library/")]
+REPORTED_IN_PROJECT = [e for e in runs_later.TABLE if e.where == "project" and e.cls == runs_later.REPORTED]
+
+
+def test_every_protected_row_of_the_table_planted_in_the_project_is_kept_from_the_host(vbox: Box) -> None:
+    """Issue 32 (the runs-later table from sources): each protected row, made or changed by a run in
+    the project, is refused or moved aside; one run plants them all."""
+    names = [_instance(e) for e in PROTECTED_IN_PROJECT if not e.path.startswith(".git/")]
+    script = "; ".join(f"mkdir -p {shlex.quote(os.path.dirname(name) or '.')} 2>/dev/null; echo planted > {shlex.quote(name)}" for name in names)
+    vbox.run(script + "; echo ordinary > notes.txt")
+    kept = [name for name in names if (vbox.project / name).is_file() and (vbox.project / name).read_text() == "planted\n"]
+    assert kept == [], f"planted and left where a host tool reads them: {kept}"
+    assert (vbox.project / "notes.txt").read_text() == "ordinary\n"  # control
+
+
+def test_every_protected_home_row_is_kept_from_the_host_when_the_home_is_writable(vbox: Box) -> None:
+    names = [_instance(e) for e in PROTECTED_IN_HOME]
+    policy = f'extends = ["default"]\n[filesystem]\nallow_write = ["{vbox.project}", "{vbox.home}"]\n'
+    script = "; ".join(f"mkdir -p ~/{shlex.quote(os.path.dirname(name))} 2>/dev/null; echo planted > ~/{shlex.quote(name)}" for name in names)
+    result = vbox.run(script + "; echo done > ~/plain.txt", policy=policy)
+    kept = [name for name in names if (vbox.home / name).is_file() and (vbox.home / name).read_text() == "planted\n"]
+    assert kept == [], f"planted where a host tool runs it: {kept}\n{result.stderr[-2000:]}"
+    assert (vbox.home / "plain.txt").read_text() == "done\n", result  # control: the home is writable otherwise
+
+
+@pytest.mark.parametrize("entry", REPORTED_IN_PROJECT, ids=[e.path for e in REPORTED_IN_PROJECT])
+def test_every_reported_row_of_the_table_made_in_the_project_is_named_after_the_run(vbox: Box, entry: runs_later.Entry) -> None:
+    name = _instance(entry)
+    result = vbox.run(f"mkdir -p {shlex.quote(os.path.dirname(name) or '.')} && echo made > {shlex.quote(name)}")
+    assert result.returncode == 0 and (vbox.project / name).read_text() == "made\n", result  # allowed: ordinary work
+    assert name in result.stderr, f"the summary does not name {name}: {result.stderr!r}"
