@@ -4,7 +4,7 @@
 set -euo pipefail
 
 STOCKADE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-APT_PACKAGES=(bubblewrap libseccomp2 python3 python3-venv curl openssl iproute2 util-linux ca-certificates)
+APT_PACKAGES=(bubblewrap libseccomp2 nftables python3 python3-venv curl openssl iproute2 util-linux ca-certificates)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

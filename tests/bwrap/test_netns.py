@@ -39,7 +39,7 @@ def test_the_listener_arrives_and_still_accepts(pair: tuple[socket.socket, socke
     with listening() as original:
         port = original.getsockname()[1]
         send(sender, b"L", [original.fileno()])
-    with socket.socket(fileno=netns.receive_listeners(receiver, 1)[0].detach()) as received:
+    with socket.socket(fileno=netns.receive_listeners(receiver, 1)[0][0].detach()) as received:
         assert received.getsockname() == ("127.0.0.1", port)
         received.settimeout(5)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
@@ -95,7 +95,7 @@ def test_enter_private_network_sends_a_listener_the_parent_receives(
         ("/proc/self/uid_map", "1000 1000 1\n"),
         ("/proc/self/gid_map", "1001 1001 1\n"),
     ]
-    with closing(netns.receive_listeners(receiver, 1)[0]) as received:
+    with closing(netns.receive_listeners(receiver, 1)[0][0]) as received:
         assert received.getsockname()[0] == "127.0.0.1"
         assert received.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
 
@@ -135,7 +135,8 @@ def test_forwarded_ports_come_after_the_proxys_listener(pair: tuple[socket.socke
     monkeypatch.setattr(netns, "_loopback_up", lambda: None)
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
     netns.enter_private_network(sender.fileno(), 1000, 1001, [("127.0.0.1", 0), ("::1", 0)])
-    received = netns.receive_listeners(receiver, 3)
+    received, intercepted = netns.receive_listeners(receiver, 3)
+    assert not intercepted
     try:
         assert [each.family for each in received] == [socket.AF_INET, socket.AF_INET, socket.AF_INET6]
         assert received[2].getsockname()[0] == "::1"
@@ -158,3 +159,44 @@ def test_the_lean_binding_passes_typed_arguments() -> None:
     assert call(b"4294967296", None, 10) == 0  # the int return keeps the low 32 bits: 2**32 -> 0
     call, _errno_of = netns._libc_function("strncmp", "zzL")
     assert call(b"abc", b"abd", 2) == 0 and call(b"abc", b"abd", 3) != 0
+
+
+def test_an_intercepting_child_sends_three_sockets_more_and_says_so(pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch) -> None:
+    sender, receiver = pair
+    monkeypatch.setattr(netns, "unshare", lambda flags: None)
+    monkeypatch.setattr(netns, "_write", lambda path, text: None)
+    monkeypatch.setattr(netns, "_loopback_up", lambda: None)
+    monkeypatch.setattr(netns, "PROXY_PORT", 0)
+    extra = [socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket()]
+    monkeypatch.setattr(netns, "_intercepting", lambda: extra)
+    netns.enter_private_network(sender.fileno(), 1000, 1001, [], intercept=True)
+    received, intercepted = netns.receive_listeners(receiver, 1, extra=3)
+    try:
+        assert intercepted and [each.type for each in received[1:]] == [socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_STREAM]
+    finally:
+        for each in received:
+            each.close()
+
+
+def test_a_child_that_could_not_intercept_sends_its_listeners_alone(pair: tuple[socket.socket, socket.socket]) -> None:
+    sender, receiver = pair
+    with listening() as original:
+        send(sender, b"L", [original.fileno()])
+    received, intercepted = netns.receive_listeners(receiver, 1, extra=3)
+    assert len(received) == 1 and not intercepted
+    received[0].close()
+
+
+def test_interception_the_parent_did_not_ask_for_is_refused(pair: tuple[socket.socket, socket.socket]) -> None:
+    sender, receiver = pair
+    with listening() as original:
+        send(sender, b"T", [original.fileno()])
+    with pytest.raises(OSError, match="did not hand over its listeners"):
+        netns.receive_listeners(receiver, 1)
+
+
+def test_a_missing_library_is_an_oserror_naming_it() -> None:
+    with pytest.raises(OSError, match="libstockade-none"):
+        netns.library_function("libstockade-none.so.1", "f")
+    with pytest.raises(OSError, match="has no"):
+        netns.library_function(None, "stockade_no_such_function")

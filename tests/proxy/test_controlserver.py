@@ -138,7 +138,7 @@ def test_open_needs_one_listener_per_door_and_registers_nothing_without(
     sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
     fds = [sock.fileno() for sock in sockets]
     reply = server.handle({"op": "open", "spec": spec.to_dict()}, owned, fds)
-    assert reply == {"ok": False, "error": "open needs one listening socket, and one more for each of the spec's forwards"}
+    assert reply == {"ok": False, "error": "open needs one listening socket, one more for each of the spec's forwards, and three to intercept"}
     assert owned == set() and server.registry.get(spec.session_id) is None
     for sock in sockets:
         sock.close()

@@ -57,7 +57,7 @@ async def test_listen_needs_one_socket_per_door(registry: Registry, make_spec: C
     listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
     fds = [s.fileno() for s in listeners]
     the_doors = doors()
-    assert the_doors.listen(session.spec.session_id, session, fds) == "listen needs one listening socket, and one more for each of the spec's forwards"
+    assert the_doors.listen(session.spec.session_id, session, fds) == "listen needs one listening socket, one more for each of the spec's forwards, and three to intercept"
     assert fds == [s.fileno() for s in listeners] and the_doors.by_session == {}
     for s in listeners:
         s.close()
@@ -139,3 +139,39 @@ async def test_close_all_stops_every_door(registry: Registry, make_spec: Callabl
     for address in addresses:
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(address, timeout=5).close()
+
+
+def _interception_sockets() -> list[socket.socket]:
+    datagrams = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    datagrams.bind(("127.0.0.1", 0))
+    return [socket.create_server(("127.0.0.1", 0)), datagrams, socket.create_server(("127.0.0.1", 0))]
+
+
+async def test_an_intercepting_session_gets_a_transparent_door_and_a_resolver(registry: Registry, make_spec: Callable[..., SessionSpec]) -> None:
+    _token, session = registry.register(make_spec(intercept=True))
+    sid = session.spec.session_id
+    the_doors = doors()
+    given = [socket.create_server(("127.0.0.1", 0)), *_interception_sockets()]
+    fds = [each.detach() for each in given]
+    taken = list(fds)
+    assert the_doors.listen(sid, session, fds) is None and fds == []
+    assert [door.transparent for door in the_doors.forwarded[sid]] == [True] and sid in the_doors.resolvers
+    the_doors.close(sid)
+    assert sid not in the_doors.resolvers and all(closed(fd) for fd in taken)
+
+
+@pytest.mark.parametrize("swap", ["udp first", "tcp resolver not listening"])
+async def test_an_intercepting_session_refuses_sockets_of_the_wrong_kinds(
+    registry: Registry, make_spec: Callable[..., SessionSpec], swap: str
+) -> None:
+    _token, session = registry.register(make_spec(intercept=True))
+    transparent, datagrams, stream = _interception_sockets()
+    if swap == "udp first":
+        transparent, datagrams = datagrams, transparent
+    else:
+        stream.close()
+        stream = socket.socket()
+    fds = [socket.create_server(("127.0.0.1", 0)).detach(), transparent.detach(), datagrams.detach(), stream.detach()]
+    the_doors = doors()
+    assert the_doors.listen(session.spec.session_id, session, list(fds)) == "listen needs a listening TCP socket"
+    assert the_doors.by_session == {} and the_doors.resolvers == {} and all(closed(fd) for fd in fds)

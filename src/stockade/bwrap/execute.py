@@ -153,6 +153,8 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[st
     forwards = [(address, port) for _entry, address, port in bridge.listens()] if bridge is not None else []
     if layers:
         from stockade.bwrap import layers as _layers  # noqa: F401 - imported once here, not in each forked child
+    if bridge is not None:
+        from stockade.bwrap import interception as _interception  # noqa: F401 - likewise
 
     def child() -> None:
         if joins is not None:
@@ -160,7 +162,7 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[st
         if bridge is not None:
             from stockade.bwrap.netns import enter_private_network
 
-            enter_private_network(bridge.child_channel_fd, uid, gid, forwards)
+            enter_private_network(bridge.child_channel_fd, uid, gid, forwards, intercept=True)
         if layers:
             from stockade.bwrap.layers import enter
 

@@ -21,6 +21,7 @@ import struct
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import Any
 
 PROXY_PORT = 3128  # inside the sandbox's own namespace: nothing else can hold it
 CLONE_NEWUSER = 0x10000000
@@ -67,23 +68,32 @@ def unshare(flags: int) -> None:
 def _libc_function(name: str, arguments: str = "") -> tuple[Callable[..., int], Callable[[], int]]:
     """(libc's `name` returning a C int, errno after it): ctypes' own recipe, on `_ctypes`.
     `arguments` spells the C types of its arguments as ctypes' codes ("z" char *, "L" unsigned
-    long); without them each Python int goes as a C int, bytes as a char *."""
+    long, "P" void *); without them each Python int goes as a C int, bytes as a char *."""
     import _ctypes
 
-    class CInt(_ctypes._SimpleCData):  # ctypes.c_int
-        _type_ = "i"
+    return library_function(None, name, arguments), _ctypes.get_errno
+
+
+def library_function(library: str | None, name: str, arguments: str = "", returns: str = "i") -> Callable[..., Any]:
+    """`name` of a shared library (None: the running program and the libc it links), typed by
+    ctypes' codes: `arguments` one per argument, `returns` the result ("" for void). Raises
+    OSError when the library or the name is missing."""
+    import _ctypes
 
     class Function(_ctypes.CFuncPtr):  # what CDLL(..., use_errno=True) makes for each name
         _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-        _restype_ = CInt
+        _restype_ = type(f"C{returns}", (_ctypes._SimpleCData,), {"_type_": returns}) if returns else None
 
-    class Process:  # dlopen(NULL): the running program and the libc it links
-        _handle = _ctypes.dlopen(None)  # type: ignore[arg-type]  # None is dlopen(NULL), as CDLL(None) passes it
+    class Library:  # what CDLL keeps: the dlopen handle
+        _handle = _ctypes.dlopen(library)  # type: ignore[arg-type]  # None is dlopen(NULL), as CDLL(None) passes it
 
-    function = Function((name, Process()))  # type: ignore[arg-type]  # any object with _handle, as CDLL
+    try:
+        function = Function((name, Library()))  # type: ignore[arg-type]  # any object with _handle, as CDLL
+    except AttributeError as missing:
+        raise OSError(f"{library or 'libc'} has no {name}") from missing
     if arguments:
         function.argtypes = tuple(type(f"C{code}", (_ctypes._SimpleCData,), {"_type_": code}) for code in arguments)
-    return function, _ctypes.get_errno
+    return function
 
 
 def libc_call(name: str, arguments: str, *values: object) -> None:
@@ -111,21 +121,39 @@ def enter_user_namespace(flags: int, uid: int, gid: int) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
 
 
-def enter_private_network(channel_fd: int, uid: int, gid: int, forwards: Sequence[tuple[str, int]] = ()) -> None:
+def enter_private_network(channel_fd: int, uid: int, gid: int, forwards: Sequence[tuple[str, int]] = (), intercept: bool = False) -> None:
     """Runs in the child before exec: new namespaces, loopback up, listeners sent to the parent:
-    the proxy's, then one at each (address, port) of `forwards` (bwrap/forwards.py).
+    the proxy's, then one at each (address, port) of `forwards` (bwrap/forwards.py), then, with
+    `intercept` and where the namespace's nftables took the rule, interception's three
+    (bwrap/interception.py): the message says which ("T" with them, "L" without).
 
-    Any failure raises; the supervisor reports it to the parent as the spawn error.
+    Any failure but interception's raises; the supervisor reports it to the parent as the spawn error.
     """
     enter_user_namespace(CLONE_NEWNET, uid, gid)
     _loopback_up()
     listeners = [_listen("127.0.0.1", PROXY_PORT, 512), *(_listen(address, port, 128) for address, port in forwards)]
+    extra = _intercepting() if intercept else []
     channel = _socket.socket(fileno=channel_fd)
-    fds = struct.pack(f"{len(listeners)}i", *(listener.fileno() for listener in listeners))
-    channel.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    sent = [*listeners, *extra]
+    fds = struct.pack(f"{len(sent)}i", *(each.fileno() for each in sent))
+    channel.sendmsg([b"T" if extra else b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
     channel.detach()
-    for listener in listeners:
-        listener.close()
+    for each in sent:
+        each.close()
+
+
+def _intercepting() -> list[_socket.socket]:
+    """Interception's sockets once its rule and route are in place; none where either was refused
+    (the run goes on with proxy-aware clients only, as before)."""
+    from stockade.bwrap import interception
+
+    if interception.redirect() is not None:
+        return []
+    try:
+        interception.route_every_address_here()
+        return interception.sockets()
+    except OSError:
+        return []
 
 
 def _listen(address: str, port: int, backlog: int) -> _socket.socket:
@@ -138,15 +166,17 @@ def _listen(address: str, port: int, backlog: int) -> _socket.socket:
     return listener
 
 
-def receive_listeners(channel: _socket.socket, count: int) -> list[_socket.socket]:
-    """The parent's side: the `count` listening sockets that live in the sandbox's namespace."""
+def receive_listeners(channel: _socket.socket, count: int, extra: int = 0) -> tuple[list[_socket.socket], bool]:
+    """The parent's side: the `count` listening sockets that live in the sandbox's namespace, and
+    `extra` more when the child says it intercepts (then True)."""
     fds: list[int] = []
-    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE(count * struct.calcsize("i")))
+    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE((count + extra) * struct.calcsize("i")))
     for level, kind, data in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) - len(data) % 4])
-    if message != b"L" or len(fds) != count:
+    expected = {b"L": count, b"T": count + extra}.get(message)
+    if expected is None or len(fds) != expected or (message == b"T" and not extra):
         for fd in fds:
             os.close(fd)
         raise OSError("the sandbox's network namespace did not hand over its listeners")
-    return [_socket.socket(fileno=fd) for fd in fds]
+    return [_socket.socket(fileno=fd) for fd in fds], message == b"T"

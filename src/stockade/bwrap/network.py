@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from stockade.proxy.handover import Handover
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # servers the command starts inside stay reachable directly
+INTERCEPTION_SOCKETS = 3  # bwrap/interception.py sockets(); proxy/control.py knows it too
 
 
 def proxy_environment() -> dict[str, str]:
@@ -84,9 +85,11 @@ class Bridge:
         os.close(self.child_channel_fd)
         self.channel.settimeout(10)
         try:
-            listeners = receive_listeners(self.channel, 1 + len(self.listens()))
+            listeners, intercepted = receive_listeners(self.channel, 1 + len(self.listens()), extra=INTERCEPTION_SOCKETS)
         finally:
             self.channel.close()
+        if intercepted:  # the last three: the transparent listener and DNS's two (bwrap/interception.py)
+            self.handover.spec["intercept"] = True
         self.handover.send(listeners)
 
     def close(self) -> None:

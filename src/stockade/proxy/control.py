@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
 # 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials";
 # 6: its "approve", and "questions"/"answer" (an older daemon would ignore what it does not know, so it is replaced);
-# 7: its "forwards", each a listener more in "open"
-PROTOCOL = 7
+# 7: its "forwards", each a listener more in "open"; 8: its "intercept", three sockets more (bwrap/interception.py)
+PROTOCOL = 8
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 
 
@@ -136,6 +136,7 @@ class SessionCredential:
 
 
 MAX_FORWARDS = 64  # host loopback ports one session's sandbox may listen for (bwrap/forwards.py)
+INTERCEPTION_SOCKETS = 3  # the transparent listener, DNS over UDP and over TCP (bwrap/interception.py)
 
 
 class SessionSpec:
@@ -155,6 +156,7 @@ class SessionSpec:
     approve: int  # seconds a refused request waits for the user's answer (proxy/approvals.py); 0: not held
     # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/forwards.py, proxy/door.py)
     forwards: tuple[str, ...]
+    intercept: bool  # three sockets more: the transparent listener and DNS's (bwrap/interception.py, proxy/inside_dns.py)
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -171,10 +173,12 @@ class SessionSpec:
         credentials: tuple[SessionCredential, ...] = (),
         approve: int = 0,
         forwards: tuple[str, ...] = (),
+        intercept: bool = False,
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (
             session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve, tuple(forwards),
+            intercept,
         )  # fmt: skip
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
@@ -269,6 +273,7 @@ class SessionSpec:
             credentials=credentials(),
             approve=seconds(),
             forwards=forwards(),
+            intercept=data.get("intercept", False) is True,
         )
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from stockade.proxy.accepting import accept
 from stockade.proxy.approvals import Approvals
 from stockade.proxy.audit import AuditError
-from stockade.proxy.control import MAX_FORWARDS, MAX_LINE, PROTOCOL, SessionSpec, decode, encode
+from stockade.proxy.control import INTERCEPTION_SOCKETS, MAX_FORWARDS, MAX_LINE, PROTOCOL, SessionSpec, decode, encode
 from stockade.proxy.door import readable
 from stockade.proxy.doors import Doors
 from stockade.proxy.sessions import Registry, Session
@@ -214,9 +214,12 @@ class ControlServer:
     def _open(self, message: dict[str, Any], owned: set[str], fds: list[int], afterwards: list[Callable[[], None]] | None) -> dict[str, Any]:
         """ "register" and "listen" at once. The door accepts only after the reply is sent: a run
         that has no reply yet may take it that no connection of its sandbox was served."""
-        forwards = (message.get("spec") or {}).get("forwards") if isinstance(message.get("spec"), dict) else None
-        if len(fds) != 1 + (len(forwards) if isinstance(forwards, list) else 0):
-            return {"ok": False, "error": "open needs one listening socket, and one more for each of the spec's forwards"}
+        given = message.get("spec")
+        spec: dict[str, Any] = given if isinstance(given, dict) else {}
+        forwards = spec.get("forwards")
+        extra = INTERCEPTION_SOCKETS if spec.get("intercept") is True else 0
+        if len(fds) != 1 + (len(forwards) if isinstance(forwards, list) else 0) + extra:
+            return {"ok": False, "error": "open needs one listening socket, one more for each of the spec's forwards, and three to intercept"}
         registered = self._register(message, owned)
         if not registered.get("ok"):
             return registered
@@ -250,7 +253,7 @@ class ControlServer:
 class ControlReader:
     """Lines from a non-blocking control connection, with the descriptors that came along (SCM_RIGHTS)."""
 
-    MAX_FDS = 2 + 2 * MAX_FORWARDS  # the proxy's listener and each forward's (localhost: two), and one spare
+    MAX_FDS = 2 + 2 * MAX_FORWARDS + INTERCEPTION_SOCKETS  # the proxy's listener, each forward's (localhost: two), interception's, a spare
 
     def __init__(self, conn: socket.socket) -> None:
         self.conn = conn

@@ -29,6 +29,7 @@ from mitmproxy.proxy.mode_servers import ProxyConnectionHandler
 
 from stockade.proxy.accepting import accept
 from stockade.proxy.budget import Budget, Pace
+from stockade.proxy.inside_dns import is_fake
 from stockade.proxy.sessions import Session
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ CONNECTION_BURST = 256
 FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that says nothing
 NOT_HTTP = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\nstockade: only HTTP proxy requests reach the network proxy"
 _REGULAR = mode_specs.ProxyMode.parse("regular")
+SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h: where a redirected connection was going
 
 Bind = Callable[[connection.Client, Session, bool], None]
 
@@ -48,12 +50,17 @@ Bind = Callable[[connection.Client, Session, bool], None]
 class Door:
     """Accepts on one session's listener and hands each connection to mitmproxy, bound to that session."""
 
-    def __init__(self, session: Session, listener: socket.socket, bind: Bind, budget: Budget, target: str | None = None) -> None:
+    def __init__(
+        self, session: Session, listener: socket.socket, bind: Bind, budget: Budget, target: str | None = None, transparent: bool = False
+    ) -> None:
         self.session = session
         self.listener = listener
         # None: the proxy's door; else an allow entry (a host loopback port, bwrap/forwards.py): each
         # connection is served as a CONNECT to it, so it is judged and recorded like any other
         self.target = target
+        # the door of every other TCP connection of the sandbox (bwrap/interception.py): each is served
+        # as a CONNECT to where its client asked, by name when the sandbox's resolver gave the address
+        self.transparent = transparent
         self.bind = bind
         self.budget = budget
         self.live = 0
@@ -120,7 +127,12 @@ class Door:
         self._unspoken.add(conn)
         try:
             conn.setblocking(False)
-            if self.target is not None:
+            if self.transparent:
+                target = self._asked_for(conn)
+                if target is None:
+                    return
+                reader, writer = await _tunnelled(conn, target)
+            elif self.target is not None:
                 reader, writer = await _tunnelled(conn, self.target)
             elif not await _speaks_http(conn):
                 return
@@ -139,6 +151,27 @@ class Door:
             self._unspoken.discard(conn)
             if not handed:
                 conn.close()
+
+    def _asked_for(self, conn: socket.socket) -> str | None:
+        """HOST:PORT the client connected to, before the namespace's rule turned it to this door:
+        the name when the sandbox's resolver gave that address out; None (recorded) for an address
+        of the resolver's block it never gave, which names nothing."""
+        raw = conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+        port, address = int.from_bytes(raw[2:4], "big"), socket.inet_ntoa(raw[4:8])
+        if not is_fake(address):
+            return f"{address}:{port}"
+        name = self.session.names.name(address)
+        if name is None:
+            from stockade.proxy.audit import AuditError, AuditRecord
+
+            spec = self.session.spec
+            with contextlib.suppress(AuditError):
+                self.session.writer.write(AuditRecord(
+                    session=spec.session_id, command=spec.command, scheme="connect", host=address, port=port, decision="deny",
+                    rule="an address of the sandbox's resolver that it never gave out",
+                ))  # fmt: skip
+            return None
+        return f"{name}:{port}"
 
     def _refuse(self, conn: socket.socket, why: str) -> None:
         """Answer at once and close: the connection is never read, so it costs nothing to hold."""
@@ -163,7 +196,7 @@ class Door:
         proxyserver = ctx.master.addons.get("proxyserver")
         handler = ProxyConnectionHandler(ctx.master, reader, writer, ctx.options, _REGULAR)
         handler.layer = layers.modes.HttpProxy(handler.layer.context)
-        self.bind(handler.client, self.session, self.target is not None)
+        self.bind(handler.client, self.session, self.target is not None)  # a transparent door's tunnel is judged as a proxied one
         with proxyserver.register_connection(handler.client.id, handler):
             await handler.handle_client()
 

@@ -17,7 +17,9 @@ from typing import Any
 
 from stockade.proxy.audit import AuditError, AuditRecord
 from stockade.proxy.budget import Budget
+from stockade.proxy.control import INTERCEPTION_SOCKETS
 from stockade.proxy.door import Bind, Door
+from stockade.proxy.inside_dns import Resolver
 from stockade.proxy.sessions import Session
 
 
@@ -30,10 +32,12 @@ class Doors:
         self.by_session: dict[str, Door] = {}  # session id -> its sandbox's listener
         self.forwarded: dict[str, list[Door]] = {}  # session id -> its forwarded loopback ports' doors (bwrap/forwards.py)
         self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
+        self.resolvers: dict[str, Resolver] = {}  # session id -> its sandbox's resolver (inside_dns.py)
 
     def listen(self, session_id: str, session: Session, fds: list[int], opening: list[Callable[[], None]] | None = None) -> str | None:
-        """Open the session's doors on the listening sockets in `fds`: the proxy's, then one for each
-        of the spec's forwards; None once open, else why not.
+        """Open the session's doors on the sockets in `fds`: the proxy's listener, then one for each
+        of the spec's forwards, then, when the spec intercepts, the transparent listener and the
+        resolver's UDP and TCP sockets (bwrap/interception.py); None once open, else why not.
 
         The sockets taken are removed from `fds` (the caller closes whatever is left there). With
         `opening`, the doors start accepting only when the caller runs what it appends there.
@@ -41,15 +45,28 @@ class Doors:
         if session_id in self.by_session:
             return f"session {session_id!r} already has its listener"
         targets: list[str | None] = [None, *session.spec.forwards]
-        if len(fds) != len(targets):
-            return "listen needs one listening socket, and one more for each of the spec's forwards"
-        listeners = [socket.socket(fileno=fd) for fd in fds]
+        extra = INTERCEPTION_SOCKETS if session.spec.intercept else 0
+        if len(fds) != len(targets) + extra:
+            return "listen needs one listening socket, one more for each of the spec's forwards, and three to intercept"
+        sockets = [socket.socket(fileno=fd) for fd in fds]
         fds.clear()
-        if any(each.type != socket.SOCK_STREAM or not each.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) for each in listeners):
-            for each in listeners:
+        streams = sockets[: len(targets) + (1 if extra else 0)]
+        resolver_sockets = sockets[len(streams) :]
+        if any(each.type != socket.SOCK_STREAM or not each.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) for each in streams) or (
+            extra and not _resolver_sockets(resolver_sockets)
+        ):
+            for each in sockets:
                 each.close()
             return "listen needs a listening TCP socket"
-        doors = [Door(session, listener, self.bind, self.budget, target) for listener, target in zip(listeners, targets, strict=True)]
+        doors = [Door(session, listener, self.bind, self.budget, target) for listener, target in zip(streams, targets, strict=False)]
+        if extra:
+            doors.append(Door(session, streams[-1], self.bind, self.budget, transparent=True))
+            resolver = Resolver(session, *resolver_sockets)
+            self.resolvers[session_id] = resolver
+            if opening is None:
+                resolver.open()
+            else:
+                opening.append(resolver.open)
         for door in doors:
             if opening is None:
                 door.open()
@@ -64,6 +81,9 @@ class Doors:
         forwards = self.forwarded.pop(session_id, [])
         for forward in forwards:
             forward.close()
+        resolver = self.resolvers.pop(session_id, None)
+        if resolver is not None:
+            resolver.close()
         door = self.by_session.pop(session_id, None)
         if door is not None:
             door.close()
@@ -84,6 +104,15 @@ class Doors:
         """The daemon is stopping: every door stops accepting (nothing is recorded here)."""
         for door in [*self.by_session.values(), *(forward for doors in self.forwarded.values() for forward in doors)]:
             door.close()
+        for resolver in self.resolvers.values():
+            resolver.close()
+
+
+def _resolver_sockets(sockets: list[socket.socket]) -> bool:
+    """The resolver's two: a UDP socket, then a listening TCP one."""
+    datagrams, stream = sockets
+    listening = stream.type == socket.SOCK_STREAM and bool(stream.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+    return datagrams.type == socket.SOCK_DGRAM and listening
 
 
 def audit_refusals(door: Door) -> None:

@@ -51,7 +51,10 @@ if TYPE_CHECKING:
     from stockade.proxy.credentials import Resolved
 
 ATTEMPTS = 3  # daemons asked in all before a run gives up (one replaced, one raced)
-OLDER_DAEMON = ("unknown op", "open needs exactly one listening socket")  # refusals only an older daemon gives
+# refusals only an older daemon gives (the last: protocol 7's, sent interception's sockets)
+OLDER_DAEMON = (
+    "unknown op", "open needs exactly one listening socket", "open needs one listening socket, and one more for each of the spec's forwards",
+)  # fmt: skip
 
 
 class Handover:

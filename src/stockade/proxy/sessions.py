@@ -21,6 +21,7 @@ from stockade.proxy.audit import AuditError, AuditRecord, AuditWriter
 from stockade.proxy.budget import Pace
 from stockade.proxy.control import SessionSpec
 from stockade.proxy.decide import Decision, SessionRules
+from stockade.proxy.inside_dns import Names
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Session:
     always: list[dict[str, str]] = field(default_factory=list)  # answered "always": the run writes them when it ends
     asked: int = 0  # questions put to the user (approvals.ASKED_MAX bounds them, so answering does not become a habit)
     open_flows: dict[int, Any] = field(default_factory=dict)  # allowed flows with a start record and no end yet (tracking.Tracked)
+    names: Names = field(default_factory=Names)  # the addresses the sandbox's resolver gave out (inside_dns.py)
 
     @property
     def stopped(self) -> str | None:

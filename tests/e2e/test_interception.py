@@ -1,0 +1,142 @@
+"""Every program through the filter (issue 36): clients that ignore HTTP_PROXY, and DNS answered inside.
+
+With the proxy variables unset, real clients (curl --noproxy '*', Node's fetch
+and https, Python's own socket with TLS) reach an allowed host through the
+transparent door (bwrap/interception.py, proxy/door.py), and the sandbox's
+resolver (proxy/inside_dns.py) answers its name. Each refusal is the proxied
+path's: recorded, with the summary's `stockade allow` line; a refused name is
+never asked of any resolver. All against the loopback origins of NetWorld,
+whose test resolver is the daemon's only way to a name.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import shutil
+import subprocess
+
+import pytest
+
+from tests.e2e.netfixtures import NetWorld, q, records, tagged
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(ctypes.util.find_library("nftables") is None, reason="libnftables is not installed (Debian: nftables)"),
+]
+
+UNSET = "unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy NO_PROXY no_proxy\nunset PYTHONPATH\n"
+
+RAW_TLS = r"""
+import socket, ssl, sys
+host, port, sni = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+context = ssl.create_default_context(cafile=sys.argv[4])
+context.check_hostname = False
+try:
+    with socket.create_connection((host, port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname=sni) as tls:
+            tls.sendall(f"GET /raw HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n".encode())
+            print("raw", tls.recv(200).split(b"\r\n")[0].decode())
+except Exception as error:
+    print("raw-error", type(error).__name__)
+"""
+
+DNS_QUERY = r"""
+import socket, struct, sys
+name, kind, transport = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+server = next(line.split()[1] for line in open("/etc/resolv.conf") if line.split()[:1] == ["nameserver"])
+question = b"".join(bytes([len(part)]) + part.encode() for part in name.split(".")) + b"\0" + struct.pack("!HH", kind, 1)
+message = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + question
+if transport == "tcp":
+    with socket.create_connection((server, 53), timeout=5) as s:
+        s.sendall(struct.pack("!H", len(message)) + message)
+        reply = s.recv(4096)[2:]
+else:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(5)
+        s.sendto(message, (server, 53))
+        reply = s.recv(4096)
+flags, answers = struct.unpack("!H", reply[2:4])[0], struct.unpack("!H", reply[6:8])[0]
+print(f"dns {name} {kind} {transport} rcode={flags & 0xF} answers={answers}")
+"""
+
+
+@pytest.fixture(scope="module")
+def world(net_world: NetWorld) -> NetWorld:
+    return net_world
+
+
+def _dns(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    return {" ".join(line.split()[1:4]): " ".join(line.split()[4:]) for line in result.stdout.splitlines() if line.startswith("dns ")}
+
+
+def test_clients_that_ignore_the_proxy_reach_an_allowed_host_through_the_filter(world: NetWorld) -> None:
+    https_mark, http_mark = world.origins["https"].mark(), world.origins["http"].mark()
+    node = shutil.which("node") is not None
+    script = UNSET + f"""
+curl --noproxy '*' -sS --cacert "$CA" "https://allowed.test:$SP/curl"; printf "\\ncurl=%s\\n" $?
+curl --noproxy '*' -sS "http://allowed.test:$HP/plain"; printf "\\nplain=%s\\n" $?
+getent hosts allowed.test | sed 's/^/getent /'
+"$PY" -c {q(RAW_TLS)} allowed.test "$SP" allowed.test "$CA"
+"""
+    if node:
+        script += """
+export NODE_EXTRA_CA_CERTS="$CA"
+node -e 'fetch("https://allowed.test:" + process.argv[1] + "/fetch").then(r => r.text()).then(t => console.log("fetch", t.trim()), e => console.log("fetch-error", e.cause && e.cause.code))' "$SP"
+node -e 'require("https").get("https://allowed.test:" + process.argv[1] + "/get", r => { let b = ""; r.on("data", d => b += d); r.on("end", () => console.log("get", b.trim())); }).on("error", e => console.log("get-error", e.code))' "$SP"
+"""
+    result = world.run(script, tag="through", timeout=120)
+    out = result.stdout
+    assert "hello from allowed-https /curl" in out and tagged(result, "curl") == ["0"], result
+    assert "hello from allowed-http /plain" in out and tagged(result, "plain") == ["0"], result
+    assert any(line.startswith("getent 198.18.") and "allowed.test" in line for line in out.splitlines()), out
+    assert "raw HTTP/1.1 200" in out, out
+    if node:
+        assert "fetch hello from allowed-https /fetch" in out and "get hello from allowed-https /get" in out, result
+    seen_https, _ = world.origins["https"].since(https_mark)
+    assert {"/curl", "/raw", *(["/fetch", "/get"] if node else [])} <= {s.path for s in seen_https}
+    assert [s.path for s in world.origins["http"].since(http_mark)[0]] == ["/plain"]
+    found = records(world.audit_path("through"))
+    assert any(r["scheme"] == "dns" and r["host"] == "allowed.test" and r["decision"] == "allow" for r in found), found
+    assert any(r["host"] == "allowed.test" and r["decision"] == "allow" and r["scheme"] in ("tls", "http") for r in found), found
+
+
+def test_refused_names_addresses_and_record_types_get_nothing_and_each_is_recorded(world: NetWorld) -> None:
+    denied_mark, tls_mark = world.origins["denied"].mark(), world.origins["denied_tls"].mark()
+    queries_before = world.queries.read_text()
+    script = UNSET + f"""
+curl --noproxy '*' -sS -m5 "http://denied.test:$DP/"; echo "denied_name=$?"
+curl --noproxy '*' -sS -m5 "http://198.51.100.1:80/"; echo "ip_literal=$?"
+curl --noproxy '*' -sS -m5 "http://198.18.200.200:80/"; echo "never_given=$?"
+"$PY" -c {q(RAW_TLS)} allowed.test "$SP" denied.test "$CA"
+"$PY" -c {q(DNS_QUERY)} allowed.test 16 udp
+"$PY" -c {q(DNS_QUERY)} allowed.test 28 udp
+"$PY" -c {q(DNS_QUERY)} tunnel.denied.test 16 udp
+"$PY" -c {q(DNS_QUERY)} allowed.test 1 tcp
+"$PY" -c {q(DNS_QUERY)} x.exfil.denied.test 1 tcp
+"""
+    result = world.run(script, tag="refused", timeout=120)
+    assert tagged(result, "denied_name") == ["6"], result  # curl: could not resolve host
+    assert tagged(result, "ip_literal") != ["0"] and tagged(result, "never_given") != ["0"], result
+    assert "raw HTTP" not in result.stdout, result  # an SNI other than the name connected to: cut
+    dns = _dns(result)
+    assert dns["allowed.test 16 udp"] == "rcode=0 answers=0" and dns["allowed.test 28 udp"] == "rcode=0 answers=0", dns
+    assert dns["tunnel.denied.test 16 udp"] == "rcode=3 answers=0", dns
+    assert dns["allowed.test 1 tcp"] == "rcode=0 answers=1" and dns["x.exfil.denied.test 1 tcp"] == "rcode=3 answers=0", dns
+    assert "stockade allow denied.test" in result.stderr and "stockade allow 198.51.100.1" in result.stderr, result.stderr
+    found = records(world.audit_path("refused"))
+    denied = {(r["scheme"], r["host"]) for r in found if r["decision"] == "deny"}
+    assert {("dns", "denied.test"), ("dns", "tunnel.denied.test"), ("dns", "x.exfil.denied.test")} <= denied, denied
+    assert any(host == "198.51.100.1" for _scheme, host in denied) and any(host == "198.18.200.200" for _s, host in denied), denied
+    # Nothing reached the refused origins, and no refused name was asked of any resolver.
+    assert world.origins["denied"].since(denied_mark) == ([], 0) and world.origins["denied_tls"].since(tls_mark) == ([], 0)
+    asked = world.queries.read_text()[len(queries_before) :]
+    assert "denied.test" not in asked and "exfil" not in asked, asked
+
+
+def test_a_program_that_never_uses_the_network_sees_the_same_sandbox(world: NetWorld) -> None:
+    """Control: interception changes nothing for a command's own loopback servers."""
+    script = UNSET + """
+"$PY" -c 'import socket; s = socket.create_server(("127.0.0.1", 0)); c = socket.create_connection(s.getsockname(), 3); a, _ = s.accept(); a.sendall(b"own"); print("loopback", c.recv(3).decode())'
+"""
+    result = world.run(script, tag="own", timeout=60)
+    assert "loopback own" in result.stdout and result.returncode == 0, result
