@@ -110,3 +110,7 @@ def test_a_dns_query_to_any_server_reaches_the_resolver_and_its_answer_comes_bac
 def test_without_the_library_interception_says_why_and_nothing_else_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(interception, "LIBRARY", "libstockade-no-nftables.so.1")
     assert "install nftables" in (interception.redirect() or "")
+
+
+def test_the_doctors_probe_says_interception_works_here() -> None:
+    assert interception.probe() is None

@@ -334,7 +334,10 @@ def test_check_proxy_daemon(monkeypatch: pytest.MonkeyPatch, home: Path) -> None
 
 
 def test_linux_checks_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    names = ["check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_cache_layers", "check_proxy_daemon"]
+    names = [
+        "check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_cache_layers", "check_interception",
+        "check_proxy_daemon",
+    ]  # fmt: skip
     for name in names:
         monkeypatch.setattr(probe, name, lambda name=name: Check(name, True, ""))
     assert [check.name for check in linux_checks()] == names
@@ -358,3 +361,13 @@ def test_the_folders_check_names_a_file_in_the_way(tmp_path: Path, monkeypatch: 
     (tmp_path / ".cache").write_text("oops")
     check = probe.check_folders()
     assert not check.ok and check.detail == f"{tmp_path / '.cache'} is a file, not a folder" and "mv " in check.fix
+
+
+def test_the_interception_check_warns_with_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stockade.bwrap import interception
+
+    monkeypatch.setattr(interception, "probe", lambda: None)
+    assert probe.check_interception().ok
+    monkeypatch.setattr(interception, "probe", lambda: "libnftables.so.1 could not be loaded (...): install nftables")
+    check = probe.check_interception()
+    assert not check.ok and not check.required and "HTTP_PROXY" in check.detail and "nftables" in check.fix

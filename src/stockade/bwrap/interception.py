@@ -117,3 +117,20 @@ def sockets() -> list[_socket.socket]:
             each.close()
         raise
     return made
+
+
+def probe() -> str | None:
+    """Whether a run's namespace can intercept (`stockade doctor`): None when it can, else why not.
+    Tried as a run's child does it, in a child of its own."""
+    from stockade.bwrap.netns import CLONE_NEWNET, enter_user_namespace, in_child
+
+    def attempt() -> str | None:
+        import os
+
+        enter_user_namespace(CLONE_NEWNET, os.getuid(), os.getgid())
+        why = redirect()
+        if why is None:
+            route_every_address_here()
+        return why
+
+    return in_child(attempt)

@@ -161,22 +161,14 @@ def _overlay(lower: str, upper: str, work: str, mount_point: str) -> str | None:
 def probe(store: str) -> str | None:
     """Whether a layer can be an overlay under `store` (`stockade doctor`): None when it can, else why
     not. Tried as a run does it, in a child of its own, on an empty cache of the probe's own."""
+    from stockade.bwrap.netns import in_child
+
     base = os.path.join(os.path.realpath(store), ".probe")
     layer = (os.path.join(base, "lower"), os.path.join(base, "upper"), os.path.join(base, "work"), os.path.join(base, "mount"))
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        try:
-            os.close(read)
-            os.makedirs(layer[0], mode=0o700, exist_ok=True)
-            refused = enter([layer], os.getuid(), os.getgid(), in_own_user_namespace=False)
-            os.write(write, "; ".join(why.split(": ", 1)[-1] for why in refused).encode())
-        except BaseException as error:  # noqa: BLE001 - anything at all is the answer
-            os.write(write, (str(error) or type(error).__name__).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as said:
-        answer = said.read().decode(errors="replace")
-    os.waitpid(pid, 0)
-    return answer or None
+
+    def attempt() -> str | None:
+        os.makedirs(layer[0], mode=0o700, exist_ok=True)
+        refused = enter([layer], os.getuid(), os.getgid(), in_own_user_namespace=False)
+        return "; ".join(why.split(": ", 1)[-1] for why in refused) or None
+
+    return in_child(attempt)

@@ -180,3 +180,23 @@ def receive_listeners(channel: _socket.socket, count: int, extra: int = 0) -> tu
             os.close(fd)
         raise OSError("the sandbox's network namespace did not hand over its listeners")
     return [_socket.socket(fileno=fd) for fd in fds], message == b"T"
+
+
+def in_child(attempt: Callable[[], str | None]) -> str | None:
+    """What `attempt` returns (or raises) in a forked child: a probe of what a run's child does
+    (`stockade doctor`), whose namespaces and mounts go with the child."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.close(read)
+            os.write(write, (attempt() or "").encode())
+        except BaseException as error:  # noqa: BLE001 - anything at all is the answer
+            os.write(write, (str(error) or type(error).__name__).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        answer = said.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return answer or None

@@ -203,5 +203,27 @@ def check_cache_layers() -> Check:
     )
 
 
+def check_interception() -> Check:
+    """Whether programs that ignore the proxy variables reach the filter (bwrap/interception.py)."""
+    from stockade.bwrap.interception import probe
+
+    try:
+        why = probe()
+    except OSError as error:
+        why = error.strerror or str(error)
+    if why is None:
+        return Check("interception", True, "every TCP connection and DNS query of a networked run reaches the filter", required=False)
+    return Check(
+        "interception",
+        False,
+        f"not available ({why}): only programs that read HTTP_PROXY/HTTPS_PROXY have a network inside",
+        "install nftables (sudo apt-get install nftables); the kernel needs nf_tables with NAT (CONFIG_NFT_REDIR)",
+        required=False,
+    )
+
+
 def linux_checks() -> list[Check]:
-    return [check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_folders(), check_cache_layers(), check_proxy_daemon()]
+    return [
+        check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_folders(), check_cache_layers(), check_interception(),
+        check_proxy_daemon(),
+    ]  # fmt: skip
