@@ -54,6 +54,7 @@ BWRAP = "bare bwrap"
 OFF = "stockade, network off"
 TRACED = "stockade, network off, --trace"
 WARM = "stockade, allowlist, warm daemon"
+TRANSPARENT = "stockade, allowlist, a client ignoring the proxy"  # through interception (bwrap/interception.py)
 COLD = "stockade, allowlist, cold daemon"
 INSPECTED = "stockade, inspected host (HTTP rules)"
 CREDENTIAL = "stockade, credential swapped in"
@@ -368,7 +369,7 @@ def first_request(bench: Bench) -> list[Section]:
     curl = lambda tool, project: [  # noqa: E731
         "curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{time_total}\n", f"http://{tool.host}:{port}/small",
     ]  # fmt: skip
-    contenders = bench.contenders("first", [BARE, WARM, COLD, SRT_NET], curl)
+    contenders = bench.contenders("first", [BARE, WARM, TRANSPARENT, COLD, SRT_NET], curl)
     walls: dict[str, list[float]] = {}
     seen: dict[str, int] = {}
 
@@ -453,7 +454,7 @@ def download(bench: Bench) -> list[Section]:
             "curl", "-sS", "--noproxy", "" if tool.proxied else "*", "-o", "/dev/null", "-w", "%{speed_download}\n",
             *([] if tool.inspected else ["--cacert", str(bench.origins.cert)]), f"{scheme}://{tool.host}:{port}/big",
         ]  # fmt: skip
-        names = [BARE, WARM, *([INSPECTED, CREDENTIAL] if scheme == "https" else []), SRT_NET]
+        names = [BARE, WARM, TRANSPARENT, *([INSPECTED, CREDENTIAL] if scheme == "https" else []), SRT_NET]
         contenders = bench.contenders(f"download {scheme}", names, curl)
         speeds = rounds(contenders, plan.download_runs, lambda c: [float(run_checked(c.argv, cwd=c.cwd, env=c.env).split()[-1]) / 1e6], warmup=0)
         how = "plain HTTP: the proxy handles the body" if scheme == "http" else "HTTPS: a CONNECT tunnel"
@@ -474,7 +475,7 @@ def keepalive(bench: Bench) -> list[Section]:
         port = str(bench.origins.port(scheme))
         request = lambda tool, project, scheme=scheme, port=port: [HOST_PYTHON, str(script), scheme, tool.host, port, str(plan.request_count),  # noqa: E731
                                          "" if tool.inspected else str(bench.origins.cert), "proxy" if tool.proxied else "direct"]  # fmt: skip
-        names = [BARE, WARM, *([INSPECTED, CREDENTIAL] if scheme == "https" else []), SRT_NET]
+        names = [BARE, WARM, TRANSPARENT, *([INSPECTED, CREDENTIAL] if scheme == "https" else []), SRT_NET]
         contenders = bench.contenders(f"keepalive {scheme}", names, request)
         latencies = rounds(contenders, plan.request_runs, lambda c: list(json.loads(run_checked(c.argv, cwd=c.cwd, env=c.env))))
         note = (f"{plan.request_count} small GETs on one kept-alive connection ({scheme.upper()}), direct or through the "
@@ -499,6 +500,7 @@ def make_tools(stockade: Stockade, srt: Srt | None) -> dict[str, Tool]:
         Tool(OFF, stockade.off),
         *([Tool(TRACED, stockade.traced)] if shutil.which("strace") else []),  # --trace runs strace, when installed
         Tool(WARM, stockade.net, host=NAME, proxied=True),
+        Tool(TRANSPARENT, stockade.net, host=NAME, proxied=False),
         Tool(COLD, stockade.net, host=NAME, proxied=True, before=stockade.stop_daemon, after=stockade.await_daemon),
         Tool(INSPECTED, stockade.inspected, host=NAME, proxied=True, inspected=True),
         Tool(CREDENTIAL, stockade.credential, host=NAME, proxied=True, inspected=True, credential=True),
