@@ -138,9 +138,11 @@ def test_no_network_line_for_off_and_for_around_the_proxy() -> None:
     off = execute._no_network_line(launch(origin="builtin:default", session_rules=None))
     assert "network, which is off" in off and 'extends = ["default"]' in off
     around = execute._no_network_line(launch(origin="/p/.stockade.toml", session_rules={}))
-    assert "around the proxy" in around and around.endswith("/p/.stockade.toml allows")
+    assert "around the proxy" in around and around.endswith("/p/.stockade.toml allows (stockade doctor: interception)")
     ssh = execute._no_network_line(launch(origin="/p/.stockade.toml", session_rules={}, command=["sh", "-c", "git push origin main"]))
-    assert ssh.endswith('only to an allow entry that names its port, such as "host:22"')
+    assert 'only to an allow entry that names its port, such as "host:22"' in ssh
+    ipv6 = execute._no_network_line(launch(origin="/p/.stockade.toml", session_rules={}), intercepted=True)
+    assert "IPv6" in ipv6 and "around the proxy" not in ipv6
 
 
 @pytest.fixture

@@ -695,7 +695,7 @@ def _execute(
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
         _summary(
             launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble, agent_session,
-            refused_locally,
+            refused_locally, bridge is not None and bridge.intercepted,
         )  # fmt: skip
     if tracer is not None:
         _trace_report(launch, traced, tracer.dropped, findings)
@@ -766,7 +766,7 @@ def _where_to_add(launch: Launch) -> str:
     return f'a .stockade.toml with extends = ["{launch.origin.removeprefix("builtin:")}"] (then `stockade trust`)'
 
 
-def _no_network_line(launch: Launch) -> str:
+def _no_network_line(launch: Launch, intercepted: bool = False) -> str:
     """Why "Could not resolve host" or "Network is unreachable" (netcount.py)."""
     where = _where_to_add(launch)
     if launch.session_rules is None:
@@ -786,9 +786,14 @@ def _no_network_line(launch: Launch) -> str:
     ssh = ""
     if re.search(r"\b(ssh|scp|sftp|rsync|git)\b", " ".join(launch.command)):
         ssh = '; ssh (and git over SSH) goes through the proxy only to an allow entry that names its port, such as "host:22"'
+    if intercepted:  # every IPv4 connection reaches the filter (bwrap/interception.py): what found no route was IPv6
+        return (
+            f"the command tried to reach an IPv6 address, which the sandbox has no route for; the hosts {launch.origin} allows "
+            f"are reached over IPv4 (by name, or through HTTP_PROXY/HTTPS_PROXY){ssh}"
+        )
     return (
         "the command tried to connect around the proxy, which the sandbox has no route for; only clients that use "
-        f"HTTP_PROXY/HTTPS_PROXY reach the hosts {launch.origin} allows{ssh}"
+        f"HTTP_PROXY/HTTPS_PROXY reach the hosts {launch.origin} allows{ssh} (stockade doctor: interception)"
     )
 
 
@@ -804,13 +809,14 @@ def _summary(
     trouble: list[str] | None = None,
     agent_session: str | None = None,
     refused_locally: int = 0,
+    intercepted: bool = False,
 ) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was. The plan's
     notes are said once per agent session (core/notices.py)."""
     origin = launch.origin
     lines: list[str] = []
     if unreachable:
-        lines.append(_no_network_line(launch))
+        lines.append(_no_network_line(launch, intercepted))
     if refused_locally:
         lines.append(
             f"{refused_locally} connection(s) to a loopback port inside were refused: the sandbox's 127.0.0.1 and localhost are "

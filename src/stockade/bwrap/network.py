@@ -40,7 +40,7 @@ class Bridge:
 
     __slots__ = (
         "session_id", "rules", "runtime", "state", "command", "cwd", "channel", "child_channel_fd", "handover", "denials", "trouble", "refused",
-        "credentials", "file_secrets", "approve", "always",
+        "credentials", "file_secrets", "approve", "always", "intercepted",
     )  # fmt: skip
 
     def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
@@ -60,6 +60,7 @@ class Bridge:
         self.file_secrets: list[Resolved] = []  # the secrets of the user's tool configuration (profiles/toolconfig.py)
         self.approve = 0  # seconds a refused request waits for the user's answer (proxy/approvals.py)
         self.always: list[dict[str, object]] = []  # hosts answered "always": written into the policy after the run
+        self.intercepted = False  # the namespace sends every connection and DNS query to the filter (bwrap/interception.py)
 
     def open(self) -> None:
         """Before bwrap starts: a connection to the daemon (a starting one will do), and the child's channel."""
@@ -90,6 +91,7 @@ class Bridge:
             self.channel.close()
         if intercepted:  # the last three: the transparent listener and DNS's two (bwrap/interception.py)
             self.handover.spec["intercept"] = True
+            self.intercepted = True
         self.handover.send(listeners)
 
     def close(self) -> None:
