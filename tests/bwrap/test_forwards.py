@@ -30,3 +30,9 @@ def test_the_listeners_stop_at_what_the_daemon_takes() -> None:
 
     found = loopback_forwards([f"localhost:{port}" for port in range(1000, 1100)], 3128)
     assert sum(len(addresses) for _entry, _port, addresses in found) == MAX_LISTENERS == MAX_FORWARDS
+
+
+def test_interceptions_ports_are_never_forwarded() -> None:
+    """The sandbox's 127.0.0.1:3129 and :53 are interception's (bwrap/interception.py): a forward there would take them."""
+    found = loopback_forwards(["127.0.0.1:3129", "localhost:53", "127.0.0.1:5432"], 3128, (3129, 53))
+    assert found == [["127.0.0.1:5432", 5432, ["127.0.0.1"]]]

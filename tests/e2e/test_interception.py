@@ -140,3 +140,28 @@ def test_a_program_that_never_uses_the_network_sees_the_same_sandbox(world: NetW
 """
     result = world.run(script, tag="own", timeout=60)
     assert "loopback own" in result.stdout and result.returncode == 0, result
+
+
+def test_bytes_sent_behind_a_refused_connection_are_never_served(world: NetWorld) -> None:
+    """Hostile review: a direct connection to a refused address that sends a CONNECT to an allowed
+    host (and a request) at once; nothing of it may reach the allowed origin."""
+    http_mark = world.origins["http"].mark()
+    script = UNSET + """
+"$PY" - "$HP" <<'PY'
+import socket, sys
+s = socket.create_connection(("10.9.9.9", 80), 5)
+s.sendall(f"CONNECT allowed.test:{sys.argv[1]} HTTP/1.1\\r\\n\\r\\nGET /smuggled HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n".encode())
+s.settimeout(3)
+try:
+    print("got", s.recv(100))
+except OSError as error:
+    print("got", type(error).__name__)
+PY
+curl --noproxy '*' -sS "http://xn--bcher-kva.wild.test:$WP/idn"; printf "\\nidn=%s\\n" $?
+"""
+    result = world.run(script, tag="smuggle", timeout=60)
+    assert "got b''" in result.stdout or "got ConnectionResetError" in result.stdout, result
+    assert "/smuggled" not in [s.path for s in world.origins["http"].since(http_mark)[0]]
+    found = records(world.audit_path("smuggle"))
+    assert any(r["host"] == "10.9.9.9" and r["decision"] == "deny" for r in found), found
+    assert any(r["host"] == "xn--bcher-kva.wild.test" and r["scheme"] != "dns" for r in found), found  # judged, by its ASCII name

@@ -121,3 +121,23 @@ async def test_a_door_closed_twice_is_closed_once() -> None:
     the_door.close()
     the_door.close()
     assert listener.fileno() == -1
+
+
+async def test_what_a_forwarded_client_sends_waits_for_the_connects_answer_and_a_refusal_drops_it() -> None:
+    """The door feeds mitmproxy `CONNECT target` first; the client's own bytes reach mitmproxy only after
+    a 200, so nothing sent ahead of a refusal (a smuggled CONNECT, a request) is ever read as a request."""
+    for allowed in (True, False):
+        server, client = socket.socketpair()
+        client.sendall(b"CONNECT allowed.test:80 HTTP/1.1\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n")
+        reader, writer = await door._tunnelled(server, "203.0.113.9:80")
+        await asyncio.sleep(0.05)  # the loop has read what the client sent, if anything would
+        first = await reader.readuntil(b"\r\n\r\n")
+        assert first.startswith(b"CONNECT 203.0.113.9:80 HTTP/1.1") and reader._buffer == b""  # type: ignore[attr-defined]
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n" if allowed else b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")
+        if allowed:
+            assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1)).startswith(b"CONNECT allowed.test:80")
+        else:
+            await asyncio.sleep(0.05)
+            assert reader._buffer == b"" and await closed_by_peer(client)  # type: ignore[attr-defined]
+        client.close()
+        writer.close()

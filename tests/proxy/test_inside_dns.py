@@ -99,3 +99,51 @@ def test_names_run_out_at_their_bound_and_never_leave_the_block(monkeypatch: pyt
     assert given[3] is None and all(g is not None and is_fake(g) for g in given[:3])
     assert len(set(given[:3])) == 3 and not is_fake("198.20.0.1") and not is_fake("not an address")
     assert FAKE_NETWORK.num_addresses > inside_dns.MAX_NAMES
+
+
+def test_an_idn_name_is_kept_as_the_proxy_spells_it(make_spec: Callable[..., SessionSpec]) -> None:
+    _token, made = Registry().register(make_spec(allow=("*.wild.test",)))
+    answered = dns.Message.unpack(resolver(made).answer(query("xn--bcher-kva.wild.test")) or b"")
+    address = str(answered.answers[0].ipv4_address)
+    assert made.names.name(address) == "xn--bcher-kva.wild.test"  # ASCII: the door's CONNECT line can carry it
+
+
+def test_a_malformed_query_with_a_header_gets_a_format_error_and_a_name_that_is_an_address_no_hint(session: Session) -> None:
+    broken = query("allowed.test")[:12] + b"\xc0\x0c\x00\x01"  # a name that points at itself
+    reply = resolver(session).answer(broken) or b""
+    assert reply[:2] == broken[:2] and reply[2] & 0x80 and reply[3] & 0x0F == inside_dns.FORMERR
+    resolver(session).answer(query("127.0.0.1"))
+    assert session.denial_summary() == []
+
+
+def test_a_reply_too_long_for_a_datagram_says_so(session: Session) -> None:
+    long = bytes(range(256)) * 3
+    cut = inside_dns._fits_a_datagram(long)
+    assert len(cut) == 12 and cut[2] & 0x02
+    assert inside_dns._fits_a_datagram(b"short" * 10) == b"short" * 10
+
+
+def test_queries_past_the_sessions_share_are_dropped_and_counted(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inside_dns, "QUERY_BURST", 2)
+    datagrams = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    datagrams.bind(("127.0.0.1", 0))
+    datagrams.setblocking(False)
+    the_resolver = Resolver(session, datagrams, socket.socket())
+    the_resolver.pace = inside_dns.Pace(1.0, 2)
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for _ in range(5):
+        client.sendto(query("allowed.test"), datagrams.getsockname())
+    the_resolver._datagram()
+    client.settimeout(1)
+    answered = 0
+    try:
+        while client.recv(512):
+            answered += 1
+            client.settimeout(0.2)
+    except TimeoutError:
+        pass
+    assert answered == 2 and the_resolver.tally.dropped == 3
+    the_resolver.close()
+    last = json.loads(Path(session.spec.audit_path).read_text().splitlines()[-1])
+    assert "3 queries dropped" in last["rule"]
+    client.close()

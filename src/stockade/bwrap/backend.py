@@ -389,11 +389,12 @@ def walls_of(view: View) -> dict[str, object]:
 def _session_rules(plan: BwrapPlan) -> dict[str, object]:
     """The daemon's rules for the run, and the host loopback ports its namespace forwards (forwards.py)."""
     from stockade.bwrap.forwards import loopback_forwards
+    from stockade.bwrap.interception import DNS_PORT, TRANSPARENT_PORT
     from stockade.bwrap.netns import PROXY_PORT
     from stockade.proxy.client import session_rules
 
     rules = session_rules(plan.policy, plan.locations)
-    rules["forwards"] = loopback_forwards(plan.policy.network.allow, PROXY_PORT)
+    rules["forwards"] = loopback_forwards(plan.policy.network.allow, PROXY_PORT, (TRANSPARENT_PORT, DNS_PORT))
     return rules
 
 

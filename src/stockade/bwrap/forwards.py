@@ -19,11 +19,12 @@ from collections.abc import Iterable
 MAX_LISTENERS = 64  # the daemon takes as many (proxy/control.py MAX_FORWARDS)
 
 
-def loopback_forwards(allow: Iterable[str], proxy_port: int) -> list[list[object]]:
+def loopback_forwards(allow: Iterable[str], proxy_port: int, taken_ports: Iterable[int] = ()) -> list[list[object]]:
     """[the entry as the daemon is asked for it, the port, [addresses to listen at inside]]: one per
     allowed loopback entry that names a port (profiles/openings.py says what the others do).
     `localhost` is both 127.0.0.1 and ::1 (Node asks ::1 first); the proxy's own port inside
-    cannot be one."""
+    cannot be one, nor interception's (`taken_ports`: its door and the sandbox's resolver)."""
+    reserved = {proxy_port, *taken_ports}
     from stockade.profiles.domains import parse_rule
 
     forwards: list[list[object]] = []
@@ -39,7 +40,7 @@ def loopback_forwards(allow: Iterable[str], proxy_port: int) -> list[list[object
             addresses = [str(rule.network.network_address)]
         else:
             continue
-        if rule.port is None or rule.port == proxy_port:
+        if rule.port is None or rule.port in reserved:
             continue
         fresh = [address for address in addresses if (address, rule.port) not in taken][: MAX_LISTENERS - len(taken)]
         taken.update((address, rule.port) for address in fresh)

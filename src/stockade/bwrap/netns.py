@@ -147,13 +147,19 @@ def _intercepting() -> list[_socket.socket]:
     (the run goes on with proxy-aware clients only, as before)."""
     from stockade.bwrap import interception
 
+    try:
+        made = interception.sockets()  # first: a port taken inside leaves the namespace as it was
+    except OSError:
+        return []
     if interception.redirect() is not None:
+        for each in made:
+            each.close()
         return []
     try:
         interception.route_every_address_here()
-        return interception.sockets()
-    except OSError:
-        return []
+    except OSError:  # the rule sends connections to the door; without the route they find none, as before
+        pass
+    return made
 
 
 def _listen(address: str, port: int, backlog: int) -> _socket.socket:

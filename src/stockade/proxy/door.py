@@ -43,6 +43,7 @@ FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that
 NOT_HTTP = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\nstockade: only HTTP proxy requests reach the network proxy"
 _REGULAR = mode_specs.ProxyMode.parse("regular")
 SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h: where a redirected connection was going
+HELD_LIMIT = 65536  # a forwarded connection's bytes held until its CONNECT is answered, before reading pauses
 
 Bind = Callable[[connection.Client, Session, bool], None]
 
@@ -201,13 +202,55 @@ class Door:
             await handler.handle_client()
 
 
+class _HeldUntilAnswered(asyncio.StreamReaderProtocol):
+    """A forwarded or transparent connection's protocol: what the client sends is held back until
+    mitmproxy has answered the CONNECT the door fed it, so the only request it can read first is
+    that CONNECT. Refused, the held bytes are dropped and the connection aborted: nothing the
+    client sent after a refusal is ever read as a request of its own."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        super().__init__(reader, loop=asyncio.get_running_loop())
+        self.held = bytearray()
+        self.answered = False
+        self.refused = False
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        super().connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return
+        if self.answered:
+            super().data_received(data)
+            return
+        self.held += data
+        if len(self.held) >= HELD_LIMIT and isinstance(self._transport, asyncio.ReadTransport):
+            self._transport.pause_reading()  # the kernel's buffer holds the rest, at no cost to the daemon
+
+    def release(self) -> None:
+        """The CONNECT was allowed: the held bytes go to mitmproxy, and reading goes on."""
+        self.answered = True
+        held, self.held = bytes(self.held), bytearray()
+        if held:
+            super().data_received(held)
+        if isinstance(self._transport, asyncio.ReadTransport) and not self._transport.is_reading():
+            self._transport.resume_reading()
+
+    def refuse(self) -> None:
+        self.refused = True
+        self.held.clear()
+
+
 class _ConnectAnswer(asyncio.StreamWriter):
     """A forwarded connection's writer: mitmproxy's answer to the CONNECT it was fed is taken out;
-    after a 200 the rest is the origin's, anything else (a refusal) closes the connection."""
+    after a 200 the rest is the origin's, anything else (a refusal) aborts the connection."""
 
-    def __init__(self, transport: asyncio.WriteTransport, protocol: asyncio.StreamReaderProtocol, reader: asyncio.StreamReader) -> None:
+    def __init__(self, transport: asyncio.WriteTransport, protocol: _HeldUntilAnswered, reader: asyncio.StreamReader) -> None:
         # built on the transport itself: a second StreamWriter over it would close it when collected
         super().__init__(transport, protocol, reader, asyncio.get_running_loop())
+        self._held = protocol
         self._head = b""
         self._answered = False
 
@@ -219,24 +262,27 @@ class _ConnectAnswer(asyncio.StreamWriter):
         end = self._head.find(b"\r\n\r\n")
         if end < 0:
             if len(self._head) > 65536:
+                self._held.refuse()
                 self.transport.abort()
             return
         head, rest = self._head[:end], self._head[end + 4 :]
         self._answered = True
         if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
-            self.transport.close()  # refused: the daemon's record says why, the client sees the connection end
+            self._held.refuse()  # the daemon's record says why; the client sees the connection end
+            self.transport.abort()
             return
         if rest:
             super().write(rest)
+        self._held.release()
 
 
 async def _tunnelled(conn: socket.socket, target: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Streams for a forwarded connection that read as `CONNECT target` followed by what the
-    client sends; the answer to the CONNECT never reaches the client (_ConnectAnswer)."""
+    client sends once it was allowed; the answer to the CONNECT never reaches the client (_ConnectAnswer)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=2**16, loop=loop)
     reader.feed_data(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode("ascii"))  # before any byte of the client's
-    protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+    protocol = _HeldUntilAnswered(reader)
     transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn)
     return reader, _ConnectAnswer(transport, protocol, reader)
 

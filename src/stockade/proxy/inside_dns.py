@@ -26,12 +26,14 @@ import contextlib
 import ipaddress
 import logging
 import socket
+import time
 from dataclasses import dataclass, field
 
 from mitmproxy import dns
 
 from stockade.proxy.accepting import accept
 from stockade.proxy.audit import AuditError, AuditRecord, now_iso
+from stockade.proxy.budget import Pace
 from stockade.proxy.decide import NO_ALLOW_RULE, Decision, SessionRules, decide
 
 TYPE_CHECKING = False
@@ -49,6 +51,7 @@ NXDOMAIN, FORMERR, SERVFAIL = 3, 1, 2
 MAX_MESSAGE = 4096
 STREAM_TIMEOUT = 10.0
 MAX_STREAMS = 32  # DNS-over-TCP connections one session may hold at once
+QUERY_RATE, QUERY_BURST = 200.0, 1000  # queries a second one session's resolver answers, past a burst (the rest are dropped)
 
 
 class Names:
@@ -84,7 +87,39 @@ class Tally:
 
     counts: dict[tuple[str, str, str], int] = field(default_factory=dict)
     first: dict[tuple[str, str, str], AuditRecord] = field(default_factory=dict)
-    unrecorded: int = 0
+    unrecorded: dict[str, int] = field(default_factory=dict)  # by decision, past MAX_RECORDED distinct ones
+    dropped: int = 0  # over QUERY_RATE
+
+
+def _ascii(name: str) -> str | None:
+    """The name as the proxy spells it (IDNA labels as xn--, lower case, no final dot); None when it has no such spelling."""
+    try:
+        return name.rstrip(".").encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return None
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _format_error(query: bytes) -> bytes | None:
+    """FORMERR for a message whose header can be read and is a query; None for anything else."""
+    if len(query) < 12 or query[2] & 0x80:
+        return None
+    opcode = query[2] & 0x78
+    return query[:2] + bytes([0x80 | opcode, FORMERR]) + b"\0" * 8
+
+
+def _fits_a_datagram(reply: bytes) -> bytes:
+    """A reply over 512 bytes goes as its header with TC set and nothing else: the client asks again over TCP."""
+    if len(reply) <= 512:
+        return reply
+    return reply[:2] + bytes([reply[2] | 0x02, reply[3]]) + b"\0" * 8
 
 
 def judge(rules: SessionRules, name: str, may_ask: bool) -> Decision:
@@ -106,6 +141,7 @@ class Resolver:
         self.datagrams = datagrams
         self.stream = stream
         self.tally = Tally()
+        self.pace = Pace(QUERY_RATE, QUERY_BURST)  # one session's queries, over UDP and TCP alike
         self._accepting: asyncio.Task[None] | None = None
         self._streams: set[asyncio.Task[None]] = set()
 
@@ -135,20 +171,23 @@ class Resolver:
         """The reply to one DNS message; None for what is not a query at all."""
         try:
             message = dns.Message.unpack(query)
-        except Exception:  # noqa: BLE001 - any malformed message: no reply, as a server would drop it
-            return None
+        except Exception:  # noqa: BLE001 - any malformed message: a format error, when it has a header to answer
+            return _format_error(query)
         if not message.query:
             return None
         if len(message.questions) != 1:
             return message.fail(FORMERR).packed
         question = message.questions[0]
-        name = question.name.rstrip(".").lower()
+        name = _ascii(question.name)
+        if name is None:
+            return message.fail(FORMERR).packed
         kind = dns.types.to_str(question.type)
         spec = self.session.spec
         decision = judge(self.session.rules, name, bool(spec.approve))
         if not decision.allowed:
             self._record(name, kind, "deny", decision.rule, decision.hint)
-            self.session.note_denial(decision.host or name, 53, decision)
+            if not _is_address(name):  # a program asking for "127.0.0.1" by name wants no `stockade allow` line
+                self.session.note_denial(decision.host or name, 53, decision)
             return message.fail(NXDOMAIN).packed
         if question.type != TYPE_A:
             self._record(name, kind, "allow", f"no {kind} answer: the sandbox's resolver gives IPv4 addresses only")
@@ -164,14 +203,16 @@ class Resolver:
         for _ in range(64):  # a burst at a time: the loop serves the others between
             try:
                 query, sender = self.datagrams.recvfrom(MAX_MESSAGE)
-            except (BlockingIOError, InterruptedError):
+            except OSError:  # nothing more to read (or the socket closed under us)
                 return
-            except OSError:
-                return
+            if self.pace.delay(time.monotonic()) > 0:  # past its share: dropped, as a busy server would
+                self.pace.due -= self.pace.interval
+                self.tally.dropped += 1
+                continue
             reply = self._safe_answer(query)
             if reply is not None:
                 with contextlib.suppress(OSError):
-                    self.datagrams.sendto(reply[:512] if len(reply) > 512 else reply, sender)
+                    self.datagrams.sendto(_fits_a_datagram(reply), sender)
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -198,6 +239,9 @@ class Resolver:
                 async with asyncio.timeout(STREAM_TIMEOUT):
                     size = int.from_bytes(await reader.readexactly(2), "big")
                     query = await reader.readexactly(size)
+                wait = self.pace.delay(time.monotonic())
+                if wait > 0:  # a stream waits for its turn: it holds one connection, not a flood
+                    await asyncio.sleep(wait)
                 reply = self._safe_answer(query)
                 if reply is None:
                     return
@@ -222,7 +266,7 @@ class Resolver:
             tally.counts[key] += 1
             return
         if len(tally.counts) >= MAX_RECORDED:
-            tally.unrecorded += 1
+            tally.unrecorded[decision] = tally.unrecorded.get(decision, 0) + 1
             return
         tally.counts[key] = 0
         spec = self.session.spec
@@ -242,11 +286,17 @@ class Resolver:
                     session=first.session, command=first.command, scheme="dns", host=first.host, port=53, decision=first.decision,
                     rule=first.rule, time=first.time, hint=first.hint, repeats=more, last_time=ended,
                 ))  # fmt: skip
-        if self.tally.unrecorded:
-            spec = self.session.spec
+        spec = self.session.spec
+        for decision, count in sorted(self.tally.unrecorded.items()):
+            answered = "answered" if decision == "allow" else "refused"
+            self._write(AuditRecord(
+                session=spec.session_id, command=spec.command, scheme="dns", host="*", port=53, decision=decision,
+                rule=f"{count} more queries {answered}, past the first {MAX_RECORDED} distinct ones (not recorded one by one)",
+            ))  # fmt: skip
+        if self.tally.dropped:
             self._write(AuditRecord(
                 session=spec.session_id, command=spec.command, scheme="dns", host="*", port=53, decision="deny",
-                rule=f"{self.tally.unrecorded} more queries of names past the first {MAX_RECORDED} (not recorded one by one)",
+                rule=f"{self.tally.dropped} queries dropped: more than {QUERY_RATE:g} a second past a burst of {QUERY_BURST}",
             ))  # fmt: skip
 
     def _write(self, record: AuditRecord) -> None:
