@@ -114,3 +114,28 @@ def test_without_the_library_interception_says_why_and_nothing_else_changes(monk
 
 def test_the_doctors_probe_says_interception_works_here() -> None:
     assert interception.probe() is None
+
+
+def test_a_port_taken_inside_leaves_the_namespace_as_it_was() -> None:
+    """Hostile review: with 127.0.0.1:3129 taken first, the rule used to be loaded anyway and sent every
+    connection to whatever held the port; now nothing is set up and a direct connection finds no route."""
+
+    def probe() -> object:
+        taken = socket.create_server(("127.0.0.1", interception.TRANSPARENT_PORT))
+        made = interception.prepare()
+        try:
+            socket.create_connection(("198.18.0.9", 443), timeout=2)
+            outcome = "connected"
+        except OSError as error:
+            outcome = type(error).__name__
+        taken.close()
+        return [len(made), outcome]
+
+    assert in_namespace(probe) == [0, "OSError"]  # ENETUNREACH: no route, no rule
+
+
+def test_prepare_sets_everything_up_and_hands_over_three_sockets() -> None:
+    def probe() -> object:
+        return [each.type for each in interception.prepare()]
+
+    assert in_namespace(probe) == [socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_STREAM]

@@ -168,8 +168,7 @@ def test_an_intercepting_child_sends_three_sockets_more_and_says_so(pair: tuple[
     monkeypatch.setattr(netns, "_loopback_up", lambda: None)
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
     extra = [socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket()]
-    monkeypatch.setattr(netns, "_intercepting", lambda: extra)
-    netns.enter_private_network(sender.fileno(), 1000, 1001, [], intercept=True)
+    netns.enter_private_network(sender.fileno(), 1000, 1001, [], intercept=lambda: extra)
     received, intercepted = netns.receive_listeners(receiver, 1, extra=3)
     try:
         assert intercepted and [each.type for each in received[1:]] == [socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_STREAM]

@@ -152,8 +152,8 @@ def _environment(request: RunRequest, view: View, terminates: bool) -> dict[str,
 
         env.update(proxy_environment())
         if terminates:
+            from stockade.core.proxy_env import ca_environment
             from stockade.proxy.cabundle import SANDBOX_PATH
-            from stockade.proxy.environment import ca_environment
 
             env.update(ca_environment(SANDBOX_PATH))
     return env

@@ -154,7 +154,7 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[st
     if layers:
         from stockade.bwrap import layers as _layers  # noqa: F401 - imported once here, not in each forked child
     if bridge is not None:
-        from stockade.bwrap import interception as _interception  # noqa: F401 - likewise
+        from stockade.bwrap.interception import prepare  # imported here, not in each forked child
 
     def child() -> None:
         if joins is not None:
@@ -162,7 +162,7 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[st
         if bridge is not None:
             from stockade.bwrap.netns import enter_private_network
 
-            enter_private_network(bridge.child_channel_fd, uid, gid, forwards, intercept=True)
+            enter_private_network(bridge.child_channel_fd, uid, gid, forwards, intercept=prepare)
         if layers:
             from stockade.bwrap.layers import enter
 

@@ -119,6 +119,25 @@ def sockets() -> list[_socket.socket]:
     return made
 
 
+def prepare() -> list[_socket.socket]:
+    """In the child, once its namespace is up: interception's sockets once its rule and route are in
+    place; none where either was refused (the run goes on with proxy-aware clients only, as before).
+    The sockets come first, so that a port taken inside leaves the namespace as it was."""
+    try:
+        made = sockets()
+    except OSError:
+        return []
+    if redirect() is not None:
+        for each in made:
+            each.close()
+        return []
+    try:
+        route_every_address_here()
+    except OSError:  # the rule sends connections to the door; without the route they find none, as before
+        pass
+    return made
+
+
 def probe() -> str | None:
     """Whether a run's namespace can intercept (`stockade doctor`): None when it can, else why not.
     Tried as a run's child does it, in a child of its own."""

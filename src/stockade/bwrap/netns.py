@@ -121,18 +121,20 @@ def enter_user_namespace(flags: int, uid: int, gid: int) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
 
 
-def enter_private_network(channel_fd: int, uid: int, gid: int, forwards: Sequence[tuple[str, int]] = (), intercept: bool = False) -> None:
+def enter_private_network(
+    channel_fd: int, uid: int, gid: int, forwards: Sequence[tuple[str, int]] = (), intercept: Callable[[], list[_socket.socket]] | None = None
+) -> None:
     """Runs in the child before exec: new namespaces, loopback up, listeners sent to the parent:
-    the proxy's, then one at each (address, port) of `forwards` (bwrap/forwards.py), then, with
-    `intercept` and where the namespace's nftables took the rule, interception's three
-    (bwrap/interception.py): the message says which ("T" with them, "L" without).
+    the proxy's, then one at each (address, port) of `forwards` (bwrap/forwards.py), then what
+    `intercept` made (bwrap/interception.py `prepare`): the message says whether it made any
+    ("T" with them, "L" without).
 
     Any failure but interception's raises; the supervisor reports it to the parent as the spawn error.
     """
     enter_user_namespace(CLONE_NEWNET, uid, gid)
     _loopback_up()
     listeners = [_listen("127.0.0.1", PROXY_PORT, 512), *(_listen(address, port, 128) for address, port in forwards)]
-    extra = _intercepting() if intercept else []
+    extra = intercept() if intercept is not None else []
     channel = _socket.socket(fileno=channel_fd)
     sent = [*listeners, *extra]
     fds = struct.pack(f"{len(sent)}i", *(each.fileno() for each in sent))
@@ -140,26 +142,6 @@ def enter_private_network(channel_fd: int, uid: int, gid: int, forwards: Sequenc
     channel.detach()
     for each in sent:
         each.close()
-
-
-def _intercepting() -> list[_socket.socket]:
-    """Interception's sockets once its rule and route are in place; none where either was refused
-    (the run goes on with proxy-aware clients only, as before)."""
-    from stockade.bwrap import interception
-
-    try:
-        made = interception.sockets()  # first: a port taken inside leaves the namespace as it was
-    except OSError:
-        return []
-    if interception.redirect() is not None:
-        for each in made:
-            each.close()
-        return []
-    try:
-        interception.route_every_address_here()
-    except OSError:  # the rule sends connections to the door; without the route they find none, as before
-        pass
-    return made
 
 
 def _listen(address: str, port: int, backlog: int) -> _socket.socket:

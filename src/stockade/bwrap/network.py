@@ -17,7 +17,7 @@ from stockade.bwrap.netns import PROXY_PORT, receive_listeners
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stockade.proxy.credentials import Resolved
+    from stockade.profiles.credentials import Resolved
     from stockade.proxy.handover import Handover
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # servers the command starts inside stay reachable directly
@@ -25,8 +25,8 @@ INTERCEPTION_SOCKETS = 3  # bwrap/interception.py sockets(); proxy/control.py kn
 
 
 def proxy_environment() -> dict[str, str]:
-    """The proxy variables inside a Linux sandbox (proxy/environment.py)."""
-    from stockade.proxy.environment import proxy_environment as variables
+    """The proxy variables inside a Linux sandbox (core/proxy_env.py)."""
+    from stockade.core.proxy_env import proxy_environment as variables
 
     return variables(PROXY_PORT, no_proxy=LOOPBACK_NAMES)
 

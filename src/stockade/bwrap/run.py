@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from stockade.bwrap.execute import Launch, StartFailed
     from stockade.core.invocation import Invocation
     from stockade.core.locations import Locations
+    from stockade.profiles.credentials import Resolved
     from stockade.profiles.toolconfig import ToolView
-    from stockade.proxy.credentials import Resolved
 
 
 class LinuxBackend:

@@ -60,10 +60,10 @@ def check_name(name: str) -> None:
     """A credential's name is the variable it is set as inside: not one stockade sets itself there."""
     if not _NAME.match(name):
         raise ValueError(f"{name!r} is not a variable name (letters, digits and _, not starting with a digit)")
-    from stockade.profiles.envfilter import RESERVED_ENV, matches
-    from stockade.proxy.environment import CA_VARIABLES, proxy_environment
+    from stockade.core.proxy_env import CA_VARIABLES, proxy_environment
 
-    if matches(name, RESERVED_ENV) or name in proxy_environment(1) or name in CA_VARIABLES or name in ("PATH", "HOME", "TMPDIR"):
+    taken = {taken.upper() for taken in (*proxy_environment(1), *CA_VARIABLES, "PATH", "HOME", "TMPDIR")}
+    if name.upper().startswith("STOCKADE_") or name.upper() in taken:  # as envfilter.RESERVED_ENV matches: whatever the case
         raise ValueError(f"{name} is a variable stockade or the sandbox needs for itself; name the credential after the variable your tool reads")
 
 
@@ -91,3 +91,24 @@ def check_env_source(value: object) -> tuple[str, ...]:
     if not isinstance(value, str) or not _NAME.match(value):
         raise ValueError(f"env must name a variable of the shell stockade runs from, not {value!r}")
     return (value,)
+
+
+class Resolved:
+    """One credential for this run: its placeholder and its value. The repr never shows the value."""
+
+    __slots__ = ("name", "placeholder", "value", "hosts", "header", "query")
+
+    def __init__(self, name: str, placeholder: str, value: str, hosts: list[str], header: str, query: str) -> None:
+        self.name = name
+        self.placeholder = placeholder
+        self.value = value
+        self.hosts = hosts
+        self.header = header
+        self.query = query
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "placeholder": self.placeholder, "value": self.value, "hosts": list(self.hosts),
+                "header": self.header, "query": self.query}  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"Resolved({self.name!r}, hosts={self.hosts!r})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 
+from stockade.core.proxy_env import NO_PROXY_VARIABLES, URL_VARIABLES
 from stockade.profiles.model import EnvRules
 
 # Credentials and handles to host services (agents, buses, terminals, CI runners).
@@ -100,17 +101,7 @@ LOADER_ENV: tuple[str, ...] = (
 )
 
 # Set by stockade itself inside the sandbox; a policy cannot set or pass them.
-RESERVED_ENV: tuple[str, ...] = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "no_proxy",
-    "STOCKADE_*",
-)
+RESERVED_ENV: tuple[str, ...] = (*URL_VARIABLES, *NO_PROXY_VARIABLES, "STOCKADE_*")
 
 
 @lru_cache(maxsize=32)

@@ -223,7 +223,7 @@ def _private_address(rule: str) -> bool:
     """Whether a host rule names an address no run reaches unless its policy lists it."""
     import ipaddress
 
-    from stockade.proxy.decide import address_kind
+    from stockade.profiles.addresses import address_kind
 
     text = rule[1:].partition("]")[0] if rule.startswith("[") else rule
     if text.count(":") == 1:

@@ -121,7 +121,7 @@ def _within_open(base: tuple[str, ...], project: tuple[str, ...], notes: list[st
     where your own allow names them. Open mode reaches no loopback, private or metadata address
     unless listed: a project listing one would widen yours (and, with a port, open it to every
     client inside, bwrap/forwards.py)."""
-    from stockade.proxy.decide import network_kind
+    from stockade.profiles.addresses import network_kind
 
     base_rules = [parse_rule(r) for r in base]
     kept = []

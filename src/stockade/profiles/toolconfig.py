@@ -26,8 +26,8 @@ from stockade.profiles import secretforms as forms
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from stockade.profiles.credentials import Resolved
     from stockade.profiles.model import Policy
-    from stockade.proxy.credentials import Resolved
 
 MAX_BYTES = 1 << 20
 MAX_INCLUDES = 32  # files git's config names (includes, a credential store) followed at most
@@ -344,7 +344,7 @@ def _poetry_hosts(texts: dict[str, str | _Why]) -> Callable[[str, str], str | No
 def _placed(rewrite: forms.Rewrite, inside: str, tools: str, view: ToolView) -> Shown | None:
     """The file with a fresh placeholder at each mark; None when a secret's value is still in the
     text (the file is then hidden: a secret that also appears elsewhere in it is not told apart)."""
-    from stockade.proxy.credentials import Resolved
+    from stockade.profiles.credentials import Resolved
 
     text = rewrite.text
     made: list[Resolved] = []

@@ -5,7 +5,7 @@ the sandbox's TLS with a certificate it signs with this user's own CA, kept
 in the daemon's confdir under stockade's state folder: 0700, hidden in every
 sandbox, its key never readable inside. The sandbox gets one file, the
 system's roots followed by that CA's certificate, bound read-only at
-SANDBOX_PATH and named by the variables of `proxy.environment.CA_VARIABLES`,
+SANDBOX_PATH and named by the variables of `core.proxy_env.CA_VARIABLES`,
 so common clients trust it with no action of the user's.
 
 The CA is made here when a plan first needs it (the daemon may not have

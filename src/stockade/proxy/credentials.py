@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from stockade.core.errors import PolicyError
+from stockade.profiles.credentials import Resolved  # the model a run's credential is read into
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,27 +25,6 @@ if TYPE_CHECKING:
 MAX_VALUE = 16 << 10  # bytes: far above any token, and a header's value has to stay a header
 COMMAND_TIMEOUT = 30.0  # seconds for `gh auth token` and its kin
 PLACEHOLDER_PREFIX = "stockade-placeholder-"
-
-
-class Resolved:
-    """One credential for this run: its placeholder and its value. The repr never shows the value."""
-
-    __slots__ = ("name", "placeholder", "value", "hosts", "header", "query")
-
-    def __init__(self, name: str, placeholder: str, value: str, hosts: list[str], header: str, query: str) -> None:
-        self.name = name
-        self.placeholder = placeholder
-        self.value = value
-        self.hosts = hosts
-        self.header = header
-        self.query = query
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "placeholder": self.placeholder, "value": self.value, "hosts": list(self.hosts),
-                "header": self.header, "query": self.query}  # fmt: skip
-
-    def __repr__(self) -> str:
-        return f"Resolved({self.name!r}, hosts={self.hosts!r})"
 
 
 def plan_entry(

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from stockade.proxy.credentials import Resolved
+    from stockade.profiles.credentials import Resolved
 
 ATTEMPTS = 3  # daemons asked in all before a run gives up (one replaced, one raced)
 # refusals only an older daemon gives (the last: protocol 7's, sent interception's sockets)

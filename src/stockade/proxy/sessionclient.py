@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from stockade.core.locations import Locations
+    from stockade.profiles.credentials import Resolved
     from stockade.profiles.model import Policy  # a cached run's network session never loads the policy model
-    from stockade.proxy.credentials import Resolved
 
 _held: dict[str, _socket.socket] = {}  # session id -> the control connection that keeps it alive
 

@@ -22,6 +22,7 @@ from stockade.core.errors import (
     UsageError,
 )
 from stockade.core.invocation import new_session_id
+from stockade.core.proxy_env import ca_environment, proxy_environment
 from stockade.profiles import gitdirs
 from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.floor import floor_for
@@ -29,7 +30,6 @@ from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say
 from stockade.profiles.units import format_duration
-from stockade.proxy.environment import ca_environment, proxy_environment
 from stockade.seatbelt import sbpl
 from stockade.seatbelt.logstream import LOG_COMMAND, LogStream
 from stockade.seatbelt.profile import Profile, ProfileSpec, render

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stockade.proxy.environment import NO_PROXY_VARIABLES, URL_VARIABLES, proxy_environment
+from stockade.core.proxy_env import NO_PROXY_VARIABLES, URL_VARIABLES, proxy_environment
 
 TOOL_URLS = ("npm_config_proxy", "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", "CARGO_HTTP_PROXY")
 
@@ -51,7 +51,7 @@ def test_no_bypass_list_gives_java_none() -> None:
 
 
 def test_every_ca_variable_names_the_bundle() -> None:
-    from stockade.proxy.environment import CA_VARIABLES, ca_environment
+    from stockade.core.proxy_env import CA_VARIABLES, ca_environment
 
     env = ca_environment("/run/stockade/ca-bundle.pem")
     assert set(env) == set(CA_VARIABLES) and set(env.values()) == {"/run/stockade/ca-bundle.pem"}
