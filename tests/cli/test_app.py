@@ -1,4 +1,4 @@
-"""run_app's exit codes: Typer's own exits pass through, stockade's errors and surprises become one line and a code."""
+"""run_app's exit codes: Typer's own exits pass through, Click's errors become stockade's; main() prints every failure once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import typer
 
 from stockade.cli import app as app_module
-from stockade.cli import run_command
+from stockade.cli import main, run_command
 from stockade.core.errors import CommandNotFoundError, ExitCode, SandboxSetupError, UsageError
 
 
@@ -54,42 +54,45 @@ def test_returning_normally_is_0(monkeypatch: pytest.MonkeyPatch) -> None:
     ("error", "code"),
     [(UsageError("bad policy"), 2), (SandboxSetupError("no bwrap"), 125), (CommandNotFoundError("nosuch"), 127)],
 )
-def test_a_stockade_error_is_one_line_and_its_code(
+def test_a_stockade_error_passes_through_to_main_which_prints_one_line_and_its_code(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: Exception, code: int
 ) -> None:
     replace_app(monkeypatch, raise_(error))
-    assert app_module.run_app(["check"]) == code
+    with pytest.raises(type(error)):
+        app_module.run_app(["check"])
+    assert capsys.readouterr().err == ""  # run_app prints nothing: one error path
+    assert main.main(["check"]) == code
     out, err = capsys.readouterr()
     assert out == "" and one_error_line(err) == str(error)
 
 
 def test_an_unexpected_exception_is_one_line_and_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     replace_app(monkeypatch, raise_(KeyError("k")))
-    assert app_module.run_app(["check"]) == ExitCode.USAGE == 2
+    assert main.main(["check"]) == ExitCode.USAGE == 2
     line = one_error_line(capsys.readouterr().err)
     assert line.startswith("internal error (KeyError: 'k')") and "Traceback" not in line
 
 
 def test_ctrl_c_is_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     replace_app(monkeypatch, raise_(KeyboardInterrupt()))
-    assert app_module.run_app(["check"]) == 130
+    assert main.main(["check"]) == 130
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize(("args", "debug"), [(["check"], True), (["--debug", "check"], False)])
-def test_debug_prints_the_traceback_first(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], debug: bool) -> None:
+@pytest.mark.parametrize("args", [["--debug", "check"], ["check", "--debug"]])
+def test_debug_prints_the_traceback_first(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     replace_app(monkeypatch, raise_(SandboxSetupError("no bwrap")))
-    assert app_module.run_app(args, debug=debug) == 125
+    assert main.main(args) == 125
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and err.endswith("stockade: error: no bwrap\n")
     replace_app(monkeypatch, raise_(KeyError("k")))
-    assert app_module.run_app(args, debug=debug) == 2
+    assert main.main(args) == 2
     assert "Traceback" in capsys.readouterr().err
 
 
 def test_without_debug_no_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     replace_app(monkeypatch, raise_(SandboxSetupError("no bwrap")))
-    app_module.run_app(["check"])
+    main.main(["check"])
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -112,10 +115,12 @@ def test_through_a_real_typer_app(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     monkeypatch.setattr(app_module, "app", small)
     assert app_module.run_app(["ok"]) == 0
     assert app_module.run_app(["ok", "--code", "7"]) == 7
-    assert app_module.run_app(["fails"]) == 125
-    assert app_module.run_app(["interrupted"]) == 130
+    assert main.main(["fails"]) == 125
+    assert main.main(["interrupted"]) == 130
     capsys.readouterr()
-    assert app_module.run_app(["nosuch"]) == 2  # Typer's own usage error, as one line
+    with pytest.raises(UsageError, match="no such command 'nosuch'"):  # Click's own, raised as stockade's
+        app_module.run_app(["nosuch"])
+    assert main.main(["nosuch"]) == 2
     assert capsys.readouterr().err == "stockade: error: no such command 'nosuch'; `stockade --help` lists the commands\n"
 
 
@@ -124,7 +129,7 @@ def test_the_real_app_version_help_and_usage_errors(capsys: pytest.CaptureFixtur
     assert capsys.readouterr().out.startswith("stockade ")
     assert app_module.run_app(["run", "--help"]) == 0
     assert "-- COMMAND" in capsys.readouterr().out
-    assert app_module.run_app(["no-such-command"]) == 2
+    assert main.main(["no-such-command"]) == 2
     capsys.readouterr()
     assert app_module.run_app([]) == 2  # no_args_is_help: the help, on stderr
     assert "Usage: stockade" in capsys.readouterr().err

@@ -127,10 +127,11 @@ def test_run_path_imports_nothing_heavy(tmp_path: Path) -> None:
     ],
 )
 def test_typer_app_through_clirunner(project: Path, args: list[str], code: int, expected: str) -> None:
-    """The Typer application as Typer's own CliRunner sees it (errors are raised to run_app, which maps them)."""
+    """The Typer application as Typer's own CliRunner sees it (errors are raised through run_app to main, which maps them)."""
     from typer.testing import CliRunner
 
-    from stockade.cli.app import app, run_app
+    from stockade.cli.app import app
+    from stockade.cli.main import main
 
     if code == 0:
         result = CliRunner().invoke(app, args, catch_exceptions=False)
@@ -140,7 +141,7 @@ def test_typer_app_through_clirunner(project: Path, args: list[str], code: int, 
 
         with pytest.raises(StockadeError, match=expected):
             CliRunner().invoke(app, args, catch_exceptions=False)
-        assert run_app(args) == code
+        assert main(args) == code
 
 
 def test_version_matches_pyproject() -> None:

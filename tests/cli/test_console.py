@@ -52,10 +52,3 @@ def test_table_cells_are_shown_escaped(capsys: pytest.CaptureFixture[str], monke
     out = capsys.readouterr().out
     assert "\x1b" not in out
     assert "/p/\\x1b[2Jevil" in out and "[b]rule[/b]" in out
-
-
-def test_error_line(capsys: pytest.CaptureFixture[str]) -> None:
-    console.error_line("policy /p/\x1b[31mx.toml not found")
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err == "stockade: error: policy /p/\\x1b[31mx.toml not found\n"

@@ -31,8 +31,8 @@ def routes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[list[str]]]:
         seen["hook"].append(argv)
         return 0
 
-    def fake_app(argv: list[str], debug: bool = False) -> int:
-        seen["app"].append([*argv, f"debug={debug}"])
+    def fake_app(argv: list[str]) -> int:
+        seen["app"].append(list(argv))
         return 0
 
     monkeypatch.delenv("STOCKADE_SANDBOX", raising=False)
@@ -63,7 +63,7 @@ def test_version_is_answered_alone(routes: dict[str, list[list[str]]], capsys: p
 
 def test_version_with_more_words_goes_to_typer(routes: dict[str, list[list[str]]]) -> None:
     main.main(["--version", "x"])
-    assert routes["app"] == [["--version", "x", "debug=False"]]
+    assert routes["app"] == [["--version", "x"]]
 
 
 def test_argv_defaults_to_sys_argv(routes: dict[str, list[list[str]]], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,13 +79,13 @@ def test_argv_defaults_to_sys_argv(routes: dict[str, list[list[str]]], monkeypat
         (["run", "--", "ls", "--help"], "run", ["--", "ls", "--help"]),  # the command's own --help
         (["run", "-c", "x --help"], "run", ["-c", "x --help"]),
         (["run", "--policy", "-h", "--", "ls"], "run", ["--policy", "-h", "--", "ls"]),  # a value, not a flag
-        (["run", "--help"], "app", ["run", "--help", "debug=False"]),
-        (["run", "-q", "-h", "--", "ls"], "app", ["run", "-q", "-h", "--", "ls", "debug=False"]),
+        (["run", "--help"], "app", ["run", "--help"]),
+        (["run", "-q", "-h", "--", "ls"], "app", ["run", "-q", "-h", "--", "ls"]),
         (["hook", "claude"], "hook", ["claude"]),
-        (["hook", "--help"], "app", ["hook", "--help", "debug=False"]),
-        (["check", "--json"], "app", ["check", "--json", "debug=False"]),
-        ([], "app", ["debug=False"]),
-        (["--debug", "check"], "app", ["check", "debug=True"]),
+        (["hook", "--help"], "app", ["hook", "--help"]),
+        (["check", "--json"], "app", ["check", "--json"]),
+        ([], "app", []),
+        (["--debug", "check"], "app", ["check"]),  # main keeps --debug: it prints every failure
         (["--debug", "--debug", "run", "--", "ls"], "run", ["--", "ls"]),
     ],
 )
@@ -158,7 +158,7 @@ def test_without_debug_there_is_no_traceback(monkeypatch: pytest.MonkeyPatch, ca
 
 
 def test_an_exception_escaping_typer_is_one_line_and_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    def broken(argv: list[str], debug: bool = False) -> int:
+    def broken(argv: list[str]) -> int:
         raise RuntimeError("typer broke")
 
     monkeypatch.setattr(app, "run_app", broken)
@@ -167,7 +167,7 @@ def test_an_exception_escaping_typer_is_one_line_and_2(monkeypatch: pytest.Monke
 
 
 def test_the_app_and_hooks_status_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app, "run_app", lambda argv, debug=False: 3)
+    monkeypatch.setattr(app, "run_app", lambda argv: 3)
     monkeypatch.setattr(hook, "main", lambda argv: 4)
     assert main.main(["check"]) == 3 and main.main(["hook", "claude"]) == 4
 
@@ -236,3 +236,16 @@ def test_a_closed_stdout_after_a_run_is_no_noise() -> None:
                           env={k: v for k, v in subprocess.os.environ.items() if k != "PYTHONUNBUFFERED"})  # type: ignore[attr-defined]  # fmt: skip
     subprocess.os.close(writer)  # type: ignore[attr-defined]
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_error_line_shows_control_characters_escaped(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A policy's path is outside text: an escape sequence in it is shown, never sent to the terminal."""
+    from stockade.core.errors import UsageError
+
+    def refusing(argv: list[str]) -> int:
+        raise UsageError("policy /p/\x1b[31mx.toml not found")
+
+    monkeypatch.setattr(app, "run_app", refusing)
+    assert main.main(["check"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == "stockade: error: policy /p/\\x1b[31mx.toml not found\n"

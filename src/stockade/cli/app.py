@@ -8,16 +8,10 @@ from typing import Annotated
 
 import typer
 
-try:  # the click Typer raises from: its own copy (typer 0.20 and later), else click itself
-    from typer._click import exceptions as clicks
-except ImportError:  # pragma: no cover - an older Typer
-    from click import exceptions as clicks  # type: ignore[no-redef]
-
 from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, trust
-from stockade.cli.console import error_line
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.cli.version import VERSION
-from stockade.core.errors import ExitCode, StockadeError
+from stockade.core.errors import ExitCode, StockadeError, UsageError
 
 app = typer.Typer(
     name="stockade",
@@ -25,7 +19,6 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
-    no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
 )
@@ -120,11 +113,25 @@ def hook(ctx: typer.Context, agent: Annotated[str, typer.Argument(metavar="AGENT
     raise typer.Exit(hook_main([agent, *ctx.args]))
 
 
-def usage_line(error: clicks.UsageError) -> str:
+class ClickFailure(StockadeError):
+    """One of Click's own failures other than a usage error, with Click's exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _is_click_error(error: BaseException) -> bool:
+    """Click's errors, by their documented interface (Typer raises them from a copy of Click of its own)."""
+    return callable(getattr(error, "format_message", None)) and isinstance(getattr(error, "exit_code", None), int)
+
+
+def usage_line(error: Exception) -> str:
     """A usage error as one line: the command, what is wrong, where the help is."""
-    path = error.ctx.command_path if error.ctx is not None else "stockade"
+    context = getattr(error, "ctx", None)
+    path = context.command_path if context is not None else "stockade"
     where = path.removeprefix("stockade").strip()
-    message = error.format_message().strip().rstrip(".")
+    message = error.format_message().strip().rstrip(".")  # type: ignore[attr-defined]
     message = message[:1].lower() + message[1:]
     if where:
         return f"{where}: {message}; `{path} --help` lists the options"
@@ -133,41 +140,28 @@ def usage_line(error: clicks.UsageError) -> str:
     return f"{message}; `stockade --help` lists the commands"
 
 
-def run_app(args: list[str], *, debug: bool = False) -> int:
-    """Run Typer with one error handler: one line on stderr, DESIGN.md exit codes.
+def run_app(args: list[str]) -> int:
+    """The Typer application's exit status. Click's usage errors (an unknown command or option,
+    a missing value) are raised as stockade's, one line each and 2, and so are its other errors
+    with their codes; stockade's own errors pass through: cli/main.py prints every one of them."""
+    if not args:  # `stockade` alone: the help, on stderr, as a usage error's status
+        import contextlib
 
-    Click's usage errors (an unknown command or option, a missing value) become
-    one line with exit 2, like stockade's own errors, which are caught here, once.
-    """
-    debug = debug or "--debug" in args
+        with contextlib.redirect_stdout(sys.stderr), contextlib.suppress(SystemExit):
+            app(args=["--help"], prog_name="stockade", standalone_mode=False)
+        return ExitCode.USAGE
     try:
         result = app(args=args, prog_name="stockade", standalone_mode=False)
-        return result if isinstance(result, int) else 0
-    except clicks.UsageError as error:
-        if type(error).__name__ == "NoArgsIsHelpError":  # `stockade` alone: the help, as --help shows it
-            print(error.ctx.get_help() if error.ctx is not None else "", file=sys.stderr)
-            return ExitCode.USAGE
-        error_line(usage_line(error))
-        return ExitCode.USAGE
-    except clicks.ClickException as error:
-        error_line(error.format_message())
-        return int(error.exit_code)
-    except typer.Abort:
-        return ExitCode.SIGNAL_BASE + 2
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else ExitCode.USAGE)
-    except StockadeError as error:
-        if debug:
-            import traceback
-
-            traceback.print_exception(error)
-        error_line(str(error))
-        return int(error.exit_code)
-    except KeyboardInterrupt:
-        return ExitCode.SIGNAL_BASE + 2
-    except Exception as error:  # the last resort (cli/failure.py): one line, never a traceback
-        from stockade.cli.failure import report
-
-        report(error, debug)
-        return ExitCode.USAGE
-    return 0
+    except typer.Abort:
+        raise KeyboardInterrupt from None
+    except StockadeError:
+        raise
+    except Exception as error:
+        if not _is_click_error(error):
+            raise
+        if getattr(error, "ctx", False) is not False:  # a usage error carries the context it was told in
+            raise UsageError(usage_line(error)) from None
+        raise ClickFailure(error.format_message(), error.exit_code) from None  # type: ignore[attr-defined]
+    return result if isinstance(result, int) else 0

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from stockade.profiles.text import say, shown
+from stockade.profiles.text import shown
 
 
 class _Shown(Console):
@@ -28,8 +28,3 @@ def stdout() -> Console:
 
 def stderr() -> Console:
     return _Shown(file=sys.stderr, markup=False, highlight=False, emoji=False)
-
-
-def error_line(message: str) -> None:
-    """The one line every stockade failure prints."""
-    say(f"stockade: error: {message}")

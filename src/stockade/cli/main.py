@@ -13,61 +13,69 @@ HELP_FLAGS = frozenset({"-h", "--help"})
 _ran = False  # this process took the lean `run` path (see `exit_with`)
 
 
-def _report(error: BaseException, debug: bool) -> None:
-    if debug:
-        import traceback
-
-        traceback.print_exception(error)
-    say(f"stockade: error: {error}")
-
-
 def main(argv: list[str] | None = None) -> int:
+    """The one place a failure becomes its line and its exit code (httpie's shape): a
+    `StockadeError` says what and how to fix it, with its class's code; Ctrl-C ends as SIGINT
+    does; anything else is one line (cli/failure.py), 125 for `run` and 2 for the rest, its
+    traceback only with --debug. `program` below catches nothing."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = False
     while args and args[0] == "--debug":
         debug = True
         args.pop(0)
+    running = _is_run(args)
+    debug = debug or (not running and "--debug" in args)
+    if running:
+        global _ran
+        _ran = True
+        _die_by_ctrl_c()
+        phases.mark("start")
+    try:
+        return program(args)
+    except StockadeError as error:
+        if debug:
+            import traceback
+
+            traceback.print_exception(error)
+        say(f"stockade: error: {error}")
+        return int(error.exit_code)
+    except KeyboardInterrupt:
+        if running:  # Ctrl-C before the sandbox started: stockade ends by it
+            from stockade.core import ending
+
+            ending.end_by(2)
+        return ExitCode.SIGNAL_BASE + 2
+    except Exception as error:  # the last resort: one line, and "could not set up" for a run
+        from stockade.cli.failure import report
+
+        report(error, debug)
+        return ExitCode.SETUP if running else ExitCode.USAGE
+    finally:
+        if running and phases.ENABLED:
+            say(phases.said())
+
+
+def program(args: list[str]) -> int:
+    """What the words ask for, as an exit status: `run` and `hook` on their lean paths (no
+    Typer, no Rich), everything else through the Typer application. Raises what goes wrong."""
     if args == ["--version"]:  # answered without loading Typer and Rich
         from stockade.cli.version import VERSION
 
         print(f"stockade {VERSION}")
         return 0
-    if args and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:]))):
-        global _ran
-        _ran = True
-        _die_by_ctrl_c()
-        phases.mark("start")
-        try:
-            return _run(args[1:])
-        except StockadeError as error:
-            _report(error, debug)
-            return int(error.exit_code)
-        except KeyboardInterrupt:  # Ctrl-C before the sandbox started: stockade ends by it
-            from stockade.core import ending
-
-            ending.end_by(2)
-            return ExitCode.SIGNAL_BASE + 2
-        except Exception as error:  # the last resort: one line, and "could not set up"
-            from stockade.cli.failure import report
-
-            report(error, debug)
-            return ExitCode.SETUP
-        finally:
-            if phases.ENABLED:
-                say(phases.said())
+    if _is_run(args):
+        return _run(args[1:])
     if args and args[0] == "hook" and not (HELP_FLAGS & set(args[1:])):
         from stockade.cli.hook import main as hook_main  # on every agent command: no Typer, no Rich
 
         return hook_main(args[1:])
-    try:
-        from stockade.cli.app import run_app
+    from stockade.cli.app import run_app
 
-        return run_app(args, debug=debug)
-    except Exception as error:  # anything run_app did not turn into a line already
-        from stockade.cli.failure import report
+    return run_app(args)
 
-        report(error, debug)
-        return ExitCode.USAGE
+
+def _is_run(args: list[str]) -> bool:
+    return bool(args) and args[0] == "run" and not (HELP_FLAGS & set(_run_options_part(args[1:])))
 
 
 def _die_by_ctrl_c() -> None:
