@@ -26,7 +26,7 @@ ACROSS_MODULES = {
     "tests/bwrap/test_plan_reads.py": "what planning reads, over the whole planner",
     "tests/bwrap/test_socket_race.py": "host sockets that vanish while bwrap starts (execute, host_sockets)",
     "tests/cli/test_cli.py": "the Typer application's commands end to end",
-    "tests/cli/test_codex_gemini_rules.py": "the Codex and Gemini hook rules (codex_rules, gemini_rules)",
+    "tests/cli/agents/test_codex_gemini_rules.py": "the Codex and Gemini hook rules together (agents/codex, agents/gemini)",
     "tests/cli/test_examples.py": "every example in examples/ against the commands",
     "tests/cli/test_fault_matrix.py": "every command against broken environments (exit codes)",
     "tests/cli/test_hook_fuzz.py": "the hook against generated payloads",
@@ -150,8 +150,9 @@ def test_an_upward_import_inside_a_function_is_seen(tmp_path: Path) -> None:
 def test_every_test_file_of_a_code_folder_names_its_module() -> None:
     orphans = []
     for folder in RANK:
-        for test in sorted((ROOT / "tests" / folder).glob("test_*.py")):
-            module = f"stockade.{folder}.{test.stem.removeprefix('test_')}"
+        for test in sorted((ROOT / "tests" / folder).rglob("test_*.py")):
+            package = ".".join(test.parent.relative_to(ROOT / "tests").parts)
+            module = f"stockade.{package}.{test.stem.removeprefix('test_')}"
             name = str(test.relative_to(ROOT))
             if module not in MODULES and name not in ACROSS_MODULES:
                 orphans.append(name)

@@ -28,7 +28,7 @@ def rows(out: str) -> list[list[str]]:
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[Check]:
     """The machine's checks, as the test sets them; no agent hook checks unless a test adds some."""
     from stockade.bwrap import probe
-    from stockade.cli import hook_checks
+    from stockade.cli.agents import checks as hook_checks
 
     machine: list[Check] = []
     monkeypatch.setenv("COLUMNS", "300")
@@ -86,7 +86,7 @@ def test_only_warnings_still_sandbox(project: Path, capsys: pytest.CaptureFixtur
 
 def test_agent_hook_checks_follow_the_machines(project: Path, home: Path, capsys: pytest.CaptureFixture[str],
                                                checks: list[Check], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from stockade.cli import hook_checks
+    from stockade.cli.agents import checks as hook_checks
 
     asked: list[tuple[Path, Path]] = []
 

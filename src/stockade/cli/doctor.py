@@ -34,7 +34,7 @@ def _checks() -> list:
 
 
 def _agent_hooks() -> list:
-    from stockade.cli.hook_checks import hook_checks
+    from stockade.cli.agents.checks import hook_checks
     from stockade.core.locations import locate
 
     return hook_checks(Path(locate().home), Path.cwd())

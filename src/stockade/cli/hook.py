@@ -191,20 +191,19 @@ def _pre_tool_use(updated: dict[str, Any] | None, wrapper: Wrapper, decision: st
 
 def _agent_rules(agent: str, command: str, tool_input: dict[str, Any], cwd: Any) -> Any:
     """The agent's own deny and ask rules for the command as the model wrote it: the agents check
-    their rules against the rewritten command, which no rule names (agent_rules.py,
-    codex_rules.py, gemini_rules.py)."""
+    their rules against the rewritten command, which no rule names (cli/agents/)."""
     where = cwd if isinstance(cwd, str) else os.getcwd()
     if agent == "codex":
-        from stockade.cli import codex_rules
+        from stockade.cli.agents import codex
 
-        return codex_rules.verdict(command, where, os.environ)
+        return codex.verdict(command, where, os.environ)
     if agent == "gemini":
-        from stockade.cli import gemini_rules
+        from stockade.cli.agents import gemini
 
-        return gemini_rules.verdict(command, tool_input, where, os.environ)
-    from stockade.cli import agent_rules
+        return gemini.verdict(command, tool_input, where, os.environ)
+    from stockade.cli.agents import claude
 
-    return agent_rules.verdict(command, where, os.environ)
+    return claude.verdict(command, where, os.environ)
 
 
 def _cursor(payload: dict[str, Any], wrapper: Wrapper) -> dict[str, Any]:

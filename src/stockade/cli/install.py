@@ -365,7 +365,7 @@ def install(
 
 def _codex_trust(home: Path, outcome: Outcome, max_output: int | None, stockade: str) -> str:
     """Have Codex trust the hook just written (it skips untrusted hooks silently); one line either way."""
-    from stockade.cli.codex_trust import MANUAL_STEP, CodexTalkError, trust_hooks
+    from stockade.cli.agents.codex_trust import MANUAL_STEP, CodexTalkError, trust_hooks
 
     codex = shutil.which("codex")
     if codex is None:

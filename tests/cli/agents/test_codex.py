@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.cli import codex_rules
-from stockade.cli.codex_rules import MAX_RULES_FILE, PrefixRule, RulesError, read_rules, rules_files
+from stockade.cli.agents import codex as codex_rules
+from stockade.cli.agents.codex import MAX_RULES_FILE, PrefixRule, RulesError, read_rules, rules_files
 
 
 def _codex(home: Path, text: str) -> dict[str, str]:

@@ -55,7 +55,7 @@ def codex_trust_checks(home: Path, project: Path) -> list[Check]:
     codex = shutil.which("codex")
     if codex is None or not any((folder / ".codex" / "hooks.json").is_file() for folder in (home, project)):
         return []
-    from stockade.cli.codex_trust import MANUAL_STEP, CodexTalkError, list_hooks
+    from stockade.cli.agents.codex_trust import MANUAL_STEP, CodexTalkError, list_hooks
     from stockade.cli.install import is_ours
 
     try:

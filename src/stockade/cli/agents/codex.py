@@ -7,7 +7,7 @@ once stockade was installed (seen live with Codex 0.169). So the hook reads the
 rule files Codex reads (`$CODEX_HOME/rules/*.rules`, default `~/.codex`, and a
 project's `.codex/rules/*.rules` from the working directory up) and matches the
 original command: each simple command in it (split as for Claude Code's rules,
-agent_rules.py), word by word against each pattern.
+claude.py), word by word against each pattern.
 
 `forbidden` blocks. `prompt` blocks too: Codex reads a hook's "ask" as a failed
 hook and runs the original command unwrapped (seen live), so there is no way
@@ -23,7 +23,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from stockade.cli.agent_rules import Verdict, command_parts
+from stockade.cli.agents.claude import Verdict, command_parts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.cli import gemini_rules
-from stockade.cli.gemini_rules import MAX_POLICY_FILE, PolicyError, PolicyRule, policy_files, read_policy
+from stockade.cli.agents import gemini as gemini_rules
+from stockade.cli.agents.gemini import MAX_POLICY_FILE, PolicyError, PolicyRule, policy_files, read_policy
 
 
 def _gemini(home: Path, text: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ with the highest priority (its tier plus priority/1000: system 5, user 4,
 project 3) decides.
 
 Where this could differ from Gemini, it errs strict: every simple command in a
-compound one is checked (agent_rules.py splits them), and `modes` are ignored
+compound one is checked (claude.py splits them), and `modes` are ignored
 for deny and ask rules (the hook does not know the approval mode) while an
 allow rule limited to some modes never outranks them. A policy file that
 cannot be read blocks rather than guessing.
@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-from stockade.cli.agent_rules import Verdict, command_parts
+from stockade.cli.agents.claude import Verdict, command_parts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

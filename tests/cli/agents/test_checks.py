@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from stockade.cli.hook_checks import hook_checks
+from stockade.cli.agents.checks import hook_checks
 
 
 def _settings(path: Path, program: str) -> None:

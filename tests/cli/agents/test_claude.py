@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.cli import agent_rules, hook
+from stockade.cli import hook
+from stockade.cli.agents import claude as agent_rules
 from stockade.cli.hook import Wrapper
 
 WRAPPER = Wrapper("/opt/stockade/bin/stockade", "/usr/bin/bash")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from stockade.cli import codex_trust
-from stockade.cli.codex_trust import CodexHook, CodexTalkError
+from stockade.cli.agents import codex_trust
+from stockade.cli.agents.codex_trust import CodexHook, CodexTalkError
 
 FAKE_CODEX = """#!{python}
 import json, pathlib, sys

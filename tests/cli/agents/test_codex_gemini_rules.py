@@ -9,7 +9,7 @@ import pytest
 
 from stockade.cli import hook
 from stockade.cli.hook import Wrapper
-from tests.cli.test_gemini_rules import GEMINI_RULES
+from tests.cli.agents.test_gemini import GEMINI_RULES
 
 WRAPPER = Wrapper("/opt/stockade/bin/stockade", "/usr/bin/bash")
 
