@@ -134,6 +134,14 @@ def test_no_network_line_for_an_untrusted_file_that_asks_for_hosts_says_trust(tm
     assert "add it under [network] allow" in execute._no_network_line(launch(origin=str(policy), session_rules=None))
 
 
+def test_no_network_line_for_a_file_whose_mode_is_none_names_the_mode_not_trust(tmp_path: Path) -> None:
+    """The file `stockade init` writes, with hosts added by hand: trusting it again would change nothing."""
+    policy = tmp_path / ".stockade.toml"
+    policy.write_text('[network]\nmode = "none"\nallow = ["registry.npmjs.org"]\n')
+    line = execute._no_network_line(launch(origin=str(policy), session_rules=None))
+    assert 'mode = "none"' in line and 'set mode = "allowlist"' in line and "stockade trust" not in line
+
+
 def test_no_network_line_for_off_and_for_around_the_proxy() -> None:
     off = execute._no_network_line(launch(origin="builtin:default", session_rules=None))
     assert "network, which is off" in off and 'extends = ["default"]' in off

@@ -206,3 +206,11 @@ def test_a_method_that_looks_like_a_typo_is_said() -> None:
         '[network.http."api.test"] "GET,PSOT /y": PSOT is not a standard HTTP method; if it is a typo, the rule never matches (did you mean POST?)',
         '[network.http."api.test"] "GTE /x": GTE is not a standard HTTP method; if it is a typo, the rule never matches (did you mean GET?)',
     ]
+
+
+def test_hosts_under_allow_with_the_network_off_are_named() -> None:
+    off = Policy(network=NetworkRules(mode=NetworkMode.NONE, allow=("registry.npmjs.org",)), project_dir=PROJECT, sources=DEFAULT,
+                 filesystem=FilesystemRules(allow_write=(str(PROJECT),), deny_read=("/home/me/proj/**/.env",)))  # fmt: skip
+    assert any('mode = "none" turns the network off' in note and "registry.npmjs.org" in note for note in open_ends(off, "/home/me"))
+    on = policy(allow=("registry.npmjs.org",))  # control: the same hosts with the network on
+    assert not any("turns the network off" in note for note in open_ends(on, "/home/me"))

@@ -82,3 +82,8 @@ def test_a_refused_secret_of_a_tool_file_names_the_file_not_a_credentials_table(
         "it is a secret of your ~/.npmrc, which goes only to the host it is for (`stockade explain` lists it)"
     )
     assert credential_fix("GH_TOKEN", "/p/.stockade.toml") == "where it may go is [credentials.GH_TOKEN] in /p/.stockade.toml"
+
+
+def test_a_name_the_sandboxs_resolver_refused_is_said_without_a_port() -> None:
+    line = summary.describe_denial({"host": "example.com", "port": 0, "rule": "no allow rule matches", "hint": 'allow = ["example.com"]', "count": 2}, "/p/.stockade.toml")
+    assert line.startswith("network: denied example.com (its address was asked for) (2 times); to allow it, run: stockade allow example.com")

@@ -770,8 +770,13 @@ def _no_network_line(launch: Launch, intercepted: bool = False) -> str:
     """Why "Could not resolve host" or "Network is unreachable" (netcount.py)."""
     where = _where_to_add(launch)
     if launch.session_rules is None:
-        from stockade.profiles.hints import own_allow
+        from stockade.profiles.hints import own_allow, own_mode
 
+        if not launch.origin.startswith("builtin:") and own_allow(launch.origin) and own_mode(launch.origin) == "none":
+            return (  # the file stockade init writes, with hosts added by hand: trusting it changes nothing
+                f"the command tried to reach the network, which is off in this sandbox: {launch.origin} sets "
+                '[network] mode = "none", which turns it off whatever allow lists; set mode = "allowlist" there'
+            )
         if not launch.origin.startswith("builtin:") and own_allow(launch.origin):
             return (  # the file asks for hosts, and is not trusted (a trusted one would have its network)
                 f"the command tried to reach the network, which is off in this sandbox: {launch.origin} allows hosts but is not "

@@ -91,6 +91,19 @@ def listed_in(path: str, rule: str) -> bool:
     return rule in own_allow(path)
 
 
+def own_mode(path: str) -> str | None:
+    """The policy file's own [network] mode; None when it sets none or cannot be read."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            network = tomllib.load(handle).get("network")
+    except (OSError, ValueError):
+        return None
+    mode = network.get("mode") if isinstance(network, dict) else None
+    return mode if isinstance(mode, str) else None
+
+
 def own_allow(path: str) -> tuple[str, ...]:
     """The policy file's own [network] allow entries; () when it has none or cannot be read."""
     import os

@@ -23,6 +23,7 @@ def open_ends(policy: Policy, home: str) -> list[str]:
     if fs.home == "host" and not any(is_within(path.split("*", 1)[0].rstrip("/") or "/", home) for path in fs.deny_read):
         notes.append(f'home = "host" with nothing under {home} in deny_read: ~/.ssh, ~/.aws and every other secret there are readable inside')
     notes += _own_files(policy)
+    notes += _network_off_with_hosts(policy)
     notes += _loopback(policy)
     notes += _http_without_allow(policy)
     notes += _credentials_going_nowhere(policy)
@@ -35,6 +36,18 @@ def open_ends(policy: Policy, home: str) -> list[str]:
     if len(policy.sources) > 1:  # its extends names files only, none of which builds on a built-in
         return [*notes, f'to build on your own policy instead, add "default" to the extends of {policy.sources[-1]}']
     return [*notes, 'to build on your own policy instead, remove `extends = []` (or write extends = ["default"])']
+
+
+def _network_off_with_hosts(policy: Policy) -> list[str]:
+    """`mode = "none"` with hosts under allow (the file `stockade init` writes, hosts added by hand):
+    the network is off, and the hosts reach nothing."""
+    from stockade.profiles.model import NetworkMode
+
+    network = policy.network
+    if network.mode is not NetworkMode.NONE or not network.allow:
+        return []
+    return [f'[network] mode = "none" turns the network off, so allow ({", ".join(network.allow[:3])}{", ..." if len(network.allow) > 3 else ""}) '
+            'reaches nothing: set mode = "allowlist" (`stockade allow HOST` does)']  # fmt: skip
 
 
 def _own_files(policy: Policy) -> list[str]:

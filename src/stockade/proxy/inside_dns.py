@@ -187,7 +187,7 @@ class Resolver:
         if not decision.allowed:
             self._record(name, kind, "deny", decision.rule, decision.hint)
             if not _is_address(name):  # a program asking for "127.0.0.1" by name wants no `stockade allow` line
-                self.session.note_denial(decision.host or name, 53, decision)
+                self.session.note_denial(decision.host or name, 0, decision)  # port 0: a name, asked for (summary.py)
             return message.fail(NXDOMAIN).packed
         if question.type != TYPE_A:
             self._record(name, kind, "allow", f"no {kind} answer: the sandbox's resolver gives IPv4 addresses only")

@@ -43,7 +43,9 @@ def credential_fix(name: str, origin: str) -> str:
 def describe_denial(denial: dict[str, Any], origin: str) -> str:
     """One summary line for a session's denial, with the policy line that would allow it, for every backend."""
     count = int(str(denial.get("count") or 1))
-    where = f"network: denied {denial.get('host')}:{denial.get('port')}" + (f" ({count} times)" if count > 1 else "")
+    # port 0: a name the sandbox's resolver refused (proxy/inside_dns.py), before any connection
+    target = f"{denial.get('host')} (its address was asked for)" if denial.get("port") == 0 else f"{denial.get('host')}:{denial.get('port')}"
+    where = f"network: denied {target}" + (f" ({count} times)" if count > 1 else "")
     if not denial.get("hint"):
         rule = str(denial.get("rule"))
         if rule.startswith('deny "') or rule.startswith("http deny "):
