@@ -216,3 +216,32 @@ def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
     assert run.LinuxBackend()._plan_and_run(invocation(), True) == 0
     assert stored == [("/c/ca/bundle-1.pem", "/c/ssh/ssh-proxy-1", "/c/ssh/ssh_config-1", "/c/ssh/known_hosts-1")]
+
+
+@pytest.mark.parametrize("error", [FileNotFoundError(2, "No such file or directory", "/p/lnk"), NotADirectoryError(20, "Not a directory", "/p/d")])
+def test_a_path_that_vanished_while_the_run_was_planned_is_planned_again(said: list[str], monkeypatch: pytest.MonkeyPatch, error: OSError) -> None:
+    """A deny rule's path a host program removes between listing and reading it (tests/e2e/test_set_up_race.py's
+    churn, under load): planned again, as a path made a link is; only what stays gone fails the run."""
+    from stockade.bwrap import backend as backend_module
+    from stockade.profiles import resolve
+
+    class Planned(Exception):
+        pass
+
+    calls: list[int] = []
+
+    def build(self: object, request: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        raise Planned
+
+    monkeypatch.setattr(resolve, "request_for", lambda inv: (SimpleNamespace(), None))
+    monkeypatch.setattr(backend_module.BwrapPlanner, "build", build)
+    monkeypatch.setattr(run, "clear_leftovers", lambda folder: None, raising=False)
+    with pytest.raises(Planned):
+        run.LinuxBackend()._plan_and_run(invocation(), False)
+    assert len(calls) == 2
+    monkeypatch.setattr(backend_module.BwrapPlanner, "build", lambda self, request: (_ for _ in ()).throw(error))
+    with pytest.raises(type(error)):  # always gone: the run fails with it, after its tries
+        run.LinuxBackend()._plan_and_run(invocation(), False)

@@ -800,7 +800,11 @@ def _protect(view: View, path: str, roots: list[str], *, watch_absent: bool) -> 
         for hop in _links_on_way(path):
             hop_root = _root_of(hop, roots)
             if hop_root is not None and hop != hop_root:
-                view.unguarded.append((hop, LINK_PIN + os.readlink(hop)))
+                try:
+                    text = os.readlink(hop)
+                except OSError:  # no longer a link (a run changing it while this plan was made)
+                    raise PlanChanged(f"{hop} changed while the run was planned; run again") from None
+                view.unguarded.append((hop, LINK_PIN + text))
         real = os.path.realpath(path)
         if real != path:
             _protect(view, real, roots, watch_absent=watch_absent)

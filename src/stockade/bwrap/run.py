@@ -95,7 +95,9 @@ class LinuxBackend:
                 request, note = request_for(invocation)
                 plan = BwrapPlanner().build(request)
                 break
-            except PlanChanged:  # a path changed under planning (made, removed, made a link): planned again
+            except (PlanChanged, FileNotFoundError, NotADirectoryError):
+                # a path changed under planning (made, removed, made a link; a folder gone between
+                # listing and reading it): planned again, and only what stays changed fails the run
                 if attempt == PLAN_TRIES - 1:
                     raise
             finally:
