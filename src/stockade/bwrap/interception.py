@@ -16,8 +16,8 @@ sandbox's own network namespace (netns.py), before bwrap starts:
 - another turns every DNS query (UDP or TCP port 53, to whatever server
   /etc/resolv.conf names) into one to the namespace's own port 53, which the
   daemon answers (proxy/inside_dns.py) without ever asking anyone: a name
-  the policy could allow gets an address of FAKE_NETWORK that maps back to
-  it, anything else no answer.
+  the policy could allow gets an address of its own (inside_dns.FAKE_NETWORK)
+  that maps back to it, anything else no answer.
 
 Nothing here reaches outside the run's namespaces, and nothing is setuid: the
 child has CAP_NET_ADMIN in the user namespace it made, and loses it at exec.
@@ -29,22 +29,24 @@ before (proxy-aware clients only) and `stockade doctor` says why.
 from __future__ import annotations
 
 import _socket
+import os
 import struct
+
+from stockade.bwrap.netns import CLONE_NEWNET, enter_user_namespace, in_child, library_function, listen
 
 TRANSPARENT_PORT = 3129  # inside the sandbox's own namespace, beside the proxy's 3128
 DNS_PORT = 53
-FAKE_NETWORK = "198.18.0.0/15"  # RFC 2544's benchmarking block: never a real destination
 
-RULES = b"""table ip stockade {
-    chain out {
+RULES = f"""table ip stockade {{
+    chain out {{
         type nat hook output priority -100; policy accept;
-        udp dport 53 redirect to :53
-        tcp dport 53 redirect to :53
+        udp dport {DNS_PORT} redirect to :{DNS_PORT}
+        tcp dport {DNS_PORT} redirect to :{DNS_PORT}
         ip daddr 127.0.0.0/8 accept
-        meta l4proto tcp redirect to :3129
-    }
-}
-"""
+        meta l4proto tcp redirect to :{TRANSPARENT_PORT}
+    }}
+}}
+""".encode()
 LIBRARY = "libnftables.so.1"
 
 # rtnetlink (rtnetlink(7)): one RTM_NEWROUTE, "local 0.0.0.0/0 dev lo"
@@ -69,13 +71,11 @@ def route_every_address_here() -> None:
         link.close()
     error = struct.unpack_from("=i", answer, 16)[0] if len(answer) >= 20 else -1
     if error != 0:
-        raise OSError(-error, f"the sandbox's route to every address: {__import__('os').strerror(-error)}")
+        raise OSError(-error, f"the sandbox's route to every address: {os.strerror(-error)}")
 
 
 def redirect() -> str | None:
     """Load RULES into the namespace's nftables: None once done, else why not (no library, a refusal)."""
-    from stockade.bwrap.netns import library_function
-
     try:
         new = library_function(LIBRARY, "nft_ctx_new", "i", returns="P")
         buffer_errors = library_function(LIBRARY, "nft_ctx_buffer_error", "P")
@@ -99,19 +99,11 @@ def sockets() -> list[_socket.socket]:
     """The namespace's ends of interception: the transparent listener, then DNS over UDP and over TCP."""
     made: list[_socket.socket] = []
     try:
-        listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-        made.append(listener)
-        listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", TRANSPARENT_PORT))
-        listener.listen(512)
+        made.append(listen("127.0.0.1", TRANSPARENT_PORT, 512))
         datagrams = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
         made.append(datagrams)
         datagrams.bind(("127.0.0.1", DNS_PORT))
-        stream = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-        made.append(stream)
-        stream.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-        stream.bind(("127.0.0.1", DNS_PORT))
-        stream.listen(64)
+        made.append(listen("127.0.0.1", DNS_PORT, 64))
     except OSError:
         for each in made:
             each.close()
@@ -141,11 +133,7 @@ def prepare() -> list[_socket.socket]:
 def probe() -> str | None:
     """Whether a run's namespace can intercept (`stockade doctor`): None when it can, else why not.
     Tried as a run's child does it, in a child of its own."""
-    from stockade.bwrap.netns import CLONE_NEWNET, enter_user_namespace, in_child
-
     def attempt() -> str | None:
-        import os
-
         enter_user_namespace(CLONE_NEWNET, os.getuid(), os.getgid())
         why = redirect()
         if why is None:

@@ -133,7 +133,7 @@ def enter_private_network(
     """
     enter_user_namespace(CLONE_NEWNET, uid, gid)
     _loopback_up()
-    listeners = [_listen("127.0.0.1", PROXY_PORT, 512), *(_listen(address, port, 128) for address, port in forwards)]
+    listeners = [listen("127.0.0.1", PROXY_PORT, 512), *(listen(address, port, 128) for address, port in forwards)]
     extra = intercept() if intercept is not None else []
     channel = _socket.socket(fileno=channel_fd)
     sent = [*listeners, *extra]
@@ -144,7 +144,7 @@ def enter_private_network(
         each.close()
 
 
-def _listen(address: str, port: int, backlog: int) -> _socket.socket:
+def listen(address: str, port: int, backlog: int) -> _socket.socket:
     listener = _socket.socket(_socket.AF_INET6 if ":" in address else _socket.AF_INET, _socket.SOCK_STREAM)
     listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     if ":" in address:

@@ -14,6 +14,7 @@ import _socket
 import os
 
 from stockade.bwrap.netns import PROXY_PORT, receive_listeners
+from stockade.proxy.control import INTERCEPTION_SOCKETS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from stockade.proxy.handover import Handover
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # servers the command starts inside stay reachable directly
-INTERCEPTION_SOCKETS = 3  # bwrap/interception.py sockets(); proxy/control.py knows it too
 
 
 def proxy_environment() -> dict[str, str]:
