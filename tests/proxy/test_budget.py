@@ -75,3 +75,11 @@ def test_a_closed_session_gives_back_its_floor(limit: list[int]) -> None:
     assert fill(b, "a") == 30  # floor min(16, 40 // 4) = 10 kept for b
     b.close("b")
     assert fill(b, "a") == 10
+
+
+def test_pace_admit_drops_past_the_burst_without_taking_a_slot() -> None:
+    pace = budget.Pace(1.0, 2)
+    assert [pace.admit(0.0) for _ in range(4)] == [True, True, False, False]  # dropped ones take no slot
+    assert pace.admit(1.0) and not pace.admit(1.0)  # one slot a second comes back
+    same = budget.Pace(1.0, 2)
+    assert [same.delay(0.0) == 0 for _ in range(3)] == [True, True, False]  # admit agrees with delay

@@ -79,3 +79,11 @@ class Pace:
         """Seconds this event waits for its slot: 0 within the burst."""
         self.due = max(self.due, now) + self.interval
         return max(0.0, self.due - now - self.burst * self.interval)
+
+    def admit(self, now: float) -> bool:
+        """Whether this event fits now; one that does not is dropped, and takes no slot."""
+        due = max(self.due, now) + self.interval
+        if due - now > self.burst * self.interval:  # what delay() would make it wait
+            return False
+        self.due = due
+        return True

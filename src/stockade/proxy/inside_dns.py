@@ -205,8 +205,7 @@ class Resolver:
                 query, sender = self.datagrams.recvfrom(MAX_MESSAGE)
             except OSError:  # nothing more to read (or the socket closed under us)
                 return
-            if self.pace.delay(time.monotonic()) > 0:  # past its share: dropped, as a busy server would
-                self.pace.due -= self.pace.interval
+            if not self.pace.admit(time.monotonic()):  # past its share: dropped, as a busy server would
                 self.tally.dropped += 1
                 continue
             reply = self._safe_answer(query)
