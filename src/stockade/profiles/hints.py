@@ -93,38 +93,35 @@ def listed_in(path: str, rule: str) -> bool:
 
 def own_mode(path: str) -> str | None:
     """The policy file's own [network] mode; None when it sets none or cannot be read."""
+    mode = _own_network(path).get("mode")
+    return mode if isinstance(mode, str) else None
+
+
+def own_allow(path: str) -> tuple[str, ...]:
+    """The policy file's own [network] allow entries; () when it has none or cannot be read."""
+    allow = _own_network(path).get("allow")
+    return tuple(entry for entry in allow if isinstance(entry, str)) if isinstance(allow, list) else ()
+
+
+def _own_network(path: str) -> dict[str, object]:
+    """The file's own [network] table; {} when it has none or cannot be read."""
+    import os
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return {}
+    return _network_table(path, info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _network_table(path: str, _mtime: int, _size: int) -> dict[str, object]:
+    """Read once per version of the file (size and time say which)."""
     import tomllib
 
     try:
         with open(path, "rb") as handle:
             network = tomllib.load(handle).get("network")
     except (OSError, ValueError):
-        return None
-    mode = network.get("mode") if isinstance(network, dict) else None
-    return mode if isinstance(mode, str) else None
-
-
-def own_allow(path: str) -> tuple[str, ...]:
-    """The policy file's own [network] allow entries; () when it has none or cannot be read."""
-    import os
-
-    try:
-        info = os.stat(path)
-    except OSError:
-        return ()
-    return _allow_list(path, info.st_mtime_ns, info.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _allow_list(path: str, _mtime: int, _size: int) -> tuple[str, ...]:
-    """The file's own [network] allow entries, read once per version of the file; () when unreadable."""
-    import tomllib
-
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, ValueError):
-        return ()
-    network = data.get("network")
-    allow = network.get("allow") if isinstance(network, dict) else None
-    return tuple(entry for entry in allow if isinstance(entry, str)) if isinstance(allow, list) else ()
+        return {}
+    return network if isinstance(network, dict) else {}
