@@ -70,8 +70,10 @@ def _session_daemons(since: float, own_state: str, roots: tuple[str, ...] = ()) 
         if "stockade.proxy.daemon" not in words or not info.get("uids") or info["uids"].real != os.getuid():
             continue
         state = words[words.index("--state-dir") + 1] if "--state-dir" in words[:-1] else ""
-        if (info.get("create_time") or 0) >= since and state != own_state and any(
-            state == root or state.startswith(root.rstrip("/") + "/") for root in roots
+        if (
+            (info.get("create_time") or 0) >= since
+            and state != own_state
+            and any(state == root or state.startswith(root.rstrip("/") + "/") for root in roots)
         ):
             found.append((info["pid"], state))
     return found

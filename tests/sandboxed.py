@@ -20,7 +20,8 @@ def sandbox_unavailable() -> str | None:
         return "bwrap is not installed"
     result = subprocess.run(
         [candidate, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "true"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     return None if result.returncode == 0 else f"bwrap cannot create namespaces: {result.stderr.strip()}"
 

@@ -141,8 +141,7 @@ def test_an_upward_import_inside_a_function_is_seen(tmp_path: Path) -> None:
     """Control: the imports a function makes, not those a type checker alone reads."""
     module = tmp_path / "m.py"
     module.write_text(
-        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from stockade.cli import main\n"
-        "def f():\n    from stockade.proxy.decide import decide\n"
+        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from stockade.cli import main\ndef f():\n    from stockade.proxy.decide import decide\n"
     )
     assert [name for name, _line in imports(module)] == ["stockade.proxy.decide"]
 

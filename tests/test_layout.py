@@ -31,9 +31,7 @@ END_TO_END_ONLY = {
 
 def _modules() -> list[str]:
     return sorted(
-        str(path.relative_to(SOURCE).with_suffix(""))
-        for path in SOURCE.rglob("*.py")
-        if path.name != "__init__.py" and "builtin" not in path.parts
+        str(path.relative_to(SOURCE).with_suffix("")) for path in SOURCE.rglob("*.py") if path.name != "__init__.py" and "builtin" not in path.parts
     )
 
 

@@ -60,15 +60,26 @@ def main() -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text.replace("{url}", server.url))
         try:
-            done = subprocess.run(argv, cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, errors="replace", timeout=spec.get("timeout", 120))
+            done = subprocess.run(
+                argv,
+                cwd=spec["cwd"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=spec.get("timeout", 120),
+            )
             code, out, err = done.returncode, done.stdout, done.stderr
         except subprocess.TimeoutExpired as expired:
             code = -1
             out = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout or ""
             err = (expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr or "") + "\n[harness: timed out]"
-    result_path.write_text(json.dumps({"code": code, "stdout": out, "stderr": err, "tool_results": script.tool_results,
-                                       "requests": script.requests, "asked": script.asked}))
+    result_path.write_text(
+        json.dumps(
+            {"code": code, "stdout": out, "stderr": err, "tool_results": script.tool_results, "requests": script.requests, "asked": script.asked}
+        )
+    )
     return 0
 
 

@@ -71,8 +71,12 @@ def ensure(agent: Agent) -> Path:
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(folder), agent.spec],
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(folder), agent.spec],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if done.returncode != 0:
             raise InstallError(f"npm install {agent.spec}: exit {done.returncode}: {(done.stderr or done.stdout)[-600:]}")
         ready.write_text(agent.spec + "\n")

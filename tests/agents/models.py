@@ -133,8 +133,16 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             block = {"type": "text", "text": "ok"}
             stop = "end_turn"
-        message = {"id": "msg_stockade", "type": "message", "role": "assistant", "model": body.get("model", "claude-test"),
-                   "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+        message = {
+            "id": "msg_stockade",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude-test"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
         if not body.get("stream"):
             self._json({**message, "content": [block], "stop_reason": stop})
             return
@@ -144,14 +152,23 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
-        self._send(200, _sse([
-            ("message_start", {"type": "message_start", "message": message}),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}}),
-            ("message_stop", {"type": "message_stop"}),
-        ]), "text/event-stream")
+        self._send(
+            200,
+            _sse(
+                [
+                    ("message_start", {"type": "message_start", "message": message}),
+                    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
+                    ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+                    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                    (
+                        "message_delta",
+                        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}},
+                    ),
+                    ("message_stop", {"type": "message_stop"}),
+                ]
+            ),
+            "text/event-stream",
+        )
 
     # OpenAI Responses (Codex)
     def _openai(self, body: dict[str, Any]) -> None:
@@ -195,11 +212,17 @@ class _Handler(BaseHTTPRequestHandler):
                 "output_tokens_details": {"reasoning_tokens": 0},
             },
         }
-        self._send(200, _sse([
-            ("response.created", {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}),
-            ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item_out}),
-            ("response.completed", {"type": "response.completed", "response": response}),
-        ]), "text/event-stream")
+        self._send(
+            200,
+            _sse(
+                [
+                    ("response.created", {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}),
+                    ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item_out}),
+                    ("response.completed", {"type": "response.completed", "response": response}),
+                ]
+            ),
+            "text/event-stream",
+        )
 
     # Gemini generateContent (Gemini CLI)
     def _gemini(self, body: dict[str, Any], *, stream: bool) -> None:
@@ -224,8 +247,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             wants_json = (body.get("generationConfig") or {}).get("responseMimeType") == "application/json"
             parts = [{"text": json.dumps({"reasoning": "done", "next_speaker": "user", "model_choice": "flash"}) if wants_json else "ok"}]
-        chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-                 "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11}, "modelVersion": "gemini-test"}
+        chunk = {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11},
+            "modelVersion": "gemini-test",
+        }
         if stream:
             self._send(200, _sse([(None, chunk)]), "text/event-stream")
         else:

@@ -107,8 +107,9 @@ class Desk:
         path.write_text(json.dumps(current, indent=2) + "\n")
 
     def install_hook(self, *options: str, stockade: Path = STOCKADE) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([str(stockade), "install", self.agent, "--user", *options], cwd=self.project, env=self.env(),
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [str(stockade), "install", self.agent, "--user", *options], cwd=self.project, env=self.env(), capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 
@@ -120,8 +121,12 @@ class Desk:
         # Loopback only. As root a network namespace is enough; another user needs a user namespace
         # for it, mapping only itself, with the capabilities to bring loopback up (harness.py).
         unshare = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--map-current-user", "--keep-caps", "--net"]
-        done = subprocess.run([*unshare, sys.executable, str(HERE / "harness.py"), str(result_path), str(spec_path)],
-                              capture_output=True, text=True, timeout=timeout + 60)
+        done = subprocess.run(
+            [*unshare, sys.executable, str(HERE / "harness.py"), str(result_path), str(spec_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout + 60,
+        )
         assert done.returncode == 0 and result_path.exists(), f"the harness failed: {done.stdout}{done.stderr}"
         return Outcome(**json.loads(result_path.read_text()))
 

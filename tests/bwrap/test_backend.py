@@ -202,9 +202,7 @@ def test_the_host_ssh_config_copies_in_only_what_the_sandbox_could_read(tmp_path
     (etc / "ssh_config.d" / "link.conf").symlink_to(home / ".ssh" / "leak.conf")
     outside = tmp_path / "outside.conf"
     outside.write_text("# OUTSIDE-SECRET\n")
-    (etc / "ssh_config").write_text(
-        f"Include ssh_config.d/*.conf\nInclude {home}/.ssh/leak.conf\nInclude {outside}\nHost *\n    SendEnv LANG\n"
-    )
+    (etc / "ssh_config").write_text(f"Include ssh_config.d/*.conf\nInclude {home}/.ssh/leak.conf\nInclude {outside}\nHost *\n    SendEnv LANG\n")
     monkeypatch.setattr(sshroute, "SYSTEM_CONFIG", str(etc / "ssh_config"))
     view = View(home=str(home), writable=[str(tmp_path / "etc"), str(outside)], masked=[str(etc / "ssh_config.d" / "masked.conf")])
     files, _binds, _env = backend._ssh(request, view)

@@ -53,7 +53,9 @@ def test_deny_write_and_the_other_operations() -> None:
 
 
 def test_the_private_home_explains_an_absent_path_and_other_absences_are_no_refusal() -> None:
-    assert rule('4 openat(AT_FDCWD, "/h/.aws/credentials", O_RDONLY) = -1 ENOENT (No such file or directory)').startswith('the private home (home = "private"')
+    assert rule('4 openat(AT_FDCWD, "/h/.aws/credentials", O_RDONLY) = -1 ENOENT (No such file or directory)').startswith(
+        'the private home (home = "private"'
+    )
     assert rule('4 openat(AT_FDCWD, "/usr/lib/nothing", O_RDONLY) = -1 ENOENT (No such file or directory)') is None
     assert rule('4 execve("/usr/local/bin/ls", ["ls"], 0x7ffd /* 3 vars */) = -1 ENOENT (No such file or directory)') is None
     assert rule('4 openat(AT_FDCWD, "/p/missing", O_RDONLY) = -1 ENOENT (No such file or directory)') is None
@@ -67,10 +69,18 @@ def test_permissions_and_the_seccomp_filter() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "", "garbage", "12", "12 +++ exited with 0 +++", "x openat(AT_FDCWD, \"/a\", O_RDONLY) = -1 EROFS (x)",
-        '12 openat(AT_FDCWD, "/a", O_RDONLY) = 3', '12 openat(AT_FDCWD, "/a", O_RDONLY) = -1 (x)',
-        '12 openat(AT_FDCWD, "/a', '12 openat(AT_FDCWD, "\\', '12 getpid() = -1 EPERM (x)',
-        '12 openat(3, "rel", O_RDONLY) = -1 EACCES (Permission denied)', "12 ()( = -1 EROFS",
+        "",
+        "garbage",
+        "12",
+        "12 +++ exited with 0 +++",
+        'x openat(AT_FDCWD, "/a", O_RDONLY) = -1 EROFS (x)',
+        '12 openat(AT_FDCWD, "/a", O_RDONLY) = 3',
+        '12 openat(AT_FDCWD, "/a", O_RDONLY) = -1 (x)',
+        '12 openat(AT_FDCWD, "/a',
+        '12 openat(AT_FDCWD, "\\',
+        "12 getpid() = -1 EPERM (x)",
+        '12 openat(3, "rel", O_RDONLY) = -1 EACCES (Permission denied)',
+        "12 ()( = -1 EROFS",
     ],
 )
 def test_lines_that_are_not_a_failed_path_syscall_are_skipped(line: str) -> None:

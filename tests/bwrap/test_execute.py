@@ -177,7 +177,9 @@ def test_summary_lines(said: list[str]) -> None:
 
 def test_a_file_size_hit_names_the_limit_and_where_to_raise_it(said: list[str]) -> None:
     execute._summary(launch(file_size=1 << 20), False, ["file_size"], [], [], [], 1.0)
-    assert said == ["stockade: file_size limit 1M reached: the command was killed writing past it (raise file_size under [limits] in /p/.stockade.toml)"]
+    assert said == [
+        "stockade: file_size limit 1M reached: the command was killed writing past it (raise file_size under [limits] in /p/.stockade.toml)"
+    ]
 
 
 def test_a_timeout_without_a_wall_time_says_nothing(said: list[str]) -> None:

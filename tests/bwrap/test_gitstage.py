@@ -401,7 +401,9 @@ def test_a_branch_may_track_a_remote_the_host_had(tmp_path: Path, repo: Path) ->
     subprocess.run(["git", "remote", "add", "origin", "https://example.invalid/mine.git"], cwd=repo.parent, check=True)
     stage = _stage(tmp_path, repo)
     text = _staged(stage, "config").read_text()
-    _replace_text(_staged(stage, "config"), text + '[branch "main"]\n\tremote = origin\n\tmerge = refs/heads/main\n[branch "x"]\n\tpushRemote = fork\n')
+    _replace_text(
+        _staged(stage, "config"), text + '[branch "main"]\n\tremote = origin\n\tmerge = refs/heads/main\n[branch "x"]\n\tpushRemote = fork\n'
+    )
     lines, _judged = gitstage.carry_back(stage, "s1")
     entries = gitconfig.read(str(repo / "config")) or []
     assert ("branch.main.remote", "origin") in entries and ("branch.x.pushremote", "fork") not in entries

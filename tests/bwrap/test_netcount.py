@@ -100,8 +100,5 @@ def test_refused_connections_are_tcp_attempt_failures(tmp_path: Path) -> None:
     from stockade.bwrap.netcount import read_counts
 
     path = tmp_path / "snmp"
-    path.write_text(
-        "Ip: Forwarding OutNoRoutes\nIp: 2 3\n"
-        "Tcp: RtoAlgorithm ActiveOpens AttemptFails EstabResets\nTcp: 1 9 4 0\n"
-    )
+    path.write_text("Ip: Forwarding OutNoRoutes\nIp: 2 3\nTcp: RtoAlgorithm ActiveOpens AttemptFails EstabResets\nTcp: 1 9 4 0\n")
     assert read_counts([os.open(path, os.O_RDONLY)]) == (3, 4)

@@ -161,7 +161,9 @@ def test_the_lean_binding_passes_typed_arguments() -> None:
     assert call(b"abc", b"abd", 2) == 0 and call(b"abc", b"abd", 3) != 0
 
 
-def test_an_intercepting_child_sends_three_sockets_more_and_says_so(pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_intercepting_child_sends_three_sockets_more_and_says_so(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
     sender, receiver = pair
     monkeypatch.setattr(netns, "unshare", lambda flags: None)
     monkeypatch.setattr(netns, "_write", lambda path, text: None)

@@ -85,7 +85,9 @@ def test_a_runs_credentials_are_read_once_for_its_bridge(executed: list[tuple[An
 
 
 def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
-    def troubled_execute(launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None, files: Any = ()) -> int:
+    def troubled_execute(
+        launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None, files: Any = ()
+    ) -> int:
         bridge.trouble = "the daemon died"
         return 9
 
@@ -202,7 +204,11 @@ def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.
     monkeypatch.setattr(plan_cache, "store", lambda key, launch, recorder, walk, note, own, sockets: stored.append(own) or True)
     monkeypatch.setattr(plan_cache, "Recorder", lambda: SimpleNamespace(start=lambda: SimpleNamespace(stop=lambda: None)))
     view = SimpleNamespace(walk="walk", socket_scope="scope", sockets=["s"], shared_files=[])
-    plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log=None)), quiet=True, ca_bundle="/c/ca/bundle-1.pem",
+    plan = SimpleNamespace(
+        view=view,
+        policy=SimpleNamespace(audit=SimpleNamespace(log=None)),
+        quiet=True,
+        ca_bundle="/c/ca/bundle-1.pem",
         ssh_files=("/c/ssh/ssh-proxy-1", "/c/ssh/ssh_config-1", "/c/ssh/known_hosts-1"),
     )
     from stockade.bwrap import backend, placeholders

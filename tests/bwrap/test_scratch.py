@@ -73,7 +73,11 @@ def test_named_files_only_the_users_files_every_user_may_read_and_through_no_lin
     (closed / "tok").chmod(0o644)
     hop = host_tmp / "hop"
     hop.symlink_to(host_tmp)
-    command = ["/bin/sh", "-c", f"python3 {shared}; cat {private}|wc; cat {link} {closed}/tok {hop}/script.py; ls /tmpother/x --out={shared} /var{shared} {host_tmp}"]
+    command = [
+        "/bin/sh",
+        "-c",
+        f"python3 {shared}; cat {private}|wc; cat {link} {closed}/tok {hop}/script.py; ls /tmpother/x --out={shared} /var{shared} {host_tmp}",
+    ]
     found, refused = scratch.named_files(command)
     assert found == [(str(shared), b"print(1)")]
     assert refused == [str(private), str(link), f"{closed}/tok", f"{hop}/script.py"]

@@ -76,16 +76,12 @@ def _other_socketpair_types() -> list[Case]:
     """Types the kernel refuses for AF_UNIX today; the filter refuses them first, in case that changes."""
     named = (SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET)
     return [
-        Case(f"socketpair_type_{kind}", "socketpair", (AF_UNIX, kind, 0, "buf"))
-        for kind in range(seccomp.SOCK_TYPE_MASK + 1) if kind not in named
+        Case(f"socketpair_type_{kind}", "socketpair", (AF_UNIX, kind, 0, "buf")) for kind in range(seccomp.SOCK_TYPE_MASK + 1) if kind not in named
     ]
 
 
 def _clone_cases() -> list[Case]:
-    return [
-        Case(f"clone_{name}", "clone", (flag | CLONE_THREAD, 0, 0, 0, 0))
-        for name, flag in seccomp.CLONE_NEW_FLAGS.items()
-    ]
+    return [Case(f"clone_{name}", "clone", (flag | CLONE_THREAD, 0, 0, 0, 0)) for name, flag in seccomp.CLONE_NEW_FLAGS.items()]
 
 
 ATTACKS = [
@@ -206,8 +202,21 @@ def as_user_prefix(user: str) -> list[str]:
 
 
 def bwrap_argv(user: str, seccomp_fd: int | None, *, new_session: bool = True) -> list[str]:
-    argv = [*as_user_prefix(user), BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+    argv = [
+        *as_user_prefix(user),
+        BWRAP,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-all",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+    ]
     if new_session:
         argv.append("--new-session")
     if seccomp_fd is not None:
@@ -222,8 +231,9 @@ def program_fd(program: bytes) -> int:
     return fd
 
 
-def run_sandboxed(user: str, seccomp_fd: int | None, probe: str, *args: str, new_session: bool = True,
-                  stdin: int | None = None, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def run_sandboxed(
+    user: str, seccomp_fd: int | None, probe: str, *args: str, new_session: bool = True, stdin: int | None = None, prefix: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """Run probes/<probe> with Debian's python3 inside bwrap, under the filter on `seccomp_fd` if given.
 
     The source goes on the command line: the unprivileged user may not be
@@ -231,12 +241,12 @@ def run_sandboxed(user: str, seccomp_fd: int | None, probe: str, *args: str, new
     """
     source = (PROBES / probe).read_text()
     argv = [*prefix, *bwrap_argv(user, seccomp_fd, new_session=new_session), "--", PYTHON, "-I", "-c", source, *args]
-    return subprocess.run(argv, stdin=stdin, capture_output=True, text=True, cwd="/", timeout=TIMEOUT, check=False,
-                          pass_fds=() if seccomp_fd is None else (seccomp_fd,))
+    return subprocess.run(
+        argv, stdin=stdin, capture_output=True, text=True, cwd="/", timeout=TIMEOUT, check=False, pass_fds=() if seccomp_fd is None else (seccomp_fd,)
+    )
 
 
-def run_probe(user: str, program: bytes | None, probe: str, *args: str,
-              **options: object) -> subprocess.CompletedProcess[str]:
+def run_probe(user: str, program: bytes | None, probe: str, *args: str, **options: object) -> subprocess.CompletedProcess[str]:
     """run_sandboxed with `program` (None: no filter at all) passed in a memory file."""
     fd = program_fd(program) if program is not None else None
     try:
@@ -252,8 +262,9 @@ def sandbox_problem(user: str) -> str | None:
     for tool in (BWRAP, PYTHON, *([SETPRIV] if as_user_prefix(user) else [])):
         if not os.access(tool, os.X_OK):
             return f"{tool} is missing"
-    result = subprocess.run([*bwrap_argv(user, None), "--", PYTHON, "-c", "pass"],
-                            capture_output=True, text=True, cwd="/", timeout=TIMEOUT, check=False)
+    result = subprocess.run(
+        [*bwrap_argv(user, None), "--", PYTHON, "-c", "pass"], capture_output=True, text=True, cwd="/", timeout=TIMEOUT, check=False
+    )
     if result.returncode != 0:
         return f"bwrap cannot create namespaces as {user}: {result.stderr.strip() or result.returncode}"
     return None
@@ -382,8 +393,7 @@ def inject_on_pty(user: str, program: bytes | None, mode: str) -> dict[str, obje
     master, slave = pty.openpty()
     try:
         tty.setraw(slave)
-        result = run_probe(user, program, "tiocsti.py", mode, new_session=False, stdin=slave,
-                           prefix=(SETSID, "--ctty", "--wait"))
+        result = run_probe(user, program, "tiocsti.py", mode, new_session=False, stdin=slave, prefix=(SETSID, "--ctty", "--wait"))
     finally:
         os.close(master)
         os.close(slave)
@@ -468,8 +478,7 @@ def test_describe_rules_with_allow_unix_drops_only_the_unix_socket_line() -> Non
 
 
 def test_describe_rules_needs_no_libseccomp() -> None:
-    code = ("import sys; from stockade.bwrap.seccomp import describe_rules; describe_rules(False); "
-            "print('pyseccomp' in sys.modules)")
+    code = "import sys; from stockade.bwrap.seccomp import describe_rules; describe_rules(False); print('pyseccomp' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, check=True)
     assert result.stdout.strip() == "False"
 
@@ -524,8 +533,7 @@ def cache_dir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("allow_unix", [False, True], ids=["no_unix", "allow_unix"])
-def test_cold_call_compiles_and_stores_warm_call_reads(cache_dir: Path, allow_unix: bool,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cold_call_compiles_and_stores_warm_call_reads(cache_dir: Path, allow_unix: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     assert open_and_read(cache_dir, allow_unix) == compiled(allow_unix)
     path = Path(seccomp_cache.cache_path(cache_dir, allow_unix))
     assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700

@@ -24,7 +24,7 @@ def test_bwrap_ignores_all_four_and_the_command_gets_back_only_those_given(tmp_p
 def test_a_first_word_env_would_read_as_a_variable_goes_through_sh(tmp_path: Path) -> None:
     """env takes `./a=b` for a variable: sh runs it, after env reset the signals."""
     script = tmp_path / "a=b"
-    script.write_text("#!/bin/sh\ngrep SigIgn /proc/self/status\necho \"$0 $1\"\n")
+    script.write_text('#!/bin/sh\ngrep SigIgn /proc/self/status\necho "$0 $1"\n')
     script.chmod(0o755)
     outer, inner = signal_reset.wrappers(str(tmp_path), [str(script), "one"], [signal.SIGINT])
     assert inner[-3:] == ["/bin/sh", "-c", 'exec "$0" "$@"']
@@ -45,7 +45,7 @@ def test_no_wrappers_when_nothing_is_to_be_reset(tmp_path: Path) -> None:
 def test_the_outer_ignores_and_the_inner_restores(tmp_path: Path) -> None:
     """The whole point: the middle (bwrap) ignores SIGINT and SIGTERM, the command has them at default."""
     outer, inner = signal_reset.wrappers(str(tmp_path), ["grep"], [signal.SIGINT, signal.SIGTERM])
-    middle = "grep SigIgn /proc/$$/status; exec \"$@\""
+    middle = 'grep SigIgn /proc/$$/status; exec "$@"'
     words = [*outer, "/bin/sh", "-c", middle, "sh", *inner, "grep", "SigIgn", "/proc/self/status"]
     lines = subprocess.run(words, capture_output=True, text=True, check=True).stdout.split()
     ignored_in_middle, ignored_in_command = int(lines[1], 16), int(lines[3], 16)

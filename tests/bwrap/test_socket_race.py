@@ -24,8 +24,19 @@ from stockade.core.errors import SandboxSetupError
 def _launch(masks: list[str], writable: list[str]) -> Launch:
     values: dict[str, object] = {name: None for name in Launch.__slots__}
     values.update(
-        bwrap="/usr/bin/bwrap", args=b"", command=["/bin/true"], env={}, cwd="/", project="/", writable=writable,
-        unguarded=[], socket_masks=masks, notes=[], interactive=False, quiet=True, allow_unix=False,
+        bwrap="/usr/bin/bwrap",
+        args=b"",
+        command=["/bin/true"],
+        env={},
+        cwd="/",
+        project="/",
+        writable=writable,
+        unguarded=[],
+        socket_masks=masks,
+        notes=[],
+        interactive=False,
+        quiet=True,
+        allow_unix=False,
     )
     return Launch(**values)
 
@@ -133,7 +144,9 @@ def test_only_the_empty_file_bwrap_made_in_a_writable_place_is_removed(tmp_path:
     assert old.exists()  # made before the run: not bwrap's
 
 
-def test_a_socket_made_anew_during_the_start_is_started_again_with_it(tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_socket_made_anew_during_the_start_is_started_again_with_it(
+    tmp_path: Path, calls: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A daemon restarting in those milliseconds: the path is there again, another socket."""
     path = tmp_path / "b.sock"
     first = _socket(path)

@@ -140,14 +140,18 @@ def test_a_session_is_any_start_of_its_id_that_only_it_has(project: Path, capsys
     """The table shows 8 characters of an id; those (or fewer, or more) find the session."""
     log = write_log(
         project / "audit.jsonl",
-        record(session="3f2a9c81d4e5", host="one.test"), record(session="3f2b0000aaaa", host="two.test"), record(session="77aa", host="three.test"),
+        record(session="3f2a9c81d4e5", host="one.test"),
+        record(session="3f2b0000aaaa", host="two.test"),
+        record(session="77aa", host="three.test"),
     )
     code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--json", "--session", "3f2a9c81")
     assert code == 0 and [json.loads(line)["host"] for line in out.splitlines()] == ["one.test"]
     code, out, err = run_cli(capsys, "audit", "--log", str(log), "--json", "--session", "3f2")
-    assert code == ExitCode.USAGE and out == "" and err.splitlines() == [
-        "stockade: error: --session 3f2 starts 2 sessions' ids (3f2a9c81d4e5, 3f2b0000aaaa): give more of the one you mean"
-    ]
+    assert (
+        code == ExitCode.USAGE
+        and out == ""
+        and err.splitlines() == ["stockade: error: --session 3f2 starts 2 sessions' ids (3f2a9c81d4e5, 3f2b0000aaaa): give more of the one you mean"]
+    )
     code, out, _ = run_cli(capsys, "audit", "--log", str(log), "--session", "nothing")
     assert code == 0 and "no matching audit records" in out
 
@@ -254,7 +258,9 @@ def test_the_request_cell(project: Path, capsys: pytest.CaptureFixture[str], mon
 
 
 @pytest.mark.parametrize(("stamp", "cell"), [("2026-01-01T12:34:56.789+00:00", "12:34:56"), ("sometime", "sometime"), ("", "")])
-def test_the_time_cell_is_the_time_of_day(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, stamp: str, cell: str) -> None:
+def test_the_time_cell_is_the_time_of_day(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, stamp: str, cell: str
+) -> None:
     monkeypatch.setenv("COLUMNS", "300")
     log = write_log(project / "audit.jsonl", record(time=stamp))
     code, out, _ = run_cli(capsys, "audit", "--log", str(log))
@@ -334,8 +340,17 @@ def test_audit_shows_every_control_in_every_field_as_visible_text(
     """A sandbox chooses the method, host and path it sends; none of it may reach the terminal raw."""
     monkeypatch.setenv("COLUMNS", "2000")
     log = project / "audit.jsonl"
-    record = {"time": "2026-01-01T00:00:00+00:00", "session": "s1", "decision": "deny", "host": "h.test", "port": 80,
-              "scheme": "http", "method": "GET", "path": "/", "rule": "r"}
+    record = {
+        "time": "2026-01-01T00:00:00+00:00",
+        "session": "s1",
+        "decision": "deny",
+        "host": "h.test",
+        "port": 80,
+        "scheme": "http",
+        "method": "GET",
+        "path": "/",
+        "rule": "r",
+    }
     record[field] = f"A{CONTROLS}Z"
     log.write_text(json.dumps(record) + "\n")
     for extra in ([], ["--json"]):
@@ -408,6 +423,8 @@ def test_the_table_says_the_day(project: Path, capsys: pytest.CaptureFixture[str
 
 def test_a_tunnel_shows_what_it_carried(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    log = write_log(project / "audit.jsonl", record(method="CONNECT", scheme="ssh", host="git.test", port=22), record(method="GET", scheme="https", path="/x"))
+    log = write_log(
+        project / "audit.jsonl", record(method="CONNECT", scheme="ssh", host="git.test", port=22), record(method="GET", scheme="https", path="/x")
+    )
     _code, out, _ = run_cli(capsys, "audit", "--log", str(log))
     assert [row[5] for row in rows(out)] == ["ssh", "GET /x"]

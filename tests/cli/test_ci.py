@@ -332,7 +332,9 @@ def test_the_summary_says_what_an_untrusted_policy_file_tried_to_widen(tmp_path:
     """Issue 33: a pull request's widened --policy file only narrows (profiles/citrust.py); the job's summary says so."""
     _write_audit(tmp_path)
     invocation = _request(tmp_path)
-    invocation.policy_note = "stockade: /w/.stockade.toml is not trusted as it is here (the pull request changed it), ... ignored: network allow evil.test"
+    invocation.policy_note = (
+        "stockade: /w/.stockade.toml is not trusted as it is here (the pull request changed it), ... ignored: network allow evil.test"
+    )
     result = ci.build_report(invocation, 0, 1.0, 0.0, None)
     assert any("ignored: network allow evil.test" in note for note in result.notes)
     assert "evil.test" in ci.markdown(result)

@@ -155,7 +155,6 @@ def test_version_matches_pyproject() -> None:
     assert tomllib.loads(pyproject.read_text())["project"]["version"] == VERSION
 
 
-
 def test_trust_says_which_credentials_it_lets_the_project_send_where(project: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = home / ".config" / "stockade" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)

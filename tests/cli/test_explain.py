@@ -173,7 +173,9 @@ def test_write_places_not_there_yet_say_what_a_run_does(project: Path, home: Pat
     )
 
 
-def test_a_missing_place_in_a_project_under_home_is_made(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, wide: None) -> None:
+def test_a_missing_place_in_a_project_under_home_is_made(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, wide: None
+) -> None:
     inside = home / "proj"
     inside.mkdir()
     monkeypatch.chdir(inside)

@@ -19,11 +19,11 @@ PAYLOADS = Path(__file__).parent / "payloads"
 WRAPPER = Wrapper("/opt/stockade/bin/stockade", "/bin/bash", 1 << 20)
 
 HOSTILE = {
-    "quotes": "printf '%s|' \"it's\" 'a \"b\"' \"back\\\\slash\" $'tab\\tx' \"$((1+1))\"; echo",
+    "quotes": 'printf \'%s|\' "it\'s" \'a "b"\' "back\\\\slash" $\'tab\\tx\' "$((1+1))"; echo',
     "newlines": "echo one\necho two\n\necho three",
-    "substitution": "echo $(echo sub $(echo deep)) `echo back` $((6*7)) \"$(printf '%s' \"q'q\")\"",
+    "substitution": 'echo $(echo sub $(echo deep)) `echo back` $((6*7)) "$(printf \'%s\' "q\'q")"',
     "heredocs": "cat <<'EOF'\n$HOME `x` 'y' \"z\" \\n\nEOF\ncat <<EOF\nexpanded $(echo yes)\nEOF\ncat <<-'T'\n\tindented\n\tT",
-    "chains": "false || echo or && echo and; echo semi | tr a-z A-Z; (echo sub; exit 3); echo \"status $?\"",
+    "chains": 'false || echo or && echo and; echo semi | tr a-z A-Z; (echo sub; exit 3); echo "status $?"',
     "background": "(sleep 0.2; echo late) & echo early; wait; echo joined",
     "option-injection": "--dev-bind / / sh -c 'echo escaped'; echo after $?",
     "dashdash": "-- echo not-run; echo 'after --'",
@@ -249,7 +249,7 @@ def test_console_hook_blocks_what_it_cannot_wrap(sandbox: None, stdin: str) -> N
 
 def test_console_hook_imports_no_typer_or_rich(sandbox: None) -> None:
     code = (
-        "import sys, io; sys.stdin = io.TextIOWrapper(io.BytesIO(b'{\"tool_name\": \"Bash\", \"tool_input\": {\"command\": \"ls\"}}'));"
+        'import sys, io; sys.stdin = io.TextIOWrapper(io.BytesIO(b\'{"tool_name": "Bash", "tool_input": {"command": "ls"}}\'));'
         "from stockade.cli.main import main; main(['hook', 'claude']);"
         "print([m for m in ('typer', 'click', 'rich', 'mitmproxy') if m in sys.modules], file=sys.stderr)"
     )
@@ -300,7 +300,7 @@ def test_done_when_a_recorded_payload_runs_inside_with_the_same_output(sandbox: 
     original = payload["tool_input"]["command"]  # type: ignore[index]
     direct, hooked = _bash(world, original, world.project), _bash(world, returned, world.project)
     assert hooked.returncode == direct.returncode and hooked.stdout == direct.stdout
-    assert "it's\na \"quoted\" word\nNESTED" in hooked.stdout and "$HOME stays literal `here`" in hooked.stdout
+    assert 'it\'s\na "quoted" word\nNESTED' in hooked.stdout and "$HOME stays literal `here`" in hooked.stdout
 
     escape = world.outside / "escape.txt"
     probe = {
@@ -336,7 +336,6 @@ def test_a_flood_through_the_hook_is_cut_with_a_note(sandbox: None, world: World
     result = _bash(world, wrapped, world.project)
     assert result.returncode == 5 and len(result.stdout) <= 2048 and result.stdout.endswith("y\ndone\n")  # the head and the tail
     assert "stockade: output cut: " in result.stderr and "keeps the first 1024 and the last 1024 bytes" in result.stderr
-
 
 
 def test_an_agent_session_is_told_the_untrusted_policy_once(sandbox: None, world: World) -> None:

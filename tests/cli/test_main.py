@@ -214,7 +214,9 @@ main.exit_with({code})
 def test_after_a_run_the_process_ends_at_once_with_its_output_flushed(code: int, status: int) -> None:
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", EXITS.format(ran=True, marker="teardown ran", code=code, size=100_000)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS.format(ran=True, marker="teardown ran", code=code, size=100_000)], capture_output=True, text=True
+    )
     assert done.returncode == status
     assert len(done.stdout) == 100_000  # flushed by hand
     assert "teardown ran" not in done.stderr  # the interpreter's teardown (atexit included) was skipped
@@ -223,7 +225,9 @@ def test_after_a_run_the_process_ends_at_once_with_its_output_flushed(code: int,
 def test_other_commands_exit_the_usual_way() -> None:
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", EXITS.format(ran=False, marker="teardown ran", code=3, size=100_000)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS.format(ran=False, marker="teardown ran", code=3, size=100_000)], capture_output=True, text=True
+    )
     assert done.returncode == 3 and len(done.stdout) == 100_000 and "teardown ran" in done.stderr
 
 

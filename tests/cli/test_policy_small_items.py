@@ -22,4 +22,3 @@ def test_a_ca_bundle_path_passes_and_the_keys_beside_it_do_not() -> None:
     env = sandbox_env(host, EnvRules())
     assert env == {"AWS_CA_BUNDLE": "/etc/corp-ca.pem", "AWS_REGION": "eu-west-1"}
     assert sandbox_env(host, EnvRules(deny=("AWS_CA_BUNDLE",))) == {"AWS_REGION": "eu-west-1"}  # a policy may still withhold it
-

@@ -26,5 +26,7 @@ def test_finish_ends_the_process_by_the_signal(number: int) -> None:
 
 
 def test_finish_without_a_request_returns() -> None:
-    done = subprocess.run([sys.executable, "-c", "from stockade.core import ending; ending.finish(); print(ending.pending())"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "from stockade.core import ending; ending.finish(); print(ending.pending())"], capture_output=True, text=True
+    )
     assert done.returncode == 0 and done.stdout.strip() == "None"

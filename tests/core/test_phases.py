@@ -29,5 +29,7 @@ def test_a_run_with_marks_on_has_a_first_mark_from_its_import(tmp_path: object) 
     import sys
 
     code = "import time; before = time.perf_counter(); from stockade.core import phases; print(phases._marks[0][0], phases._marks[0][1] >= before)"
-    done = subprocess.run([sys.executable, "-c", code], env={"STOCKADE_PHASES": "1", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={"STOCKADE_PHASES": "1", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True
+    )
     assert done.stdout.split() == ["loaded", "True"]

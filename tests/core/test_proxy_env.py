@@ -55,4 +55,13 @@ def test_every_ca_variable_names_the_bundle() -> None:
 
     env = ca_environment("/run/stockade/ca-bundle.pem")
     assert set(env) == set(CA_VARIABLES) and set(env.values()) == {"/run/stockade/ca-bundle.pem"}
-    assert {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "GIT_SSL_CAINFO", "CARGO_HTTP_CAINFO", "AWS_CA_BUNDLE"} <= set(env)
+    assert {
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "PIP_CERT",
+        "GIT_SSL_CAINFO",
+        "CARGO_HTTP_CAINFO",
+        "AWS_CA_BUNDLE",
+    } <= set(env)

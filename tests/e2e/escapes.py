@@ -33,26 +33,96 @@ q = shlex.quote
 # Native syscall numbers for the probes (x86_64 and aarch64 share every number from 424 on).
 SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
-        "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "setns": 308, "unshare": 272,
-        "clone": 56, "clone3": 435, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "ptrace": 101, "process_vm_readv": 310,
-        "process_vm_writev": 311, "pidfd_getfd": 438, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "keyctl": 250,
-        "add_key": 248, "request_key": 249, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
-        "finit_module": 313, "delete_module": 176, "acct": 163, "swapon": 167, "swapoff": 168,
-        "open_by_handle_at": 304, "socket": 41, "socketpair": 53, "ioctl": 16, "getpid": 39,
-        "statfs": 137, "fstatfs": 138, "dup3": 292,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "chroot": 161,
+        "setns": 308,
+        "unshare": 272,
+        "clone": 56,
+        "clone3": 435,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "pidfd_getfd": 438,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "userfaultfd": 323,
+        "keyctl": 250,
+        "add_key": 248,
+        "request_key": 249,
+        "kexec_load": 246,
+        "kexec_file_load": 320,
+        "init_module": 175,
+        "finit_module": 313,
+        "delete_module": 176,
+        "acct": 163,
+        "swapon": 167,
+        "swapoff": 168,
+        "open_by_handle_at": 304,
+        "socket": 41,
+        "socketpair": 53,
+        "ioctl": 16,
+        "getpid": 39,
+        "statfs": 137,
+        "fstatfs": 138,
+        "dup3": 292,
     },
     "aarch64": {
-        "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "setns": 268, "unshare": 97,
-        "clone": 220, "clone3": 435, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "ptrace": 117, "process_vm_readv": 270,
-        "process_vm_writev": 271, "pidfd_getfd": 438, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
-        "add_key": 217, "request_key": 218, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
-        "finit_module": 273, "delete_module": 106, "acct": 89, "swapon": 224, "swapoff": 225,
-        "open_by_handle_at": 265, "socket": 198, "socketpair": 199, "ioctl": 29, "getpid": 172,
-        "statfs": 43, "fstatfs": 44, "dup3": 24,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "chroot": 51,
+        "setns": 268,
+        "unshare": 97,
+        "clone": 220,
+        "clone3": 435,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "pidfd_getfd": 438,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "userfaultfd": 282,
+        "keyctl": 219,
+        "add_key": 217,
+        "request_key": 218,
+        "kexec_load": 104,
+        "kexec_file_load": 294,
+        "init_module": 105,
+        "finit_module": 273,
+        "delete_module": 106,
+        "acct": 89,
+        "swapon": 224,
+        "swapoff": 225,
+        "open_by_handle_at": 265,
+        "socket": 198,
+        "socketpair": 199,
+        "ioctl": 29,
+        "getpid": 172,
+        "statfs": 43,
+        "fstatfs": 44,
+        "dup3": 24,
     },
 }
 NR = SYSCALLS.get(MACHINE, {})
@@ -60,7 +130,7 @@ BAD = 16  # a pointer into the never-mapped first page: EFAULT if the kernel der
 FILTER_ERRNOS = frozenset({errno.EPERM, errno.ENOSYS})  # what our filter answers
 KERNEL_ERRNOS = frozenset({errno.EFAULT, errno.EBADF, errno.EINVAL, errno.ESRCH, errno.EOPNOTSUPP, errno.ENOTTY})
 
-_SYSCALL_PROBE = r'''
+_SYSCALL_PROBE = r"""
 import ctypes, json
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -70,7 +140,7 @@ for name, nr, args in CASES:
     result = libc.syscall(ctypes.c_long(nr), *[ctypes.c_ulong(a & (2**64 - 1)) for a in args])
     out[name] = ctypes.get_errno() if result < 0 else 0
 print("PROBE " + json.dumps(out), flush=True)
-'''
+"""
 
 
 def syscall_probe_code(cases: Iterable[tuple[str, str, tuple[int, ...]]]) -> str:
@@ -88,7 +158,7 @@ def probe(box: Box, code: str, **kwargs: object) -> tuple[dict, subprocess.Compl
 def parse_probe(result: subprocess.CompletedProcess[str]) -> dict:
     for line in result.stdout.splitlines():
         if line.startswith("PROBE "):
-            return json.loads(line[len("PROBE "):])
+            return json.loads(line[len("PROBE ") :])
     raise AssertionError(f"no PROBE line (exit {result.returncode}): stdout={result.stdout!r} stderr={result.stderr!r}")
 
 
@@ -196,7 +266,9 @@ def start_canary(token: str, env: dict[str, str] | None = None) -> subprocess.Po
     process = subprocess.Popen(
         ["/bin/sh", "-c", "sleep 600; :", token, "--token", "CANARY6"],
         env={"PATH": "/usr/bin:/bin", **(env or {})},
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 5
     while process.pid not in pids_with(token) and time.monotonic() < deadline:  # wait for the exec
@@ -231,6 +303,7 @@ def policy_text(
     extra: str = "",
 ) -> str:
     """A policy extending the default one; absolute paths only (a box's policy file is not in the project)."""
+
     def items(values: Iterable[str | Path]) -> str:
         return ", ".join(json.dumps(str(v)) for v in values)
 

@@ -377,8 +377,18 @@ class NetWorld:
     def audit_path(self, tag: str, box: Box | None = None) -> Path:
         return state_dir(box or self.box) / f"audit-{tag}.jsonl"
 
-    def policy(self, tag: str, *, allow: Sequence[str] = ALLOW, deny: Sequence[str] = DENY, extends: str = "default",
-               mode: str | None = None, network: bool = True, audit: bool = True, box: Box | None = None) -> str:
+    def policy(
+        self,
+        tag: str,
+        *,
+        allow: Sequence[str] = ALLOW,
+        deny: Sequence[str] = DENY,
+        extends: str = "default",
+        mode: str | None = None,
+        network: bool = True,
+        audit: bool = True,
+        box: Box | None = None,
+    ) -> str:
         """A policy file's text; its audit log is the run's own (`audit_path(tag)`) unless `audit` is False."""
         lines = [f'extends = ["{extends}"]']
         if network:
@@ -408,15 +418,32 @@ class NetWorld:
             + 't() { _n=$1; shift; _s=$(date +%s%N); "$@" >/dev/null 2>&1; _r=$?; _e=$(date +%s%N); echo "T $_n $_r $(( (_e - _s) / 1000000 ))"; }\n'
         )
 
-    def run(self, script: str, *, tag: str, policy: str | None = None, box: Box | None = None,
-            env: dict[str, str] | None = None, timeout: float = 120, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        script: str,
+        *,
+        tag: str,
+        policy: str | None = None,
+        box: Box | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+        **kwargs: Any,
+    ) -> subprocess.CompletedProcess[str]:
         """`stockade run --policy <policy> -- sh -c <prelude + script>` in a box (this world's by default)."""
         box = box or self.box
         text = policy if policy is not None else self.policy(tag, box=box)
         return box.run(self.prelude(box) + script, policy=text, env={**self.env, **(env or {})}, timeout=timeout, **kwargs)
 
-    def popen(self, script: str, *, tag: str, policy: str | None = None, box: Box | None = None,
-              env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    def popen(
+        self,
+        script: str,
+        *,
+        tag: str,
+        policy: str | None = None,
+        box: Box | None = None,
+        env: dict[str, str] | None = None,
+        options: tuple[str, ...] = (),
+    ) -> subprocess.Popen[str]:
         """The same as `run`, started in the background (stdout and stderr are pipes); `options` go to `run`."""
         box = box or self.box
         text = policy if policy is not None else self.policy(tag, box=box)
@@ -509,7 +536,7 @@ def probe_lines(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for line in result.stdout.splitlines():
         if line.startswith("PROBE "):
-            found.update(json.loads(line[len("PROBE "):]))
+            found.update(json.loads(line[len("PROBE ") :]))
     if not found:
         raise AssertionError(f"no PROBE line (exit {result.returncode}): stdout={result.stdout!r} stderr={result.stderr!r}")
     return found
@@ -518,7 +545,7 @@ def probe_lines(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 def tagged(result: subprocess.CompletedProcess[str], tag: str) -> list[str]:
     """The values of every `<tag>=...` line of a run's stdout."""
     prefix = f"{tag}="
-    return [line[len(prefix):] for line in result.stdout.splitlines() if line.startswith(prefix)]
+    return [line[len(prefix) :] for line in result.stdout.splitlines() if line.startswith(prefix)]
 
 
 def one(result: subprocess.CompletedProcess[str], tag: str) -> str:
@@ -528,7 +555,7 @@ def one(result: subprocess.CompletedProcess[str], tag: str) -> str:
 
 
 # A python probe run inside: each attempt timed, outcome as "ok ..." or "errno NAME".
-TIMED_PROBE = r'''
+TIMED_PROBE = r"""
 import errno, json, socket, time
 def attempt(name, fn):
     start = time.monotonic()
@@ -540,7 +567,7 @@ def attempt(name, fn):
         outcome = "error " + type(exc).__name__
     RESULTS[name] = [outcome, round(time.monotonic() - start, 3)]
 RESULTS = {}
-'''
+"""
 
 
 def timed_probe(body: str) -> str:

@@ -228,21 +228,19 @@ RC_ATTEMPTS = [
     pytest.param("~/.bashrc", "echo 'touch /tmp/RC' >> ~/.bashrc", None, id="bashrc-existing"),
     pytest.param("~/.bash_profile", ": > ~/.bash_profile", None, id="bash-profile-absent"),
     pytest.param("~/.zshenv", ": > ~/.zshenv", None, id="zshenv-absent"),
-    pytest.param("~/.config/fish/config.fish", "mkdir -p ~/.config/fish && echo x > ~/.config/fish/config.fish", None,
-                 id="fish-config-absent-parent"),
+    pytest.param(
+        "~/.config/fish/config.fish", "mkdir -p ~/.config/fish && echo x > ~/.config/fish/config.fish", None, id="fish-config-absent-parent"
+    ),
     pytest.param("~/other/.envrc", "echo 'touch /tmp/ENVRC' > ~/other/.envrc", None, id="envrc-outside-cwd"),
     pytest.param("~/proj/sub/.envrc", "echo 'touch /tmp/ENVRC' > .envrc", None, id="envrc-of-cwd-project"),
-    pytest.param("~/proj/sub/.git/hooks/pre-commit", "echo 'touch /tmp/HOOK' > .git/hooks/pre-commit", None,
-                 id="git-hooks-of-cwd-project"),
-    pytest.param("~/proj/sub/.vscode/tasks.json", "mkdir -p .vscode; echo '{}' > .vscode/tasks.json", None,
-                 id="vscode-of-cwd-project"),
+    pytest.param("~/proj/sub/.git/hooks/pre-commit", "echo 'touch /tmp/HOOK' > .git/hooks/pre-commit", None, id="git-hooks-of-cwd-project"),
+    pytest.param("~/proj/sub/.vscode/tasks.json", "mkdir -p .vscode; echo '{}' > .vscode/tasks.json", None, id="vscode-of-cwd-project"),
 ]
 
 
 @pytest.mark.parametrize(
     ("victim", "script", "hole"),
-    [pytest.param(*p.values, marks=[pytest.mark.xfail(reason=p.values[2], strict=True)] if p.values[2] else [], id=p.id)
-     for p in RC_ATTEMPTS],
+    [pytest.param(*p.values, marks=[pytest.mark.xfail(reason=p.values[2], strict=True)] if p.values[2] else [], id=p.id) for p in RC_ATTEMPTS],
 )
 def test_case_9_protection_covers_absent_files_and_paths_outside_cwd(vbox: Box, victim: str, script: str, hole: str | None) -> None:
     """ESCAPES 9: with allow_write = ["~"] and cwd $H/proj/sub, floor files stay unwritable, existing or not."""
@@ -450,11 +448,12 @@ def test_case_15_own_state_hidden_and_cache_not_replaceable(vbox: Box, writable_
     env = {"XDG_RUNTIME_DIR": str(runtime.parent)}
     policy = policy_text(allow_write=[vbox.home]) if writable_home else policy_text(extra='home = "host"\n')
     attack = vbox.run(
-        f"ls -la ~/.local/state/stockade ~/.cache/stockade \"$XDG_RUNTIME_DIR/stockade\" 2>&1;"
-        f"cat ~/.local/state/stockade/audit.jsonl \"$XDG_RUNTIME_DIR/stockade/control.info\";"
+        f'ls -la ~/.local/state/stockade ~/.cache/stockade "$XDG_RUNTIME_DIR/stockade" 2>&1;'
+        f'cat ~/.local/state/stockade/audit.jsonl "$XDG_RUNTIME_DIR/stockade/control.info";'
         f"cp /dev/null {q(str(bpf))} && echo REPLACED; rm -rf ~/.cache/stockade && echo REMOVED;"
         f"mv ~/.cache ~/.cache-old && echo MOVED-PARENT",
-        policy=policy, env=env,
+        policy=policy,
+        env=env,
     )
     for leak in ("CANARY-AUDIT", "CANARY-RUNTIME", "REPLACED", "REMOVED", "MOVED-PARENT", "seccomp-"):
         assert leak not in attack.stdout, (leak, attack)
@@ -465,8 +464,12 @@ def test_case_15_own_state_hidden_and_cache_not_replaceable(vbox: Box, writable_
 
 
 ALLOW_ALL_BPF = (
-    (0x20).to_bytes(2, "little") + b"\0\0" + (4).to_bytes(4, "little")  # ld [4] (arch)
-    + (0x06).to_bytes(2, "little") + b"\0\0" + (0x7FFF0000).to_bytes(4, "little")  # ret ALLOW
+    (0x20).to_bytes(2, "little")
+    + b"\0\0"
+    + (4).to_bytes(4, "little")  # ld [4] (arch)
+    + (0x06).to_bytes(2, "little")
+    + b"\0\0"
+    + (0x7FFF0000).to_bytes(4, "little")  # ret ALLOW
 )
 
 
@@ -476,7 +479,7 @@ def test_case_15_first_run_cannot_poison_the_filter_cache(vbox: Box) -> None:
     assert not (vbox.home / ".cache").exists()
     poison = "".join(f"\\{b:03o}" for b in ALLOW_ALL_BPF)
     attack = vbox.run(
-        f"for f in ~/.cache/stockade/seccomp/*.bpf; do rm -f \"$f\"; printf '{poison}' > \"$f\" && echo POISONED; done",
+        f'for f in ~/.cache/stockade/seccomp/*.bpf; do rm -f "$f"; printf \'{poison}\' > "$f" && echo POISONED; done',
         policy=policy_text(allow_write=[vbox.home]),
     )
     cached = sorted((vbox.home / ".cache" / "stockade" / "seccomp").glob("*.bpf"))

@@ -358,7 +358,9 @@ def raw(request, timeout=5):
     return data
 """
 
-HOST_VS_TARGET_22 = RAW_CLIENT + r"""
+HOST_VS_TARGET_22 = (
+    RAW_CLIENT
+    + r"""
 hp, dp = sys.argv[1], sys.argv[2]
 cases = {
     "mismatch": f"GET http://allowed.test:{hp}/mismatch22 HTTP/1.1\r\nHost: denied.test:{dp}\r\nConnection: close\r\n\r\n",
@@ -369,6 +371,7 @@ cases = {
 for name, request in cases.items():
     print(name + "=" + raw(request.encode()).split(b"\r\n")[0].decode(errors="replace"))
 """
+)
 
 
 def test_case_22_plain_http_request_target_versus_host(warm: NetWorld) -> None:
@@ -459,7 +462,9 @@ def test_case_24_domain_fronting_inside_a_tunnel_is_a_residual_that_lands_on_the
 
 # --- 25 ---------------------------------------------------------------------------------------------
 
-TUNNEL_25 = RAW_CLIENT + r"""
+TUNNEL_25 = (
+    RAW_CLIENT
+    + r"""
 def tunnel(port):
     s = socket.create_connection(("127.0.0.1", 3128), 5)
     s.sendall(f"CONNECT allowed.test:{port} HTTP/1.1\r\nHost: allowed.test:{port}\r\n\r\n".encode())
@@ -482,6 +487,7 @@ def tunnel(port):
 print("raw=" + tunnel(int(sys.argv[1])))
 print("raw_tls_port=" + tunnel(int(sys.argv[2])))
 """
+)
 
 
 def test_case_25_other_protocols_and_ports_through_an_allowed_name(warm: NetWorld) -> None:
@@ -958,7 +964,7 @@ curl -s -o /dev/null -w "escaped=%{{http_code}}\\n" -x "$PX" "http://allowed.tes
     assert wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= 2)
     text = path.read_text()
     lines = text.splitlines()
-    assert all(0x20 <= ord(c) < 0x7f for line in lines for c in line), "a raw control or non-ASCII byte in the audit log"
+    assert all(0x20 <= ord(c) < 0x7F for line in lines for c in line), "a raw control or non-ASCII byte in the audit log"
     parsed = [json.loads(line) for line in lines]  # one well-formed record per line
     assert all(r["decision"] == "deny" for r in parsed if r.get("path") not in ("/[red]x[/red]/[link=file:///etc]y[/link]", "/%1b%5b31mred%07"))
     assert (
@@ -1015,7 +1021,7 @@ curl -sS "http://denied.test:$DP/"; echo "plain_denied=$?"
     assert one(result, "tls_denied") == "56" and "CONNECT tunnel failed, response 403" in result.stderr, result.stderr
     assert one(result, "plain_denied") == "0"
     assert f"stockade: the sandbox's policy blocked denied.test:{w.origins['denied'].port} (no allow rule matches)" in result.stdout
-    assert f'network: denied denied.test:{w.origins["denied_tls"].port}; to allow it, run: stockade allow denied.test --policy ' in result.stderr
+    assert f"network: denied denied.test:{w.origins['denied_tls'].port}; to allow it, run: stockade allow denied.test --policy " in result.stderr
     assert w.origins["denied"].since((0, 0)) == ([], 0) and w.origins["denied_tls"].since((0, 0)) == ([], 0)
     # `stockade audit` (the default log of this HOME) shows both decisions.
     shown = w.stockade("audit", "--json")
@@ -1107,7 +1113,6 @@ def test_no_denied_name_was_ever_resolved(warm: NetWorld) -> None:
         "bücher.test",
     }
     assert asked <= allowed, asked - allowed
-
 
 
 def test_a_stored_plan_filters_the_network_the_same(warm: NetWorld) -> None:

@@ -194,9 +194,22 @@ def test_case_36_dbus_buses_are_unreachable(vbox: Box) -> None:
         # Control: the same client on the host reaches the fake bus.
         if shutil.which("gdbus"):
             subprocess.run(
-                ["gdbus", "call", "--address", address, "--dest", "org.freedesktop.DBus", "--object-path", "/",
-                 "--method", "org.freedesktop.DBus.ListNames", "--timeout", "1"],
-                capture_output=True, timeout=10,
+                [
+                    "gdbus",
+                    "call",
+                    "--address",
+                    address,
+                    "--dest",
+                    "org.freedesktop.DBus",
+                    "--object-path",
+                    "/",
+                    "--method",
+                    "org.freedesktop.DBus.ListNames",
+                    "--timeout",
+                    "1",
+                ],
+                capture_output=True,
+                timeout=10,
             )
         else:
             with socket.socket(socket.AF_UNIX) as client:
@@ -247,8 +260,7 @@ def test_case_37_ssh_agent_is_no_signing_oracle(vbox: Box, ssh_agent: tuple[Path
     assert fingerprint not in attack.stdout and "DELETED-KEYS" not in attack.stdout, attack
     assert "Could not open a connection to your authentication agent" in attack.stderr or "Error connecting" in attack.stderr, attack.stderr
     # Control (host side): the agent still holds the key and answers outside the sandbox.
-    listed = subprocess.run(["ssh-add", "-l"], env={"SSH_AUTH_SOCK": str(sock), "PATH": "/usr/bin:/bin"},
-                            capture_output=True, text=True)
+    listed = subprocess.run(["ssh-add", "-l"], env={"SSH_AUTH_SOCK": str(sock), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
     assert fingerprint in listed.stdout, listed
 
 
@@ -284,8 +296,7 @@ def test_case_38_terminal_multiplexer_socket(vbox: Box, tmux_server: Path) -> No
     assert not marker.exists(), attack
     # Control (host side): the same send-keys from outside does run.
     control_marker = vbox.outside / "CONTROL"
-    subprocess.run(["tmux", "-S", str(sock), "send-keys", "-t", "t", f"touch {control_marker}", "Enter"],
-                   env={"PATH": "/usr/bin:/bin"}, check=True)
+    subprocess.run(["tmux", "-S", str(sock), "send-keys", "-t", "t", f"touch {control_marker}", "Enter"], env={"PATH": "/usr/bin:/bin"}, check=True)
     for _ in range(50):
         if control_marker.exists():
             break

@@ -35,7 +35,7 @@ def _checkout(box: Box) -> Path:
     checkout = box.home / ".cargo" / "git" / "checkouts" / "dep-1" / "abc"
     checkout.mkdir(parents=True)
     (checkout / "build.rs").write_text(BUILD_RS)
-    (checkout / "Cargo.toml").write_text("[package]\nname = \"dep\"\n")
+    (checkout / "Cargo.toml").write_text('[package]\nname = "dep"\n')
     return checkout
 
 
@@ -57,7 +57,10 @@ def test_a_build_script_rewritten_in_a_cargo_checkout_never_reaches_the_host(vbo
     assert (checkout / "Cargo.toml").exists(), "the sandbox removed a file of the host's cache"
     assert not (vbox.home / ".cargo" / "git" / "checkouts" / "dep-2").exists()
     # Control: the next run of this project sees what the last one wrote; the host's other files read through.
-    again = vbox.run(f"cat {inside}/build.rs ~/.cargo/git/checkouts/dep-2/def/build.rs; test ! -e {inside}/Cargo.toml && echo GONE", policy=_policy(vbox, "~/.cargo/git"))
+    again = vbox.run(
+        f"cat {inside}/build.rs ~/.cargo/git/checkouts/dep-2/def/build.rs; test ! -e {inside}/Cargo.toml && echo GONE",
+        policy=_policy(vbox, "~/.cargo/git"),
+    )
     assert again.stdout == "evil\nevil\nGONE\n", again
 
 
@@ -103,7 +106,9 @@ def test_a_writable_folder_inside_a_cache_is_layered(vbox: Box) -> None:
     wheels = vbox.home / ".cache" / "pip" / "wheels"
     wheels.mkdir(parents=True)
     (wheels / "host.whl").write_text("host\n")
-    attack = vbox.run("cat ~/.cache/pip/wheels/host.whl && echo planted > ~/.cache/pip/wheels/x.whl && echo DONE", policy=_policy(vbox, "~/.cache/pip/wheels"))
+    attack = vbox.run(
+        "cat ~/.cache/pip/wheels/host.whl && echo planted > ~/.cache/pip/wheels/x.whl && echo DONE", policy=_policy(vbox, "~/.cache/pip/wheels")
+    )
     assert attack.stdout == "host\nDONE\n", attack
     assert sorted(p.name for p in wheels.iterdir()) == ["host.whl"]
 
@@ -112,7 +117,9 @@ def test_a_cache_under_deny_write_stays_read_only(vbox: Box) -> None:
     checkout = _checkout(vbox)
     policy = _policy(vbox, "~/.cargo/git") + 'deny_write = ["~/.cargo/git/checkouts"]\n'
     attack = vbox.run("echo evil > ~/.cargo/git/checkouts/dep-1/abc/build.rs; echo rc=$?; echo ok > ~/.cargo/git/top && echo TOP", policy=policy)
-    assert "rc=0" not in attack.stdout and "Read-only file system" in attack.stderr and "TOP" in attack.stdout, attack  # refused where denied, written (to the layer) elsewhere
+    assert "rc=0" not in attack.stdout and "Read-only file system" in attack.stderr and "TOP" in attack.stdout, (
+        attack
+    )  # refused where denied, written (to the layer) elsewhere
     assert (checkout / "build.rs").read_text() == BUILD_RS and not (vbox.home / ".cargo" / "git" / "top").exists()
 
 
@@ -179,11 +186,13 @@ def test_a_real_cargo_build_uses_the_warm_git_checkout_through_its_layer(vbox: B
     (vbox.project / "Cargo.toml").write_text(
         f'[package]\nname = "proj"\nversion = "0.1.0"\nedition = "2021"\n[dependencies]\ndep = {{ git = "file://{dep}" }}\n'
     )
-    (vbox.project / "src" / "main.rs").write_text("fn main() { println!(\"{}\", dep::answer()); }\n")
+    (vbox.project / "src" / "main.rs").write_text('fn main() { println!("{}", dep::answer()); }\n')
     fetched = subprocess.run(["cargo", "fetch", "-q"], cwd=vbox.project, env=env, capture_output=True, text=True, timeout=120)
     assert fetched.returncode == 0, fetched.stderr
     before = {p: p.stat().st_mtime_ns for p in (vbox.home / ".cargo" / "git").rglob("*")}
-    built = vbox.run("cargo build --offline -q && ./target/debug/proj", policy=_policy(vbox, "~/.cargo/git", "~/.cargo/registry"), env=env, timeout=300)
+    built = vbox.run(
+        "cargo build --offline -q && ./target/debug/proj", policy=_policy(vbox, "~/.cargo/git", "~/.cargo/registry"), env=env, timeout=300
+    )
     assert built.returncode == 0 and built.stdout == "42\n", built
     assert {p: p.stat().st_mtime_ns for p in (vbox.home / ".cargo" / "git").rglob("*")} == before
 

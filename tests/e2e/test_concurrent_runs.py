@@ -18,8 +18,9 @@ def test_twenty_runs_at_once_in_one_repository(vbox: Box) -> None:
     before = sorted(os.listdir(vbox.project))
     command = [sys.executable, "-m", "stockade.cli.main", "run", "--", "/bin/sh", "-c", "ls -A >/dev/null; echo ok"]
     for _round in range(ROUNDS):
-        runs = [subprocess.Popen(command, cwd=vbox.project, env=vbox.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True) for _ in range(RUNS)]
+        runs = [
+            subprocess.Popen(command, cwd=vbox.project, env=vbox.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(RUNS)
+        ]
         results = [(run.wait(timeout=120), *run.communicate()) for run in runs]
         failed = [r for r in results if r[0] != 0 or r[1] != "ok\n" or r[2] != ""]
         assert not failed, failed[:3]

@@ -73,7 +73,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         last, KEPT[0] = KEPT[0], str(self.headers.get("authorization"))  # one service behind both origins
         if self.path.startswith("/raw/"):  # framings and codings a proxy may not read as the client does
             echo = str(self.headers.get("authorization")).encode()
-            kind = self.path[len("/raw/"):].split("?")[0]
+            kind = self.path[len("/raw/") :].split("?")[0]
             packed = gzip.compress(b"you sent " + echo)
             chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(packed), packed)
             heads = {
@@ -157,11 +157,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
     names.write_text(json.dumps({"names": {API: ["127.0.0.1"], OTHER: ["127.0.0.1"]}, "upstreams": upstreams}))
     box = make_box(root / "box")
     box.env.update(
-        STOCKADE_PROXY_TEST_RESOLVER=str(names), STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert), STOCKADE_PROXY_IDLE="60", HOST_TOKEN=SECRET, HOST_SLASHED=SLASHED
+        STOCKADE_PROXY_TEST_RESOLVER=str(names),
+        STOCKADE_PROXY_TEST_UPSTREAM_CA=str(cert),
+        STOCKADE_PROXY_IDLE="60",
+        HOST_TOKEN=SECRET,
+        HOST_SLASHED=SLASHED,
     )
-    yield SimpleNamespace(
-        box=box, origin=origin, port=port, root=root, cert=cert, h2_port=h2_port, h2_log=h2_log, clear=clear, clear_port=clear_port
-    )
+    yield SimpleNamespace(box=box, origin=origin, port=port, root=root, cert=cert, h2_port=h2_port, h2_log=h2_log, clear=clear, clear_port=clear_port)
     clear.shutdown()
     stop_daemon(state_dir(box) / "run")
     origin.shutdown()
@@ -206,9 +208,9 @@ def test_the_placeholder_is_swapped_for_its_host_and_the_value_never_enters(worl
     before = len(world.origin.seen)
     script = (
         'echo "inside=$GH_TOKEN"; env | grep -c S3cretValue; '
-        + get(world, f"{API}:PORT/user", 'Authorization: Bearer $GH_TOKEN')
+        + get(world, f"{API}:PORT/user", "Authorization: Bearer $GH_TOKEN")
         + "; "
-        + get(world, f"{API}:PORT/echo", 'Authorization: token $GH_TOKEN', extra="-D -")
+        + get(world, f"{API}:PORT/echo", "Authorization: token $GH_TOKEN", extra="-D -")
     )
     result = world.box.run(script, policy=policy())
     assert result.returncode == 0, result
@@ -225,8 +227,6 @@ def test_the_placeholder_is_swapped_for_its_host_and_the_value_never_enters(worl
     assert SECRET not in everything_outside(world)
 
 
-
-
 def test_http2_streams_get_the_swap_and_the_mask(world: SimpleNamespace) -> None:
     if world.h2_port is None:
         pytest.skip("node is not installed (the HTTP/2 origin)")
@@ -240,9 +240,8 @@ def test_http2_streams_get_the_swap_and_the_mask(world: SimpleNamespace) -> None
 def test_basic_credentials_and_a_query_parameter_are_swapped_in_their_own_place(world: SimpleNamespace) -> None:
     before = len(world.origin.seen)
     basic = base64.b64encode(b"x-access-token:PLACEHOLDER").decode()
-    script = (
-        f'B=$(printf "x-access-token:%s" "$GH_TOKEN" | base64 -w0); {get(world, f"{API}:PORT/basic", "Authorization: Basic $B")}; '
-        + get(world, f"{API}:PORT/q?key=$KEY_TOKEN&page=2")
+    script = f'B=$(printf "x-access-token:%s" "$GH_TOKEN" | base64 -w0); {get(world, f"{API}:PORT/basic", "Authorization: Basic $B")}; ' + get(
+        world, f"{API}:PORT/q?key=$KEY_TOKEN&page=2"
     )
     rules = policy() + '[credentials.KEY_TOKEN]\nenv = "HOST_TOKEN"\nhosts = ["api.test"]\nquery = "key"\n'
     result = world.box.run(script, policy=rules)
@@ -316,7 +315,7 @@ def test_a_file_credential_is_hidden_inside_and_a_command_one_runs_outside(world
     rules = policy(f'file = "{token_file}"\nhosts = ["api.test"]\n') + (
         f'[credentials.CMD_TOKEN]\ncommand = ["cat", "{token_file}"]\nhosts = ["api.test"]\nheader = "X-Api-Key"\n'
     )
-    rules = rules.replace('[network]\n', f'[filesystem]\nallow_read = ["{token_file.parent}"]\n[network]\n')
+    rules = rules.replace("[network]\n", f'[filesystem]\nallow_read = ["{token_file.parent}"]\n[network]\n')
     script = f"cat {token_file} 2>&1 | head -c 100; echo; " + get(world, f"{API}:PORT/f", "Authorization: Bearer $GH_TOKEN", "X-Api-Key: $CMD_TOKEN")
     result = world.box.run(script, policy=rules)
     assert SECRET not in result.stdout, result.stdout  # the folder is shown, its credential file is not
@@ -461,7 +460,9 @@ def test_a_file_credential_is_hidden_by_its_other_names(world: SimpleNamespace) 
         else:
             assert result.returncode == 2 and "other name(s) (hard links)" in result.stderr and "Traceback" not in result.stderr, result
             real.unlink()  # one name again: the same file is used
-            result = world.box.run(get(world, f"{API}:PORT/f", "Authorization: Bearer $GH_TOKEN"), policy=policy(f'file = "{named}"\nhosts = ["api.test"]\n'))
+            result = world.box.run(
+                get(world, f"{API}:PORT/f", "Authorization: Bearer $GH_TOKEN"), policy=policy(f'file = "{named}"\nhosts = ["api.test"]\n')
+            )
             assert result.stdout.rstrip().endswith("[200]"), result
 
 
@@ -482,7 +483,7 @@ def test_a_value_the_host_kept_does_not_come_back_on_a_later_request(world: Simp
 
 @pytest.mark.parametrize("kind", ["te-gzip", "ce-upper", "ce-two", "ce-list", "early", "badline"])
 def test_framings_and_codings_do_not_carry_the_value_back(world: SimpleNamespace, kind: str) -> None:
-    script = f'{get(world, f"{API}:PORT/raw/{kind}", "Authorization: Bearer $GH_TOKEN", extra="-D - --compressed --tr-encoding --max-time 5")} | base64 -w0; echo'
+    script = f"{get(world, f'{API}:PORT/raw/{kind}', 'Authorization: Bearer $GH_TOKEN', extra='-D - --compressed --tr-encoding --max-time 5')} | base64 -w0; echo"
     script += "; " + get(world, f"{API}:PORT/fine", "Authorization: Bearer $GH_TOKEN")
     result = world.box.run(script, policy=policy())
     assert result.stdout.rstrip().endswith("[200]"), result  # control
@@ -557,7 +558,9 @@ def test_a_request_inside_another_credentials_tunnel_gets_no_swap(world: SimpleN
     rules = policy() + '[credentials.OTHER_TOKEN]\nenv = "HOST_SLASHED"\nhosts = ["other.test"]\n'
     run = f"/usr/bin/python3 -I {world.root / 'raw.py'}"
     before = len(world.origin.seen)
-    result = world.box.run(f"{run} {OTHER} {world.port} https://{API}:{world.port}/cross; {run} {API} {world.port} https://{API}:{world.port}/fine", policy=rules)
+    result = world.box.run(
+        f"{run} {OTHER} {world.port} https://{API}:{world.port}/cross; {run} {API} {world.port} https://{API}:{world.port}/fine", policy=rules
+    )
     seen = world.origin.seen[before:]
     assert all(SECRET not in json.dumps(entry, default=str) for entry in seen if entry["sni"] != API), seen
     assert "ok GET /fine" in result.stdout and seen[-1]["sni"] == API, result  # control

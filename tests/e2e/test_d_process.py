@@ -95,8 +95,14 @@ def run_on_pty(words: list[str], env: dict[str, str], cwd: Path, timeout: float 
 
     try:
         process = subprocess.Popen(
-            words, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
-            start_new_session=True, preexec_fn=become_controlling_terminal,
+            words,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            preexec_fn=become_controlling_terminal,
         )
         output = b""
         deadline = time.monotonic() + timeout
@@ -162,8 +168,15 @@ def test_case_46_harness_control_detects_injection(vbox: Box) -> None:
 # --- case 47 ----------------------------------------------------------------------------------------
 
 CLONE_THREAD = 0x10000  # without CLONE_SIGHAND: the kernel answers EINVAL before creating anything
-CLONE_FLAGS = {"newns": 0x20000, "newcgroup": 0x2000000, "newuts": 0x4000000, "newipc": 0x8000000,
-               "newuser": 0x10000000, "newpid": 0x20000000, "newnet": 0x40000000}
+CLONE_FLAGS = {
+    "newns": 0x20000,
+    "newcgroup": 0x2000000,
+    "newuts": 0x4000000,
+    "newipc": 0x8000000,
+    "newuser": 0x10000000,
+    "newpid": 0x20000000,
+    "newnet": 0x40000000,
+}
 
 USERNS_CASES = [
     syscall_case("unshare-bad-flags", "unshare", (0xFFFFFFFF,), "EINVAL"),
@@ -187,7 +200,7 @@ def test_case_47_no_new_user_namespaces(vbox: Box) -> None:
     p = vbox.project
     attack = vbox.run(
         f"unshare -Ur touch {q(str(p / 'unshare-marker'))};"
-        f"{PY} -c 'import os; os.unshare(os.CLONE_NEWUSER); open(\"{p}/py-marker\", \"w\")';"
+        f'{PY} -c \'import os; os.unshare(os.CLONE_NEWUSER); open("{p}/py-marker", "w")\';'
         f"bwrap --dev-bind / / touch {q(str(p / 'bwrap-marker'))};"
         f"bwrap --unshare-user --dev-bind / / touch {q(str(p / 'bwrap-userns-marker'))};"
         f"echo 100 > /proc/sys/user/max_user_namespaces && echo RAISED;"
@@ -449,8 +462,7 @@ def test_case_55_nothing_outlives_the_command(vbox: Box) -> None:
 def test_case_55_nothing_outlives_a_killed_stockade(vbox: Box) -> None:
     """ESCAPES 55 (--die-with-parent): the host SIGKILLs stockade mid-run; the whole sandbox goes with it."""
     token = f"stockade-linger-{os.getpid()}-b"
-    words = [sys.executable, "-m", "stockade.cli.main", "run", "--", "/bin/sh", "-c",
-             _linger_script(vbox.project, token, "sleep 60")]
+    words = [sys.executable, "-m", "stockade.cli.main", "run", "--", "/bin/sh", "-c", _linger_script(vbox.project, token, "sleep 60")]
     process = subprocess.Popen(words, cwd=vbox.project, env=vbox.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
@@ -482,13 +494,19 @@ def test_case_56_options_after_separator_are_a_command(vbox: Box) -> None:
     assert "escaped" not in attack.stdout and not marker.exists()
     unknown = subprocess.run(
         [sys.executable, "-m", "stockade.cli.main", "run", "--dev-bind", "/", "/", "--", "sh", "-c", f"touch {marker}"],
-        cwd=vbox.project, env=vbox.env, capture_output=True, text=True,
+        cwd=vbox.project,
+        env=vbox.env,
+        capture_output=True,
+        text=True,
     )
     assert unknown.returncode == 2 and not marker.exists(), unknown
 
 
-@pytest.mark.parametrize("name", ["proj --bind root root x", "-proj", "proj\n--dev-bind\nroot", "proj\\ 'q' \"d\" $(x)"],
-                         ids=["spaces-and-options", "leading-dash", "newlines", "quotes-backslash"])
+@pytest.mark.parametrize(
+    "name",
+    ["proj --bind root root x", "-proj", "proj\n--dev-bind\nroot", "proj\\ 'q' \"d\" $(x)"],
+    ids=["spaces-and-options", "leading-dash", "newlines", "quotes-backslash"],
+)
 def test_case_56_hostile_project_paths(vbox: Box, name: str) -> None:
     """ESCAPES 56: a project folder whose name looks like bwrap options changes nothing (paths go NUL-separated)."""
     project = vbox.root / name

@@ -17,8 +17,13 @@ from tests.e2e.boxes import Box
 from tests.e2e.escapes import policy_text, q
 
 HOOK = "#!/bin/sh\ntouch {marker}\n"
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.test",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.test",
+}
 
 
 def git(box: Box, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -80,9 +85,11 @@ def _nested_repo(box: Box) -> Path:
     return repo
 
 
-HOLE_FRESH = ("RESIDUAL: a repository or submodule git dir created during the run cannot be mounted over, so its hooks "
-              "and config are writable inside; bwrap/execute.py moves them aside after the run (the host commit runs no "
-              "hook), but the write itself succeeds")
+HOLE_FRESH = (
+    "RESIDUAL: a repository or submodule git dir created during the run cannot be mounted over, so its hooks "
+    "and config are writable inside; bwrap/execute.py moves them aside after the run (the host commit runs no "
+    "hook), but the write itself succeeds"
+)
 
 NESTED = [
     pytest.param(
@@ -121,8 +128,7 @@ NESTED = [
 
 @pytest.mark.parametrize(
     ("repo", "script", "hole"),
-    [pytest.param(*p.values, marks=[pytest.mark.xfail(reason=p.values[2], strict=True)] if p.values[2] else [], id=p.id)
-     for p in NESTED],
+    [pytest.param(*p.values, marks=[pytest.mark.xfail(reason=p.values[2], strict=True)] if p.values[2] else [], id=p.id) for p in NESTED],
 )
 def test_case_58_nested_and_fresh_repositories(vbox: Box, repo: str, script: str, hole: str | None) -> None:
     """ESCAPES 58: hooks and config of nested, submodule and freshly initialised repositories are not writable either."""
@@ -150,8 +156,10 @@ def test_case_58_nested_and_fresh_repositories(vbox: Box, repo: str, script: str
 def test_case_58_repository_made_inside_an_unversioned_project(vbox: Box) -> None:
     """ESCAPES 58: `git init` in a project without .git: the hooks written inside are moved aside after the run."""
     marker = vbox.root / "HOOKED"
-    attack = vbox.run(f"git init -q . && printf {q(HOOK.format(marker=marker))} > .git/hooks/pre-commit && "
-                      "chmod +x .git/hooks/pre-commit && echo PLANTED", env=GIT_ENV)
+    attack = vbox.run(
+        f"git init -q . && printf {q(HOOK.format(marker=marker))} > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo PLANTED",
+        env=GIT_ENV,
+    )
     assert "PLANTED" in attack.stdout, attack  # control: the project is writable and git works inside
     assert not (vbox.project / ".git" / "hooks" / "pre-commit").exists(), attack.stderr
     git(vbox, "commit", "-q", "--allow-empty", "-m", "host", check=False)
@@ -176,7 +184,9 @@ def test_case_58_a_first_git_init_stays_a_working_repository_and_what_runs_goes(
     assert git(vbox, "log", "--oneline").stdout.strip().endswith("first")
     marker = vbox.root / "RAN"
     shutil.rmtree(vbox.project / ".git")
-    attack = vbox.run(f"git init -q . && {plant.format(hook=q(HOOK.format(marker=marker)), fsmonitor=q(f'touch {marker}'))} && echo PLANTED", env=GIT_ENV)
+    attack = vbox.run(
+        f"git init -q . && {plant.format(hook=q(HOOK.format(marker=marker)), fsmonitor=q(f'touch {marker}'))} && echo PLANTED", env=GIT_ENV
+    )
     assert "PLANTED" in attack.stdout and "renamed to" in attack.stderr, attack
     git(vbox, "status", check=False)
     git(vbox, "commit", "-q", "--allow-empty", "-m", "host", check=False)
@@ -186,8 +196,7 @@ def test_case_58_a_first_git_init_stays_a_working_repository_and_what_runs_goes(
 
 # --- case 61 ----------------------------------------------------------------------------------------
 
-RC_FILES = [".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
-            ".config/fish/config.fish"]
+RC_FILES = [".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/config.fish"]
 
 
 @pytest.mark.parametrize("writable_home", [False, True], ids=["default-policy", "home-writable"])
@@ -207,8 +216,17 @@ def test_case_61_shell_startup_files(vbox: Box, name: str, writable_home: bool) 
 
 # --- case 62 ----------------------------------------------------------------------------------------
 
-AGENT_FILES = [".claude/settings.json", ".mcp.json", ".vscode/tasks.json", ".vscode/settings.json", ".idea/workspace.xml",
-               ".github/hooks/x.json", ".codex/config.toml", ".cursor/mcp.json", ".gemini/settings.json"]
+AGENT_FILES = [
+    ".claude/settings.json",
+    ".mcp.json",
+    ".vscode/tasks.json",
+    ".vscode/settings.json",
+    ".idea/workspace.xml",
+    ".github/hooks/x.json",
+    ".codex/config.toml",
+    ".cursor/mcp.json",
+    ".gemini/settings.json",
+]
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["absent", "existing"])
@@ -220,7 +238,7 @@ def test_case_62_agent_and_editor_configuration(vbox: Box, name: str, existing: 
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text('{"host": true}\n')
     before = snapshot(target)
-    attack = vbox.run(f"mkdir -p \"$(dirname {q(name)})\"; echo '{{\"runOn\": \"folderOpen\"}}' > {q(name)} && echo WROTE")
+    attack = vbox.run(f'mkdir -p "$(dirname {q(name)})"; echo \'{{"runOn": "folderOpen"}}\' > {q(name)} && echo WROTE')
     assert snapshot(target) == before, attack  # an absent parent folder: created inside, moved aside after the run
     control = vbox.run("mkdir -p docs && echo ok > docs/notes.json")
     assert control.returncode == 0 and (vbox.project / "docs" / "notes.json").exists(), control
@@ -260,8 +278,10 @@ def test_case_63_project_policy_and_extends_are_read_only(vbox: Box) -> None:
     policy = vbox.project / "policy.toml"
     policy.write_text('extends = ["./base.toml"]\n')
     before = (policy.read_bytes(), (vbox.project / "base.toml").read_bytes())
-    attack = vbox.run(f"printf {q(MODE_OPEN)} >> base.toml && echo WROTE-BASE; printf {q(MODE_OPEN)} >> policy.toml && echo WROTE-POLICY;"
-                      "echo ok > other.txt", options=["--policy", str(policy)])
+    attack = vbox.run(
+        f"printf {q(MODE_OPEN)} >> base.toml && echo WROTE-BASE; printf {q(MODE_OPEN)} >> policy.toml && echo WROTE-POLICY;echo ok > other.txt",
+        options=["--policy", str(policy)],
+    )
     assert "WROTE" not in attack.stdout, attack
     assert (policy.read_bytes(), (vbox.project / "base.toml").read_bytes()) == before
     assert (vbox.project / "other.txt").exists()  # control
@@ -273,8 +293,9 @@ def test_case_63_user_config_protected_even_when_absent(vbox: Box, config_exists
     if config_exists:
         (vbox.home / ".config").mkdir()
     target = vbox.home / ".config" / "stockade" / "config.toml"
-    attack = vbox.run(f"mkdir -p ~/.config/stockade && printf {q(MODE_OPEN)} > ~/.config/stockade/config.toml && echo WROTE",
-                      policy=home_writable(vbox))
+    attack = vbox.run(
+        f"mkdir -p ~/.config/stockade && printf {q(MODE_OPEN)} > ~/.config/stockade/config.toml && echo WROTE", policy=home_writable(vbox)
+    )
     assert not target.exists(), attack
     later = vbox.run("true", options=["--dry-run"])
     assert "network: none" in later.stdout, later  # the next run still has the default policy
@@ -355,9 +376,12 @@ def test_case_65_user_path_directories(vbox: Box, folder: str) -> None:
     path_dir.mkdir(parents=True)
     path = f"{path_dir}:/usr/local/bin:/usr/bin:/bin"
     marker = vbox.root / "PATHED"
-    shim = f"#!/bin/sh\ntouch {marker}\nexec /usr/bin/git \"$@\"\n"
-    attack = vbox.run(f"printf {q(shim)} > {q(str(path_dir / 'git'))} && chmod +x {q(str(path_dir / 'git'))} && echo WROTE",
-                      policy=home_writable(vbox), env={"PATH": path})
+    shim = f'#!/bin/sh\ntouch {marker}\nexec /usr/bin/git "$@"\n'
+    attack = vbox.run(
+        f"printf {q(shim)} > {q(str(path_dir / 'git'))} && chmod +x {q(str(path_dir / 'git'))} && echo WROTE",
+        policy=home_writable(vbox),
+        env={"PATH": path},
+    )
     subprocess.run(["git", "--version"], env={"PATH": path, "HOME": str(vbox.home)}, capture_output=True)  # the host's next git
     assert not marker.exists() and not (path_dir / "git").exists(), attack
     control = vbox.run("echo ok > ~/notes.txt", policy=home_writable(vbox), env={"PATH": path})
@@ -369,7 +393,7 @@ def test_case_65_stockade_finds_bwrap_by_absolute_path(vbox: Box) -> None:
     fake = vbox.home / ".local" / "bin"
     fake.mkdir(parents=True)
     marker = vbox.root / "FAKE-BWRAP"
-    (fake / "bwrap").write_text(f"#!/bin/sh\ntouch {marker}\nexec /usr/bin/bwrap \"$@\"\n")
+    (fake / "bwrap").write_text(f'#!/bin/sh\ntouch {marker}\nexec /usr/bin/bwrap "$@"\n')
     (fake / "bwrap").chmod(0o755)
     result = vbox.run("echo inside", env={"PATH": f"{fake}:/usr/local/bin:/usr/bin:/bin"})
     assert result.returncode == 0 and "inside" in result.stdout, result  # control: the run works
@@ -396,8 +420,7 @@ def test_case_66_login_and_remote_login_hooks(vbox: Box, name: str, content: str
         (vbox.home / ".config").mkdir()
     target = vbox.home / name
     before = snapshot(target)
-    attack = vbox.run(f"mkdir -p \"$(dirname ~/{name})\"; printf '%s\\n' {q(content)} >> ~/{name} && echo WROTE",
-                      policy=home_writable(vbox))
+    attack = vbox.run(f"mkdir -p \"$(dirname ~/{name})\"; printf '%s\\n' {q(content)} >> ~/{name} && echo WROTE", policy=home_writable(vbox))
     assert snapshot(target) == before, attack
     control = vbox.run("mkdir -p ~/.config/app && echo ok > ~/.config/app/settings.ini", policy=home_writable(vbox))
     assert control.returncode == 0 and (vbox.home / ".config" / "app" / "settings.ini").exists(), control
@@ -416,9 +439,14 @@ def test_case_67_ci_runner_channels(vbox: Box) -> None:
         path.write_text("")
     (temp / "next-step.sh").write_text("echo next step\n")
     env = {name: str(path) for name, path in files.items()}
-    env |= {"RUNNER_TEMP": str(temp), "GITHUB_REPOSITORY": "org/repo", "ACTIONS_RUNTIME_TOKEN": "CANARY-RT",
-            "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARY-OIDC", "ACTIONS_ID_TOKEN_REQUEST_URL": "http://x.test/CANARY-URL",
-            "ACTIONS_CACHE_URL": "http://x.test/CANARY-CACHE"}
+    env |= {
+        "RUNNER_TEMP": str(temp),
+        "GITHUB_REPOSITORY": "org/repo",
+        "ACTIONS_RUNTIME_TOKEN": "CANARY-RT",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARY-OIDC",
+        "ACTIONS_ID_TOKEN_REQUEST_URL": "http://x.test/CANARY-URL",
+        "ACTIONS_CACHE_URL": "http://x.test/CANARY-CACHE",
+    }
     before = {path: path.read_bytes() for path in [*files.values(), temp / "next-step.sh"]}
     attack = vbox.run(
         'echo "BASH_ENV=/tmp/x" >> "$GITHUB_ENV"; echo "$PWD/bin" >> "$GITHUB_PATH"; echo "x=1" >> "$GITHUB_OUTPUT";'

@@ -38,8 +38,19 @@ def test_case_69_fork_bomb(vbox: Box, request: pytest.FixtureRequest) -> None:
     policy = limits_policy(pids=256, wall_time="4s")
     cgroup = uses_cgroup(vbox, policy, "pids")
     token = f"stockade-bomb-{os.getpid()}"
-    words = [sys.executable, "-m", "stockade.cli.main", "run", "--policy", str(vbox.policy(policy)), "--",
-             "/bin/sh", "-c", "(bomb(){ bomb | bomb & }; bomb) 2>/dev/null & exec sleep 30", token]
+    words = [
+        sys.executable,
+        "-m",
+        "stockade.cli.main",
+        "run",
+        "--policy",
+        str(vbox.policy(policy)),
+        "--",
+        "/bin/sh",
+        "-c",
+        "(bomb(){ bomb | bomb & }; bomb) 2>/dev/null & exec sleep 30",
+        token,
+    ]
     # The bomb runs in a subshell: a shell whose own fork fails exits (dash: "Cannot fork"), and the
     # main one must live until wall_time, not end early when the bomb fills the limit first. Its
     # "Cannot fork" chatter goes nowhere: dash writes a line in three writes, and one killed between
@@ -63,9 +74,13 @@ def test_case_69_fork_bomb(vbox: Box, request: pytest.FixtureRequest) -> None:
     notes = [line for line in stderr.splitlines() if line.startswith("stockade:")]
     assert any("wall_time" in line for line in notes), notes
     if not cgroup:
-        request.applymarker(pytest.mark.xfail(
-            reason="HOLE (report): with the RLIMIT_NPROC fallback bwrap/limits.py limit_hit cannot tell that the pids "
-            "limit was reached, so the run ends without the one-line 'pids limit' note", strict=True))
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="HOLE (report): with the RLIMIT_NPROC fallback bwrap/limits.py limit_hit cannot tell that the pids "
+                "limit was reached, so the run ends without the one-line 'pids limit' note",
+                strict=True,
+            )
+        )
     assert any("pids limit 256" in line for line in notes), notes
 
 
@@ -92,9 +107,13 @@ def test_case_70_memory_limit_covers_the_whole_tree(vbox: Box, request: pytest.F
     """ESCAPES 70 (bubblewrap #192): four processes of 100 MiB each under memory = 256M cannot all hold their memory."""
     policy = limits_policy(memory="256M")
     if not uses_cgroup(vbox, policy, "memory"):
-        request.applymarker(pytest.mark.xfail(
-            reason="HOLE: without a writable cgroup, bwrap/limits.py falls back to RLIMIT_AS, which is per process: "
-            "a tree of processes uses a multiple of [limits] memory", strict=True))
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="HOLE: without a writable cgroup, bwrap/limits.py falls back to RLIMIT_AS, which is per process: "
+                "a tree of processes uses a multiple of [limits] memory",
+                strict=True,
+            )
+        )
     hold = ALLOC + "import time; time.sleep(1.5); print('HELD', flush=True)"
     script = "".join(f"{PY} -c {q(hold)} 100 & " for _ in range(4)) + "wait"
     attack = vbox.run(script, policy=policy)
@@ -106,8 +125,11 @@ def test_case_70_ram_backed_scratch_is_sized(vbox: Box, folder: str) -> None:
     """ESCAPES 70 (V9), 14: tmp_size caps the RAM-backed folders (the private /run too, which had no
     size: half the machine's memory); 64 MiB into a 32M tmpfs stops at 32M."""
     policy = limits_policy(tmp_size="32M")
-    result = vbox.run(f"dd if=/dev/zero of={folder}/fill bs=1M count=64 2>&1; stat -c 'SIZE %s' {folder}/fill;"
-                      f"dd if=/dev/zero of={folder}/small bs=1M count=4 2>/dev/null && echo SMALL-OK", policy=policy)
+    result = vbox.run(
+        f"dd if=/dev/zero of={folder}/fill bs=1M count=64 2>&1; stat -c 'SIZE %s' {folder}/fill;"
+        f"dd if=/dev/zero of={folder}/small bs=1M count=4 2>/dev/null && echo SMALL-OK",
+        policy=policy,
+    )
     assert "No space left on device" in result.stdout, result
     size = int(next(line.split()[1] for line in result.stdout.splitlines() if line.startswith("SIZE")))
     assert size <= 32 << 20, size
@@ -125,7 +147,9 @@ def test_case_70_the_private_dev_is_no_unsized_scratch_folder(vbox: Box) -> None
     assert not sizes or sizes[0] <= 32 << 20, attack
     control = vbox.run(
         "echo x >/dev/null && head -c 4 /dev/urandom | wc -c && dd if=/dev/zero of=/dev/shm/f bs=1M count=4 2>/dev/null && echo SHM-OK"
-        " && python3 -c 'import os; m, s = os.openpty(); print(\"PTY-OK\", os.ttyname(s))'", policy=policy)
+        " && python3 -c 'import os; m, s = os.openpty(); print(\"PTY-OK\", os.ttyname(s))'",
+        policy=policy,
+    )
     assert control.returncode == 0 and "SHM-OK" in control.stdout and "PTY-OK /dev/pts/" in control.stdout, control
 
 
@@ -135,8 +159,9 @@ def test_case_70_the_private_dev_is_no_unsized_scratch_folder(vbox: Box) -> None
 def test_case_71_wall_time_kills_everything(vbox: Box) -> None:
     """ESCAPES 71: after wall_time = 2s every busy process is dead; exit 137 and a line naming the limit."""
     token = f"stockade-spin-{os.getpid()}"
-    result = vbox.run(f"sh -c 'while :; do :; done' {token} & sh -c 'while :; do :; done' {token}",
-                      policy=limits_policy(wall_time="2s"), timeout=30)  # no timing asserted: the kill is the evidence
+    result = vbox.run(
+        f"sh -c 'while :; do :; done' {token} & sh -c 'while :; do :; done' {token}", policy=limits_policy(wall_time="2s"), timeout=30
+    )  # no timing asserted: the kill is the evidence
     assert result.returncode == 128 + signal.SIGKILL, result
     assert "wall_time" in result.stderr and "2s" in result.stderr.replace(".0s", "s"), result.stderr
     assert not wait_gone(token, 1.0)
@@ -150,8 +175,11 @@ def test_case_71_wall_time_kills_everything(vbox: Box) -> None:
 def test_case_72_file_size_limit(vbox: Box) -> None:
     """ESCAPES 72: with file_size = 1M, big writes stop at 1 MiB (EFBIG/SIGXFSZ); a small file works."""
     policy = limits_policy(file_size="1M")
-    attack = vbox.run("dd if=/dev/zero of=big bs=1M count=10; echo dd=$?; fallocate -l 100G big2; echo fallocate=$?;"
-                      "dd if=/dev/zero of=small bs=512K count=1 2>/dev/null && echo SMALL-OK", policy=policy)
+    attack = vbox.run(
+        "dd if=/dev/zero of=big bs=1M count=10; echo dd=$?; fallocate -l 100G big2; echo fallocate=$?;"
+        "dd if=/dev/zero of=small bs=512K count=1 2>/dev/null && echo SMALL-OK",
+        policy=policy,
+    )
     for name in ("big", "big2"):
         path = vbox.project / name
         assert not path.exists() or path.stat().st_size <= 1 << 20, (name, path.stat().st_size)

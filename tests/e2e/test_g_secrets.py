@@ -33,16 +33,15 @@ SECRET_VARS = [
 
 @pytest.mark.parametrize(
     ("name", "hole"),
-    [pytest.param(*p.values, marks=[pytest.mark.xfail(reason=p.values[1], strict=True)] if p.values[1] else [], id=p.id)
-     for p in SECRET_VARS],
+    [pytest.param(*p.values, marks=[pytest.mark.xfail(reason=p.values[1], strict=True)] if p.values[1] else [], id=p.id) for p in SECRET_VARS],
 )
 def test_case_75_secrets_in_the_inherited_environment(vbox: Box, name: str, hole: str | None) -> None:
     """ESCAPES 75 (V3): a secret variable reaches neither the command's environment nor /proc/*/environ of pid 1."""
     policy = policy_text(extra='[env]\nset = { CI = "1" }\n')
     result = vbox.run(
-        "env | grep CANARY; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f | grep -H --label=$f CANARY; done;"
-        'echo "CI=${CI:-unset}"',
-        policy=policy, env={name: "CANARY-ENV-SECRET"},
+        "env | grep CANARY; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f | grep -H --label=$f CANARY; done;echo \"CI=${CI:-unset}\"",
+        policy=policy,
+        env={name: "CANARY-ENV-SECRET"},
     )
     assert "CANARY" not in result.stdout, result
     assert "CI=1" in result.stdout, result  # control: [env] set reaches the command
@@ -50,8 +49,9 @@ def test_case_75_secrets_in_the_inherited_environment(vbox: Box, name: str, hole
 
 def test_case_75_agent_socket_variable_is_removed(vbox: Box) -> None:
     """ESCAPES 75: SSH_AUTH_SOCK is not passed in; an ordinary variable is."""
-    result = vbox.run('echo "sock=${SSH_AUTH_SOCK:-unset} plain=${PLAIN_SETTING:-unset}"',
-                      env={"SSH_AUTH_SOCK": "/tmp/agent.sock", "PLAIN_SETTING": "kept"})
+    result = vbox.run(
+        'echo "sock=${SSH_AUTH_SOCK:-unset} plain=${PLAIN_SETTING:-unset}"', env={"SSH_AUTH_SOCK": "/tmp/agent.sock", "PLAIN_SETTING": "kept"}
+    )
     assert "sock=unset plain=kept" in result.stdout, result
 
 
@@ -80,18 +80,31 @@ def test_case_77_other_processes_environment_and_arguments(vbox: Box) -> None:
 # --- case 78 ----------------------------------------------------------------------------------------
 
 CREDENTIAL_FILES = [
-    ".ssh/id_ed25519", ".aws/credentials", ".config/gh/hosts.yml", ".netrc", ".git-credentials",
-    ".docker/config.json", ".kube/config", ".npmrc", ".pypirc", ".config/gcloud/credentials.db",
-    ".azure/accessTokens.json", ".password-store/site.gpg", ".gnupg/private-keys-v1.d/key.key", ".bash_history",
-    ".zsh_history", ".vault-token", ".terraform.d/credentials.tfrc.json", ".local/share/keyrings/login.keyring",
+    ".ssh/id_ed25519",
+    ".aws/credentials",
+    ".config/gh/hosts.yml",
+    ".netrc",
+    ".git-credentials",
+    ".docker/config.json",
+    ".kube/config",
+    ".npmrc",
+    ".pypirc",
+    ".config/gcloud/credentials.db",
+    ".azure/accessTokens.json",
+    ".password-store/site.gpg",
+    ".gnupg/private-keys-v1.d/key.key",
+    ".bash_history",
+    ".zsh_history",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".local/share/keyrings/login.keyring",
 ]
 PROJECT_SECRETS = [".env", "sub/.env", ".env.local", "deep/er/.env.production"]
 
 
 @pytest.mark.parametrize(
     ("where", "name"),
-    [pytest.param("home", n, id=f"home-{n}") for n in CREDENTIAL_FILES]
-    + [pytest.param("project", n, id=f"project-{n}") for n in PROJECT_SECRETS],
+    [pytest.param("home", n, id=f"home-{n}") for n in CREDENTIAL_FILES] + [pytest.param("project", n, id=f"project-{n}") for n in PROJECT_SECRETS],
 )
 def test_case_78_credential_files(vbox: Box, name: str, where: str) -> None:
     """ESCAPES 78: credential files in $H (default deny_read) and .env files in $P are unreadable; README is."""
@@ -132,14 +145,17 @@ def credential_cache(vbox: Box):
     folder.mkdir(parents=True, mode=0o700)  # git refuses a socket folder others can enter
     socket_path = folder / "socket"
     (vbox.home / ".gitconfig").write_text(f"[credential]\n\thelper = cache --timeout=60 --socket={socket_path}\n")
-    approved = _git_host(vbox, "credential", "approve",
-                         stdin="protocol=https\nhost=github.test\nusername=user\npassword=CANARY-GIT-CACHE\n\n")
+    approved = _git_host(vbox, "credential", "approve", stdin="protocol=https\nhost=github.test\nusername=user\npassword=CANARY-GIT-CACHE\n\n")
     assert approved.returncode == 0, approved
     try:
         yield socket_path
     finally:
-        subprocess.run(["git", "credential-cache", "--socket", str(socket_path), "exit"],
-                       env={"HOME": str(vbox.home), "PATH": "/usr/bin:/bin"}, capture_output=True, timeout=10)
+        subprocess.run(
+            ["git", "credential-cache", "--socket", str(socket_path), "exit"],
+            env={"HOME": str(vbox.home), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            timeout=10,
+        )
 
 
 def test_case_79_git_credential_cache_daemon_is_no_oracle(vbox: Box, credential_cache: Path) -> None:
@@ -188,9 +204,14 @@ def test_case_80_direct_connections_fail(vbox: Box) -> None:
 
 # --- case 81 ----------------------------------------------------------------------------------------
 
-CI_TOKENS = {"ACTIONS_RUNTIME_TOKEN": "CANARY-RT", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARY-OIDC",
-             "GITHUB_TOKEN": "CANARY-GH", "CI_JOB_TOKEN": "CANARY-GL", "SYSTEM_ACCESSTOKEN": "CANARY-AZ",
-             "CI_JOB_JWT_V2": "CANARY-JWT"}
+CI_TOKENS = {
+    "ACTIONS_RUNTIME_TOKEN": "CANARY-RT",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARY-OIDC",
+    "GITHUB_TOKEN": "CANARY-GH",
+    "CI_JOB_TOKEN": "CANARY-GL",
+    "SYSTEM_ACCESSTOKEN": "CANARY-AZ",
+    "CI_JOB_JWT_V2": "CANARY-JWT",
+}
 
 
 def test_case_81_ci_job_tokens(vbox: Box) -> None:

@@ -72,7 +72,12 @@ def test_everyday_config_writes_work_inside_and_persist(vbox: Box) -> None:
     assert result.returncode == 0, result
     assert "Device or resource busy" not in result.stderr
     after = _local_config(vbox)
-    for line in ("branch.feature.remote=origin", "remote.mirror.url=https://example.invalid/m.git", "user.name=Agent", "branch.feature.merge=refs/heads/topic"):
+    for line in (
+        "branch.feature.remote=origin",
+        "remote.mirror.url=https://example.invalid/m.git",
+        "user.name=Agent",
+        "branch.feature.merge=refs/heads/topic",
+    ):
         assert line in result.stdout and line in after, (line, result.stdout, after)
     assert git(vbox, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == "feature"
     assert "stockade:" not in result.stderr, result.stderr  # nothing refused, nothing to say

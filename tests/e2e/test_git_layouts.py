@@ -17,16 +17,17 @@ import pytest
 from tests.e2e.boxes import Box
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
-    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.test",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.test",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
 
 
 def git(box: Box, cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**box.env, **GIT_ENV, "GIT_ALLOW_PROTOCOL": "file"}
-    return subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, check=check)
+    return subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=cwd, env=env, capture_output=True, text=True, check=check)
 
 
 def repository(box: Box, path: Path) -> Path:
@@ -46,8 +47,9 @@ def payload(marker: Path) -> str:
 def plant(hook_dir: str, marker: Path) -> str:
     """A script for inside: put a pre-commit hook into `hook_dir` (any way that works)."""
     body = payload(marker).replace("'", "'\\''")
-    return (f"mkdir -p {hook_dir} 2>/dev/null; printf '%s' '{body}' > {hook_dir}/pre-commit 2>/dev/null; "
-            f"chmod +x {hook_dir}/pre-commit 2>/dev/null; true")
+    return (
+        f"mkdir -p {hook_dir} 2>/dev/null; printf '%s' '{body}' > {hook_dir}/pre-commit 2>/dev/null; chmod +x {hook_dir}/pre-commit 2>/dev/null; true"
+    )
 
 
 def host_commit(box: Box, cwd: Path) -> None:
@@ -69,8 +71,12 @@ def test_worktree_runs_and_its_shared_hooks_stay_protected(vbox: Box) -> None:
     assert "COMMITTED" in work.stdout and "Traceback" not in work.stderr, work
     assert "b" in git(vbox, wt, "log", "--format=%s").stdout.split()
     common = main / ".git"
-    attack = run_inside(vbox, wt, plant(str(common / "hooks"), marker) + f"; git config core.fsmonitor 'touch {marker}'; "
-                        f"printf '../../../evil\\n' > {common}/worktrees/wt/commondir; true")
+    attack = run_inside(
+        vbox,
+        wt,
+        plant(str(common / "hooks"), marker) + f"; git config core.fsmonitor 'touch {marker}'; "
+        f"printf '../../../evil\\n' > {common}/worktrees/wt/commondir; true",
+    )
     host_commit(vbox, wt)
     git(vbox, wt, "status", check=False)
     assert not marker.exists(), attack
@@ -162,8 +168,9 @@ def test_git_dir_from_the_environment_is_protected(vbox: Box) -> None:
     git(vbox, vbox.project, "init", "-q", "--bare", str(bare))
     (bare / "hooks").mkdir(exist_ok=True)
     marker = vbox.outside / "RAN-gitdir"
-    attack = vbox.run(plant(str(bare / "hooks"), marker) + f"; git --git-dir={bare} config core.fsmonitor 'touch {marker}'",
-                      env={**GIT_ENV, "GIT_DIR": str(bare)})
+    attack = vbox.run(
+        plant(str(bare / "hooks"), marker) + f"; git --git-dir={bare} config core.fsmonitor 'touch {marker}'", env={**GIT_ENV, "GIT_DIR": str(bare)}
+    )
     assert not (bare / "hooks" / "pre-commit").exists(), attack
     assert "fsmonitor" not in (bare / "config").read_text()
 
@@ -189,8 +196,12 @@ def test_git_data_made_inside_survives_when_inert(vbox: Box) -> None:
     copy = vbox.project / "copy"
     git(vbox, vbox.project, "clone", "-q", str(top), str(copy))
     git(vbox, copy, "submodule", "init", "-q")  # writes the repository's own config: stays a host step
-    work = run_inside(vbox, copy, f"git -c protocol.file.allow=always clone -q {lib} cloned && git init -q fresh && "
-                      "git worktree add -q wt2 && git -c protocol.file.allow=always submodule update -q && echo DONE")
+    work = run_inside(
+        vbox,
+        copy,
+        f"git -c protocol.file.allow=always clone -q {lib} cloned && git init -q fresh && "
+        "git worktree add -q wt2 && git -c protocol.file.allow=always submodule update -q && echo DONE",
+    )
     assert "DONE" in work.stdout and "renamed to" not in work.stderr, work
     assert git(vbox, copy / "cloned", "log", "--format=%s").stdout.split() == ["a"]
     assert git(vbox, copy / "wt2", "status", "--porcelain").returncode == 0
@@ -199,13 +210,17 @@ def test_git_data_made_inside_survives_when_inert(vbox: Box) -> None:
     git(vbox, copy / "fresh", "status")
 
 
-@pytest.mark.parametrize("script", [
-    "git init -q evil && git -C evil config core.fsmonitor 'touch {marker}'",
-    "git init -q evil && git -C evil config include.path ../inc && printf '[core]\\n\\tfsmonitor = touch {marker}\\n' > evil/.git/inc",
-    "git worktree add -q evil && printf '../../../../x\\n' > .git/worktrees/evil/commondir && "
-    "mkdir -p x/hooks && git init -q --bare x && git -C x config core.fsmonitor 'touch {marker}'",
-    "git -c protocol.file.allow=always clone -q {lib} evil && git -C evil config remote.origin.uploadpack 'touch {marker}; git-upload-pack'",
-], ids=["fsmonitor", "include", "worktree-commondir", "uploadpack"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "git init -q evil && git -C evil config core.fsmonitor 'touch {marker}'",
+        "git init -q evil && git -C evil config include.path ../inc && printf '[core]\\n\\tfsmonitor = touch {marker}\\n' > evil/.git/inc",
+        "git worktree add -q evil && printf '../../../../x\\n' > .git/worktrees/evil/commondir && "
+        "mkdir -p x/hooks && git init -q --bare x && git -C x config core.fsmonitor 'touch {marker}'",
+        "git -c protocol.file.allow=always clone -q {lib} evil && git -C evil config remote.origin.uploadpack 'touch {marker}; git-upload-pack'",
+    ],
+    ids=["fsmonitor", "include", "worktree-commondir", "uploadpack"],
+)
 def test_git_data_made_inside_that_runs_programs_is_moved_aside(vbox: Box, script: str) -> None:
     lib = repository(vbox, vbox.outside / "lib")
     repo = repository(vbox, vbox.project / "repo")
@@ -239,17 +254,18 @@ def test_a_pointer_into_a_git_dir_under_another_name_with_hooks_is_moved_aside(v
     repo = repository(vbox, vbox.project / "repo")
     marker = vbox.outside / f"RAN-{layout}"
     admin = "docs/notes/worktrees/w" if layout == "worktrees" else "docs/modules/m"
-    script = (f"git init -q --bare docs/notes 2>/dev/null; mkdir -p {admin} && "
-              f"printf '#!/bin/sh\\ntouch {marker}\\n' > docs/notes/hooks/pre-commit && chmod +x docs/notes/hooks/pre-commit && "
-              f"{'git init -q --bare ' + admin + ' && cp docs/notes/hooks/pre-commit ' + admin + '/hooks/ && ' if layout == 'modules' else ''}"
-              f"echo ref: refs/heads/main > {admin}/HEAD && echo ../.. > {admin}/commondir && "
-              f"mkdir sub && echo 'gitdir: ../{admin}' > sub/.git; true")
+    script = (
+        f"git init -q --bare docs/notes 2>/dev/null; mkdir -p {admin} && "
+        f"printf '#!/bin/sh\\ntouch {marker}\\n' > docs/notes/hooks/pre-commit && chmod +x docs/notes/hooks/pre-commit && "
+        f"{'git init -q --bare ' + admin + ' && cp docs/notes/hooks/pre-commit ' + admin + '/hooks/ && ' if layout == 'modules' else ''}"
+        f"echo ref: refs/heads/main > {admin}/HEAD && echo ../.. > {admin}/commondir && "
+        f"mkdir sub && echo 'gitdir: ../{admin}' > sub/.git; true"
+    )
     if layout == "modules":
         script = script.replace(f" && echo ../.. > {admin}/commondir", "")
     attack = run_inside(vbox, repo, script)
     assert not (repo / "sub" / ".git").is_file(), attack
-    subprocess.run(["git", "commit", "--allow-empty", "-qm", "x"], cwd=repo / "sub",
-                   env={**vbox.env, **GIT_ENV}, capture_output=True)
+    subprocess.run(["git", "commit", "--allow-empty", "-qm", "x"], cwd=repo / "sub", env={**vbox.env, **GIT_ENV}, capture_output=True)
     assert not marker.exists(), attack
 
 
@@ -261,10 +277,18 @@ def test_a_global_hooks_path_covers_repositories_made_inside(vbox: Box, hooks_pa
     (vbox.home / ".gitconfig").write_text(f"[core]\n\thooksPath = {value}\n")
     marker = vbox.outside / f"RAN-global-{hooks_path}"
     folder = str(shared) if hooks_path == "ABSOLUTE" else "evil/githooks"
-    attack = vbox.run(f"git init -q evil && mkdir -p {folder} && printf '#!/bin/sh\\ntouch {marker}\\n' > {folder}/pre-commit && "
-                      f"chmod +x {folder}/pre-commit; true", env=GIT_ENV)
-    env = {**vbox.env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.test"}  # the global config applies: no GIT_CONFIG_NOSYSTEM needed
+    attack = vbox.run(
+        f"git init -q evil && mkdir -p {folder} && printf '#!/bin/sh\\ntouch {marker}\\n' > {folder}/pre-commit && "
+        f"chmod +x {folder}/pre-commit; true",
+        env=GIT_ENV,
+    )
+    env = {
+        **vbox.env,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.test",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.test",
+    }  # the global config applies: no GIT_CONFIG_NOSYSTEM needed
     if (vbox.project / "evil" / ".git").is_dir():
         (vbox.project / "evil" / "f.txt").write_text("f\n")
         subprocess.run(["git", "add", "-A"], cwd=vbox.project / "evil", env=env, capture_output=True)

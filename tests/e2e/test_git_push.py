@@ -169,10 +169,14 @@ def audit(world: SimpleNamespace) -> list[dict[str, object]]:
 
 def pushes(world: SimpleNamespace, before: int) -> list[tuple[object, object]]:
     """The decisions on pushes since `before`, each once (curl sends a POST again when its connection is cut)."""
-    return list(dict.fromkeys([(r["decision"], r["rule"]) for r in audit(world)[before:] if str(r.get("path", "")).split("?")[0].endswith("git-receive-pack")]))
+    return list(
+        dict.fromkeys(
+            [(r["decision"], r["rule"]) for r in audit(world)[before:] if str(r.get("path", "")).split("?")[0].endswith("git-receive-pack")]
+        )
+    )
 
 
-PRELUDE = "set -u; W=$(mktemp -d -p . w.XXXXXX); export GIT_TERMINAL_PROMPT=0; g() { git -c user.name=a -c user.email=a@a \"$@\"; }; "
+PRELUDE = 'set -u; W=$(mktemp -d -p . w.XXXXXX); export GIT_TERMINAL_PROMPT=0; g() { git -c user.name=a -c user.email=a@a "$@"; }; '
 
 
 def commit(name: str, size: int = 0) -> str:
@@ -186,7 +190,8 @@ def test_clone_and_fetch_pass_and_a_push_is_refused_by_default(world: SimpleName
     before_refs = server_refs(world, "plain")
     before = len(audit(world))
     script = (
-        PRELUDE + f"g clone -q {url} $W && echo cloned && g -C $W fetch -q origin && echo fetched && "
+        PRELUDE
+        + f"g clone -q {url} $W && echo cloned && g -C $W fetch -q origin && echo fetched && "
         + commit("a")
         + "{ g -C $W push origin HEAD:main; echo main=$?; g -C $W push origin HEAD:refs/heads/agent/x; echo agent=$?; "
         + "g -C $W push origin :refs/heads/keep; echo delete=$?; }"
@@ -213,7 +218,9 @@ def test_push_patterns_allow_only_the_refs_they_name(world: SimpleNamespace) -> 
     start = server_refs(world, "agent")
     before = len(audit(world))
     script = (
-        PRELUDE + f"g clone -q {url} $W && " + commit("a")
+        PRELUDE
+        + f"g clone -q {url} $W && "
+        + commit("a")
         + "{ g -C $W push -q origin HEAD:refs/heads/agent/x; echo agent=$?; g -C $W push -q origin HEAD:main; echo main=$?; "
         + "g -C $W push -q origin HEAD:refs/heads/agent/y HEAD:refs/heads/keep; echo mixed=$?; "
         + "g -C $W push -q origin :refs/heads/keep; echo delete-keep=$?; g -C $W rev-parse HEAD; }"
@@ -237,7 +244,9 @@ def test_a_large_push_is_streamed_and_still_judged(world: SimpleNamespace) -> No
     start = server_refs(world, "large")
     before = len(audit(world))
     script = (
-        PRELUDE + f"g clone -q {url} $W && " + commit("big", 3 << 20)
+        PRELUDE
+        + f"g clone -q {url} $W && "
+        + commit("big", 3 << 20)
         + "{ g -C $W push -q origin HEAD:main; echo main=$?; g -C $W push -q origin HEAD:refs/heads/agent/big; echo agent=$?; "
         + "g -C $W rev-parse HEAD; }"
     )
@@ -298,7 +307,7 @@ def test_handmade_push_bodies_are_judged_as_git_would_read_them(world: SimpleNam
     ok = pkt(f"{zero} {keep} refs/heads/agent/ok\0report-status\n".encode()) + b"0000" + empty_pack + hashlib.sha1(empty_pack).digest()
     (world.box.project / "ok.pkt").write_bytes(ok)
     runs = " ".join(f"{n}.pkt:-" for n in cases) + " gz.pkt:gzip ok.pkt:-"
-    script = f"for c in {runs}; do echo \"$c $(env -u PYTHONPATH /usr/bin/python3 raw.py {world.port} ${{c%%:*}} ${{c##*:}})\"; done"
+    script = f'for c in {runs}; do echo "$c $(env -u PYTHONPATH /usr/bin/python3 raw.py {world.port} ${{c%%:*}} ${{c##*:}})"; done'
     result = world.box.run(script, policy=policy(["refs/heads/agent/*"]))
     refs = server_refs(world, "raw")
     assert refs["refs/heads/keep"] == keep and "refs/heads/agent/z" not in refs, (result, refs)  # every attack failed
@@ -333,10 +342,13 @@ def test_push_options_cannot_move_refs_no_pattern_names(world: SimpleNamespace) 
     start = server_refs(world, "options")
     before = len(audit(world))
     script = (
-        PRELUDE + f"g clone -q {url} $W && " + commit("a")
+        PRELUDE
+        + f"g clone -q {url} $W && "
+        + commit("a")
         + "{ g -C $W push -q -o merge_request.create -o merge_request.target=main -o merge_request.merge_when_pipeline_succeeds "
         + "origin HEAD:refs/heads/agent/mr; echo options=$?; "
-        + commit("b") + "g -C $W push -q origin HEAD:refs/heads/agent/plain; echo plain=$?; g -C $W rev-parse HEAD; }"
+        + commit("b")
+        + "g -C $W push -q origin HEAD:refs/heads/agent/plain; echo plain=$?; g -C $W rev-parse HEAD; }"
     )
     result = world.box.run(script, policy=policy(["refs/heads/agent/*"]))
     refs = server_refs(world, "options")

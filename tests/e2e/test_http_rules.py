@@ -194,11 +194,11 @@ def test_a_host_without_http_rules_is_not_inspected(world: SimpleNamespace) -> N
 
 def test_clients_trust_the_daemon_through_the_variables_and_never_see_its_key(world: SimpleNamespace) -> None:
     script = (
-        'for v in SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_CERT NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO AWS_CA_BUNDLE; '
+        "for v in SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_CERT NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO AWS_CA_BUNDLE; "
         'do eval echo "$v=\\$$v"; done; '
         "grep -c 'BEGIN CERTIFICATE' \"$SSL_CERT_FILE\"; "
-        f'env -u PYTHONPATH /usr/bin/python3 -c "import urllib.request; print(urllib.request.urlopen(\'https://{HOST}:{world.port}/repos/py\').status)"; '
-        f'cat {state_dir(world.box)}/mitmproxy/mitmproxy-ca.pem 2>&1 | head -c 200; echo'
+        f"env -u PYTHONPATH /usr/bin/python3 -c \"import urllib.request; print(urllib.request.urlopen('https://{HOST}:{world.port}/repos/py').status)\"; "
+        f"cat {state_dir(world.box)}/mitmproxy/mitmproxy-ca.pem 2>&1 | head -c 200; echo"
     )
     result = world.box.run(script, policy=policy(["GET /repos/**"]))
     lines = result.stdout.splitlines()
@@ -244,9 +244,7 @@ def test_an_untrusted_project_can_narrow_but_not_widen_a_hosts_requests(world: S
     config = box.home / ".config" / "stockade"
     config.mkdir(parents=True, exist_ok=True)
     (config / "config.toml").write_text(policy(["GET /repos/**"]))
-    (box.project / ".stockade.toml").write_text(
-        '[network.http."api.test"]\nallow = ["DELETE /repos/**"]\ndeny = ["GET /repos/private/**"]\n'
-    )
+    (box.project / ".stockade.toml").write_text('[network.http."api.test"]\nallow = ["DELETE /repos/**"]\ndeny = ["GET /repos/private/**"]\n')
     try:
         before = len(world.origin.seen)
         result = box.run(curl(world, "GET /repos/ok", "DELETE /repos/x", "GET /repos/private/y"))
@@ -304,8 +302,7 @@ def test_an_untrusted_project_cannot_widen_a_limited_host_through_another_spelli
     config.mkdir(parents=True, exist_ok=True)
     (config / "config.toml").write_text(policy(["GET /repos/**"]))
     (box.project / ".stockade.toml").write_text(
-        f'[network.http."*.test"]\nallow = ["* /**"]\n'
-        f'[network.http."{HOST}:{world.port}"]\nallow = ["PUT /**"]\ndeny = ["GET /repos/private/**"]\n'
+        f'[network.http."*.test"]\nallow = ["* /**"]\n[network.http."{HOST}:{world.port}"]\nallow = ["PUT /**"]\ndeny = ["GET /repos/private/**"]\n'
     )
     try:
         before = len(world.origin.seen)
@@ -420,7 +417,9 @@ def test_a_plain_http_upgrade_on_a_host_with_rules_leaves_no_unjudged_bytes(worl
     (world.box.project / "plain_upgrade.py").write_text(PLAIN_UPGRADE)
     try:
         result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 plain_upgrade.py {plain.server_address[1]}", policy=policy(["GET /repos/**"]))
-        control = world.box.run(f"curl -sS -o /dev/null -w 'get=%{{http_code}}' http://{HOST}:{plain.server_address[1]}/repos/ok", policy=policy(["GET /repos/**"]))
+        control = world.box.run(
+            f"curl -sS -o /dev/null -w 'get=%{{http_code}}' http://{HOST}:{plain.server_address[1]}/repos/ok", policy=policy(["GET /repos/**"])
+        )
     finally:
         plain.shutdown()
     seen = plain.seen  # type: ignore[attr-defined]
@@ -520,7 +519,9 @@ def test_a_request_hidden_in_a_body_never_reaches_an_origin_that_would_run_it(wo
                 ["POST", "/static/e", "text/plain", "plain text\nDELETE /items/1 HTTP/1.1\r\n"]]  # fmt: skip
     rules = policy(["GET /public/**", "POST /items", "POST /static/**"], ["DELETE /**"])
     try:
-        result = world.box.run(f"env -u PYTHONPATH /usr/bin/python3 raw_requests.py {origin.port} '{json.dumps([*attacks, *controls])}'", policy=rules)
+        result = world.box.run(
+            f"env -u PYTHONPATH /usr/bin/python3 raw_requests.py {origin.port} '{json.dumps([*attacks, *controls])}'", policy=rules
+        )
     finally:
         origin.close()
     lines = result.stdout.splitlines()

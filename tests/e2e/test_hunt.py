@@ -18,8 +18,13 @@ import pytest
 from tests.e2e.boxes import Box
 from tests.e2e.escapes import q
 
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.test",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.test",
+}
 
 CONSTRUCTOR = r"""
 #include <stdio.h>
@@ -114,7 +119,7 @@ def test_h4_git_commondir_planted_during_the_run_is_renamed_aside(vbox: Box) -> 
     attack = vbox.run(
         "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/ && "
         f"printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {marker}; false\"\\n' > evil/config && "
-        "echo \"$PWD/evil\" > .git/commondir && echo PLANTED",
+        'echo "$PWD/evil" > .git/commondir && echo PLANTED',
         env=GIT_ENV,
     )
     assert not (vbox.project / ".git" / "commondir").exists(), attack

@@ -72,12 +72,15 @@ def _dns(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
 def test_clients_that_ignore_the_proxy_reach_an_allowed_host_through_the_filter(world: NetWorld) -> None:
     https_mark, http_mark = world.origins["https"].mark(), world.origins["http"].mark()
     node = shutil.which("node") is not None
-    script = UNSET + f"""
+    script = (
+        UNSET
+        + f"""
 curl --noproxy '*' -sS --cacert "$CA" "https://allowed.test:$SP/curl"; printf "\\ncurl=%s\\n" $?
 curl --noproxy '*' -sS "http://allowed.test:$HP/plain"; printf "\\nplain=%s\\n" $?
 getent hosts allowed.test | sed 's/^/getent /'
 "$PY" -c {q(RAW_TLS)} allowed.test "$SP" allowed.test "$CA"
 """
+    )
     if node:
         script += """
 export NODE_EXTRA_CA_CERTS="$CA"
@@ -103,7 +106,9 @@ node -e 'require("https").get("https://allowed.test:" + process.argv[1] + "/get"
 def test_refused_names_addresses_and_record_types_get_nothing_and_each_is_recorded(world: NetWorld) -> None:
     denied_mark, tls_mark = world.origins["denied"].mark(), world.origins["denied_tls"].mark()
     queries_before = world.queries.read_text()
-    script = UNSET + f"""
+    script = (
+        UNSET
+        + f"""
 curl --noproxy '*' -sS -m5 "http://denied.test:$DP/"; echo "denied_name=$?"
 curl --noproxy '*' -sS -m5 "http://198.51.100.1:80/"; echo "ip_literal=$?"
 curl --noproxy '*' -sS -m5 "http://198.18.200.200:80/"; echo "never_given=$?"
@@ -114,6 +119,7 @@ curl --noproxy '*' -sS -m5 "http://198.18.200.200:80/"; echo "never_given=$?"
 "$PY" -c {q(DNS_QUERY)} allowed.test 1 tcp
 "$PY" -c {q(DNS_QUERY)} x.exfil.denied.test 1 tcp
 """
+    )
     result = world.run(script, tag="refused", timeout=120)
     assert tagged(result, "denied_name") == ["6"], result  # curl: could not resolve host
     assert tagged(result, "ip_literal") != ["0"] and tagged(result, "never_given") != ["0"], result
@@ -135,9 +141,12 @@ curl --noproxy '*' -sS -m5 "http://198.18.200.200:80/"; echo "never_given=$?"
 
 def test_a_program_that_never_uses_the_network_sees_the_same_sandbox(world: NetWorld) -> None:
     """Control: interception changes nothing for a command's own loopback servers."""
-    script = UNSET + """
+    script = (
+        UNSET
+        + """
 "$PY" -c 'import socket; s = socket.create_server(("127.0.0.1", 0)); c = socket.create_connection(s.getsockname(), 3); a, _ = s.accept(); a.sendall(b"own"); print("loopback", c.recv(3).decode())'
 """
+    )
     result = world.run(script, tag="own", timeout=60)
     assert "loopback own" in result.stdout and result.returncode == 0, result
 
@@ -146,7 +155,9 @@ def test_bytes_sent_behind_a_refused_connection_are_never_served(world: NetWorld
     """Hostile review: a direct connection to a refused address that sends a CONNECT to an allowed
     host (and a request) at once; nothing of it may reach the allowed origin."""
     http_mark = world.origins["http"].mark()
-    script = UNSET + """
+    script = (
+        UNSET
+        + """
 "$PY" - "$HP" <<'PY'
 import socket, sys
 s = socket.create_connection(("10.9.9.9", 80), 5)
@@ -159,6 +170,7 @@ except OSError as error:
 PY
 curl --noproxy '*' -sS "http://xn--bcher-kva.wild.test:$WP/idn"; printf "\\nidn=%s\\n" $?
 """
+    )
     result = world.run(script, tag="smuggle", timeout=60)
     assert "got b''" in result.stdout or "got ConnectionResetError" in result.stdout, result
     assert "/smuggled" not in [s.path for s in world.origins["http"].since(http_mark)[0]]

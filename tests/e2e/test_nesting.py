@@ -13,8 +13,9 @@ def _inner(vbox: Box) -> list[str]:
     return [sys.executable, "-m", "stockade.cli.main", "run", "--"]
 
 
-@pytest.mark.skipif(sys.executable.startswith(("/tmp/", "/var/tmp/")),
-                    reason="this stockade is installed under /var/tmp, which is private inside the sandbox")
+@pytest.mark.skipif(
+    sys.executable.startswith(("/tmp/", "/var/tmp/")), reason="this stockade is installed under /var/tmp, which is private inside the sandbox"
+)
 def test_stockade_run_inside_runs_the_command_as_is_with_its_status(vbox: Box) -> None:
     inner = " ".join(_inner(vbox))
     result = vbox.run(f"{inner} sh -c 'echo inner-ran; echo x > made.txt; exit 7'")

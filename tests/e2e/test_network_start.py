@@ -157,9 +157,7 @@ def fake_daemon(world: NetWorld) -> Iterator[tuple[Box, list[FakeDaemon]]]:
         pytest.param(None, id="a hung daemon"),
     ],
 )
-def test_a_daemon_that_cannot_take_the_session_is_replaced(
-    world: NetWorld, fake_daemon: tuple[Box, list[FakeDaemon]], answer: bytes | None
-) -> None:
+def test_a_daemon_that_cannot_take_the_session_is_replaced(world: NetWorld, fake_daemon: tuple[Box, list[FakeDaemon]], answer: bytes | None) -> None:
     box, made = fake_daemon
     fake = FakeDaemon(runtime_dir(box) / "proxy.sock", answer)
     made.append(fake)

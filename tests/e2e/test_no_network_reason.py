@@ -32,7 +32,7 @@ def test_a_command_that_copes_without_the_network_says_nothing(vbox: Box) -> Non
 def test_loopback_is_not_the_network(vbox: Box) -> None:
     script = (
         "env -u PYTHONPATH python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
-        "socket.create_connection(s.getsockname())\"; exit 4"
+        'socket.create_connection(s.getsockname())"; exit 4'
     )
     result = vbox.run(script)
     assert result.returncode == 4 and "network" not in result.stderr, result

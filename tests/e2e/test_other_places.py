@@ -19,7 +19,7 @@ from tests.e2e.boxes import Box
 
 pytestmark = pytest.mark.e2e
 
-PAYLOAD = "#!/bin/sh\necho PWNED > \"$MARK\"\n"
+PAYLOAD = '#!/bin/sh\necho PWNED > "$MARK"\n'
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}  # fmt: skip
 

@@ -215,13 +215,16 @@ def test_a_host_socket_with_a_newline_in_its_name_is_unreachable(vbox: Box) -> N
         host.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "HOLE: host sockets are masked at planning only (host_sockets.py says so): one a host tool makes in a "
-    "place the sandbox sees while the run goes on (a dev database's socket in the project, tmux -S, an ssh "
-    "ControlPath) answers connect() from the sandbox until the run ends; before stream AF_UNIX was allowed, "
-    "socket() itself was refused. Closing it needs the connect() target checked at the time of the call "
-    "(seccomp user notification, or a Landlock scope), not a mask"
-))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "HOLE: host sockets are masked at planning only (host_sockets.py says so): one a host tool makes in a "
+        "place the sandbox sees while the run goes on (a dev database's socket in the project, tmux -S, an ssh "
+        "ControlPath) answers connect() from the sandbox until the run ends; before stream AF_UNIX was allowed, "
+        "socket() itself was refused. Closing it needs the connect() target checked at the time of the call "
+        "(seccomp user notification, or a Landlock scope), not a mask"
+    ),
+)
 def test_a_host_socket_made_during_the_run_is_unreachable(vbox: Box) -> None:
     late = vbox.project / "late.sock"
     waiter = (
@@ -233,8 +236,12 @@ def test_a_host_socket_made_during_the_run_is_unreachable(vbox: Box) -> None:
         "except OSError as error:\n    print('REFUSED', error.errno)\n"
     )
     run = subprocess.Popen(
-        [*vbox.command_words(), "--", sys.executable, "-c", waiter, str(late)], cwd=vbox.project, env=vbox.env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*vbox.command_words(), "--", sys.executable, "-c", waiter, str(late)],
+        cwd=vbox.project,
+        env=vbox.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     for _ in range(600):
         if (vbox.project / "ready").exists():

@@ -64,7 +64,7 @@ def test_second_run_uses_the_stored_plan_and_behaves_the_same(vbox: Box) -> None
 
 def test_a_policy_with_process_and_memory_limits_uses_its_stored_plan(vbox: Box) -> None:
     """The cgroup probe belongs to the run, not the plan: planning that read /proc and /sys could not be stored."""
-    policy = vbox.policy(policy_text(extra="[limits]\npids = 512\nmemory = \"1G\"\n"))
+    policy = vbox.policy(policy_text(extra='[limits]\npids = 512\nmemory = "1G"\n'))
     first = run(vbox, "true", policy=policy)
     second = run(vbox, "echo SECOND", policy=policy)
     assert planned(first) and not planned(second), (first.stderr, second.stderr)
@@ -165,8 +165,7 @@ RACING_PROBE = (
     "    posix.close(fd)\n"
     "    globs.expand = walk\n"
     "    return found\n"
-    "globs.expand = expand\n"
-    + PROBE
+    "globs.expand = expand\n" + PROBE
 )
 
 
@@ -272,7 +271,7 @@ def test_a_plan_stored_by_another_install_of_stockade_is_not_used(vbox: Box) -> 
     home = other / "bwrap" / "private_home.py"
     shown = '    if mode != "private" or'
     assert shown in home.read_text()
-    home.write_text(home.read_text().replace(shown, '    if True or'))  # the real home shows
+    home.write_text(home.read_text().replace(shown, "    if True or"))  # the real home shows
     other_probe = f"import sys\nsys.path.insert(0, {str(other.parent)!r})\n" + PROBE
     words = [sys.executable, "-c", other_probe, "run", "--", "/bin/sh", "-c", "cat ~/.ssh/id_test || echo SSH-DENIED"]
     weaker = subprocess.run(words, cwd=vbox.project, env=vbox.env, capture_output=True, text=True, timeout=60)
@@ -335,10 +334,7 @@ def test_a_repository_made_during_a_run_with_its_git_dir_made_read_only_is_still
     """Moving a planted config aside is a rename in its folder: a run that takes write permission off
     that folder must not make the move fail quietly (git status on the host would run fsmonitor)."""
     canary = vbox.outside / "fsmonitor-ran"
-    script = (
-        f"git init -q sub && git -C sub config core.fsmonitor 'echo RAN > {q(str(canary))}; false'"
-        " && chmod 0500 sub/.git && echo PLANTED"
-    )
+    script = f"git init -q sub && git -C sub config core.fsmonitor 'echo RAN > {q(str(canary))}; false' && chmod 0500 sub/.git && echo PLANTED"
     first = run(vbox, script)
     assert "PLANTED" in first.stdout, first
     try:

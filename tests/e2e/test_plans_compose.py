@@ -50,6 +50,7 @@ def _tree(root: Path, outside: Path, rng: random.Random, names: list[str] = NAME
 
 def _policy(root: Path, made: list[str], outside: Path, rng: random.Random, names: list[str] = NAMES, carve_outs: bool = True) -> str:
     """Random rules over the tree; `carve_outs`: allow_write entries inside deny_read ones too."""
+
     def some() -> list[str]:
         picks = rng.sample(made, k=min(len(made), rng.randint(0, 3)))
         return [p + (rng.choice(["", "/sub"]) if rng.random() < 0.3 else "") for p in picks]
@@ -67,6 +68,7 @@ def _policy(root: Path, made: list[str], outside: Path, rng: random.Random, name
     deny_read = some()
     allow_write = ["."] + some() + (nested(deny_read) if carve_outs else []) + ([str(outside)] if rng.random() < 0.3 else [])
     deny_write = some() + nested(deny_read) + nested(allow_write[1:])
+
     def placed(paths: list[str]) -> list[str]:  # a box's policy file is not in the project: absolute paths
         return [p if p.startswith("/") else str(root / p) if p != "." else str(root) for p in paths]
 

@@ -17,9 +17,14 @@ import pytest
 from stockade.profiles import runs_later
 from tests.e2e.boxes import Box
 
-PAYLOAD = "#!/bin/sh\necho PWNED > \"$MARK\"\n"
-FIXED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
-         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}
+PAYLOAD = '#!/bin/sh\necho PWNED > "$MARK"\n'
+FIXED = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.test",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.test",
+}
 
 
 def _host_git(box: Box, folder: Path, mark: Path) -> subprocess.CompletedProcess[str]:
@@ -86,8 +91,10 @@ def test_ordinary_files_named_like_git_data_stay(vbox: Box) -> None:
 
 
 def test_a_mercurial_hook_is_moved_aside_and_a_clone_s_paths_stay(vbox: Box) -> None:
-    attack = vbox.run("mkdir -p a/.hg b/.hg && printf '[hooks]\\npre-status = sh -c id\\n' > a/.hg/hgrc "
-                      "&& printf '[paths]\\ndefault = https://example.test/repo\\n' > b/.hg/hgrc")
+    attack = vbox.run(
+        "mkdir -p a/.hg b/.hg && printf '[hooks]\\npre-status = sh -c id\\n' > a/.hg/hgrc "
+        "&& printf '[paths]\\ndefault = https://example.test/repo\\n' > b/.hg/hgrc"
+    )
     assert not (vbox.project / "a" / ".hg" / "hgrc").exists(), attack
     assert "a/.hg/hgrc" in attack.stderr, attack
     assert (vbox.project / "b" / ".hg" / "hgrc").exists(), attack
@@ -96,12 +103,12 @@ def test_a_mercurial_hook_is_moved_aside_and_a_clone_s_paths_stay(vbox: Box) -> 
 def test_an_existing_devcontainer_is_read_only_and_a_new_one_moved_aside(vbox: Box) -> None:
     (vbox.project / ".devcontainer").mkdir()
     (vbox.project / ".devcontainer" / "devcontainer.json").write_text('{"image": "debian"}\n')
-    attack = vbox.run("echo '{\"initializeCommand\": \"id\"}' > .devcontainer/devcontainer.json; echo rc=$?")
+    attack = vbox.run('echo \'{"initializeCommand": "id"}\' > .devcontainer/devcontainer.json; echo rc=$?')
     assert "rc=1" in attack.stdout or "Read-only" in attack.stderr, attack
     assert (vbox.project / ".devcontainer" / "devcontainer.json").read_text() == '{"image": "debian"}\n'
     sub = vbox.project / "sub"
     sub.mkdir()
-    made = vbox.run("mkdir -p sub/.devcontainer && echo '{\"initializeCommand\": \"id\"}' > sub/.devcontainer/devcontainer.json")
+    made = vbox.run('mkdir -p sub/.devcontainer && echo \'{"initializeCommand": "id"}\' > sub/.devcontainer/devcontainer.json')
     assert not (sub / ".devcontainer" / "devcontainer.json").exists(), made
     assert "stockade-quarantine" in made.stderr, made
 
@@ -114,7 +121,7 @@ def test_a_planted_pdbrc_never_runs_in_a_host_debugger(vbox: Box) -> None:
     """ESCAPES 83: pdb runs ./.pdbrc as if typed: a breakpoint() on the host would run the sandbox's command."""
     mark = vbox.root / "pdb-mark"
     (vbox.project / "app.py").write_text("x = 1\n")
-    attack = vbox.run(f"printf '!open(\"{mark}\", \"w\").write(\"PWNED\")\\n' > .pdbrc; echo status=$?")
+    attack = vbox.run(f'printf \'!open("{mark}", "w").write("PWNED")\\n\' > .pdbrc; echo status=$?')
     assert "status=" in attack.stdout, attack
     host = subprocess.run(["python3", "-m", "pdb", "app.py"], cwd=vbox.project, input="c\n", capture_output=True, text=True, timeout=30)
     assert host.returncode == 0 and not mark.exists(), "the host's pdb ran the planted .pdbrc"
@@ -133,9 +140,15 @@ def test_every_debugger_and_repl_init_file_made_inside_is_kept_from_the_host(vbo
 WHOLE = [
     # (what the run adds to a git dir of another name whose config holds only inert keys, its name)
     ("printf '[core]\\n\\tfsmonitor = {payload}\\n' > lib/x/config.worktree", "config.worktree"),
-    ("mkdir -p lib/x/worktrees/w && printf '[core]\\n\\tfsmonitor = {payload}\\n' > lib/x/worktrees/w/config.worktree", "a worktree's config.worktree"),
-    ("mkdir -p lib/elsewhere && git init -q --bare lib/elsewhere/g && git --git-dir=lib/elsewhere/g config core.fsmonitor {payload}"
-     " && printf '../elsewhere/g\\n' > lib/x/commondir", "commondir"),
+    (
+        "mkdir -p lib/x/worktrees/w && printf '[core]\\n\\tfsmonitor = {payload}\\n' > lib/x/worktrees/w/config.worktree",
+        "a worktree's config.worktree",
+    ),
+    (
+        "mkdir -p lib/elsewhere && git init -q --bare lib/elsewhere/g && git --git-dir=lib/elsewhere/g config core.fsmonitor {payload}"
+        " && printf '../elsewhere/g\\n' > lib/x/commondir",
+        "commondir",
+    ),
 ]
 
 
@@ -148,7 +161,8 @@ def test_a_git_dir_is_judged_by_every_file_git_reads(vbox: Box, addition: str, w
     attack = vbox.run(
         "git init -q --bare lib/x && git --git-dir=lib/x config core.bare false && git --git-dir=lib/x config core.worktree .. "
         "&& git --git-dir=lib/x config extensions.worktreeConfig true && git --git-dir=lib/x config core.repositoryformatversion 1 && "
-        + addition.format(payload=payload) + " && echo PLANTED"
+        + addition.format(payload=payload)
+        + " && echo PLANTED"
     )
     assert "PLANTED" in attack.stdout, attack
     _host_git(vbox, vbox.project / "lib" / "x", mark)

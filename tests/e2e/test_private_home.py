@@ -174,8 +174,10 @@ def test_a_shown_entry_linked_to_the_home_itself_shows_none_of_it(vbox: Box) -> 
     (vbox.home / ".cargo" / "bin").symlink_to("..")  # ~/.cargo/bin -> ~ (a default allow_read entry)
     (vbox.home / ".local").mkdir()
     (vbox.home / ".local" / "bin").symlink_to("/")  # and one to the whole host
-    script = "cat ~/.cargo/bin/.ssh/id_test ~/.cargo/bin/some-store-nobody-listed/token; " \
-             f"cat ~/.local/bin{vbox.home}/.aws/credentials ~/.local/bin{vbox.home}/.pgpass; true"
+    script = (
+        "cat ~/.cargo/bin/.ssh/id_test ~/.cargo/bin/some-store-nobody-listed/token; "
+        f"cat ~/.local/bin{vbox.home}/.aws/credentials ~/.local/bin{vbox.home}/.pgpass; true"
+    )
     result = vbox.run(script)
     assert "CANARY" not in result.stdout, result
 
@@ -195,7 +197,7 @@ def test_deny_read_and_host_sockets_inside_a_symlinked_shown_place_stay_hidden(v
     policy = 'extends = ["default"]\n[filesystem]\nallow_read = ["~/.config/tool"]\ndeny_read = ["~/.config/tool/token"]\n'
     probe = "import socket, os\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(os.path.expanduser('~/.config/tool/agent.sock')); print('REACHED')\nexcept OSError as e:\n    print('REFUSED', e.errno)\n"
     try:
-        result = vbox.run(f"cat ~/.config/tool/settings ~/.config/tool/token; python3 -c \"{probe}\"", policy=policy)
+        result = vbox.run(f'cat ~/.config/tool/settings ~/.config/tool/token; python3 -c "{probe}"', policy=policy)
     finally:
         server.close()
     assert "READABLE" in result.stdout, result
@@ -222,8 +224,11 @@ def test_a_shown_entry_linked_into_a_writable_place_is_not_bound_from_there(vbox
     dry = vbox.run("true", options=["--dry-run"], cwd=dotfiles)
     assert f"--ro-bind {dotfiles}/gitconfig" not in dry.stdout + dry.stderr, dry
     swapper = subprocess.Popen(
-        [*vbox.command_words(), "--", "python3", "-c", SWAPPER], cwd=dotfiles, env={**vbox.env, "SECS": "30"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [*vbox.command_words(), "--", "python3", "-c", SWAPPER],
+        cwd=dotfiles,
+        env={**vbox.env, "SECS": "30"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         for _ in range(25):

@@ -34,13 +34,19 @@ def test_a_kept_pointer_never_leads_to_hooks_the_run_wrote(vbox: Box, layout: st
     repo = repository(vbox, vbox.project / "repo")
     marker = vbox.outside / f"RAN-{layout}"
     if layout == "modules":
-        script = ("mkdir -p modules/evil sub && git init -q --bare modules/evil && git -C modules/evil config core.bare false && "
-                  + write_hook("modules/evil/hooks", marker) + " && printf 'gitdir: ../modules/evil\\n' > sub/.git")
+        script = (
+            "mkdir -p modules/evil sub && git init -q --bare modules/evil && git -C modules/evil config core.bare false && "
+            + write_hook("modules/evil/hooks", marker)
+            + " && printf 'gitdir: ../modules/evil\\n' > sub/.git"
+        )
     else:
-        script = ("mkdir -p fake sub && git init -q --bare fake && git -C fake config core.bare false && "
-                  + write_hook("fake/hooks", marker) + " && mkdir -p fake/worktrees/w && printf '../..\\n' > fake/worktrees/w/commondir && "
-                  "git -C fake rev-parse HEAD >/dev/null 2>&1; cp fake/HEAD fake/worktrees/w/HEAD && "
-                  "printf 'gitdir: ../fake/worktrees/w\\n' > sub/.git")
+        script = (
+            "mkdir -p fake sub && git init -q --bare fake && git -C fake config core.bare false && "
+            + write_hook("fake/hooks", marker)
+            + " && mkdir -p fake/worktrees/w && printf '../..\\n' > fake/worktrees/w/commondir && "
+            "git -C fake rev-parse HEAD >/dev/null 2>&1; cp fake/HEAD fake/worktrees/w/HEAD && "
+            "printf 'gitdir: ../fake/worktrees/w\\n' > sub/.git"
+        )
     attack = run_inside(vbox, repo, script)
     assert attack.returncode == 0, attack
     host_commit(vbox, repo / "sub")
@@ -66,8 +72,9 @@ def test_a_nul_in_a_planted_pointer_moves_everything_aside_and_plans_again(vbox:
     ended in the same traceback while planning."""
     repo = repository(vbox, vbox.project / "repo")
     marker = vbox.outside / "RAN-nul"
-    attack = run_inside(vbox, repo, "git init -q evil && " + write_hook("evil/.git/hooks", marker)
-                        + " && mkdir z && printf 'gitdir: \\000\\n' > z/.git")
+    attack = run_inside(
+        vbox, repo, "git init -q evil && " + write_hook("evil/.git/hooks", marker) + " && mkdir z && printf 'gitdir: \\000\\n' > z/.git"
+    )
     assert "Traceback" not in attack.stderr, attack
     host_commit(vbox, repo / "evil")
     assert not marker.exists(), attack
@@ -81,9 +88,12 @@ def test_a_fifo_left_as_git_config_does_not_hang_the_check(vbox: Box) -> None:
     repo = repository(vbox, vbox.project / "repo")
     marker = vbox.outside / "RAN-fifo"
     try:
-        attack = vbox.run("git init -q bb && " + write_hook("bb/.git/hooks", marker)
-                          + " && git init -q aa && rm aa/.git/config && mkfifo aa/.git/config",
-                          cwd=repo, env=GIT_ENV, timeout=30)
+        attack = vbox.run(
+            "git init -q bb && " + write_hook("bb/.git/hooks", marker) + " && git init -q aa && rm aa/.git/config && mkfifo aa/.git/config",
+            cwd=repo,
+            env=GIT_ENV,
+            timeout=30,
+        )
     except subprocess.TimeoutExpired as hung:
         pytest.fail(f"stockade hung after the run: {hung}")
     assert "Traceback" not in attack.stderr, attack
@@ -101,10 +111,14 @@ def test_a_pointer_planted_by_a_running_sandbox_does_not_make_home_writable(vbox
     in it: it wrote ~/.bashrc."""
     rc = vbox.home / ".bashrc"
     rc.write_text("# rc\n")
-    plant = (f"printf 'gitdir: {vbox.home}\\n' > sub/.git" if kind == "file" else f"ln -s {vbox.home} sub/.git")
+    plant = f"printf 'gitdir: {vbox.home}\\n' > sub/.git" if kind == "file" else f"ln -s {vbox.home} sub/.git"
     first = subprocess.Popen(
         [*_run_words(vbox), "--", "/bin/sh", "-c", f"mkdir sub && {plant} && touch planted && sleep 8"],
-        cwd=vbox.project, env={**vbox.env, **GIT_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=vbox.project,
+        env={**vbox.env, **GIT_ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         for _ in range(100):
@@ -160,7 +174,11 @@ def test_a_killed_run_still_has_its_plantings_moved_aside(vbox: Box) -> None:
     marker = vbox.outside / "RAN-killed"
     proc = subprocess.Popen(
         [*_run_words(vbox), "--", "/bin/sh", "-c", f"echo 'touch {marker}' > .envrc; trap '' TERM; touch planted; sleep 30"],
-        cwd=vbox.project, env={**vbox.env, **GIT_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=vbox.project,
+        env={**vbox.env, **GIT_ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     for _ in range(100):
         if (vbox.project / "planted").exists():

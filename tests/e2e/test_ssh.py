@@ -58,7 +58,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
     proxy_script = box.project / "ssh-proxy"  # the daemon's refusals, tried with stockade's own ProxyCommand
     proxy_script.write_text(SCRIPT_TEXT)
     yield SimpleNamespace(
-        box=box, sshd=sshd, port=sshd.port, other=sshd.port + other, key=visible_key, secret=secret, repo=repo, root=root,
+        box=box,
+        sshd=sshd,
+        port=sshd.port,
+        other=sshd.port + other,
+        key=visible_key,
+        secret=secret,
+        repo=repo,
+        root=root,
         proxy_script=proxy_script,
     )
     stop_daemon(state_dir(box) / "run")

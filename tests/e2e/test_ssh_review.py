@@ -67,7 +67,7 @@ def ssh(world: SimpleNamespace, command: str, host: str = HOST) -> str:
     return f"ssh {options} -p {world.port} {host} {q(command)}"
 
 
-RAW = r'''
+RAW = r"""
 import os, socket, sys
 host, port, first = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode().decode("unicode_escape").encode("latin-1")
 proxy = os.environ["HTTPS_PROXY"].split("://", 1)[1].rstrip("/").rsplit("@", 1)[-1]
@@ -92,7 +92,7 @@ try:
 except Exception as e:
     print("ERR", type(e).__name__)
 print("GOT", data[:200])
-'''
+"""
 
 
 def raw(world: SimpleNamespace, host: str, port: int, first: str) -> str:

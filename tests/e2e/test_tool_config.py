@@ -184,9 +184,7 @@ def test_npm_installs_from_the_users_private_registry_and_the_token_stays_outsid
 
 def test_pip_installs_from_the_users_private_index_with_its_password_swapped_in(configured: SimpleNamespace) -> None:
     before = len(configured.registry.seen)
-    script = (
-        f"grep -c {PASSWORD} ~/.config/pip/pip.conf; PYTHONPATH={configured.pylib} /usr/bin/python3 -m pip install --quiet --no-deps --target target demo-pkg && ls target/demo_pkg"
-    )
+    script = f"grep -c {PASSWORD} ~/.config/pip/pip.conf; PYTHONPATH={configured.pylib} /usr/bin/python3 -m pip install --quiet --no-deps --target target demo-pkg && ls target/demo_pkg"
     result = configured.box.run(script, policy=policy(), timeout=120)
     assert result.returncode == 0, result
     assert result.stdout.splitlines()[0] == "0" and "__init__.py" in result.stdout

@@ -68,7 +68,7 @@ def test_git_works_in_the_project(world: World) -> None:
     if subprocess.run(["/usr/bin/git", "--version"], capture_output=True).returncode != 0:
         pytest.skip("no working git on this Mac")
     subprocess.run(["/usr/bin/git", "init", "-q", str(world.project)], check=True)
-    script = 'git -c user.email=t@t -c user.name=t add README && git -c user.email=t@t -c user.name=t commit -qm x && git log --oneline | wc -l'
+    script = "git -c user.email=t@t -c user.name=t add README && git -c user.email=t@t -c user.name=t commit -qm x && git log --oneline | wc -l"
     result = world.sh(script)
     assert result.code == 0, result.err
     assert result.out.strip() == "1"

@@ -20,7 +20,9 @@ WIDER = 'extends = ["default"]\n[network]\nallow = ["pypi.org", "evil.example"]\
 def locations(tmp_path: Path) -> Locations:
     home = tmp_path / "home"
     home.mkdir()
-    return Locations(home=home, config=home / ".config/stockade", state=home / ".local/state/stockade", cache=home / ".cache/stockade", runtime=home / "run")
+    return Locations(
+        home=home, config=home / ".config/stockade", state=home / ".local/state/stockade", cache=home / ".cache/stockade", runtime=home / "run"
+    )
 
 
 def _repository(tmp_path: Path, base: str, head: str) -> Path:

@@ -23,9 +23,7 @@ def layer(text: str, source: str = "/work/p/policy.toml"):  # type: ignore[no-un
 
 def test_a_table_becomes_a_credential_with_its_defaults() -> None:
     found = layer('[credentials.GH_TOKEN]\nenv = "GH"\nhosts = ["API.github.com", "api.github.com"]\n').values["credentials"]
-    assert found == {
-        "GH_TOKEN": Credential("GH_TOKEN", "env", ("GH",), ("api.github.com",), "Authorization", None, "/work/p/policy.toml")
-    }
+    assert found == {"GH_TOKEN": Credential("GH_TOKEN", "env", ("GH",), ("api.github.com",), "Authorization", None, "/work/p/policy.toml")}
 
 
 def test_file_paths_are_made_absolute_and_commands_kept_as_words() -> None:
@@ -52,7 +50,7 @@ def test_file_paths_are_made_absolute_and_commands_kept_as_words() -> None:
         ('[credentials.T]\ncommand = []\nhosts = ["a.test"]\n', 2, "non-empty list"),
         ('[credentials.T]\nenv = "A"\nhosts = ["a.test"]\nvalue = "literal"\n', 4, "unknown key 'value'"),
         ('[credentials."1X"]\nenv = "A"\nhosts = ["a.test"]\n', 1, "not a variable name"),
-        ('credentials = 3\n', 1, "must be tables"),
+        ("credentials = 3\n", 1, "must be tables"),
     ],
 )
 def test_every_mistake_is_reported_at_its_line(text: str, line: int, words: str) -> None:

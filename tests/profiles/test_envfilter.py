@@ -6,11 +6,21 @@ from stockade.profiles.envfilter import sandbox_env, withheld
 from stockade.profiles.model import EnvRules
 
 HOST = {
-    "PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8",
-    "AWS_SECRET_ACCESS_KEY": "CANARY1", "GITHUB_TOKEN": "CANARY2", "OPENAI_API_KEY": "CANARY3",
-    "NPM_TOKEN": "CANARY4", "SSH_AUTH_SOCK": "/tmp/agent.sock", "ACTIONS_RUNTIME_TOKEN": "x",
-    "CI_JOB_TOKEN": "y", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1/bus", "MY_DB_PASSWORD": "p",
-    "HTTP_PROXY": "http://corp:3128", "STOCKADE_SANDBOX": "0", "COMPANY_THING": "c",
+    "PATH": "/usr/bin",
+    "HOME": "/home/u",
+    "LANG": "C.UTF-8",
+    "AWS_SECRET_ACCESS_KEY": "CANARY1",
+    "GITHUB_TOKEN": "CANARY2",
+    "OPENAI_API_KEY": "CANARY3",
+    "NPM_TOKEN": "CANARY4",
+    "SSH_AUTH_SOCK": "/tmp/agent.sock",
+    "ACTIONS_RUNTIME_TOKEN": "x",
+    "CI_JOB_TOKEN": "y",
+    "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1/bus",
+    "MY_DB_PASSWORD": "p",
+    "HTTP_PROXY": "http://corp:3128",
+    "STOCKADE_SANDBOX": "0",
+    "COMPANY_THING": "c",
 }
 
 

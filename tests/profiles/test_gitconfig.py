@@ -9,16 +9,19 @@ import pytest
 from stockade.profiles.gitconfig import ConfigSyntaxError, parse, with_includes
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("[core]\n\thooksPath = .husky/_\n", [("core.hookspath", ".husky/_")]),
-    ("[CORE] HooksPath=\"a b\" # comment\n", [("core.hookspath", "a b")]),
-    ('[remote "Up\\"x"]\n url = /r\n', [('remote.Up"x.url', "/r")]),
-    ("[Sec.Sub]\n bare\n", [("sec.sub.bare", "true")]),
-    ("[a]\n k = one \\\n two\n", [("a.k", "one  two")]),
-    ("[a]\n k = x ; y\n", [("a.k", "x")]),
-    ('[a]\n k = "x ; y"\n', [("a.k", "x ; y")]),
-    ("; only a comment\n", []),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[core]\n\thooksPath = .husky/_\n", [("core.hookspath", ".husky/_")]),
+        ('[CORE] HooksPath="a b" # comment\n', [("core.hookspath", "a b")]),
+        ('[remote "Up\\"x"]\n url = /r\n', [('remote.Up"x.url', "/r")]),
+        ("[Sec.Sub]\n bare\n", [("sec.sub.bare", "true")]),
+        ("[a]\n k = one \\\n two\n", [("a.k", "one  two")]),
+        ("[a]\n k = x ; y\n", [("a.k", "x")]),
+        ('[a]\n k = "x ; y"\n', [("a.k", "x ; y")]),
+        ("; only a comment\n", []),
+    ],
+)
 def test_parse(text: str, expected: list[tuple[str, str]]) -> None:
     assert parse(text) == expected
 
@@ -43,6 +46,12 @@ def test_hooks_paths_from_the_users_config_and_the_environment(tmp_path: Path) -
     from stockade.profiles.gitdirs import user_hooks_paths
 
     (tmp_path / ".gitconfig").write_text("[core]\n\thooksPath = ~/hooks\n")
-    env = {"GIT_CONFIG_SYSTEM": str(tmp_path / "none"), "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name",
-           "GIT_CONFIG_VALUE_0": "x", "GIT_CONFIG_KEY_1": "Core.HooksPath", "GIT_CONFIG_VALUE_1": ".githooks"}
+    env = {
+        "GIT_CONFIG_SYSTEM": str(tmp_path / "none"),
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "user.name",
+        "GIT_CONFIG_VALUE_0": "x",
+        "GIT_CONFIG_KEY_1": "Core.HooksPath",
+        "GIT_CONFIG_VALUE_1": ".githooks",
+    }
     assert user_hooks_paths(str(tmp_path), env) == ["~/hooks", ".githooks"]

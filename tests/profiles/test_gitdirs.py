@@ -116,7 +116,12 @@ def test_a_plain_repository(tmp_path: Path) -> None:
     work = plain(tmp_path)
     layout = locate(str(work))
     assert layout is not None
-    assert (layout.work_tree, layout.dot_git, layout.git_dir, layout.common_dir) == (str(work), str(work / ".git"), str(work / ".git"), str(work / ".git"))
+    assert (layout.work_tree, layout.dot_git, layout.git_dir, layout.common_dir) == (
+        str(work),
+        str(work / ".git"),
+        str(work / ".git"),
+        str(work / ".git"),
+    )
     assert layout.linked is False
 
 

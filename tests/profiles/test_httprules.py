@@ -29,9 +29,9 @@ def test_rules_parse_to_one_spelling(text: str, canonical: str) -> None:
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("/repos/**", "is not \"METHODS /path\""),
-        ("GET", "is not \"METHODS /path\""),
-        ("GET /a /b", "is not \"METHODS /path\""),
+        ("/repos/**", 'is not "METHODS /path"'),
+        ("GET", 'is not "METHODS /path"'),
+        ("GET /a /b", 'is not "METHODS /path"'),
         ("get /a", "HTTP method in capitals"),
         ("GET,,POST /a", "HTTP method in capitals"),
         ("GET repos", "must start with /"),

@@ -27,8 +27,9 @@ def trust(path: Path, locations: Locations) -> None:
 # (user config or None, project file, expected sources before the file itself, project writable, .env hidden)
 CASES = [
     pytest.param(None, HAND_WRITTEN, ("builtin:default",), True, True, id="no-extends-builds-on-the-built-in-default"),
-    pytest.param('[network]\nallow = ["mine.test"]\n', HAND_WRITTEN, ("builtin:default", "CONFIG"), True, True,
-                 id="no-extends-builds-on-the-user-config"),  # fmt: skip
+    pytest.param(
+        '[network]\nallow = ["mine.test"]\n', HAND_WRITTEN, ("builtin:default", "CONFIG"), True, True, id="no-extends-builds-on-the-user-config"
+    ),  # fmt: skip
     pytest.param(None, "extends = []\n" + HAND_WRITTEN, (), False, False, id="empty-extends-starts-from-nothing"),
     pytest.param(None, 'extends = ["offline"]\n', ("builtin:default", "builtin:offline"), True, True, id="named-extends-as-written"),
 ]
@@ -55,17 +56,17 @@ def test_what_a_project_file_builds_on(project: Path, locations: Locations, conf
 
 
 def test_a_fragment_it_extends_gets_nothing_implicit(project: Path, locations: Locations) -> None:
-    write(project / "fragment.toml", '[limits]\npids = 50\n')
+    write(project / "fragment.toml", "[limits]\npids = 50\n")
     policy_file = write(project / ".stockade.toml", 'extends = ["./fragment.toml"]\n')
     trust(policy_file, locations)
     assert resolve(project, locations).policy.sources == (str(project / "fragment.toml"), str(policy_file))
 
 
 def test_changing_the_user_config_untrusts_nothing(project: Path, locations: Locations) -> None:
-    write(locations.user_config_file, '[limits]\npids = 10\n')
+    write(locations.user_config_file, "[limits]\npids = 10\n")
     policy_file = write(project / ".stockade.toml", HAND_WRITTEN)
     trust(policy_file, locations)
-    write(locations.user_config_file, '[limits]\npids = 20\n')
+    write(locations.user_config_file, "[limits]\npids = 20\n")
     result = resolve(project, locations)
     assert result.trusted and result.policy.limits.pids == 20
     policy_file.write_text(HAND_WRITTEN + "# edited\n")  # the control: the project's own file does untrust it

@@ -142,10 +142,14 @@ NONE, ALLOWLIST, OPEN = NetworkMode.NONE, NetworkMode.ALLOWLIST, NetworkMode.OPE
         pytest.param((OPEN,), (ALLOWLIST, "b.test"), ALLOWLIST, ("b.test",), [], id="open-narrowed-to-theirs"),
         pytest.param((OPEN, "kept.test"), (OPEN,), OPEN, ("kept.test",), [], id="both-open"),
         pytest.param(  # open reaches no loopback, private or metadata address: a project may not list one into it
-            (OPEN,), (ALLOWLIST, "b.test", "127.0.0.1:5432", "localhost:80", "169.254.169.254", "10.0.0.0/8", "::/0", "203.0.113.9"),
-            ALLOWLIST, ("b.test", "203.0.113.9"),
-            [f"network allow {r} (not a public address, and your open network does not list it)"
-             for r in ("127.0.0.1:5432", "localhost:80", "169.254.169.254", "10.0.0.0/8", "::/0")],
+            (OPEN,),
+            (ALLOWLIST, "b.test", "127.0.0.1:5432", "localhost:80", "169.254.169.254", "10.0.0.0/8", "::/0", "203.0.113.9"),
+            ALLOWLIST,
+            ("b.test", "203.0.113.9"),
+            [
+                f"network allow {r} (not a public address, and your open network does not list it)"
+                for r in ("127.0.0.1:5432", "localhost:80", "169.254.169.254", "10.0.0.0/8", "::/0")
+            ],
             id="open-narrowed-to-theirs-public-only",
         ),  # fmt: skip
         pytest.param((OPEN, "127.0.0.1:5432"), (ALLOWLIST, "127.0.0.1:5432"), ALLOWLIST, ("127.0.0.1:5432",), [], id="open-listing-it-keeps-it"),
@@ -236,7 +240,9 @@ def test_http_rules_of_an_untrusted_project_only_narrow() -> None:
         ("api.test", ("GET /repos/**", "DELETE /repos/**"), ("GET /repos/private/**",)),
         ("free.test", ("GET /only/**",), ()),  # a host your policy allows whole: any table narrows it
     )
-    narrowed, notes = narrow(net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=theirs))
+    narrowed, notes = narrow(
+        net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=mine), net(NetworkMode.ALLOWLIST, "api.test", "free.test", http=theirs)
+    )
     assert narrowed.network.http == (
         ("api.test", ("GET /repos/**",), ("GET /repos/private/**",)),
         ("free.test", ("GET /only/**",), ()),

@@ -150,7 +150,9 @@ def test_http_rules_for_a_host_that_is_not_allowed_are_said_to_change_nothing() 
     tables = (("api.test", ("GET /a",), ()), ("*.cdn.test", ("GET /**",), ()), ("other.test:8443", ("GET /",), ()))
     policy = Policy(
         filesystem=FilesystemRules(deny_read=("/h/.ssh",), allow_write=("/p",)),
-        network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("api.test", "*.cdn.test", "other.test"), http=(*tables, ("nope.test", ("GET /",), ()))),
+        network=NetworkRules(
+            mode=NetworkMode.ALLOWLIST, allow=("api.test", "*.cdn.test", "other.test"), http=(*tables, ("nope.test", ("GET /",), ()))
+        ),
         project_dir=Path("/p"),
         sources=("builtin:default",),
     )

@@ -104,9 +104,9 @@ def test_every_text_level_error_names_its_line(tmp_path: Path) -> None:
         b'[network]\nmode = ["x"]\n': 2,
         b"x = " + b"[" * 3000 + b"]" * 3000 + b"\n": 1,
         b'[filesystem]\nallow_write = ["\xff"]\n': 2,
-        b'[network]\nallow = [': 2,
+        b"[network]\nallow = [": 2,
         b"[limits]\nmemory = true\n": 2,
-        b'extends = 5\n': 1,
+        b"extends = 5\n": 1,
     }
     for data, line in cases.items():
         path = tmp_path / "policy.toml"

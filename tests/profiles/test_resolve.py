@@ -73,7 +73,7 @@ def test_discovery_walks_up(project: Path, locations: Locations) -> None:
     assert result.policy.project_dir == project
 
 
-UNTRUSTED = '''extends = ["default"]
+UNTRUSTED = """extends = ["default"]
 [filesystem]
 allow_write = [".", "/etc", "~"]
 deny_read = ["./secrets"]
@@ -86,7 +86,7 @@ set = { CI = "1" }
 pids = 50
 [audit]
 log = "~/.bashrc"
-'''
+"""
 
 
 def test_untrusted_project_policy_only_narrows(project: Path, locations: Locations) -> None:

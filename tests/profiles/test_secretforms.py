@@ -46,7 +46,9 @@ def test_npmrc_tokens_basic_pairs_and_passwords_go_to_their_registry() -> None:
 
 def test_npmrc_values_are_read_as_npm_reads_them() -> None:
     """A ; starts a comment in an unquoted value; a quoted one is JSON; CR ends a line (npm's ini)."""
-    rewrite = forms.npmrc('//a.test/:_authToken=tok-one ;old\r//b.test/:_authToken="tok\\u002dtwo"\r\n# //c.test/:_authToken=npm_OLDTOKEN123456789\n', "~/.npmrc")
+    rewrite = forms.npmrc(
+        '//a.test/:_authToken=tok-one ;old\r//b.test/:_authToken="tok\\u002dtwo"\r\n# //c.test/:_authToken=npm_OLDTOKEN123456789\n', "~/.npmrc"
+    )
     assert pairs(rewrite) == [("tok-one", ("a.test:443",)), ("tok-two", ("b.test:443",))]
     assert "OLDTOKEN" not in shown(rewrite) and "old" not in shown(rewrite)
 
@@ -62,7 +64,12 @@ def test_npmrc_sections_lone_words_and_unknown_secrets_are_withheld() -> None:
 def test_pip_conf_user_and_password_in_every_index_url() -> None:
     text = "[global]\nindex-url = https://al:p%40ss@pypi.corp.test/simple\nextra-index-url =\n    https://pypi.org/simple\n    https://tok:abc@other.test:8443/s\nproxy = http://u:p@proxy:8080\ntimeout = 60\n"
     rewrite = forms.ini(text, "~/.config/pip/pip.conf")
-    assert pairs(rewrite) == [("al", ("pypi.corp.test:443",)), ("p@ss", ("pypi.corp.test:443",)), ("tok", ("other.test:8443",)), ("abc", ("other.test:8443",))]
+    assert pairs(rewrite) == [
+        ("al", ("pypi.corp.test:443",)),
+        ("p@ss", ("pypi.corp.test:443",)),
+        ("tok", ("other.test:8443",)),
+        ("abc", ("other.test:8443",)),
+    ]
     out = shown(rewrite)
     assert "https://PH:PH@pypi.corp.test/simple" in out and "https://pypi.org/simple" in out and "timeout = 60" in out and "proxy" not in out
 
@@ -242,7 +249,11 @@ def test_an_address_that_is_not_a_host_hides_the_file_not_the_run() -> None:
 @pytest.mark.parametrize(
     ("reader", "text", "kept"),
     [
-        (forms.ini, "[global]\nindex-url = https://my-domain-111122223333.d.codeartifact.us-east-1.amazonaws.com/pypi/repo/simple/\n", "111122223333"),
+        (
+            forms.ini,
+            "[global]\nindex-url = https://my-domain-111122223333.d.codeartifact.us-east-1.amazonaws.com/pypi/repo/simple/\n",
+            "111122223333",
+        ),
         (forms.npmrc, "registry=https://artifactory.corp01.example.com/api/npm/npm-2f8a9c31-b7d4-4e0a/\n", "2f8a9c31"),
         (forms.npmrc, "node-options=--max-old-space-size=4096\n", "4096"),
         (forms.gitconfig, "[user]\n\tsigningkey = 3AA5C34371567BD2A1B2C3D4E5F60718293A4B5C\n", "3AA5C343"),
@@ -264,7 +275,11 @@ def test_ordinary_settings_are_not_taken_for_secrets(reader: object, text: str, 
         (forms.toml, '[env]\nDB_PASSWORD = { value = "hunter2hunter", force = true }\n', "hunter2hunter"),
         (forms.yaml, "password: [{x: hunter2hunter}]\n", "hunter2hunter"),
         (forms.properties, "nexusPwd=hunter2\ndeployKey=abc123\ngitlabPat=xyz789\n", "hunter2"),
-        (forms.maven_settings, "<settings><servers><server><id>gl</id><configuration><httpHeaders><property><name>Private-Token</name><value>9koXpg98eAheJpvBs5tK</value></property></httpHeaders></configuration></server></servers></settings>", "9koXpg98"),
+        (
+            forms.maven_settings,
+            "<settings><servers><server><id>gl</id><configuration><httpHeaders><property><name>Private-Token</name><value>9koXpg98eAheJpvBs5tK</value></property></httpHeaders></configuration></server></servers></settings>",
+            "9koXpg98",
+        ),
         (forms.npmrc, "registry=https://bob:S3cret@${NEXUS}/\n", "S3cret"),
     ],
 )

@@ -36,7 +36,10 @@ async def test_a_run_that_did_not_ask_is_refused_at_once(make_spec: Callable[...
 
 async def test_only_a_refusal_one_allow_entry_lifts_is_asked(make_spec: Callable[..., SessionSpec]) -> None:
     approvals, mine = Approvals(), session(make_spec)
-    for decision in (Decision(False, 'deny "x.test"', "", "x.test"), Decision(False, "http deny GET /", '[network.http."a.test"] allow = ["GET /"]', "a.test")):
+    for decision in (
+        Decision(False, 'deny "x.test"', "", "x.test"),
+        Decision(False, "http deny GET /", '[network.http."a.test"] allow = ["GET /"]', "a.test"),
+    ):
         assert await approvals.consider(mine, decision, "x.test", 443, set()) is decision
     assert approvals.questions == {}
 

@@ -25,16 +25,39 @@ from stockade.proxy.audit import (
 )
 
 FIELDS = {
-    "time", "session", "command", "scheme", "host", "port", "method", "path", "sni",
-    "decision", "rule", "bytes_up", "bytes_down", "duration_ms", "error", "address", "hint", "phase", "flow",
-    "repeats", "last_time",
+    "time",
+    "session",
+    "command",
+    "scheme",
+    "host",
+    "port",
+    "method",
+    "path",
+    "sni",
+    "decision",
+    "rule",
+    "bytes_up",
+    "bytes_down",
+    "duration_ms",
+    "error",
+    "address",
+    "hint",
+    "phase",
+    "flow",
+    "repeats",
+    "last_time",
 }
 
 
 def record(**overrides: object) -> AuditRecord:
     values: dict[str, object] = dict(
-        session="s1", command=["curl", "https://allowed.test/"], scheme="http", host="allowed.test",
-        port=80, decision="allow", rule='allow "allowed.test"',
+        session="s1",
+        command=["curl", "https://allowed.test/"],
+        scheme="http",
+        host="allowed.test",
+        port=80,
+        decision="allow",
+        rule='allow "allowed.test"',
     )
     values.update(overrides)
     return AuditRecord(**values)  # type: ignore[arg-type]

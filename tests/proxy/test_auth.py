@@ -129,9 +129,7 @@ async def test_ended_session_is_refused(chain: FilterChain, make_spec: Callable[
         assert fresh.response is not None and fresh.response.status_code == 407
 
 
-async def test_failed_audit_write_refuses_the_next_flow(
-    chain: FilterChain, make_spec: Callable[..., SessionSpec], tmp_path: Path
-) -> None:
+async def test_failed_audit_write_refuses_the_next_flow(chain: FilterChain, make_spec: Callable[..., SessionSpec], tmp_path: Path) -> None:
     chain.resolver = FakeResolver()
     spec = make_spec()
     token = register(chain, spec)
@@ -148,7 +146,6 @@ async def test_failed_audit_write_refuses_the_next_flow(
         await chain.http_connect(third)
     assert third.response is not None and third.response.status_code == 403
     assert b"audit log unwritable" in third.response.content
-
 
 
 # -- SessionAuth alone ---------------------------------------------------------

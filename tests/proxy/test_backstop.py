@@ -94,7 +94,6 @@ async def test_exception_in_server_connect_refuses(
     assert data.server.error and "internal error" in data.server.error
 
 
-
 # -- Backstop alone ----------------------------------------------------------------
 
 

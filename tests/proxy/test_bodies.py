@@ -74,8 +74,11 @@ def test_which_types_an_origin_might_read_method_from(types: list[str], expected
         (["text/plain; x=/json"], b'{"_method": "DELETE"}'),
         (["application/json"], b'\xef\xbb\xbf{"_method": ["DELETE"]}'),
         (["multipart/form-data; boundary=b"], b'--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
-        (["multipart/form-data; boundary=\"b\""], b'--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
-        (["multipart/form-data; BOUNDARY=b"], b"--b\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; name=_method\r\n\r\nDELETE\r\n--b--\r\n"),
+        (['multipart/form-data; boundary="b"'], b'--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
+        (
+            ["multipart/form-data; BOUNDARY=b"],
+            b"--b\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; name=_method\r\n\r\nDELETE\r\n--b--\r\n",
+        ),
         (["multipart/form-data"], b'preamble name="x"\r\n--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
         (["multipart/form-data; boundary=b"], b"--b\r\nContent-Disposition: form-data; name*=utf-8''%5Fmethod\r\n\r\nDELETE\r\n--b--\r\n"),
         (["multipart/form-data; boundary=b"], b'--b\r\nContent-Disposition: form-data;\r\n name="_method"\r\n\r\nDELETE\r\n--b--\r\n'),
@@ -175,7 +178,7 @@ def test_a_long_multipart_upload_streams_on_and_is_stopped_at_a_method_part(monk
     gate, refused = _gate(whole=True, verdict="refused", types=types)
     start = b'--b\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\n\r\n' + b"\x00method\xff" * 20
     assert gate(start) == [start] and refused == []  # "method" in a file's bytes is no field
-    assert gate(b"\r\n--b\r\nContent-Disposition: form-data; name=\"_method\"\r\n") == [] and len(refused) == 1
+    assert gate(b'\r\n--b\r\nContent-Disposition: form-data; name="_method"\r\n') == [] and len(refused) == 1
 
 
 def test_a_long_json_body_on_a_judged_path_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.proxy import cabundle
+from stockade.proxy import cabundle, control
 from stockade.proxy.control import DaemonFiles
 
 
@@ -30,7 +30,7 @@ def test_the_bundle_is_the_system_roots_then_the_ca_under_a_name_from_its_conten
 ) -> None:
     roots = tmp_path / "roots.pem"
     roots.write_bytes(b"-----BEGIN CERTIFICATE-----\nROOT\n-----END CERTIFICATE-----\n")
-    monkeypatch.setattr(cabundle, "SYSTEM_ROOTS", (str(tmp_path / "absent.pem"), str(roots)))
+    monkeypatch.setattr(control, "SYSTEM_ROOTS", (str(tmp_path / "absent.pem"), str(roots)))
     path = cabundle.bundle(files, str(tmp_path / "cache"))
     content = Path(path).read_bytes()
     assert content.startswith(roots.read_bytes()) and content.endswith(cabundle.ca_certificate(files))
@@ -41,6 +41,6 @@ def test_the_bundle_is_the_system_roots_then_the_ca_under_a_name_from_its_conten
 
 
 def test_without_system_roots_the_bundle_is_the_ca_alone(files: DaemonFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cabundle, "SYSTEM_ROOTS", (str(tmp_path / "absent.pem"),))
-    assert cabundle.system_roots() is None
+    monkeypatch.setattr(control, "SYSTEM_ROOTS", (str(tmp_path / "absent.pem"),))
+    assert control.system_roots() is None
     assert Path(cabundle.bundle(files, str(tmp_path / "cache"))).read_bytes() == cabundle.ca_certificate(files)

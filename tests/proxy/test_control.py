@@ -71,7 +71,7 @@ MESSAGES = [
     {"op": "ping"},
     {"ok": True, "port": 41234, "exiting": False, "error": None, "ratio": 0.25, "big": 2**70, "neg": -3},
     {"spec": {"allow": ["pypi.org", "*.x.test"], "command": ["sh", "-c", 'echo "hi" \\ \t'], "nested": [[], [{}], {"a": [1]}]}},
-    {"text": "é\n\u2028\x00\x7f\ud800 \U0001f600", "quote\"key": "\\"},
+    {"text": "é\n\u2028\x00\x7f\ud800 \U0001f600", 'quote"key': "\\"},
 ]
 
 

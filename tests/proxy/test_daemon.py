@@ -190,8 +190,15 @@ def world(tmp_path_factory: pytest.TempPathFactory, daemon_tools: SimpleNamespac
     port = client.ensure_daemon(locations, test_resolver=str(resolver), idle_timeout=600)
     start_seconds = time.monotonic() - started
     yield SimpleNamespace(
-        root=root, blob=blob, blob_sha=hashlib.sha256(blob).hexdigest(), cert=cert, origins=origins, port=port,
-        locations=locations, queries=queries, start_seconds=start_seconds,
+        root=root,
+        blob=blob,
+        blob_sha=hashlib.sha256(blob).hexdigest(),
+        cert=cert,
+        origins=origins,
+        port=port,
+        locations=locations,
+        queries=queries,
+        start_seconds=start_seconds,
     )
     daemon_tools.stop_daemon(locations)
     for name, value in saved_env.items():
@@ -363,7 +370,9 @@ def test_no_credential_is_407(world: SimpleNamespace, session: Callable[..., Sim
     assert code == "407"
     code, _, _ = curl(f"http://allowed.test:{origin.port}/", proxy=f"http://stockade:not-a-token@127.0.0.1:{world.port}")
     assert code == "407"
-    https_code, _, err = curl("--cacert", str(world.cert), f"https://allowed.test:{world.origins['https'].port}/", proxy=f"http://127.0.0.1:{world.port}")
+    https_code, _, err = curl(
+        "--cacert", str(world.cert), f"https://allowed.test:{world.origins['https'].port}/", proxy=f"http://127.0.0.1:{world.port}"
+    )
     assert https_code in ("000", "407") and "407" in err
     assert len(origin.requests) == before
 
@@ -931,7 +940,7 @@ def test_control_socket_refuses_other_users(world: SimpleNamespace) -> None:
             probe = (
                 "import socket,sys\n"
                 "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-                "try: s.sendall(b'{\"op\":\"ping\"}\\n')\n"
+                'try: s.sendall(b\'{"op":"ping"}\\n\')\n'
                 "except OSError: pass  # the daemon may have answered and closed already\n"
                 "print(s.recv(4096).decode())\n"
             )

@@ -162,9 +162,7 @@ async def test_dns_is_refused(chain: FilterChain) -> None:
         assert f.response is not None and f.response.response_code == 5  # REFUSED
 
 
-async def test_exception_in_http_connect_denies(
-    chain: FilterChain, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_exception_in_http_connect_denies(chain: FilterChain, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch) -> None:
     token = register(chain, make_spec())
     monkeypatch.setattr(decisions, "decide", boom)
     with chain.context():
@@ -236,7 +234,6 @@ async def test_an_allowed_request_that_cannot_be_recorded_is_refused_saying_why(
         await chain.requestheaders(f)
     assert f.response is not None and f.response.status_code == 403
     assert b"could not be recorded" in f.response.content and b"cannot write audit log" in f.response.content
-
 
 
 # -- Decisions alone -------------------------------------------------------------

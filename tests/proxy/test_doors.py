@@ -57,7 +57,10 @@ async def test_listen_needs_one_socket_per_door(registry: Registry, make_spec: C
     listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
     fds = [s.fileno() for s in listeners]
     the_doors = doors()
-    assert the_doors.listen(session.spec.session_id, session, fds) == "listen needs one listening socket, one more for each of the spec's forwards, and three to intercept"
+    assert (
+        the_doors.listen(session.spec.session_id, session, fds)
+        == "listen needs one listening socket, one more for each of the spec's forwards, and three to intercept"
+    )
     assert fds == [s.fileno() for s in listeners] and the_doors.by_session == {}
     for s in listeners:
         s.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.proxy import handover, launch
+from stockade.proxy import control, handover, launch
 from stockade.proxy.control import PROTOCOL, DaemonFiles
 
 SPEC = {"session_id": "s1", "command": ["true"], "cwd": "/p", "allow": ["a.test"], "deny": [], "audit_path": "/a", "origin": "o", "mode": "allowlist"}
@@ -144,7 +144,7 @@ def test_a_slow_daemon_that_still_answers_a_ping_gets_longer(files: DaemonFiles,
 def test_a_daemon_this_run_started_is_given_the_start_timeout_and_then_fails(files: DaemonFiles, daemons: Daemons) -> None:
     daemons.started = [True]
     session, _door = opened(files, daemons)
-    assert session.deadline() == pytest.approx(session.sent_at + launch.START_TIMEOUT)
+    assert session.deadline() == pytest.approx(session.sent_at + control.START_TIMEOUT)
     with pytest.raises(launch.ProxyDaemonError, match="did not start within"):
         session.overdue()
 
@@ -229,9 +229,7 @@ def test_a_broken_audit_log_at_the_end_is_the_runs_trouble_line(files: DaemonFil
 # -- hostile review 8 ----------------------------------------------------------------
 
 
-def test_a_refused_session_ends_at_once_and_asks_no_other_daemon(
-    files: DaemonFiles, daemons: Daemons, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_refused_session_ends_at_once_and_asks_no_other_daemon(files: DaemonFiles, daemons: Daemons, monkeypatch: pytest.MonkeyPatch) -> None:
     """A refusal stops the sandbox; the run's end must not wait for a second answer on that
     connection, nor hand the stopped sandbox's listener to a new daemon (even with a connection queued)."""
     monkeypatch.setattr(handover, "ping_or_hung", lambda files: (None, True))
@@ -309,9 +307,7 @@ def test_an_unanswered_session_with_nothing_queued_is_still_abandoned(files: Dae
     assert time.monotonic() - started < 0.5 and ended.denials == [] and session.conn is None
 
 
-def test_a_real_daemon_that_served_before_the_run_read_its_answer_reports_the_denial(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_real_daemon_that_served_before_the_run_read_its_answer_reports_the_denial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a real daemon: the sandbox's connection was served (denied) before the run read the
     answer, and nothing waits in the queue any more. The run's end must still collect the denial."""
     from tests.netkit import stop_daemon

@@ -12,7 +12,8 @@ from mitmproxy import dns
 
 from stockade.proxy import inside_dns
 from stockade.proxy.control import SessionSpec
-from stockade.proxy.inside_dns import FAKE_NETWORK, Names, Resolver, is_fake
+from stockade.proxy.fake_names import is_fake
+from stockade.proxy.inside_dns import Resolver
 from stockade.proxy.sessions import Registry, Session
 
 
@@ -90,15 +91,6 @@ def test_each_distinct_query_is_recorded_once_and_its_repeats_at_the_end(session
         ("allowed.test", "allow", 0), ("nope.test", "deny", 0), ("allowed.test", "allow", 2),
     ]  # fmt: skip
     assert dns_records[0]["rule"].startswith("A: answered 198.18.0.1") and dns_records[1]["rule"].startswith("TXT: ")
-
-
-def test_names_run_out_at_their_bound_and_never_leave_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inside_dns, "MAX_NAMES", 3)
-    names = Names()
-    given = [names.address(f"n{i}.test") for i in range(4)]
-    assert given[3] is None and all(g is not None and is_fake(g) for g in given[:3])
-    assert len(set(given[:3])) == 3 and not is_fake("198.20.0.1") and not is_fake("not an address")
-    assert FAKE_NETWORK.num_addresses > inside_dns.MAX_NAMES
 
 
 def test_an_idn_name_is_kept_as_the_proxy_spells_it(make_spec: Callable[..., SessionSpec]) -> None:

@@ -106,14 +106,15 @@ async def test_an_allowed_flow_is_recorded_before_its_first_byte_goes_upstream(
     assert end["phase"] == "end" and end["flow"] == first["flow"] and first["flow"]
 
 
-
 # -- Metering alone --------------------------------------------------------------
 
 
 def recorded(f: http.HTTPFlow, spec: SessionSpec, *, written: bool = False) -> Tracked:
     """The flow's record as Decisions leaves an allowed (or, written, a denied) flow."""
     _token, session = Registry().register(spec)
-    record = AuditRecord(session=spec.session_id, command=[], scheme="http", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+    record = AuditRecord(
+        session=spec.session_id, command=[], scheme="http", host="allowed.test", port=8443, decision="allow", rule='allow "allowed.test"'
+    )
     tracked = f.metadata[META] = Tracked(session, record, written=written)
     return tracked
 
@@ -149,7 +150,7 @@ async def test_a_tunnel_is_metered_once(make_spec: Callable[..., SessionSpec]) -
     alone = Metering(connections)
     client = tflow.tclient_conn()
     _token, session = Registry().register(make_spec())
-    record = AuditRecord(session="s", command=[], scheme="connect", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+    record = AuditRecord(session="s", command=[], scheme="connect", host="allowed.test", port=8443, decision="allow", rule='allow "allowed.test"')
     connections.client(client).tunnel = Tracked(session, record)
     context = Context(client, Options())
     with taddons.context(alone):

@@ -33,7 +33,6 @@ def test_denial_text(host: str, port: int, rule: Decision, expected: str) -> Non
     assert expected in refusal.denial_text(host, port, rule, "/p/.stockade.toml")
 
 
-
 @pytest.mark.parametrize(
     "method, headers, too_big",
     [
@@ -54,7 +53,9 @@ def test_auth_required_is_a_407_that_asks_for_basic() -> None:
     assert response.status_code == 407 and response.headers["Proxy-Authenticate"] == 'Basic realm="stockade"'
 
 
-def test_fail_records_the_known_session_and_answers(make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]) -> None:
+def test_fail_records_the_known_session_and_answers(
+    make_spec: Callable[..., SessionSpec], audit_lines: Callable[[], list[dict[str, object]]]
+) -> None:
     _token, session = Registry().register(make_spec())
     f = tflow.tflow()
     refusal.track(f, session, Decision(True, 'allow "x"', "", "x.test"), scheme="http", path="/")

@@ -42,9 +42,7 @@ def test_register_starts_a_daemon_when_none_answers(fresh_locations: Callable[[s
 
 def test_session_rules_are_the_policy_as_plain_data(fresh_locations: Callable[[str], Locations]) -> None:
     locations = fresh_locations("rules")
-    policy = Policy(
-        network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("pypi.org",), deny=("evil.test",)), origin="/p/.stockade.toml"
-    )
+    policy = Policy(network=NetworkRules(mode=NetworkMode.ALLOWLIST, allow=("pypi.org",), deny=("evil.test",)), origin="/p/.stockade.toml")
     assert sessionclient.session_rules(policy, locations) == {
         "mode": "allowlist",
         "allow": ["pypi.org"],

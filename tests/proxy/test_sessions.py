@@ -98,8 +98,17 @@ def test_denial_summary_counts_per_destination(make_spec: Callable[..., SessionS
 def _deny(session, host: str, path: str = "/x") -> None:  # type: ignore[no-untyped-def]
     from stockade.proxy.tracking import Tracked
 
-    record = AuditRecord(session=session.spec.session_id, command=["c"], scheme="http", host=host, port=80,
-                         decision="deny", rule="no allow rule matches", method="GET", path=path)
+    record = AuditRecord(
+        session=session.spec.session_id,
+        command=["c"],
+        scheme="http",
+        host=host,
+        port=80,
+        decision="deny",
+        rule="no allow rule matches",
+        method="GET",
+        path=path,
+    )
     assert Tracked(session, record).deny(Decision(False, "no allow rule matches", "", host))
 
 

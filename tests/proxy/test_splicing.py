@@ -67,7 +67,7 @@ async def test_no_body_of_a_cut_flow_is_offered(
     _token, session = Registry().register(make_spec())
     with taddons.context(alone):
         f = get_flow("allowed.test")
-        record = AuditRecord(session="s", command=[], scheme="http", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+        record = AuditRecord(session="s", command=[], scheme="http", host="allowed.test", port=8443, decision="allow", rule='allow "allowed.test"')
         f.metadata[META] = Tracked(session, record, cut=cut)
         f.response = tutils.tresp(content=b"")
         alone.responseheaders(f)

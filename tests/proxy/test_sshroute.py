@@ -171,7 +171,7 @@ def test_the_proxy_command_brackets_ipv6_and_sends_no_credential_it_has_not(tmp_
 
 
 def test_a_refusal_ends_the_proxy_command_with_the_daemons_reason(tmp_path: Path) -> None:
-    body = b"stockade: git.test:22 refused: no allow rule matches port 22\nallow = [\"git.test:22\"]\n"
+    body = b'stockade: git.test:22 refused: no allow rule matches port 22\nallow = ["git.test:22"]\n'
     proxy = FakeProxy(b"HTTP/1.1 403 Forbidden\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     env = {"PATH": os.environ["PATH"], "HTTPS_PROXY": f"http://127.0.0.1:{proxy.port}"}
     done = subprocess.run(["bash", str(script(tmp_path)), "git.test", "22"], input=b"SSH-2.0-x\r\n", env=env, capture_output=True, timeout=10)

@@ -50,7 +50,8 @@ def test_trouble_lines_name_the_cause() -> None:
 
 def test_http_denials_say_which_table_takes_the_entry_and_denials_say_where_they_are_listed() -> None:
     line = summary.describe_denial(
-        {"host": "api.test", "port": 443, "rule": "no HTTP rule allows PUT /x", "hint": '[network.http."api.test"] allow = ["PUT /x"]'}, "/p/.stockade.toml"
+        {"host": "api.test", "port": 443, "rule": "no HTTP rule allows PUT /x", "hint": '[network.http."api.test"] allow = ["PUT /x"]'},
+        "/p/.stockade.toml",
     )
     assert line.endswith('to allow it, add "PUT /x" to allow under [network.http."api.test"] in /p/.stockade.toml'), line
     listed = summary.describe_denial({"host": "api.test", "port": 443, "rule": "http deny * /x", "hint": ""}, "/p/.stockade.toml")
@@ -85,5 +86,7 @@ def test_a_refused_secret_of_a_tool_file_names_the_file_not_a_credentials_table(
 
 
 def test_a_name_the_sandboxs_resolver_refused_is_said_without_a_port() -> None:
-    line = summary.describe_denial({"host": "example.com", "port": 0, "rule": "no allow rule matches", "hint": 'allow = ["example.com"]', "count": 2}, "/p/.stockade.toml")
+    line = summary.describe_denial(
+        {"host": "example.com", "port": 0, "rule": "no allow rule matches", "hint": 'allow = ["example.com"]', "count": 2}, "/p/.stockade.toml"
+    )
     assert line.startswith("network: denied example.com (its address was asked for) (2 times); to allow it, run: stockade allow example.com")

@@ -136,9 +136,7 @@ async def test_tcp_after_an_allowed_upgrade_is_counted(
     assert (stream["bytes_up"], stream["bytes_down"]) == (5, 6)
 
 
-async def test_exception_in_tls_clienthello_cuts(
-    chain: FilterChain, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_exception_in_tls_clienthello_cuts(chain: FilterChain, make_spec: Callable[..., SessionSpec], monkeypatch: pytest.MonkeyPatch) -> None:
     chain.resolver = FakeResolver()
     token = register(chain, make_spec())
     with chain.context():
@@ -159,14 +157,15 @@ async def test_exception_in_tcp_start_kills(chain: FilterChain, monkeypatch: pyt
     assert t.error is not None and t.error.msg == t.error.KILLED_MESSAGE
 
 
-
 # -- Tunnels alone ---------------------------------------------------------------
 
 
 def tunnel_of(connections: Connections, client: Client, spec: SessionSpec) -> Tracked:
     """An allowed tunnel to allowed.test, as Decisions leaves it."""
     _token, session = Registry().register(spec)
-    record = AuditRecord(session=spec.session_id, command=[], scheme="connect", host="allowed.test", port=8443, decision="allow", rule="allow \"allowed.test\"")
+    record = AuditRecord(
+        session=spec.session_id, command=[], scheme="connect", host="allowed.test", port=8443, decision="allow", rule='allow "allowed.test"'
+    )
     tracked = connections.client(client).tunnel = Tracked(session, record)
     return tracked
 

@@ -112,7 +112,7 @@ def tokens(text: str) -> list[str]:
     while position < len(text):
         match = TOKEN.match(text, position)
         if not match:
-            raise ValueError(f"unreadable SBPL at {position}: {text[position:position + 40]!r}")
+            raise ValueError(f"unreadable SBPL at {position}: {text[position : position + 40]!r}")
         token = match.group(0)
         if not token.isspace() and not token.startswith(";"):
             found.append(token)

@@ -132,7 +132,7 @@ def test_explain_shows_everything_safely(tmp_path: Path) -> None:
     assert "WRITABLE_0=/Users/test/evil\\x1b[2Jname" in text
     assert "\x1b" not in text and "\x07" not in text
     assert "withheld: AWS_SECRET_ACCESS_KEY" in text
-    assert text.rstrip().splitlines()[-2].startswith("/usr/bin/sandbox-exec -p \"$PROFILE\" -D ")
+    assert text.rstrip().splitlines()[-2].startswith('/usr/bin/sandbox-exec -p "$PROFILE" -D ')
     assert "-- echo $'hi\\x07'" in text
 
 
@@ -257,12 +257,7 @@ def test_background_leftovers_die_with_the_command(runner, tmp_path: Path) -> No
 def test_violation_summary_after_the_run(runner, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     record = f'{{"eventMessage": "Sandbox: cat(42) deny(1) file-read-data {tmp_path}/.ssh/id_test\\nstockade-testrun"}}'
     fake_log = tmp_path / "fake-log"
-    fake_log.write_text(
-        "#!/bin/sh\n"
-        'echo "Filtering the log data using \\"$5 $6\\""\n'
-        f"printf '%s\\n' '{record}'\n"
-        "exec sleep 30\n"
-    )
+    fake_log.write_text(f"#!/bin/sh\necho \"Filtering the log data using \\\"$5 $6\\\"\"\nprintf '%s\\n' '{record}'\nexec sleep 30\n")
     fake_log.chmod(fake_log.stat().st_mode | stat.S_IXUSR)
     assert runner(("true",), log=str(fake_log), quiet=False) == 0
     err = capfd.readouterr().err

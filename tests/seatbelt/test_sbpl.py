@@ -67,7 +67,7 @@ def test_glob_under_hostile_folder_still_matches(name: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ['p") (allow default) ("', "a\nb", "c\\d", "e\"f", "[x]", "^$", "\x1b[31m", "\u00e9", "(a|b)*+?{2}", "#;'!&<>`"],
+    ['p") (allow default) ("', "a\nb", "c\\d", 'e"f', "[x]", "^$", "\x1b[31m", "\u00e9", "(a|b)*+?{2}", "#;'!&<>`"],
 )
 def test_encode_literal_alphabet(text: str) -> None:
     source = sbpl.encode_literal(text)

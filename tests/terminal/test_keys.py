@@ -14,7 +14,7 @@ import pytest
 
 from tests.terminal.shell import PREFIXES, Shell, World
 
-TRAP_INT = "sh -c 'trap \"echo trapped-INT; exit 3\" INT; echo RE\"\"ADY; while :; do sleep 0.05; done'"
+TRAP_INT = 'sh -c \'trap "echo trapped-INT; exit 3" INT; echo RE""ADY; while :; do sleep 0.05; done\''
 READY = "READY"  # typed as RE""ADY: only the command's own output matches
 
 
@@ -188,7 +188,7 @@ def test_an_alarm_sent_to_stockade_ends_the_command_and_leaves_the_terminal_as_i
 def test_the_sandbox_cannot_choose_which_keys_signal_stockades_job(shell: Shell) -> None:
     """The sandbox sets its pty's Ctrl-C to Enter: an Enter interrupts the command (its pty's
     business) but is no Ctrl-C for the script that runs stockade."""
-    script = "trap \"echo PARENT-GOT-INT\" INT; stockade run -- sh -c \"stty intr ^M; echo RE\"\"ADY; read x\"; echo parent-goes-on"
+    script = 'trap "echo PARENT-GOT-INT" INT; stockade run -- sh -c "stty intr ^M; echo RE""ADY; read x"; echo parent-goes-on'
     shell.start_line(f"bash -c '{script}'", ready=READY)
     time.sleep(0.3)
     shell.child.send("\r")  # Enter

@@ -171,7 +171,9 @@ def test_sigkill_of_stockade_leaves_nothing_running_and_the_next_run_works(world
     proc.communicate(timeout=20)
     assert proc.returncode == -signal.SIGKILL
     assert _gone(tag)  # --die-with-parent took the sandbox with it
-    again = subprocess.run([STOCKADE, "run", "--", "/bin/sh", "-c", "echo fine"], cwd=world.project, env=world.env, capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [STOCKADE, "run", "--", "/bin/sh", "-c", "echo fine"], cwd=world.project, env=world.env, capture_output=True, text=True, timeout=60
+    )
     assert again.returncode == 0 and again.stdout == "fine\n"
 
 
@@ -212,5 +214,7 @@ def test_a_first_word_with_an_equals_sign_keeps_its_trap_and_status(world: World
 
 
 def test_a_closed_stdout_is_no_traceback(world: World) -> None:
-    done = subprocess.run(["/bin/sh", "-c", f"'{STOCKADE}' run -q -- true >&-"], cwd=world.project, env=world.env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"'{STOCKADE}' run -q -- true >&-"], cwd=world.project, env=world.env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done

@@ -26,6 +26,7 @@ def asking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
     with approval_world(tmp_path_factory.mktemp("question")) as made:
         yield made
 
+
 SPINNER = "i=0; while :; do i=$((i+1)); printf '\\r%s spin-%s' '|' $i; sleep 0.02; done"
 
 

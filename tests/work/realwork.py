@@ -60,9 +60,7 @@ class Workplace:
             command = [*STOCKADE, "run", *(options or []), "--", *command]
         return subprocess.run(command, cwd=cwd or self.project, env=self.env, capture_output=True, text=True, timeout=300)
 
-    def twice(
-        self, make: Callable[[Path], None], script: str, *, options: list[str] | None = None, workdir: str = "."
-    ) -> tuple[Result, Result]:
+    def twice(self, make: Callable[[Path], None], script: str, *, options: list[str] | None = None, workdir: str = ".") -> tuple[Result, Result]:
         """(bare, sandboxed): the same script on fresh copies of one template at one path."""
         results = []
         for sandboxed in (False, True):

@@ -149,8 +149,9 @@ def test_host_sees_nothing_new_while_the_run_lasts(work: Workplace) -> None:
     _repository(work.project, work.env)
     expected = sorted([*os.listdir(work.project), ".ready"])
     script = "touch .ready; while [ ! -e .go ]; do sleep 0.05; done; rm .ready .go; ls -A"
-    run = subprocess.Popen([*STOCKADE, "run", "--", "/bin/sh", "-c", script], cwd=work.project, env=work.env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [*STOCKADE, "run", "--", "/bin/sh", "-c", script], cwd=work.project, env=work.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 120  # a guard against a hang, not a timing check
         while not (work.project / ".ready").exists() and run.poll() is None and time.monotonic() < deadline:

@@ -362,7 +362,10 @@ def launch_of(plan: BwrapPlan) -> Launch:
         tool_files=list(plan.tool_files),
         git_stages=[
             (
-                path, alias, bw.encode([moved(piece, path, alias) for piece in view.under(path, frozenset())]), bw.encode(view.under(path)),
+                path,
+                alias,
+                bw.encode([moved(piece, path, alias) for piece in view.under(path, frozenset())]),
+                bw.encode(view.under(path)),
                 [(name, bw.encode(view.under(os.path.join(path, name)))) for name in STAGE_BOUND],
             )
             for path, alias in ((path, f"{GIT_ALIASES}/{number}") for number, path in enumerate(view.staged_git))

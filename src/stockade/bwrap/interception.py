@@ -16,7 +16,7 @@ sandbox's own network namespace (netns.py), before bwrap starts:
 - another turns every DNS query (UDP or TCP port 53, to whatever server
   /etc/resolv.conf names) into one to the namespace's own port 53, which the
   daemon answers (proxy/inside_dns.py) without ever asking anyone: a name
-  the policy could allow gets an address of its own (inside_dns.FAKE_NETWORK)
+  the policy could allow gets an address of its own (fake_names.FAKE_NETWORK)
   that maps back to it, anything else no answer.
 
 Nothing here reaches outside the run's namespaces, and nothing is setuid: the
@@ -133,6 +133,7 @@ def prepare() -> list[_socket.socket]:
 def probe() -> str | None:
     """Whether a run's namespace can intercept (`stockade doctor`): None when it can, else why not.
     Tried as a run's child does it, in a child of its own."""
+
     def attempt() -> str | None:
         enter_user_namespace(CLONE_NEWNET, os.getuid(), os.getgid())
         why = redirect()

@@ -733,8 +733,15 @@ def _why_unmakeable(folder: str) -> str | None:
 
 
 def _writable_roots(
-    view: View, allow_write: tuple[str, ...], denied: list[str], project: str, git_dirs: list[str], unmade: Mapping[str, str],
-    sources: tuple[str, ...] = (), home: str = "/", unwritable: list[str] | None = None,
+    view: View,
+    allow_write: tuple[str, ...],
+    denied: list[str],
+    project: str,
+    git_dirs: list[str],
+    unmade: Mapping[str, str],
+    sources: tuple[str, ...] = (),
+    home: str = "/",
+    unwritable: list[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(the folders bound writable, every allow_write entry's real path: floor anchors);
     `git_dirs` (already real paths) are writable too, without anchoring the floor."""

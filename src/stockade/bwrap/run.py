@@ -185,8 +185,7 @@ def _tool_view(launch: Launch, invocation: Invocation) -> ToolView | None:
 
     tools = read(launch.tool_files)
     lines = [
-        f"stockade: {path} is hidden inside: {why} (`stockade explain` shows what is shown of the tools' configuration)"
-        for path, why in tools.hidden
+        f"stockade: {path} is hidden inside: {why} (`stockade explain` shows what is shown of the tools' configuration)" for path, why in tools.hidden
     ]
     lines += [
         f"stockade: {shown.path} is shown inside without {source}: {shown.tools} may fetch from their default instead (`stockade explain`)"

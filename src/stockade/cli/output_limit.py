@@ -50,7 +50,6 @@ class OutputLimit:
         self._stderr: TextIO = sys.stderr
         self._thread: threading.Thread | None = None
 
-
     def __enter__(self) -> OutputLimit:
         sys.stdout.flush()
         sys.stderr.flush()

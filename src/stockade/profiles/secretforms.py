@@ -104,6 +104,8 @@ def secret_key(name: str) -> bool:
     """Whether a setting's name says it holds a secret (credential-provider and the like say where one is)."""
     name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", str(name)).lstrip("-")
     return bool(SECRET_KEY.search(name)) and not NOT_SECRET_KEY.search(name)
+
+
 # Token formats that announce themselves (GitHub, GitLab, npm, PyPI, AWS, Slack, OpenAI/Stripe, Google, JWTs).
 TOKEN_PREFIX = re.compile(
     r"(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|glpat-[\w-]{16,}|npm_[A-Za-z0-9]{16,}|pypi-[\w-]{16,}|(AKIA|ASIA)[A-Z0-9]{16}"

@@ -39,6 +39,7 @@ class Holder(Protocol):
 
     def release(self, tty_fd: int, interrupt: bool = False) -> None: ...
 
+
 POLL = 5  # seconds one `questions` request waits for news
 # Plain, visible text on a fresh line, whatever the command left the terminal in, and nothing of the
 # command's below it: the scroll region reset (inside a cursor save and restore, as resetting it homes
@@ -168,9 +169,7 @@ def _answer(fd: int, question: dict[str, Any], stopped: threading.Event) -> str 
         _restore(fd, saved)
 
 
-def _typed_line(
-    fd: int, deadline: float, stopped: threading.Event, prompt: Callable[[int], str], limit: int, keys: list[str]
-) -> str | None:
+def _typed_line(fd: int, deadline: float, stopped: threading.Event, prompt: Callable[[int], str], limit: int, keys: list[str]) -> str | None:
     """One line typed at `prompt` (redrawn with the seconds left once a second): ":" + the text,
     "deny" (Ctrl-D), INTERRUPT (Ctrl-C), or None when the time runs out or the run ends first.
     `keys`: typed ahead (keys typed fast arrive together), taken first; what follows the line stays."""

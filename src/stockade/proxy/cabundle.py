@@ -18,21 +18,11 @@ from __future__ import annotations
 
 import os
 
-from stockade.proxy.control import DaemonFiles
+from stockade.proxy.control import DaemonFiles, system_roots
 
 SANDBOX_PATH = "/run/stockade/ca-bundle.pem"
 CA_BASENAME = "mitmproxy"  # mitmproxy's own name for the files in its confdir
 KEY_SIZE = 2048  # mitmproxy's default key_size
-SYSTEM_ROOTS = (
-    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu, Arch, Alpine
-    "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL
-    "/etc/ssl/cert.pem",  # macOS, the BSDs
-)
-
-
-def system_roots() -> str | None:
-    """The system's root certificates as one PEM file, or None on a system without one."""
-    return next((path for path in SYSTEM_ROOTS if os.path.isfile(path)), None)
 
 
 def ca_certificate(files: DaemonFiles) -> bytes:

@@ -41,6 +41,8 @@ older stockade) is replaced by a new one, not used.
 
 from __future__ import annotations
 
+import os
+
 TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -52,6 +54,18 @@ MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
 # 7: its "forwards", each a listener more in "open"; 8: its "intercept", three sockets more (bwrap/interception.py)
 PROTOCOL = 8
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
+START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
+TEST_UPSTREAM_CA_ENV = "STOCKADE_PROXY_TEST_UPSTREAM_CA"  # tests only: the one CA inspected origins are verified against
+SYSTEM_ROOTS = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu, Arch, Alpine
+    "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL
+    "/etc/ssl/cert.pem",  # macOS, the BSDs
+)
+
+
+def system_roots() -> str | None:
+    """The system's root certificates as one PEM file (the daemon trusts them upstream, a sandbox beside its CA)."""
+    return next((path for path in SYSTEM_ROOTS if os.path.isfile(path)), None)
 
 
 class DaemonFiles:

@@ -34,12 +34,10 @@ from stockade.proxy.accepting import raise_descriptor_limit
 from stockade.proxy.approvals import Approvals
 from stockade.proxy.auth import SessionAuth
 from stockade.proxy.backstop import Backstop
-from stockade.proxy.cabundle import system_roots
-from stockade.proxy.control import DaemonFiles
+from stockade.proxy.control import START_TIMEOUT, TEST_UPSTREAM_CA_ENV, DaemonFiles, system_roots
 from stockade.proxy.controlserver import ControlServer
 from stockade.proxy.decisions import Decisions
 from stockade.proxy.doors import Doors
-from stockade.proxy.launch import START_TIMEOUT, TEST_UPSTREAM_CA_ENV
 from stockade.proxy.lookup import Lookup
 from stockade.proxy.metering import Metering
 from stockade.proxy.sessions import Registry

@@ -40,6 +40,7 @@ IP_NOT_LISTED = "IP literal not listed"
 INVALID_HOST = "invalid host name"
 NETWORK_OFF = "network mode is none"
 
+
 @dataclass(frozen=True)
 class Decision:
     """The answer for one request, with what to tell the user."""

@@ -29,7 +29,7 @@ from mitmproxy.proxy.mode_servers import ProxyConnectionHandler
 
 from stockade.proxy.accepting import accept
 from stockade.proxy.budget import Budget, Pace
-from stockade.proxy.inside_dns import is_fake
+from stockade.proxy.fake_names import is_fake
 from stockade.proxy.sessions import Session
 
 logger = logging.getLogger(__name__)

@@ -26,11 +26,10 @@ import select
 import time
 
 from stockade.proxy import summary
-from stockade.proxy.control import PROTOCOL, DaemonFiles
+from stockade.proxy.control import PROTOCOL, START_TIMEOUT, DaemonFiles
 from stockade.proxy.launch import (
     HUNG_AFTER,
     IO_TIMEOUT,
-    START_TIMEOUT,
     ProxyDaemonError,
     exchange,
     last_log_line,

@@ -35,6 +35,7 @@ from stockade.proxy.accepting import accept
 from stockade.proxy.audit import AuditError, AuditRecord, now_iso
 from stockade.proxy.budget import Pace
 from stockade.proxy.decide import NO_ALLOW_RULE, Decision, SessionRules, decide
+from stockade.proxy.fake_names import MAX_NAMES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FAKE_NETWORK = ipaddress.IPv4Network("198.18.0.0/15")  # bwrap/interception.py says the same
-MAX_NAMES = 65_536  # addresses one session may be given
 MAX_RECORDED = 4096  # distinct (name, type, answer) records one session writes
 TTL = 60
 TYPE_A, TYPE_AAAA = 1, 28
@@ -52,33 +51,6 @@ MAX_MESSAGE = 4096
 STREAM_TIMEOUT = 10.0
 MAX_STREAMS = 32  # DNS-over-TCP connections one session may hold at once
 QUERY_RATE, QUERY_BURST = 200.0, 1000  # queries a second one session's resolver answers, past a burst (the rest are dropped)
-
-
-class Names:
-    """The addresses given out in one session, each mapping back to its name."""
-
-    def __init__(self) -> None:
-        self.by_name: dict[str, str] = {}
-        self.by_address: dict[str, str] = {}
-
-    def address(self, name: str) -> str | None:
-        """The name's address, given out now if it has none yet; None once MAX_NAMES are out."""
-        given = self.by_name.get(name)
-        if given is None and len(self.by_name) < MAX_NAMES:
-            given = str(FAKE_NETWORK.network_address + 1 + len(self.by_name))
-            self.by_name[name] = given
-            self.by_address[given] = name
-        return given
-
-    def name(self, address: str) -> str | None:
-        return self.by_address.get(address)
-
-
-def is_fake(address: str) -> bool:
-    try:
-        return ipaddress.IPv4Address(address) in FAKE_NETWORK
-    except ValueError:
-        return False
 
 
 @dataclass

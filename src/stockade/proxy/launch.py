@@ -25,7 +25,7 @@ import sys
 import time
 
 from stockade.core.errors import SandboxSetupError
-from stockade.proxy.control import MAX_LINE, PROTOCOL, DaemonFiles, decode, encode
+from stockade.proxy.control import MAX_LINE, PROTOCOL, START_TIMEOUT, DaemonFiles, decode, encode
 
 TYPE_CHECKING = False  # typing's own flag costs every run its import (see core/errors.py)
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
     from stockade.core.locations import Locations
 
-START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
 IO_TIMEOUT = 10.0
 LOCK_MARGIN = 5.0  # how much longer than START_TIMEOUT a run waits for the start lock
 # A live daemon answers a ping or a registration in milliseconds; one that has not answered in
@@ -42,7 +41,6 @@ LOCK_MARGIN = 5.0  # how much longer than START_TIMEOUT a run waits for the star
 HUNG_AFTER = 1.0
 IDLE_ENV = "STOCKADE_PROXY_IDLE"  # seconds a daemon with no sessions and no connections lives on
 TEST_RESOLVER_ENV = "STOCKADE_PROXY_TEST_RESOLVER"  # tests only: JSON name table (see proxy/resolver.py)
-TEST_UPSTREAM_CA_ENV = "STOCKADE_PROXY_TEST_UPSTREAM_CA"  # tests only: the one CA inspected origins are verified against
 _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 

@@ -21,7 +21,7 @@ from stockade.proxy.audit import AuditError, AuditRecord, AuditWriter
 from stockade.proxy.budget import Pace
 from stockade.proxy.control import SessionSpec
 from stockade.proxy.decide import Decision, SessionRules
-from stockade.proxy.inside_dns import Names
+from stockade.proxy.fake_names import Names
 
 
 @dataclass
