@@ -81,7 +81,7 @@ class Origins:
 # Small GETs on one kept-alive connection, direct or through whatever proxy the sandbox put in the environment
 # (srt's asks for the credentials it puts in the proxy URL). Prints each request's latency in seconds, as JSON.
 # An empty CA file trusts the default store, which SSL_CERT_FILE names inside a sandbox with inspected hosts.
-KEEPALIVE = r'''
+KEEPALIVE = r"""
 import base64, http.client, json, os, ssl, sys, time, urllib.parse
 scheme, host, port, count, cafile, via = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] or None, sys.argv[6]
 context = ssl.create_default_context(cafile=cafile)
@@ -113,10 +113,10 @@ for _ in range(count):
     if response.status != 200:
         raise SystemExit(f"status {response.status}")
 print(json.dumps(samples))
-'''
+"""
 
 # Writes COUNT small files into ./f, then reads them all back: a build or a test run touching many files.
-FILES = r'''
+FILES = r"""
 import os, sys
 count, body = int(sys.argv[1]), b"x" * 200
 os.mkdir("f")
@@ -129,4 +129,4 @@ for i in range(count):
         total += len(handle.read())
 if total != count * len(body):
     raise SystemExit("short read")
-'''
+"""

@@ -430,8 +430,9 @@ def files(bench: Bench) -> list[Section]:
     note = (f"One sandboxed `python3` that writes {count:,} files of 200 bytes into the project, then reads them all "
             f"back; median of {count_of(runs, 'round')}, each in a fresh folder (the last one's removed and synced to disk, untimed).")  # fmt: skip
     return [
-        Section(f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs, warmup=0), BWRAP,
-                [(OFF, SRT_OFF)])  # the --trace row is read against the untraced one in the table (pairs are stockade/srt)
+        Section(
+            f"Write and read {count:,} small files in the project", note, MS, timed_rounds(contenders, runs, warmup=0), BWRAP, [(OFF, SRT_OFF)]
+        )  # the --trace row is read against the untraced one in the table (pairs are stockade/srt)
     ]
 
 
@@ -439,7 +440,7 @@ def import_json(bench: Bench) -> list[Section]:
     runs = bench.plan.startup_runs
     progress(f"json: python -c 'import json', {count_of(runs, 'round')}")
     contenders = bench.contenders("json", [BARE, BWRAP, OFF, SRT_OFF], lambda tool, project: [HOST_PYTHON, "-c", "import json"])
-    note = f"`{HOST_PYTHON} -c \"import json\"`, median of {count_of(runs, 'interleaved round')}."
+    note = f'`{HOST_PYTHON} -c "import json"`, median of {count_of(runs, "interleaved round")}.'
     return [Section('`python -c "import json"`', note, MS, timed_rounds(contenders, runs), BWRAP, [(OFF, SRT_OFF)])]
 
 
@@ -600,12 +601,12 @@ def policy_notes(srt: Srt | None) -> list[str]:
         "own, so stockade gets its own daemon). `bare bwrap` is `bwrap --ro-bind / / --dev /dev --proc /proc --bind "
         "PROJECT PROJECT --unshare-all --die-with-parent`.",
         "stockade: `stockade run --quiet --profile offline` (network off), or `--policy` extending `default` with "
-        f"`[network] allow = [\"{NAME}\"]`; the daemon's test resolver maps {NAME} to the loopback origins.",
+        f'`[network] allow = ["{NAME}"]`; the daemon\'s test resolver maps {NAME} to the loopback origins.',
     ]
     if srt is not None:
         notes.append(
             "srt: `srt --settings FILE -- COMMAND` with `denyRead` = stockade's `default` deny_read list, `allowWrite` = "
-            "[\".\"] (the project), and `allowedDomains` = [] or the origins as `127.0.0.1:PORT`: srt's proxy refuses names "
+            '["."] (the project), and `allowedDomains` = [] or the origins as `127.0.0.1:PORT`: srt\'s proxy refuses names '
             "that resolve to loopback unless that address is itself allowed, and its NO_PROXY names 127.0.0.1, so curl "
             "gets `--noproxy ''` (in both sandboxes) and the keep-alive client uses the proxy from the environment, with "
             "the credentials srt puts in it."

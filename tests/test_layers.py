@@ -21,6 +21,12 @@ SOURCE = ROOT / "src" / "stockade"
 # docs/architecture.md's table: a layer may import those of a lower rank, and its own package
 RANK = {"core": 0, "profiles": 1, "proxy": 2, "bwrap": 3, "seatbelt": 3, "cli": 4}
 
+# inside a layer, its subpackages in their own order ("" is the layer's own modules, shared by all of them);
+# two subpackages of one rank never import each other
+SUBLAYERS = {
+    "proxy": {"": 0, "rules": 1, "client": 2, "filter": 2, "daemon": 3},
+}
+
 # test files of a code folder that test more than one module, with what they test
 ACROSS_MODULES = {
     "tests/bwrap/test_plan_reads.py": "what planning reads, over the whole planner",
@@ -90,6 +96,34 @@ def test_no_import_goes_up_or_across_the_layers() -> None:
     assert wrong == [], "imports against docs/architecture.md's layers:\n" + "\n".join(wrong)
 
 
+def _subpackage(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 else ""
+
+
+def test_no_import_goes_up_or_across_the_subpackages_of_a_layer() -> None:
+    wrong = []
+    for module, path in sorted(MODULES.items()):
+        own = _package(module)
+        table = SUBLAYERS.get(own)
+        if table is None:
+            continue
+        mine = _subpackage(module)
+        for target, line in imports(path):
+            if _package(target) != own:
+                continue
+            theirs = _subpackage(target)
+            if theirs != mine and table.get(theirs, 99) >= table.get(mine, -1):
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: {own}/{mine or '.'} imports {target}")
+    assert wrong == [], "imports against the order of a layer's subpackages (SUBLAYERS, docs/architecture.md):\n" + "\n".join(wrong)
+
+
+def test_every_subpackage_is_in_its_layers_order() -> None:
+    found = {(_package(m), _subpackage(m)) for m in MODULES if _package(m) in SUBLAYERS and m.count(".") > 2}
+    missing = sorted(f"{layer}/{sub}" for layer, sub in found if sub not in SUBLAYERS[layer])
+    assert missing == [], f"add these subpackages to SUBLAYERS and docs/architecture.md: {missing}"
+
+
 def test_no_module_imports_itself_back() -> None:
     edges = {module: {target for target, _line in imports(path) if target in MODULES and target != module} for module, path in MODULES.items()}
     cycles = _cycles(edges)
@@ -141,9 +175,9 @@ def test_an_upward_import_inside_a_function_is_seen(tmp_path: Path) -> None:
     """Control: the imports a function makes, not those a type checker alone reads."""
     module = tmp_path / "m.py"
     module.write_text(
-        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from stockade.cli import main\ndef f():\n    from stockade.proxy.decide import decide\n"
+        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from stockade.cli import main\ndef f():\n    from stockade.proxy.rules.decide import decide\n"
     )
-    assert [name for name, _line in imports(module)] == ["stockade.proxy.decide"]
+    assert [name for name, _line in imports(module)] == ["stockade.proxy.rules.decide"]
 
 
 def test_every_test_file_of_a_code_folder_names_its_module() -> None:

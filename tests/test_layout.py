@@ -21,11 +21,12 @@ NO_LOGIC = {
     "profiles/model",  # frozen dataclasses
     "profiles/schema",  # the table of keys and kinds (tests/profiles/test_policy_fuzz.py reads it)
     "core/errors",  # the exception classes and exit codes
+    "proxy/daemon/__main__",  # `python -m stockade.proxy.daemon`: calls main.main
 }
 
 # module: the tests that exercise it through whole runs, until it has tests of its own
 END_TO_END_ONLY = {
-    "proxy/bodysplice": "tests/e2e/test_b_network.py",
+    "proxy/filter/splice_body": "tests/e2e/test_b_network.py",
 }
 
 

@@ -190,7 +190,7 @@ def test_without_a_raw_tcp_rule_nothing_of_ssh_is_made(tmp_path: Path, allow: tu
 def test_the_host_ssh_config_copies_in_only_what_the_sandbox_could_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The copy of /etc/ssh/ssh_config is readable inside: an Include of a file the sandbox cannot read (a private
     home, a path the policy hides, anything outside /etc/ssh, through a link too) must not be copied into it."""
-    from stockade.proxy import sshroute
+    from stockade.proxy.client import sshroute
 
     etc = tmp_path / "etc" / "ssh"
     (etc / "ssh_config.d").mkdir(parents=True)

@@ -12,11 +12,11 @@ import pytest
 
 from stockade.bwrap import network
 from stockade.bwrap.netns import PROXY_PORT
-from stockade.proxy import handover
+from stockade.proxy.client import handover
 
 
 class FakeHandover:
-    """Stands in for proxy.handover.Handover: records each call, no daemon."""
+    """Stands in for proxy.client.handover.Handover: records each call, no daemon."""
 
     made: list[FakeHandover] = []
     ending = SimpleNamespace(always=[], denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused")

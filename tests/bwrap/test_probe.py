@@ -324,12 +324,12 @@ def test_check_limits_says_what_a_run_will_use(tmp_path: Path, monkeypatch: pyte
 
 
 def test_check_proxy_daemon(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
-    from stockade.proxy import client
+    from stockade.proxy.client import api
 
-    monkeypatch.setattr(client, "daemon_status", lambda locations: None)
+    monkeypatch.setattr(api, "daemon_status", lambda locations: None)
     check = check_proxy_daemon()
     assert check.ok and not check.required and check.detail.startswith("not running")
-    monkeypatch.setattr(client, "daemon_status", lambda locations: {"port": 8123, "pid": 42, "sessions": 2, "clients": 5})
+    monkeypatch.setattr(api, "daemon_status", lambda locations: {"port": 8123, "pid": 42, "sessions": 2, "clients": 5})
     assert check_proxy_daemon().detail == "running on 127.0.0.1:8123 (pid 42, 2 session(s), 5 connection(s))"
 
 

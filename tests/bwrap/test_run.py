@@ -73,7 +73,7 @@ def test_without_locations_the_bridge_takes_the_folders_as_strings(executed: lis
 
 
 def test_a_runs_credentials_are_read_once_for_its_bridge(executed: list[tuple[Any, str, Any]]) -> None:
-    from stockade.proxy.credentials import plan_entry
+    from stockade.proxy.client.credentials import plan_entry
 
     rules = {"credentials": [plan_entry("T", "env", ("HOST_T",), ("api.test",), "Authorization", None, "/p/policy.toml")]}
     inv = invocation()
@@ -198,7 +198,7 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
 
 
 def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Planning writes the CA bundle (proxy/cabundle.py) and ssh's files (proxy/sshroute.py): stamped by identity after planning, like the audit log,
+    """Planning writes the CA bundle (proxy/client/cabundle.py) and ssh's files (proxy/client/sshroute.py): stamped by identity after planning, like the audit log,
     or the next run would see it as changed and plan again."""
     stored: list[tuple[str, ...]] = []
     monkeypatch.setattr(plan_cache, "store", lambda key, launch, recorder, walk, note, own, sockets: stored.append(own) or True)

@@ -42,7 +42,7 @@ def test_the_ci_line_is_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_a_denial_body_is_shown_escaped() -> None:
-    from stockade.proxy.refusal import text_response as _text_response
+    from stockade.proxy.filter.refusal import text_response as _text_response
 
     one_line = HOSTILE.replace("\n", "")  # the body's own lines stay lines
     body = _text_response(403, f"stockade: denied {one_line}\nadd it under [network]").get_text() or ""

@@ -14,7 +14,7 @@ Each attack has a control that must work, so a broken sandbox cannot pass
 by failing everything.
 
 Not covered here: case 32's "an addon hook made to raise" needs a fault
-injected into the daemon (tests/proxy/test_decisions.py and the other addon tests do it); case
+injected into the daemon (tests/proxy/filter/test_requests.py and the other addon tests do it); case
 18's `ping` and `dig` are not installed here (their sockets are probed in
 Python instead), and this curl has no HTTP/3 (QUIC is probed as UDP).
 """
@@ -67,7 +67,7 @@ def warm(world: NetWorld) -> NetWorld:
     """The module's daemon, started cold by a first networked run, and serving.
 
     A run whose command makes no connection does not wait for the daemon it starts
-    (proxy/handover.py): the daemon is waited for here, so the tests start warm."""
+    (proxy/client/handover.py): the daemon is waited for here, so the tests start warm."""
     if world.daemon_pid() is None:
         first = world.run("true", tag="warmup", timeout=60)
         assert first.returncode == 0, first.stderr
@@ -159,7 +159,7 @@ curl -sS --cacert "$CA" "https://allowed.test:$SP/env17"; echo "env=$?"
     probes = probe_lines(result)
     assert probes["tcp_doc_v6"][0] == "errno ENETUNREACH", probes  # IPv6 has no route but the loopback
     assert probes["tcp_host_origin"][0] == "errno ECONNREFUSED", probes  # 127.0.0.1 is the sandbox's own
-    assert probes["resolve_allowed"][0].startswith("ok"), probes  # the sandbox's resolver (proxy/inside_dns.py)
+    assert probes["resolve_allowed"][0].startswith("ok"), probes  # the sandbox's resolver (proxy/daemon/inside_dns.py)
     assert all(seconds < FAST for _outcome, seconds in probes.values()), probes
     # Controls: the proxy, named explicitly or through the environment, verifies the origin's own certificate.
     assert one(result, "control") == "0" and one(result, "env") == "0", result

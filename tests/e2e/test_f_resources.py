@@ -1,6 +1,6 @@
 """ESCAPES.md section F (resources), Linux: the limits hold and the host stays usable.
 
-Case 74 (starving the shared proxy daemon) is tested with the daemon: tests/proxy/test_budget.py,
+Case 74 (starving the shared proxy daemon) is tested with the daemon: tests/proxy/rules/test_budget.py,
 test_door.py and the e2e budget tests of the network suite.
 """
 

@@ -1,6 +1,6 @@
 """A networked run's start, through real runs and real daemons: cold, warm, and with daemons that fail.
 
-The command starts before the daemon has answered (proxy/handover.py): its
+The command starts before the daemon has answered (proxy/client/handover.py): its
 connections wait in the sandbox's listener until the daemon accepts. So each
 test checks both halves: what must still be served is served, and what the
 daemon refuses is never served and stops the run with 125.

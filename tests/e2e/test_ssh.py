@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from stockade.proxy.sshroute import SCRIPT_TEXT
-from stockade.proxy.tunnels import RAW_TCP
+from stockade.proxy.client.sshroute import SCRIPT_TEXT
+from stockade.proxy.filter.tunnels import RAW_TCP
 from tests.e2e.netfixtures import make_box, state_dir, wait_for
 from tests.netkit import stop_daemon
 from tests.sshkit import Sshd, keygen, sshd_binary, unusable

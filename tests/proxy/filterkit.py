@@ -25,8 +25,8 @@ from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.tls import ClientHelloData
 
 from stockade.proxy.control import SessionSpec
-from stockade.proxy.daemon import Filter
-from stockade.proxy.resolver import Resolved, Resolver
+from stockade.proxy.daemon.main import Filter
+from stockade.proxy.filter.resolver import Resolved, Resolver
 
 ip = ipaddress.ip_address
 UPSTREAM = ip("127.0.0.1")

@@ -382,7 +382,7 @@ def test_both_backends_set_the_same_proxy_variables() -> None:
 
 def test_hosts_with_http_rules_get_the_ca_bundle_readable_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from stockade.profiles.model import NetworkMode, NetworkRules
-    from stockade.proxy import cabundle
+    from stockade.proxy.client import cabundle
 
     locations = sup.locations(tmp_path)
     made = str(locations.cache / "ca" / "bundle-0123456789abcdef.pem")

@@ -10,7 +10,7 @@ import pytest
 from stockade.core.invocation import Invocation
 from stockade.profiles.credentials import Credential
 from stockade.profiles.model import NetworkMode
-from stockade.proxy import client
+from stockade.proxy.client import api
 from stockade.seatbelt import run
 
 
@@ -69,9 +69,9 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         state.closed.append((locations, session))
         return state.ended
 
-    monkeypatch.setattr(client, "open_session", open_session)
-    monkeypatch.setattr(client, "close_session", close_session)
-    monkeypatch.setattr(client, "describe_denial", lambda denial, origin: f"denied {denial} ({origin})")
+    monkeypatch.setattr(api, "open_session", open_session)
+    monkeypatch.setattr(api, "close_session", close_session)
+    monkeypatch.setattr(api, "describe_denial", lambda denial, origin: f"denied {denial} ({origin})")
     return state
 
 

@@ -21,7 +21,7 @@ from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.paths import is_within
 from stockade.profiles.text import say
 
-SANDBOX_CA = "/run/stockade/ca-bundle.pem"  # proxy.cabundle.SANDBOX_PATH, where the sandbox finds the CA bundle
+SANDBOX_CA = "/run/stockade/ca-bundle.pem"  # proxy.client.cabundle.SANDBOX_PATH, where the sandbox finds the CA bundle
 
 # New namespaces for everything; no nested user namespaces; no capabilities even as root.
 # The network namespace is bwrap's own when the network is off, else stockade's (bwrap/netns.py).
@@ -57,8 +57,8 @@ class BwrapPlan:
     locations: Locations
     host_env: Mapping[str, str] = field(default_factory=dict)  # for explain: what was withheld
     troubles: list[str] = field(default_factory=list)  # the request's: the run adds why its audit record is incomplete
-    ca_bundle: str | None = None  # the CA bundle bound at SANDBOX_CA (hosts with HTTP rules): proxy/cabundle.py
-    ssh_files: tuple[str, ...] = ()  # the ssh ProxyCommand, config and known hosts (raw-TCP allow rules): proxy/sshroute.py
+    ca_bundle: str | None = None  # the CA bundle bound at SANDBOX_CA (hosts with HTTP rules): proxy/client/cabundle.py
+    ssh_files: tuple[str, ...] = ()  # the ssh ProxyCommand, config and known hosts (raw-TCP allow rules): proxy/client/sshroute.py
     tool_files: list[tuple[str, str, str]] = field(default_factory=list)  # the user's tool configuration (profiles/toolconfig.py)
 
     @property
@@ -105,13 +105,13 @@ def _working_dir(cwd: str, view: View) -> str:
 
 
 def _ssh(request: RunRequest, view: View) -> tuple[tuple[str, ...], list[bw.Piece], dict[str, str]]:
-    """ssh through the proxy when an allow rule names a raw-TCP port (proxy/sshroute.py): the files
+    """ssh through the proxy when an allow rule names a raw-TCP port (proxy/client/sshroute.py): the files
     made, their binds and the variables; nothing otherwise (nor on a dry run, which makes nothing).
     Of the host's ssh config, only what the sandbox could read itself is copied in (`view`)."""
     network = request.policy.network
     if network.mode is NetworkMode.NONE or request.dry_run or not any(":" in entry for entry in network.allow):
         return (), [], {}
-    from stockade.proxy import sshroute
+    from stockade.proxy.client import sshroute
 
     rules = sshroute.raw_tcp_rules(network.allow)
     if not rules:
@@ -153,7 +153,7 @@ def _environment(request: RunRequest, view: View, terminates: bool) -> dict[str,
         env.update(proxy_environment())
         if terminates:
             from stockade.core.proxy_env import ca_environment
-            from stockade.proxy.cabundle import SANDBOX_PATH
+            from stockade.proxy.client.cabundle import SANDBOX_PATH
 
             env.update(ca_environment(SANDBOX_PATH))
     return env
@@ -166,12 +166,12 @@ def _terminates(request: RunRequest, tool_files: list[tuple[str, str, str]]) -> 
 
 
 def _ca_bundle(request: RunRequest, terminates: bool) -> str | None:
-    """The bundle a sandbox trusts when the daemon terminates TLS for some host (proxy/cabundle.py);
+    """The bundle a sandbox trusts when the daemon terminates TLS for some host (proxy/client/cabundle.py);
     None without HTTP rules, and on a dry run (which makes nothing; explain says so)."""
     if request.policy.network.mode is NetworkMode.NONE or not terminates or request.dry_run:
         return None
-    from stockade.proxy.cabundle import bundle
-    from stockade.proxy.launch import daemon_files
+    from stockade.proxy.client.cabundle import bundle
+    from stockade.proxy.client.launch import daemon_files
 
     return bundle(daemon_files(request.locations), str(request.locations.cache))
 
@@ -270,7 +270,7 @@ class BwrapPlanner:
                     f"in ${credential.name}, swapped for the value on requests to {', '.join(credential.hosts)} in {credential.places()}"
                 )
             if plan.ssh_files:
-                from stockade.proxy.sshroute import CONFIG, KNOWN_HOSTS, SCRIPT
+                from stockade.proxy.client.sshroute import CONFIG, KNOWN_HOSTS, SCRIPT
 
                 lines.append(
                     f"# ssh: raw TCP to the host:port allow entries; ssh's ProxyCommand {SCRIPT}, config {CONFIG} "
@@ -394,7 +394,7 @@ def _session_rules(plan: BwrapPlan) -> dict[str, object]:
     from stockade.bwrap.forwards import loopback_forwards
     from stockade.bwrap.interception import DNS_PORT, TRANSPARENT_PORT
     from stockade.bwrap.netns import PROXY_PORT
-    from stockade.proxy.client import session_rules
+    from stockade.proxy.client.api import session_rules
 
     rules = session_rules(plan.policy, plan.locations)
     rules["forwards"] = loopback_forwards(plan.policy.network.allow, PROXY_PORT, (TRANSPARENT_PORT, DNS_PORT))

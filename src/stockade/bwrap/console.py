@@ -62,7 +62,7 @@ class Console:
         self.on_key_signal: Callable[[int], None] | None = None
         self.on_hangup: Callable[[], None] | None = None  # the user's terminal hung up
         self._paused = True  # until start(), and while the command is stopped (Ctrl-Z)
-        self._held = False  # a question has the terminal (proxy/asking.py)
+        self._held = False  # a question has the terminal (proxy/client/asking.py)
         self._raw = False
         self._set_modes: list[Any] | None = None  # what stockade set: put back only what is still ours
         self._ended = False
@@ -136,7 +136,7 @@ class Console:
         except OSError:
             return False
 
-    # -- a question (proxy/asking.py's Holder) ------------------------------------------------
+    # -- a question (proxy/client/asking.py's Holder) ------------------------------------------------
 
     def hold(self, tty_fd: int) -> bool:
         """Stop copying until `release` (the command's output waits in the pty; a SIGCONT meanwhile

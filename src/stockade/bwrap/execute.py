@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.limits import LimitPlan
     from stockade.bwrap.network import Bridge
     from stockade.bwrap.trace import Tracer
-    from stockade.proxy.asking import Asker
+    from stockade.proxy.client.asking import Asker
 
 # bwrap runs on the host before any namespace or filter exists, so it gets no
 # variable from the policy or the caller: LD_PRELOAD in a policy's [env] set
@@ -66,7 +66,7 @@ class Launch:
     cache_dir: str
     seccomp_file: str | None  # the cached filter's file, when known at planning
     allow_unix: bool
-    session_rules: dict[str, object] | None  # network runs: what the proxy daemon is told (proxy.client)
+    session_rules: dict[str, object] | None  # network runs: what the proxy daemon is told (proxy.client.api)
     file_size: int | None  # the policy's [limits]
     pids: int | None
     memory: int | None
@@ -284,7 +284,7 @@ class Signals:
         return self.console
 
     def hold(self, tty_fd: int) -> bool:
-        """A question is open (proxy/asking.py): the sandbox's output waits; True when stockade can read the answer."""
+        """A question is open (proxy/client/asking.py): the sandbox's output waits; True when stockade can read the answer."""
         holder = self.console or self.freeze
         return holder is not None and holder.hold(tty_fd)
 
@@ -685,7 +685,7 @@ def _execute(
     touched, planted = _project_changes(launch, session)
     quarantined += planted
     if bridge is not None and bridge.always:  # after the checks: they would take the edit for the sandbox's
-        from stockade.proxy.asking import always
+        from stockade.proxy.client.asking import always
 
         for question in bridge.always:
             say(always(question, dict(os.environ)))
@@ -710,12 +710,12 @@ def _execute(
 
 
 def _asker(bridge: Bridge | None, holder: Signals) -> Asker | None:
-    """The thread that asks at this terminal for the requests the daemon holds (proxy/asking.py), when
+    """The thread that asks at this terminal for the requests the daemon holds (proxy/client/asking.py), when
     the run approves and has a terminal; without one, it shows each as a desktop notification where
     there is a desktop (notify-send), and `stockade approve` answers from another terminal."""
     if bridge is None or not bridge.approve:
         return None
-    from stockade.proxy.asking import start_asking
+    from stockade.proxy.client.asking import start_asking
     from stockade.proxy.control import DaemonFiles
 
     return start_asking(lambda: DaemonFiles(bridge.runtime, bridge.state), bridge.session_id, os.environ, holder)

@@ -6,7 +6,7 @@ there. So an allowed `127.0.0.1:8765` (a local registry, a dev database) was
 reachable only by a client told to use the proxy. For each allowed loopback
 entry with a port, the sandbox's namespace also listens at that address and
 port, and the daemon serves what comes in as a CONNECT to the entry
-(proxy/door.py): any client reaches it, plain TCP included, judged and
+(proxy/daemon/door.py): any client reaches it, plain TCP included, judged and
 recorded like every other connection. Its other ports stay the sandbox's own.
 
 Planning only: parse_rule's imports stay off the run's path.

@@ -9,13 +9,13 @@ sandbox's own network namespace (netns.py), before bwrap starts:
   a connection to any address is made inside the namespace and nowhere else;
 - an nftables rule of that namespace turns each TCP connection that is not
   to the loopback into one to TRANSPARENT_PORT, whose listener the daemon
-  holds (proxy/door.py): it reads the address the client asked for
+  holds (proxy/daemon/door.py): it reads the address the client asked for
   (SO_ORIGINAL_DST) and serves the connection as a CONNECT to it, by name
   when the address is one the sandbox's resolver gave out, so it is judged,
   recorded and refused exactly as a proxied request is;
 - another turns every DNS query (UDP or TCP port 53, to whatever server
   /etc/resolv.conf names) into one to the namespace's own port 53, which the
-  daemon answers (proxy/inside_dns.py) without ever asking anyone: a name
+  daemon answers (proxy/daemon/inside_dns.py) without ever asking anyone: a name
   the policy could allow gets an address of its own (fake_names.FAKE_NETWORK)
   that maps back to it, anything else no answer.
 

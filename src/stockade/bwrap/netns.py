@@ -4,7 +4,7 @@ Between fork and exec of bwrap, the child makes a user and network namespace,
 brings up its loopback, listens on 127.0.0.1:PROXY_PORT there and hands that
 listening socket to the supervisor over a socketpair (SCM_RIGHTS). bwrap then
 runs without --unshare-net and so inherits this namespace: the only way out
-is that socket, which the supervisor hands on to the proxy daemon (proxy/door.py).
+is that socket, which the supervisor hands on to the proxy daemon (proxy/daemon/door.py).
 
 On every networked run's path: `_socket` rather than `socket` (whose enums
 cost milliseconds to import), and ctypes only in the child, where it makes

@@ -1,7 +1,7 @@
 """Network for one run: the proxy variables inside, and the door to the proxy daemon outside.
 
 The sandbox's listener (made in its own network namespace, bwrap/netns.py)
-goes straight to the daemon, which accepts there itself (proxy/door.py): no
+goes straight to the daemon, which accepts there itself (proxy/daemon/door.py): no
 relay in this process, no credential on the sandbox's connections.
 
 With `mode = "none"` none of this runs: bwrap's own --unshare-net leaves only a
@@ -19,7 +19,7 @@ from stockade.proxy.control import INTERCEPTION_SOCKETS
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stockade.profiles.credentials import Resolved
-    from stockade.proxy.handover import Handover
+    from stockade.proxy.client.handover import Handover
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # servers the command starts inside stay reachable directly
 
@@ -32,7 +32,7 @@ def proxy_environment() -> dict[str, str]:
 
 
 class Bridge:
-    """The daemon session of one run, and the sandbox's listener handed to it (proxy/handover.py).
+    """The daemon session of one run, and the sandbox's listener handed to it (proxy/client/handover.py).
 
     A plain class over strings: a dataclass, pathlib or `socket` here would cost every
     networked run more than its whole network set-up.
@@ -45,7 +45,7 @@ class Bridge:
 
     def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
         self.session_id = session_id
-        self.rules = rules  # proxy.sessionclient.session_rules of the policy
+        self.rules = rules  # proxy.client.sessionclient.session_rules of the policy
         self.runtime = runtime  # the daemon's folders (core.locations)
         self.state = state
         self.command = command
@@ -56,16 +56,16 @@ class Bridge:
         self.denials: list[dict[str, object]] = []
         self.trouble = ""  # why the run's network record may be incomplete (the audit log failed, the daemon died)
         self.refused = ""  # connections the daemon refused over the session's budget, as one line
-        self.credentials: list[Resolved] = []  # read by the run (proxy/credentials.py); the sandbox gets their placeholders
+        self.credentials: list[Resolved] = []  # read by the run (proxy/client/credentials.py); the sandbox gets their placeholders
         self.file_secrets: list[Resolved] = []  # the secrets of the user's tool configuration (profiles/toolconfig.py)
-        self.approve = 0  # seconds a refused request waits for the user's answer (proxy/approvals.py)
+        self.approve = 0  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py)
         self.always: list[dict[str, object]] = []  # hosts answered "always": written into the policy after the run
         self.intercepted = False  # the namespace sends every connection and DNS query to the filter (bwrap/interception.py)
 
     def open(self) -> None:
         """Before bwrap starts: a connection to the daemon (a starting one will do), and the child's channel."""
+        from stockade.proxy.client.handover import Handover, spec_message
         from stockade.proxy.control import DaemonFiles
-        from stockade.proxy.handover import Handover, spec_message
 
         spec = spec_message(self.session_id, list(self.command), self.cwd, self.rules, [*self.credentials, *self.file_secrets], self.approve)
         spec["forwards"] = [entry for entry, _address, _port in self.listens()]  # the door of each listener after the proxy's

@@ -154,7 +154,7 @@ def check_limits() -> Check:
 
 def check_proxy_daemon() -> Check:
     from stockade.core.locations import locate
-    from stockade.proxy.client import daemon_status
+    from stockade.proxy.client.api import daemon_status
 
     status = daemon_status(locate())
     if status is None:

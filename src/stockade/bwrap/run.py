@@ -115,7 +115,7 @@ class LinuxBackend:
                 (plan.view.socket_scope, plan.view.sockets),
             )
         # Credentials are read before the project's hard links are made its own: a credential file
-        # with a second name in the project is refused, not copied there (proxy/credentials.py).
+        # with a second name in the project is refused, not copied there (proxy/client/credentials.py).
         credentials = _read_credentials(launch, invocation)
         if plan.view.shared_files:
             make_own(plan.view.shared_files, plan.quiet)
@@ -137,7 +137,7 @@ def _read_credentials(launch: Launch, invocation: Invocation) -> list[Resolved] 
     entries = launch.session_rules.get("credentials") if launch.session_rules is not None else None
     if not entries:
         return None
-    from stockade.proxy.credentials import resolve
+    from stockade.proxy.client.credentials import resolve
 
     return resolve(entries, invocation.env)  # type: ignore[arg-type]
 

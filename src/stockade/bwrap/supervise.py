@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from stockade.bwrap.console import Console
     from stockade.bwrap.freeze import Freeze
-    from stockade.proxy.handover import Handover
+    from stockade.proxy.client.handover import Handover
 
 # What stockade passes on to the sandbox: every signal that would otherwise end stockade with the
 # sandbox's terminal raw (signal_reset.SIGNALS, which bwrap ignores and the command gets back).

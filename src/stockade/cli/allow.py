@@ -2,7 +2,7 @@
 
 Every denial's hint is this command, so what a user (or an agent) is told can
 be pasted as it is. The edit itself (profiles/editing.py `allow_host`) is
-shared with the "always" answer of an approval (proxy/asking.py).
+shared with the "always" answer of an approval (proxy/client/asking.py).
 """
 
 from __future__ import annotations

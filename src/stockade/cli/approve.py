@@ -2,7 +2,7 @@
 
 A run started with `--approve` (or at a terminal) holds each request to a
 host its policy does not allow while it waits for an answer
-(proxy/approvals.py). This command lists those questions and asks for each,
+(proxy/filter/approvals.py). This command lists those questions and asks for each,
 or answers one given by its id (for scripts), with the same choices as the
 run's own prompt: once, for this run, always (written to the run's policy
 file, as `stockade allow` does), or no. Only the daemon's own user reaches
@@ -18,7 +18,7 @@ import typer
 
 from stockade.core.errors import UsageError
 from stockade.core.locations import locate
-from stockade.proxy.asking import choice, question_text, send_answer
+from stockade.proxy.client.asking import choice, question_text, send_answer
 
 ANSWER_WORDS = ("once", "run", "always", "deny")
 
@@ -28,7 +28,7 @@ def approve(
     answer: Annotated[str | None, typer.Argument(help="once, run, always or deny.", metavar="ANSWER")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Keep asking as new requests wait, until Ctrl-C.")] = False,
 ) -> None:
-    from stockade.proxy.launch import daemon_files
+    from stockade.proxy.client.launch import daemon_files
 
     files = daemon_files(locate())
     if question is not None:
@@ -67,7 +67,7 @@ def approve(
 
 def _questions(files: Any, known: list[str], wait: float) -> list[dict[str, Any]]:
     """The open questions of every run of this user; none when no daemon runs."""
-    from stockade.proxy.launch import connect, exchange
+    from stockade.proxy.client.launch import connect, exchange
 
     try:
         conn = connect(files, timeout=wait + 10)

@@ -151,7 +151,7 @@ def _network_detail_rows(policy: Policy) -> list[tuple[str, str]]:
 def _ssh_endpoints(policy: Policy) -> list[str]:
     """The allow entries that let ssh through (sshroute.raw_tcp_rules), less hosts with HTTP rules or credentials."""
     from stockade.profiles.domains import overlaps, parse_rule
-    from stockade.proxy.sshroute import raw_tcp_rules
+    from stockade.proxy.client.sshroute import raw_tcp_rules
 
     special = [parse_rule(host) for host in policy.terminated_hosts]
     return [str(rule) for rule in raw_tcp_rules(policy.network.allow) if not any(overlaps(rule, other) for other in special)]

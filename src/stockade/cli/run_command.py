@@ -80,7 +80,7 @@ def session_name(raw: str | None) -> str | None:
 
 
 def approve_seconds(args: RunArgs, env: Mapping[str, str]) -> int:
-    """How long a refused request waits for the user's answer (proxy/approvals.py); 0 for not at all.
+    """How long a refused request waits for the user's answer (proxy/filter/approvals.py); 0 for not at all.
     On by itself only for a person at a terminal: stdin and stderr both are one."""
     if args.no_approve:
         if args.approve:

@@ -1,7 +1,7 @@
 """Files stockade writes once into its own cache, named by their content, and reuses only when intact.
 
-The CA bundle a sandbox trusts (proxy/cabundle.py) and ssh's files
-(proxy/sshroute.py) are bound read-only into sandboxes: a file under the
+The CA bundle a sandbox trusts (proxy/client/cabundle.py) and ssh's files
+(proxy/client/sshroute.py) are bound read-only into sandboxes: a file under the
 expected name that is not exactly what stockade would write (planted, a
 link, another owner's, writable by others) must be replaced, never trusted.
 """

@@ -62,7 +62,7 @@ class Invocation:
         self.trace = trace  # --trace: trace the sandbox's file syscalls and report the refused ones
         # TOML of one more layer, applied last as the user's own (stockade learn's later rounds)
         self.additions = additions
-        self.approve = approve  # seconds a refused request waits for the user's answer (proxy/approvals.py); 0: none
+        self.approve = approve  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py); 0: none
         self.agent_session = agent_session  # the agent session's id (core/notices.py): its notices are said once
         self.policy: Policy | None = None  # the effective policy, once the backend has read it
         self.locations: Locations | None = None  # stockade's folders, once the backend has found them

@@ -37,7 +37,7 @@ def proxy_environment(port: int, *, credential: str = "", no_proxy: tuple[str, .
 
 # The variables that name a CA bundle, for the clients that read one (the README's table lists them).
 # Set only when the daemon terminates TLS for some host (HTTP rules): the bundle is the system's roots
-# and the daemon's CA (proxy/cabundle.py), so every other host verifies as it would outside.
+# and the daemon's CA (proxy/client/cabundle.py), so every other host verifies as it would outside.
 CA_VARIABLES = (
     "SSL_CERT_FILE",  # OpenSSL: Python's ssl, Ruby, PHP, many C tools
     "REQUESTS_CA_BUNDLE",  # Python requests

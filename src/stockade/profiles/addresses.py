@@ -1,7 +1,7 @@
 """Which addresses a run reaches only when its policy lists them: loopback, private, link-local,
 multicast, cloud metadata and the other reserved blocks, whichever spelling an address comes in.
 
-The proxy refuses them for an allowed name that resolves there (proxy/decide.py `check_resolved`);
+The proxy refuses them for an allowed name that resolves there (proxy/rules/decide.py `check_resolved`);
 `stockade learn` and the narrowing of a project's policy under an open network use the same
 judgement (profiles/learning.py, profiles/narrow.py), so it lives here, below both.
 """

@@ -12,8 +12,8 @@ token or Basic credentials alike) or query parameter, and refuses any
 request that carries the placeholder anywhere else or to any other host.
 
 Only the grammar lives here (the loader's checks and the canonical form);
-the run reads the value (proxy/credentials.py) and the daemon swaps it
-(proxy/inject.py).
+the run reads the value (proxy/client/credentials.py) and the daemon swaps it
+(proxy/rules/inject.py).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class Policy:
     env: EnvRules = field(default_factory=EnvRules)
     limits: Limits = field(default_factory=Limits)
     audit: AuditRules = field(default_factory=AuditRules)
-    credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/inject.py)
+    credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/rules/inject.py)
     project_dir: Path = Path("/")  # where "." of built-in profiles points, and the run's default cwd
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy
     sources: tuple[str, ...] = ()  # every file or built-in that contributed, in load order
@@ -91,6 +91,6 @@ class Policy:
     @property
     def terminated_hosts(self) -> tuple[str, ...]:
         """Hosts whose TLS the daemon terminates: those with HTTP rules, and those credentials go to.
-        The sandbox then trusts stockade's CA (proxy/cabundle.py)."""
+        The sandbox then trusts stockade's CA (proxy/client/cabundle.py)."""
         hosts = [host for host, _allow, _deny in self.network.http] + [host for c in self.credentials for host in c.hosts]
         return tuple(dict.fromkeys(hosts))

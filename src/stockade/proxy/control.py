@@ -15,7 +15,7 @@ Each request is one object with an "op"; each reply is one object with
     {"op": "open", "spec": {...}}           -> {"ok": true, "protocol": 3, "session_id": "..."}
         (Linux: sent with the sandbox's listening TCP socket as SCM_RIGHTS. The daemon registers
         the session and answers before it accepts a single connection there, so a run that has
-        no answer yet knows nothing was served; see proxy/door.py and bwrap/network.py)
+        no answer yet knows nothing was served; see proxy/daemon/door.py and bwrap/network.py)
     {"op": "register", "spec": {...}}       -> {"ok": true, "port": ..., "token": "...", "session_id": "..."}
         (macOS: the sandbox reaches the daemon's loopback port with the session's token)
     {"op": "listen", "session_id": "..."}   -> {"ok": true}
@@ -25,7 +25,7 @@ Each request is one object with an "op"; each reply is one object with
     {"op": "questions", "session_id": "...", "known": ["id", ...], "wait": 5}
                                             -> {"ok": true, "questions": [{"id": "...", "rule": "pypi.org", ...}]}
         (open questions of a session, or of every session for "": refused requests held for the
-        user's answer, proxy/approvals.py; waits up to "wait" seconds for one that is not "known")
+        user's answer, proxy/filter/approvals.py; waits up to "wait" seconds for one that is not "known")
     {"op": "answer", "id": "...", "answer": "once"|"run"|"always"|"deny"} -> {"ok": true}
 
 A refusal may carry "retry": true (the daemon is exiting): the client starts
@@ -166,11 +166,11 @@ class SessionSpec:
     mode: str  # "allowlist" | "open" | "none"
     # (host rule, allow, deny, push) HTTP rules and ref patterns: profiles/httprules.py, profiles/gitrefs.py
     http: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
-    credentials: tuple[SessionCredential, ...]  # swapped in by proxy/inject.py
-    approve: int  # seconds a refused request waits for the user's answer (proxy/approvals.py); 0: not held
-    # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/forwards.py, proxy/door.py)
+    credentials: tuple[SessionCredential, ...]  # swapped in by proxy/rules/inject.py
+    approve: int  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py); 0: not held
+    # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/forwards.py, proxy/daemon/door.py)
     forwards: tuple[str, ...]
-    intercept: bool  # three sockets more: the transparent listener and DNS's (bwrap/interception.py, proxy/inside_dns.py)
+    intercept: bool  # three sockets more: the transparent listener and DNS's (bwrap/interception.py, proxy/daemon/inside_dns.py)
     __slots__ = tuple(__annotations__)
 
     def __init__(

@@ -18,7 +18,7 @@ class SessionEnd:
     __slots__ = ("denials", "audit_error", "trouble", "refused", "always")
 
     def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "") -> None:
-        self.always: list[dict[str, Any]] = []  # hosts the user answered "always" for: the run writes them (proxy/asking.py)
+        self.always: list[dict[str, Any]] = []  # hosts the user answered "always" for: the run writes them (proxy/client/asking.py)
         self.denials = denials  # dicts with host, port, rule, hint, count, origin
         self.audit_error = audit_error  # why the session's audit log could not be written, if it could not
         self.trouble = trouble  # one line: why this run's network record is incomplete ("" when it is whole)
@@ -43,7 +43,7 @@ def credential_fix(name: str, origin: str) -> str:
 def describe_denial(denial: dict[str, Any], origin: str) -> str:
     """One summary line for a session's denial, with the policy line that would allow it, for every backend."""
     count = int(str(denial.get("count") or 1))
-    # port 0: a name the sandbox's resolver refused (proxy/inside_dns.py), before any connection
+    # port 0: a name the sandbox's resolver refused (proxy/daemon/inside_dns.py), before any connection
     target = f"{denial.get('host')} (its address was asked for)" if denial.get("port") == 0 else f"{denial.get('host')}:{denial.get('port')}"
     where = f"network: denied {target}" + (f" ({count} times)" if count > 1 else "")
     if not denial.get("hint"):

@@ -176,7 +176,7 @@ class SeatbeltPlanner:
             raise ValueError(f"proxy port {proxy_port} out of range")
         self.proxy_port = proxy_port
         self.proxy_token = proxy_token
-        self.placeholders = placeholders or {}  # credential name -> this run's placeholder (proxy/credentials.py)
+        self.placeholders = placeholders or {}  # credential name -> this run's placeholder (proxy/client/credentials.py)
         self.session_id = session_id
         self.temp_base = temp_base
         self.sandbox_exec = sandbox_exec
@@ -246,23 +246,23 @@ class SeatbeltPlanner:
         )
 
     def _ca_bundle(self, request: RunRequest) -> str | None:
-        """Hosts with HTTP rules: the bundle the sandbox reads where it is (proxy/cabundle.py). None on a
+        """Hosts with HTTP rules: the bundle the sandbox reads where it is (proxy/client/cabundle.py). None on a
         dry run (the placeholder port: nothing is made) and without HTTP rules."""
         policy = request.policy
         if policy.network.mode is NetworkMode.NONE or not policy.terminated_hosts or self.proxy_port is None:
             return None
-        from stockade.proxy.cabundle import bundle
-        from stockade.proxy.launch import daemon_files
+        from stockade.proxy.client.cabundle import bundle
+        from stockade.proxy.client.launch import daemon_files
 
         return bundle(daemon_files(request.locations), str(request.locations.cache))
 
     def _ssh(self, request: RunRequest) -> tuple[tuple[str, ...], dict[str, str]]:
         """Raw-TCP allow rules (`github.com:22`): ssh's files, read where they are in stockade's cache, and the
-        variables naming its config (proxy/sshroute.py). Nothing on a dry run, nor without such a rule."""
+        variables naming its config (proxy/client/sshroute.py). Nothing on a dry run, nor without such a rule."""
         policy = request.policy
         if policy.network.mode is NetworkMode.NONE or self.proxy_port is None:
             return (), {}
-        from stockade.proxy import sshroute
+        from stockade.proxy.client import sshroute
 
         rules = sshroute.raw_tcp_rules(policy.network.allow)
         if not rules:

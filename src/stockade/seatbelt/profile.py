@@ -157,7 +157,7 @@ class ProfileSpec:
     tag: str  # per-run tag in every denial message, to find them in the log
     proxy_port: int | None = None  # loopback port of the proxy; 0 is a dry-run placeholder
     ca_bundle: str | None = None  # hosts with HTTP rules: the CA bundle in stockade's (hidden) cache, readable alone
-    ssh_files: tuple[str, ...] = ()  # raw-TCP allow rules: ssh's ProxyCommand, config and known hosts in that cache (proxy/sshroute.py)
+    ssh_files: tuple[str, ...] = ()  # raw-TCP allow rules: ssh's ProxyCommand, config and known hosts in that cache (proxy/client/sshroute.py)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from stockade.seatbelt.backend import SeatbeltPlanner
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stockade.core.locations import Locations
-    from stockade.proxy.asking import Asker
+    from stockade.proxy.client.asking import Asker
 
 
 class MacOSBackend:
@@ -30,12 +30,12 @@ class MacOSBackend:
                 return offline.run(offline.build(request))
             finally:
                 _hand_over(offline, invocation, [])
-        from stockade.proxy import client
-        from stockade.proxy.credentials import read_all
+        from stockade.proxy.client import api
+        from stockade.proxy.client.credentials import read_all
 
         session, policy = invocation.session_id, request.policy
         credentials = read_all(policy.credentials, request.host_env)
-        ticket = client.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials, invocation.approve)
+        ticket = api.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials, invocation.approve)
         planner: SeatbeltPlanner | None = None
         asker = _asker(request.locations, session, invocation.approve)
         try:
@@ -47,10 +47,10 @@ class MacOSBackend:
         finally:
             if asker is not None:
                 asker.stop()
-            ended = client.close_session(request.locations, session)
+            ended = api.close_session(request.locations, session)
             _hand_over(planner, invocation, ended.denials)
             if ended.always:
-                from stockade.proxy.asking import always
+                from stockade.proxy.client.asking import always
 
                 for question in ended.always:
                     say(always(question, dict(request.host_env)))
@@ -58,7 +58,7 @@ class MacOSBackend:
                 invocation.troubles.append(ended.trouble)
             if not request.quiet:
                 for denial in ended.denials:
-                    say(f"stockade: {client.describe_denial(denial, policy.origin)}")
+                    say(f"stockade: {api.describe_denial(denial, policy.origin)}")
                 for line in (ended.refused, ended.trouble):
                     if line:
                         say(f"stockade: {line}")
@@ -70,13 +70,13 @@ class MacOSBackend:
 
 
 def _asker(locations: Locations, session: str, approve: int) -> Asker | None:
-    """The thread that asks for the requests the daemon holds (proxy/asking.py)."""
+    """The thread that asks for the requests the daemon holds (proxy/client/asking.py)."""
     if not approve:
         return None
     import os
 
-    from stockade.proxy.asking import start_asking
-    from stockade.proxy.launch import daemon_files
+    from stockade.proxy.client.asking import start_asking
+    from stockade.proxy.client.launch import daemon_files
 
     return start_asking(lambda: daemon_files(locations), session, os.environ)
 

@@ -1,0 +1,128 @@
+"""The daemon's doors: every session's listener, from the hand-over to the audit record of what its budget refused.
+
+Why a module of its own: a door outlives the control request that opened it
+and ends with its session, whichever way the session ends (an "end"
+request, or its control connection closing). Keeping the open doors, the
+shared connection budget and the refusals of ended sessions in one place
+means a session's door is closed, and its refusals recorded, by exactly one
+piece of code. A single door's own work (accepting, pacing, handing
+connections to mitmproxy) stays in `door.py`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from stockade.proxy.audit import AuditError, AuditRecord
+from stockade.proxy.control import INTERCEPTION_SOCKETS
+from stockade.proxy.daemon.door import Bind, Door
+from stockade.proxy.daemon.inside_dns import Resolver
+from stockade.proxy.filter.sessions import Session
+from stockade.proxy.rules.budget import Budget
+
+
+class Doors:
+    """The open doors by session id, sharing one `Budget` of connections."""
+
+    def __init__(self, bind: Bind, budget: Budget | None = None) -> None:
+        self.bind = bind  # binds an accepted connection to its session (auth.SessionAuth.bind)
+        self.budget = budget if budget is not None else Budget()  # connections each door may hold (budget.py)
+        self.by_session: dict[str, Door] = {}  # session id -> its sandbox's listener
+        self.forwarded: dict[str, list[Door]] = {}  # session id -> its forwarded loopback ports' doors (bwrap/forwards.py)
+        self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
+        self.resolvers: dict[str, Resolver] = {}  # session id -> its sandbox's resolver (inside_dns.py)
+
+    def listen(self, session_id: str, session: Session, fds: list[int], opening: list[Callable[[], None]] | None = None) -> str | None:
+        """Open the session's doors on the sockets in `fds`: the proxy's listener, then one for each
+        of the spec's forwards, then, when the spec intercepts, the transparent listener and the
+        resolver's UDP and TCP sockets (bwrap/interception.py); None once open, else why not.
+
+        The sockets taken are removed from `fds` (the caller closes whatever is left there). With
+        `opening`, the doors start accepting only when the caller runs what it appends there.
+        """
+        if session_id in self.by_session:
+            return f"session {session_id!r} already has its listener"
+        targets: list[str | None] = [None, *session.spec.forwards]
+        extra = INTERCEPTION_SOCKETS if session.spec.intercept else 0
+        if len(fds) != len(targets) + extra:
+            return "listen needs one listening socket, one more for each of the spec's forwards, and three to intercept"
+        sockets = [socket.socket(fileno=fd) for fd in fds]
+        fds.clear()
+        streams = sockets[: len(targets) + (1 if extra else 0)]
+        resolver_sockets = sockets[len(streams) :]
+        if any(each.type != socket.SOCK_STREAM or not each.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) for each in streams) or (
+            extra and not _resolver_sockets(resolver_sockets)
+        ):
+            for each in sockets:
+                each.close()
+            return "listen needs a listening TCP socket"
+        doors = [Door(session, listener, self.bind, self.budget, target) for listener, target in zip(streams, targets, strict=False)]
+        if extra:
+            doors.append(Door(session, streams[-1], self.bind, self.budget, transparent=True))
+            resolver = Resolver(session, *resolver_sockets)
+            self.resolvers[session_id] = resolver
+            if opening is None:
+                resolver.open()
+            else:
+                opening.append(resolver.open)
+        for door in doors:
+            if opening is None:
+                door.open()
+            else:
+                opening.append(door.open)
+        self.by_session[session_id] = doors[0]
+        self.forwarded[session_id] = doors[1:]
+        return None
+
+    def close(self, session_id: str) -> None:
+        """Close the session's door, if it has one, and record what its budget refused."""
+        forwards = self.forwarded.pop(session_id, [])
+        for forward in forwards:
+            forward.close()
+        resolver = self.resolvers.pop(session_id, None)
+        if resolver is not None:
+            resolver.close()
+        door = self.by_session.pop(session_id, None)
+        if door is not None:
+            door.close()
+            for forward in forwards:  # one budget, one record of what it refused
+                door.refused += forward.refused
+                door.refusal = door.refusal or forward.refusal
+                door.first_refused = min(filter(None, (door.first_refused, forward.first_refused)), default="")
+                door.last_refused = max(door.last_refused, forward.last_refused)
+            if door.refused:
+                self._refused[session_id] = {"count": door.refused, "why": door.refusal}
+                audit_refusals(door)
+
+    def refused(self, session_id: str) -> dict[str, Any] | None:
+        """What the ended session's budget refused ({"count", "why"}), once; None if nothing."""
+        return self._refused.pop(session_id, None)
+
+    def close_all(self) -> None:
+        """The daemon is stopping: every door stops accepting (nothing is recorded here)."""
+        for door in [*self.by_session.values(), *(forward for doors in self.forwarded.values() for forward in doors)]:
+            door.close()
+        for resolver in self.resolvers.values():
+            resolver.close()
+
+
+def _resolver_sockets(sockets: list[socket.socket]) -> bool:
+    """The resolver's two: a UDP socket, then a listening TCP one."""
+    datagrams, stream = sockets
+    listening = stream.type == socket.SOCK_STREAM and bool(stream.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+    return datagrams.type == socket.SOCK_DGRAM and listening
+
+
+def audit_refusals(door: Door) -> None:
+    """One record for every connection the session's budget refused (count in `repeats`)."""
+    session = door.session
+    record = AuditRecord(
+        session=session.spec.session_id, command=session.spec.command, scheme="connect", host="*", port=0,
+        decision="deny", rule=door.refusal, time=door.first_refused, repeats=door.refused, last_time=door.last_refused,
+    )  # fmt: skip
+    try:
+        session.writer.write(record)
+    except AuditError:
+        pass  # the writer is broken: the run's end says the audit failed
