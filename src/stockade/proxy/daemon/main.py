@@ -368,4 +368,3 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
     )
     return 0
-
