@@ -54,7 +54,7 @@ BWRAP = "bare bwrap"
 OFF = "stockade, network off"
 TRACED = "stockade, network off, --trace"
 WARM = "stockade, allowlist, warm daemon"
-TRANSPARENT = "stockade, allowlist, a client ignoring the proxy"  # through interception (bwrap/interception.py)
+TRANSPARENT = "stockade, allowlist, a client ignoring the proxy"  # through interception (bwrap/parts/interception.py)
 COLD = "stockade, allowlist, cold daemon"
 INSPECTED = "stockade, inspected host (HTTP rules)"
 CREDENTIAL = "stockade, credential swapped in"
@@ -146,7 +146,7 @@ def startup(bench: Bench) -> list[Section]:
 
 def terminal(bench: Bench) -> list[Section]:
     """`true` with a terminal as stdin, as a person at a shell runs it: stockade then gives the sandbox a
-    pty of its own and a session holder (bwrap/console.py); the same through script(1) for every row."""
+    pty of its own and a session holder (bwrap/running/console.py); the same through script(1) for every row."""
     runs = bench.plan.startup_runs
     if shutil.which("script") is None:
         progress("terminal: skipped (no script(1))")
@@ -189,7 +189,7 @@ def tools(bench: Bench) -> list[Section]:
 
 
 def git(bench: Bench) -> list[Section]:
-    """`true` offline in a project that is a git repository (its git dir staged at each run, bwrap/gitstage.py)
+    """`true` offline in a project that is a git repository (its git dir staged at each run, bwrap/running/gitstage.py)
     against the same in a project that is none: the cost of staging and carrying back."""
     runs = bench.plan.startup_runs
     progress(f"git: `true` in a repository and in a plain folder, {count_of(runs, 'round')}")
@@ -238,7 +238,7 @@ def place(bench: Bench) -> list[Section]:
     return [Section("Another writable place: `true`", note, MS, timed_rounds(rows, runs), OFF, [])]
 
 
-LAYERED = ("~/.cargo/git", "~/.cargo/registry", "~/.cache/pip")  # seen through layers of the project's (bwrap/layers.py)
+LAYERED = ("~/.cargo/git", "~/.cargo/registry", "~/.cache/pip")  # seen through layers of the project's (bwrap/parts/layers.py)
 
 
 def cargo_toolchain() -> str | None:

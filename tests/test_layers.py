@@ -25,6 +25,7 @@ RANK = {"core": 0, "profiles": 1, "proxy": 2, "bwrap": 3, "seatbelt": 3, "cli": 
 # two subpackages of one rank never import each other
 SUBLAYERS = {
     "proxy": {"": 0, "rules": 1, "client": 2, "filter": 2, "daemon": 3},
+    "bwrap": {"parts": 0, "after": 1, "running": 2, "plan": 3, "": 4},
 }
 
 # test files of a code folder that test more than one module, with what they test

@@ -32,8 +32,8 @@ from tests.visible import force_rmtree, visible_root
 CHILD = textwrap.dedent(
     """
     import json, os, sys
-    from stockade.bwrap import plan_cache
-    from stockade.bwrap.backend import BwrapPlanner
+    from stockade.bwrap.plan import plan_cache
+    from stockade.bwrap.plan.planner import BwrapPlanner
     from stockade.core.invocation import Invocation
     from stockade.profiles.resolve import request_for
 
@@ -159,8 +159,8 @@ def test_a_reader_the_recorder_does_not_wrap_is_caught(layouts: Path) -> None:
 UNRECORDED_READERS = frozenset({"statvfs", "getxattr", "listxattr", "pathconf", "fwalk", "chdir", "fchdir"})
 # Each a deliberate read behind the recorder, with its own check (CHECKED_ELSEWHERE).
 BEHIND_THE_RECORDER = {
-    "stockade.bwrap.host_sockets": "reads /proc/net/unix and lstats sockets through saved originals",
-    "stockade.bwrap.plan_cache": "the recorder itself: its stamps are not planning's reads",
+    "stockade.bwrap.parts.host_sockets": "reads /proc/net/unix and lstats sockets through saved originals",
+    "stockade.bwrap.plan.plan_cache": "the recorder itself: its stamps are not planning's reads",
 }
 
 

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from stockade.bwrap import execute as execute_module
-from stockade.bwrap import journal, network, plan_cache, run
+from stockade.bwrap import run
+from stockade.bwrap.after import journal
+from stockade.bwrap.plan import plan_cache
+from stockade.bwrap.running import execute as execute_module
+from stockade.bwrap.running import network
 from stockade.core import locations as locations_module
 from stockade.core.invocation import Invocation
 
@@ -158,7 +161,7 @@ def test_the_backend_is_named_bwrap(tmp_path: Path) -> None:
 
 
 def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
-    from stockade.bwrap import backend, placeholders
+    from stockade.bwrap.plan import placeholders, planner
     from stockade.profiles import resolve
 
     events: list[object] = []
@@ -181,9 +184,9 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
     monkeypatch.setattr(plan_cache, "run_key", lambda inv: "key")
     monkeypatch.setattr(plan_cache, "store", lambda *args: events.append(("store", args)))
     monkeypatch.setattr(resolve, "request_for", lambda inv: (events.append("plan"), (request, "note"))[1])
-    monkeypatch.setattr(backend, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
-    monkeypatch.setattr(backend, "launch_of", lambda p: planned)
-    monkeypatch.setattr(backend, "make_own", lambda files, quiet: events.append(("own", files, quiet)))
+    monkeypatch.setattr(planner, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
+    monkeypatch.setattr(planner, "launch_of", lambda p: planned)
+    monkeypatch.setattr(planner, "make_own", lambda files, quiet: events.append(("own", files, quiet)))
     assert run.LinuxBackend()._plan_and_run(invocation(), True) == 11
     assert events[:4] == [("clear", "/state"), "start", "plan", "stop"]
     kind, stored = events[4]  # type: ignore[misc]
@@ -211,13 +214,13 @@ def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.
         ca_bundle="/c/ca/bundle-1.pem",
         ssh_files=("/c/ssh/ssh-proxy-1", "/c/ssh/ssh_config-1", "/c/ssh/known_hosts-1"),
     )
-    from stockade.bwrap import backend, placeholders
+    from stockade.bwrap.plan import placeholders, planner
     from stockade.profiles import resolve
 
     monkeypatch.setattr(placeholders, "clear_leftovers", lambda state: None)
     monkeypatch.setattr(resolve, "request_for", lambda invocation: (SimpleNamespace(locations="locs"), None))
-    monkeypatch.setattr(backend, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
-    monkeypatch.setattr(backend, "launch_of", lambda plan: launch())
+    monkeypatch.setattr(planner, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
+    monkeypatch.setattr(planner, "launch_of", lambda plan: launch())
     monkeypatch.setattr(run, "run_launch", lambda launch, invocation, locations, credentials=None: 0)
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
     assert run.LinuxBackend()._plan_and_run(invocation(), True) == 0
@@ -228,7 +231,7 @@ def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.
 def test_a_path_that_vanished_while_the_run_was_planned_is_planned_again(said: list[str], monkeypatch: pytest.MonkeyPatch, error: OSError) -> None:
     """A deny rule's path a host program removes between listing and reading it (tests/e2e/test_set_up_race.py's
     churn, under load): planned again, as a path made a link is; only what stays gone fails the run."""
-    from stockade.bwrap import backend as backend_module
+    from stockade.bwrap.plan import planner as backend_module
     from stockade.profiles import resolve
 
     class Planned(Exception):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from stockade.bwrap import execute
-from stockade.bwrap.execute import Launch
-from stockade.bwrap.limits import plan_limits
-from stockade.bwrap.supervise import Outcome
+from stockade.bwrap.parts.limits import plan_limits
+from stockade.bwrap.running import execute
+from stockade.bwrap.running.execute import Launch
+from stockade.bwrap.running.supervise import Outcome
 from stockade.core.errors import SandboxSetupError
 
 

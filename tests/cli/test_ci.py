@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stockade.bwrap.backend import ci_channels
-from stockade.bwrap.mounts import plan_view
+from stockade.bwrap.plan.mounts import plan_view
+from stockade.bwrap.plan.planner import ci_channels
 from stockade.cli import ci
 from stockade.core.errors import SandboxSetupError, StockadeError
 from stockade.core.invocation import Invocation

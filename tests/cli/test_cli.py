@@ -105,7 +105,7 @@ def test_typer_run_command_matches_the_lean_option_table() -> None:
 def test_run_path_imports_nothing_heavy(tmp_path: Path) -> None:
     """`stockade run` must not pay for Typer, Rich, psutil, pyseccomp or mitmproxy."""
     code = (
-        "import sys, stockade.cli.main, stockade.cli.run_command, stockade.bwrap.backend, stockade.bwrap.execute;"
+        "import sys, stockade.cli.main, stockade.cli.run_command, stockade.bwrap.plan.planner, stockade.bwrap.running.execute;"
         "heavy = [m for m in ('typer', 'click', 'rich', 'psutil', 'seccomp', 'pyseccomp', 'mitmproxy') if m in sys.modules];"
         "print(','.join(heavy))"
     )

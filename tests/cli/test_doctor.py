@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.bwrap.probe import Check
+from stockade.bwrap.parts.probe import Check
 from stockade.cli.main import main
 from stockade.core.errors import ExitCode
 
@@ -27,7 +27,7 @@ def rows(out: str) -> list[list[str]]:
 @pytest.fixture
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[Check]:
     """The machine's checks, as the test sets them; no agent hook checks unless a test adds some."""
-    from stockade.bwrap import probe
+    from stockade.bwrap.parts import probe
     from stockade.cli.agents import checks as hook_checks
 
     machine: list[Check] = []
@@ -110,7 +110,7 @@ def test_on_macos_it_checks_sandbox_exec(project: Path, capsys: pytest.CaptureFi
                                          monkeypatch: pytest.MonkeyPatch, present: bool, row: list[str]) -> None:  # fmt: skip
     import os
 
-    from stockade.bwrap import probe
+    from stockade.bwrap.parts import probe
 
     monkeypatch.setattr(probe, "linux_checks", lambda: pytest.fail("the Linux checks ran on macOS"))
     monkeypatch.setattr(probe, "check_folders", lambda: Check("stockade's folders", True, "mine"))

@@ -35,7 +35,7 @@ HEAVY = (
 ALLOWED: dict[str, dict[str, str]] = {
     "offline": {},
     # The control connection is `_socket` and the protocol `_json` (proxy/control.py), the records
-    # plain classes, the folders strings; ctypes is bound in the forked child only (bwrap/netns.py).
+    # plain classes, the folders strings; ctypes is bound in the forked child only (bwrap/parts/netns.py).
     "allowlist": {},
 }
 
@@ -44,7 +44,7 @@ ALLOWED: dict[str, dict[str, str]] = {
 # (plan_cache.py). host_sockets is on the cached path anyway: importing it first adds nothing.
 PROBE = (
     "import os, sys\n"
-    "from stockade.bwrap import host_sockets\n"
+    "from stockade.bwrap.parts import host_sockets\n"
     "everywhere, mine = host_sockets.scoped, os.environ['STOCKADE_PROBE_BOX'] + '/'\n"
     "host_sockets.scoped = lambda scope: tuple(p for p in everywhere(scope) if p.startswith(mine))\n"
     "from stockade.cli.main import main\n"
@@ -78,7 +78,7 @@ def _cached_modules(world: Path, kind: str) -> set[str]:
     for done in runs:
         assert done.returncode == 0, done.stderr
     first, second = (set(json.loads(done.stderr.strip().splitlines()[-1])) for done in runs)
-    assert "stockade.bwrap.backend" in first and "stockade.bwrap.backend" not in second, "the second run did not use its stored plan"
+    assert "stockade.bwrap.plan.planner" in first and "stockade.bwrap.plan.planner" not in second, "the second run did not use its stored plan"
     return second
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.bwrap import marker
+from stockade.bwrap.parts import marker
 from stockade.cli import nested
 from stockade.cli.nested import run_as_is
 from stockade.core.errors import CannotExecuteError, CommandNotFoundError

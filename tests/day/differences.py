@@ -9,12 +9,12 @@ from __future__ import annotations
 OUTSIDE = "it writes outside the project (../): read-only inside, by design; allow_write that place to let it"
 GIT_ALIAS = (
     "an alias written inside is not carried to the host's .git/config: even one without '!' can run a program "
-    "(`difftool -x CMD`, `submodule foreach CMD`); the run names it, and the rest of the change is kept (bwrap/gitstage.py)"
+    "(`difftool -x CMD`, `submodule foreach CMD`); the run names it, and the rest of the change is kept (bwrap/running/gitstage.py)"
 )
 LOCAL_URL = (
     "a remote or submodule URL that is a local path (here `./lib`) is not carried to the host's .git/config: a host "
     "`git fetch` or `git submodule update` would copy whatever that path holds then (a later run can make it a link to "
-    "a hidden repository); the run names it, and git reads .gitmodules' URL instead (bwrap/gitstage.py)"
+    "a hidden repository); the run names it, and git reads .gitmodules' URL instead (bwrap/running/gitstage.py)"
 )
 SIGNAL = (
     "a command killed by a signal that did not come through stockade (here its own kill) ends stockade with "

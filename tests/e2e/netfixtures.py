@@ -39,7 +39,7 @@ PY = "/usr/bin/python3"  # Debian's python inside the sandbox, readable by every
 NAMES = ("allowed.test", "denied.test", "a.wild.test", "blocked.wild.test", "pypi.test")
 ALLOW = ("allowed.test", "*.wild.test")
 DENY = ("blocked.wild.test",)
-PROXY_PORT = 3128  # inside the sandbox (bwrap/netns.py)
+PROXY_PORT = 3128  # inside the sandbox (bwrap/parts/netns.py)
 BIG = 64 << 20
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path holds 108 bytes with the NUL
 q = shlex.quote
@@ -367,7 +367,7 @@ class NetWorld:
         names.update({
             "rebind.wild.test": ["127.0.0.1"], "meta.wild.test": ["169.254.169.254"], "priv.wild.test": ["10.0.0.5"],
             "xn--bcher-kva.test": ["127.0.0.1"],  # bücher.test, for IDN rules
-            "localhost": ["127.0.0.1"],  # as the host resolves it (an allowed localhost:PORT, bwrap/forwards.py)
+            "localhost": ["127.0.0.1"],  # as the host resolves it (an allowed localhost:PORT, bwrap/parts/forwards.py)
         })  # fmt: skip
         upstreams = [f"127.0.0.1:{o.port}" for o in self.origins.values()] + [f"127.0.0.1:{self.tcp.port}"]
         self.resolver.write_text(json.dumps({"names": names, "upstreams": upstreams, "log": str(self.queries)}))

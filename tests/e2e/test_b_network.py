@@ -134,7 +134,7 @@ attempt("resolve_allowed", lambda: socket.getaddrinfo("allowed.test", 443))
 
 
 def test_case_17_direct_sockets_reach_only_what_the_policy_allows(warm: NetWorld) -> None:
-    """A client that ignores the proxy goes through the filter all the same (bwrap/interception.py): an
+    """A client that ignores the proxy goes through the filter all the same (bwrap/parts/interception.py): an
     allowed host answers, a refused address or the host's own loopback get nothing, and fast."""
     w = warm
     http_mark, https_mark, canary_mark = w.origins["http"].mark(), w.origins["https"].mark(), w.canary.mark()
@@ -220,7 +220,7 @@ curl -sS -x "$PX" --cacert "$CA" "https://allowed.test:$SP/control18"; echo "con
         tag="c18",
     )
     found = probe_lines(result)
-    # Every IPv4 address is the namespace's own (bwrap/interception.py): a datagram is "sent" and goes
+    # Every IPv4 address is the namespace's own (bwrap/parts/interception.py): a datagram is "sent" and goes
     # nowhere, and one to port 53 reaches the sandbox's resolver; IPv6 has no route.
     for name in ("udp_doc_v4", "udp_dns", "udp_dns_doc"):
         assert found[name][0] == "ok sent", (name, found)
@@ -1009,7 +1009,7 @@ curl -sS "http://denied.test:$DP/"; echo "plain_denied=$?"
         timeout=180,
     )
     assert one(result, "pip") == "0", (result.stdout, result.stderr)
-    # pip's cache is writable through a layer of the project's (bwrap/layers.py), in a networked run
+    # pip's cache is writable through a layer of the project's (bwrap/parts/layers.py), in a networked run
     # too: what was written there is in the layer, and the host's cache has none of it
     layered = [p.name for p in (w.box.home / ".cache" / "stockade" / "layers").rglob("*") if p.is_file() and "/upper/" in str(p)]
     assert "probe" in layered and not [p for p in (w.box.home / ".cache" / "pip").rglob("*") if p.is_file()], layered
@@ -1116,7 +1116,7 @@ def test_no_denied_name_was_ever_resolved(warm: NetWorld) -> None:
 
 
 def test_a_stored_plan_filters_the_network_the_same(warm: NetWorld) -> None:
-    """A second run with unchanged inputs executes the stored plan (bwrap/plan_cache.py), network rules
+    """A second run with unchanged inputs executes the stored plan (bwrap/plan/plan_cache.py), network rules
     included: the allowed host answers, the denied one is refused with its line, both are audited."""
     plans = warm.box.home / ".cache" / "stockade" / "plans"
     policy = warm.box.root / "policy-stored-plan.toml"

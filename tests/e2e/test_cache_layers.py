@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stockade.bwrap import layers
+from stockade.bwrap.parts import layers
 from tests.e2e.boxes import Box
 
 pytestmark = pytest.mark.e2e

@@ -69,7 +69,7 @@ def test_case_58_git_hooks_read_only_while_commits_work(vbox: Box) -> None:
         assert leak not in attack.stdout, (leak, attack)
     # `mv .git/hooks` inside moves only the stage's link to them (gitstage.py): the host's hooks stay
     assert (vbox.project / ".git" / "hooks").is_dir() and not (vbox.project / ".git" / "hooks-old").exists()
-    # git's config write works inside (bwrap/gitstage.py); a key that runs something never reaches the host
+    # git's config write works inside (bwrap/running/gitstage.py); a key that runs something never reaches the host
     assert "WROTE-CONFIG" in attack.stdout and "core.hookspath" in attack.stderr, attack
     assert (vbox.project / ".git" / "config").read_bytes() == config_before
     assert "COMMITTED" in attack.stdout, attack  # control: objects, refs and index are writable
@@ -87,7 +87,7 @@ def _nested_repo(box: Box) -> Path:
 
 HOLE_FRESH = (
     "RESIDUAL: a repository or submodule git dir created during the run cannot be mounted over, so its hooks "
-    "and config are writable inside; bwrap/execute.py moves them aside after the run (the host commit runs no "
+    "and config are writable inside; bwrap/running/execute.py moves them aside after the run (the host commit runs no "
     "hook), but the write itself succeeds"
 )
 

@@ -76,7 +76,7 @@ def test_case_69_fork_bomb(vbox: Box, request: pytest.FixtureRequest) -> None:
     if not cgroup:
         request.applymarker(
             pytest.mark.xfail(
-                reason="HOLE (report): with the RLIMIT_NPROC fallback bwrap/limits.py limit_hit cannot tell that the pids "
+                reason="HOLE (report): with the RLIMIT_NPROC fallback bwrap/parts/limits.py limit_hit cannot tell that the pids "
                 "limit was reached, so the run ends without the one-line 'pids limit' note",
                 strict=True,
             )
@@ -109,7 +109,7 @@ def test_case_70_memory_limit_covers_the_whole_tree(vbox: Box, request: pytest.F
     if not uses_cgroup(vbox, policy, "memory"):
         request.applymarker(
             pytest.mark.xfail(
-                reason="HOLE: without a writable cgroup, bwrap/limits.py falls back to RLIMIT_AS, which is per process: "
+                reason="HOLE: without a writable cgroup, bwrap/parts/limits.py falls back to RLIMIT_AS, which is per process: "
                 "a tree of processes uses a multiple of [limits] memory",
                 strict=True,
             )

@@ -14,7 +14,7 @@ def test_absent_cache_folders_under_home_are_created_and_writable(vbox: Box) -> 
     assert "OK" in result.stdout, result
     assert stat.S_IMODE(npm_cache.stat().st_mode) == 0o700
     assert "does not exist" not in result.stderr, result
-    # the write went to the project's layer over the cache (bwrap/layers.py), where the next run finds it
+    # the write went to the project's layer over the cache (bwrap/parts/layers.py), where the next run finds it
     assert not (npm_cache / "written").exists()
     assert vbox.run("test -e ~/.npm/written && echo THERE", options=["--profile", "npm"]).stdout == "THERE\n"
 

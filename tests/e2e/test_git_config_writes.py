@@ -1,5 +1,5 @@
 """git writes its own config inside the sandbox, and nothing in it that runs a program reaches
-the host (bwrap/gitstage.py; issue 31, item 1).
+the host (bwrap/running/gitstage.py; issue 31, item 1).
 
 Real git in real sandboxes: `git remote add`, `git checkout` of a remote branch, `git push -u`
 and `git config user.name` persist after the run; keys that make the host's git run a program

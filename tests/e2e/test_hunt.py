@@ -97,7 +97,7 @@ def test_h3_quarantine_renames_in_place_and_never_follows_a_swapped_parent(vbox:
 
 def test_h3_quarantine_of_a_swapped_path_leaves_the_target_alone(tmp_path: Path) -> None:
     """Unit-level race: the parent became a symlink between walk and move; nothing outside moves."""
-    from stockade.bwrap.changes import quarantine
+    from stockade.bwrap.after.changes import quarantine
 
     victim = tmp_path / "victim"
     victim.mkdir()

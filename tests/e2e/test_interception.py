@@ -2,7 +2,7 @@
 
 With the proxy variables unset, real clients (curl --noproxy '*', Node's fetch
 and https, Python's own socket with TLS) reach an allowed host through the
-transparent door (bwrap/interception.py, proxy/daemon/door.py), and the sandbox's
+transparent door (bwrap/parts/interception.py, proxy/daemon/door.py), and the sandbox's
 resolver (proxy/daemon/inside_dns.py) answers its name. Each refusal is the proxied
 path's: recorded, with the summary's `stockade allow` line; a refused name is
 never asked of any resolver. All against the loopback origins of NetWorld,

@@ -1,5 +1,5 @@
 """An allowed host loopback port is reached at the same address inside, from any client
-(bwrap/forwards.py; issue 31, item 4).
+(bwrap/parts/forwards.py; issue 31, item 4).
 
 `allow = ["127.0.0.1:PORT"]` used to reach the host's service only for a client told to
 use the proxy: NO_PROXY sends 127.0.0.1 to the sandbox's own loopback, where nothing

@@ -1,4 +1,4 @@
-"""The plan cache (bwrap/plan_cache.py) through real runs: a second run with unchanged inputs
+"""The plan cache (bwrap/plan/plan_cache.py) through real runs: a second run with unchanged inputs
 skips planning, and every change a plan depends on makes the next run plan again.
 
 Each security case runs once to store a plan, changes one input on the host, then attacks:
@@ -18,14 +18,14 @@ import pytest
 from tests.e2e.boxes import Box
 from tests.e2e.escapes import policy_text, q
 
-PLANNED = "stockade.bwrap.backend"  # the planner: imported only when a run plans
+PLANNED = "stockade.bwrap.plan.planner"  # the planner: imported only when a run plans
 
 # The probe sees only the host sockets of its own box: other tests running beside it (a socket made
 # and removed every 10 ms, daemons starting) change the machine's socket list, which makes every
 # stored plan stale (plan_cache.py, by design), and these tests are about the filesystem.
 PROBE = (
     "import os, sys\n"
-    "from stockade.bwrap import host_sockets\n"
+    "from stockade.bwrap.parts import host_sockets\n"
     "everywhere = host_sockets.scoped\n"
     "box = os.environ.get('STOCKADE_PROBE_BOX')\n"
     "if box:\n"
@@ -155,7 +155,7 @@ def test_a_plan_file_that_is_not_private_is_ignored(vbox: Box) -> None:
 # the stored plan must not outlive that: the next run plans again and protects it.
 RACING_PROBE = (
     "import posix, sys\n"
-    "from stockade.bwrap import globs\n"
+    "from stockade.bwrap.parts import globs\n"
     "target = sys.argv.pop(1)\n"
     "walk = globs.expand\n"
     "def expand(*args, **kwargs):\n"
@@ -259,16 +259,16 @@ def test_a_plan_stored_by_another_install_of_stockade_is_not_used(vbox: Box) -> 
     protect more. Here the other install is a copy that does not hide ~/.ssh."""
     import shutil
 
-    import stockade.bwrap.plan_cache as ours
+    import stockade.bwrap.plan.plan_cache as ours
 
-    source = Path(ours.__file__).resolve().parent.parent
+    source = Path(ours.__file__).resolve().parents[2]
     other = vbox.root / "other-install" / "stockade"
     shutil.copytree(source, other, ignore=shutil.ignore_patterns("__pycache__"))
-    mounts = other / "bwrap" / "mounts.py"
+    mounts = other / "bwrap" / "plan" / "mounts.py"
     weak = '    masked when the run starts, if still there (execute.py)."""\n'
     assert weak in mounts.read_text()
     mounts.write_text(mounts.read_text().replace(weak, weak + '    if path.endswith("/.ssh"):\n        return\n'))
-    home = other / "bwrap" / "private_home.py"
+    home = other / "bwrap" / "parts" / "private_home.py"
     shown = '    if mode != "private" or'
     assert shown in home.read_text()
     home.write_text(home.read_text().replace(shown, "    if True or"))  # the real home shows
@@ -385,12 +385,12 @@ def test_a_secret_whose_folder_a_run_made_unsearchable_is_not_planned_as_absent(
     assert "DENIED" in control.stdout and "CANARY-DOCKER" not in control.stdout, control
 
 
-SMALL_WALK_PROBE = "from stockade.bwrap import globs\nglobs.MAX_ENTRIES = 50\n" + PROBE  # 500000 entries, scaled down
+SMALL_WALK_PROBE = "from stockade.bwrap.parts import globs\nglobs.MAX_ENTRIES = 50\n" + PROBE  # 500000 entries, scaled down
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="HOLE: bwrap/globs.py stops the project walk after MAX_ENTRIES (500000) entries and plans with what it "
+    reason="HOLE: bwrap/parts/globs.py stops the project walk after MAX_ENTRIES (500000) entries and plans with what it "
     "found so far (a note says so): a run that fills the project's top folder with that many empty files leaves "
     "every later fresh plan without the **/.env masks, nested repositories' mounts and the post-run check below it; "
     "failing closed would stop legitimately huge trees (node_modules), so the choice is the maintainers'",
@@ -469,7 +469,7 @@ def test_a_repository_made_in_another_writable_place_and_linked_from_the_project
     )
     first = run(vbox, script, policy=policy)
     assert "PLANTED" in first.stdout, first
-    if cache:  # a package cache is written through the project's layer (bwrap/layers.py): nothing reached the host's
+    if cache:  # a package cache is written through the project's layer (bwrap/parts/layers.py): nothing reached the host's
         assert not repo.exists(), first.stderr
         return
     host_commit(vbox, vbox.project / "sub")

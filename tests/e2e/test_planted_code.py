@@ -1,4 +1,4 @@
-"""Code planted beside the floor does not run on the host later (profiles/runs_later.py, bwrap/gitcheck.py).
+"""Code planted beside the floor does not run on the host later (profiles/runs_later.py, bwrap/after/gitcheck.py).
 
 Each attack is checked on the host after the run, the way a user would meet
 it (`git status` in the folder); each has a control that real work of the

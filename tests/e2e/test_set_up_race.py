@@ -2,7 +2,7 @@
 
 stockade masks each host socket the sandbox could see; one can vanish in the
 milliseconds bwrap takes to set up, and bwrap then fails. The run is started
-again (bwrap/execute.py), and what bwrap said about the lost start goes to a
+again (bwrap/running/execute.py), and what bwrap said about the lost start goes to a
 pipe of stockade's, never to the command's stderr.
 """
 
@@ -111,7 +111,8 @@ def test_folders_files_and_links_a_policy_names_coming_and_going_never_show(vbox
 # run without the fix: its start fails with 125 and bwrap's own words.
 _CHANGE_AFTER_PLANNING = """
 import os, runpy, shutil, sys
-from stockade.bwrap import execute, run
+from stockade.bwrap.running import execute
+from stockade.bwrap import run
 path, change, tries, elsewhere = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 run.START_TRIES = tries
 stages = execute._git_stages

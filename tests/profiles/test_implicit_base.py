@@ -105,7 +105,7 @@ def test_starting_from_nothing_is_spelled_out(project: Path, locations: Location
 @pytest.mark.parametrize("rule", ["127.0.0.1", "localhost", "::1", "127.0.0.0/8"])
 def test_an_allowed_loopback_endpoint_says_how_it_can_be_reached(project: Path, locations: Locations, rule: str) -> None:
     """The sandbox's NO_PROXY sends loopback names to its own loopback: a rule without a port reaches
-    the host's only through the proxy (one with a port is forwarded, bwrap/forwards.py)."""
+    the host's only through the proxy (one with a port is forwarded, bwrap/parts/forwards.py)."""
     policy_file = write(project / ".stockade.toml", f'[network]\nallow = ["{rule}", "pypi.org"]\n')
     trust(policy_file, locations)
     notes = open_ends(resolve(project, locations).policy, str(locations.home))

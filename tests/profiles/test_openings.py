@@ -98,7 +98,7 @@ def test_a_host_home_with_nothing_denied_says_both() -> None:
     [
         ("127.0.0.1", True),
         ("127.0.0.0/8", True),
-        ("localhost:8080", False),  # a port: reached at the same address inside (bwrap/forwards.py)
+        ("localhost:8080", False),  # a port: reached at the same address inside (bwrap/parts/forwards.py)
         ("localhost", True),
         ("[::1]:6379", False),
         ("127.0.0.1:5432", False),

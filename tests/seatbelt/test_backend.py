@@ -372,7 +372,7 @@ def test_interactive_command_owns_the_terminal(tmp_path: Path) -> None:
 
 def test_both_backends_set_the_same_proxy_variables() -> None:
     """One table (core/proxy_env.py): macOS used to set 8 of the 16 variables Linux sets."""
-    from stockade.bwrap.network import proxy_environment
+    from stockade.bwrap.running.network import proxy_environment
 
     linux, macos = proxy_environment(), proxy_env(4321, "t0ken")
     assert set(linux) == set(macos) and len(linux) >= 15

@@ -1,4 +1,4 @@
-"""The sandbox cannot reach the user's terminal: it has a pty of stockade's own (bwrap/console.py).
+"""The sandbox cannot reach the user's terminal: it has a pty of stockade's own (bwrap/running/console.py).
 
 The attack (a hostile review's): a process started in the background ignores SIGTTOU and
 SIGTTIN, makes itself the terminal's foreground group and reads what the user types next to

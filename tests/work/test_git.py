@@ -112,7 +112,7 @@ def test_submodule_update_of_an_initialised_submodule(work: Workplace, source: P
 
 
 def test_submodule_update_init_inside_works_and_names_the_local_url(work: Workplace, source: Path) -> None:
-    """`--init` writes the repository's own config (staged, bwrap/gitstage.py): it works inside, and
+    """`--init` writes the repository's own config (staged, bwrap/running/gitstage.py): it works inside, and
     the submodule's URL, a local path here, is not carried to the host's config (a host fetch
     would copy whatever that path holds then); the run names it."""
 

@@ -8,7 +8,7 @@
 4. Execute: the network session (when the policy has one), bwrap, the
    checks after the run.
 
-The planner (backend.py) turns a request into a plan; this module decides
+The planner (planner.py) turns a request into a plan; this module decides
 when to plan and runs what was planned.
 """
 
@@ -19,7 +19,7 @@ from stockade.profiles.text import say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stockade.bwrap.execute import Launch, StartFailed
+    from stockade.bwrap.running.execute import Launch, StartFailed
     from stockade.core.invocation import Invocation
     from stockade.core.locations import Locations
     from stockade.profiles.credentials import Resolved
@@ -30,8 +30,9 @@ class LinuxBackend:
     name = "bwrap"
 
     def run(self, invocation: Invocation) -> int:
-        from stockade.bwrap import gitstage, plan_cache
-        from stockade.bwrap.journal import finish_abandoned
+        from stockade.bwrap.after.journal import finish_abandoned
+        from stockade.bwrap.plan import plan_cache
+        from stockade.bwrap.running import gitstage
         from stockade.core.locations import state_folder
 
         state = state_folder(invocation.env)
@@ -42,7 +43,7 @@ class LinuxBackend:
         found = plan_cache.cached_launch(invocation) if cacheable else None
         phases.mark("plan")
         if found is not None:
-            from stockade.bwrap.execute import StartFailed
+            from stockade.bwrap.running.execute import StartFailed
 
             launch, note = found
             if note and not invocation.quiet and _first_time(launch, invocation, note):
@@ -57,7 +58,7 @@ class LinuxBackend:
         return self._plan_and_run(invocation, cacheable)
 
     def explain(self, invocation: Invocation) -> str:
-        from stockade.bwrap.backend import BwrapPlanner
+        from stockade.bwrap.plan.planner import BwrapPlanner
         from stockade.profiles.resolve import request_for
 
         request, _note = request_for(invocation)
@@ -67,7 +68,7 @@ class LinuxBackend:
     def _plan_and_run(self, invocation: Invocation, cacheable: bool) -> int:
         """Plan, store and run; a start bwrap failed at a path of the plan is planned and started
         again (the path may have changed since it was planned), up to START_TRIES times."""
-        from stockade.bwrap.execute import StartFailed
+        from stockade.bwrap.running.execute import StartFailed
 
         for start in range(START_TRIES):
             try:
@@ -79,15 +80,15 @@ class LinuxBackend:
         raise AssertionError("unreachable: the last start returns or raises")
 
     def _plan_once_and_run(self, invocation: Invocation, cacheable: bool) -> int:
-        from stockade.bwrap import plan_cache
-        from stockade.bwrap.backend import BwrapPlanner, launch_of, make_own
-        from stockade.bwrap.placeholders import clear_leftovers
+        from stockade.bwrap.plan import plan_cache
+        from stockade.bwrap.plan.placeholders import clear_leftovers
+        from stockade.bwrap.plan.planner import BwrapPlanner, launch_of, make_own
         from stockade.core.locations import state_folder
         from stockade.profiles.resolve import request_for
         from stockade.proxy.audit import generations
 
         clear_leftovers(state_folder(invocation.env))  # before recording: no plan depends on this folder
-        from stockade.bwrap.mounts import PlanChanged
+        from stockade.bwrap.plan.mounts import PlanChanged
 
         for attempt in range(PLAN_TRIES):
             recorder = plan_cache.Recorder().start() if cacheable else None  # what planning reads decides when the plan is stale
@@ -144,12 +145,12 @@ def _read_credentials(launch: Launch, invocation: Invocation) -> list[Resolved] 
 
 def run_launch(launch: Launch, invocation: Invocation, locations: Locations | None, credentials: list[Resolved] | None = None) -> int:
     """Execute a plan, with its network session when it has one; the bridge is made here only."""
-    from stockade.bwrap.execute import execute
+    from stockade.bwrap.running.execute import execute
 
     tools = _tool_view(launch, invocation)
     bridge = None
     if launch.session_rules is not None:
-        from stockade.bwrap.network import Bridge
+        from stockade.bwrap.running.network import Bridge
         from stockade.core.locations import runtime_folder, state_folder
 
         if locations is not None:

@@ -15,7 +15,7 @@ from stockade.core.errors import ExitCode
 
 def _checks() -> list:
     if sys.platform == "darwin":
-        from stockade.bwrap.probe import Check, check_folders
+        from stockade.bwrap.parts.probe import Check, check_folders
 
         exists = os.access("/usr/bin/sandbox-exec", os.X_OK)
         return [
@@ -28,7 +28,7 @@ def _checks() -> list:
             check_folders(),
             *_agent_hooks(),
         ]
-    from stockade.bwrap.probe import linux_checks
+    from stockade.bwrap.parts.probe import linux_checks
 
     return linux_checks() + _agent_hooks()
 

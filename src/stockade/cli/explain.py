@@ -40,7 +40,7 @@ def _syscalls(policy: Policy) -> list[str]:
     """The seccomp filter's refusals in words (Linux); plain data, no libseccomp needed."""
     if sys.platform != "linux":
         return []
-    from stockade.bwrap.seccomp import describe_rules
+    from stockade.bwrap.parts.seccomp import describe_rules
 
     return describe_rules(allow_unix=policy.network.unix_datagram)
 
@@ -62,7 +62,7 @@ def _listing(paths: list[str] | tuple[str, ...], policy: Policy, home: str) -> s
 
 
 def _home_words(policy: Policy, home: str) -> str:
-    """What the sandbox's home is (bwrap/private_home.py)."""
+    """What the sandbox's home is (bwrap/parts/private_home.py)."""
     if policy.filesystem.home == "host":
         return "the real one, read-only outside writable places"
     shown = _listing(policy.filesystem.allow_read, policy, home)
@@ -98,7 +98,7 @@ def _tool_config_words(tools: dict[str, Any], policy: Policy, home: str) -> str:
 
 
 def _absent_write_places(policy: Policy, home: str) -> str:
-    """What a run does with allow_write folders that do not exist (bwrap.mounts.make_write_places)."""
+    """What a run does with allow_write folders that do not exist (bwrap.plan.mounts.make_write_places)."""
     words = []
     for entry in policy.filesystem.allow_write:
         if not os.path.lexists(entry):

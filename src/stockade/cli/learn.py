@@ -264,7 +264,7 @@ def _floor(project: Path, locations: Locations) -> tuple[tuple[str, ...], tuple[
 
 
 def _can_trace() -> bool:
-    from stockade.bwrap.trace import find_strace
+    from stockade.bwrap.running.trace import find_strace
 
     try:
         find_strace()

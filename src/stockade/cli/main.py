@@ -81,7 +81,7 @@ def _is_run(args: list[str]) -> bool:
 def _die_by_ctrl_c() -> None:
     """A Ctrl-C before the sandbox exists ends `run` at once by SIGINT, as SIGTERM does: Python's
     KeyboardInterrupt can land in a callback that swallows it (an import lock's), and the run would
-    go on. The sandbox's own handling takes over once it starts (bwrap/supervise.py Relay)."""
+    go on. The sandbox's own handling takes over once it starts (bwrap/running/supervise.py Relay)."""
     import _signal
 
     if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # not ignored by our parent

@@ -4,7 +4,7 @@ A shell decides what to do after a child by how it ended: `bash` stops a
 script or a loop when the child was killed by SIGINT and it saw the Ctrl-C
 too, and runs on when the child caught it and exited. So when the command was
 killed by a signal that reached it through stockade (one stockade passed on,
-or a Ctrl-C the user typed at the sandbox's terminal, bwrap/console.py),
+or a Ctrl-C the user typed at the sandbox's terminal, bwrap/running/console.py),
 stockade ends by that same signal, after its checks and summary, rather than
 with exit(128+N).
 

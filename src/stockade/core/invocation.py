@@ -68,6 +68,6 @@ class Invocation:
         self.locations: Locations | None = None  # stockade's folders, once the backend has found them
         self.troubles: list[str] = []  # why the run's audit record may be incomplete (the daemon died...)
         # Given as {} by a caller that wants the run's refusals as data (learn, --report); the
-        # backend fills "files", "network", "limits", "moved" and "no_route" (see bwrap/execute.py).
+        # backend fills "files", "network", "limits", "moved" and "no_route" (see bwrap/running/execute.py).
         self.findings = findings
         self.policy_note = ""  # what of an untrusted policy file was ignored (resolve.untrusted_note): a CI summary shows it

@@ -47,11 +47,11 @@ def swept_patterns(project: str) -> tuple[str, ...]:
     patterns += [f"{root}/**/{name}/*" for name in RUNS_LATER_IN_PROJECT if name in FOLDER_NAMES]
     patterns += [f"{root}/**/.git/modules/**/{name}" for name in ("hooks/*", "config", "commondir", "config.worktree")]
     patterns += [f"{root}/**/.git/worktrees/*/{name}" for name in ("commondir", "config.worktree")]
-    # a git dir under any other name is found by what it holds (bwrap/gitcheck.py judges these)
+    # a git dir under any other name is found by what it holds (bwrap/after/gitcheck.py judges these)
     patterns += [f"{root}/**/HEAD", f"{root}/**/config", f"{root}/**/hooks/*"]
     # a git dir's hooks folder turned into a link (to hooks written elsewhere), or made a file
     patterns.append(f"{root}/**/hooks")
-    # what else git reads as configuration in any git dir: judged with it (bwrap/gitcheck.py)
+    # what else git reads as configuration in any git dir: judged with it (bwrap/after/gitcheck.py)
     patterns += [f"{root}/**/config.worktree", f"{root}/**/commondir", f"{root}/**/info/attributes"]
     # a `.git` file or link names a git dir elsewhere, whose hooks and config nothing here checks
     patterns.append(f"{root}/**/.git")

@@ -1,7 +1,7 @@
 """A reader for git's config files: enough to find what makes git run a program.
 
 stockade reads git config in-process (never by running `git config`) for two
-reasons: the plan cache must see every file planning reads (bwrap/plan_cache.py
+reasons: the plan cache must see every file planning reads (bwrap/plan/plan_cache.py
 records reads made through `open`), and a check after a run must not run the
 host's git on a repository a sandbox just wrote.
 

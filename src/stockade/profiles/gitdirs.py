@@ -47,7 +47,7 @@ def points_back(layout: GitLayout) -> bool:
     `GIT_DIR/worktrees/NAME/gitdir` holds the path of its `.git` file, a submodule's
     `modules/NAME/config` its `core.worktree`. A `.git` file or link alone proves nothing:
     a sandbox that can write the project can write one naming any folder, and a later run
-    would make that folder writable (bwrap/mounts.py). GIT_DIR comes from the user."""
+    would make that folder writable (bwrap/plan/mounts.py). GIT_DIR comes from the user."""
     if layout.dot_git is None:
         return True
     if not _is_real_dir(layout.git_dir) or not os.path.isfile(layout.dot_git) or os.path.islink(layout.dot_git):

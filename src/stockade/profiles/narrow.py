@@ -120,7 +120,7 @@ def _within_open(base: tuple[str, ...], project: tuple[str, ...], notes: list[st
     """A project's allowlist under your open network (ESCAPES 87): its entries for public hosts, and others only
     where your own allow names them. Open mode reaches no loopback, private or metadata address
     unless listed: a project listing one would widen yours (and, with a port, open it to every
-    client inside, bwrap/forwards.py)."""
+    client inside, bwrap/parts/forwards.py)."""
     from stockade.profiles.addresses import network_kind
 
     base_rules = [parse_rule(r) for r in base]

@@ -82,7 +82,7 @@ def _where(policy: Policy, value: str) -> str:
 
 def _loopback(policy: Policy) -> list[str]:
     """An allowed loopback entry with a port is reached at the same address inside, from any client
-    (bwrap/forwards.py; macOS shares the host's loopback). One without a port, or a block, is the
+    (bwrap/parts/forwards.py; macOS shares the host's loopback). One without a port, or a block, is the
     host's only through the proxy: tools send loopback names to the sandbox's own loopback (NO_PROXY)."""
     from stockade.profiles.domains import parse_rule
 

@@ -45,7 +45,7 @@ def is_within(path: str, root: str) -> bool:
 
 def below_home(path: str, home: str) -> bool:
     """Strictly inside the user's home, spelled through it or through its real path: where a
-    run makes a missing allow_write folder before it starts (bwrap.mounts.make_write_places)."""
+    run makes a missing allow_write folder before it starts (bwrap.plan.mounts.make_write_places)."""
     real_home = os.path.realpath(home)
     if os.path.realpath(path) == real_home:
         return False

@@ -12,7 +12,7 @@ host afterwards unnoticed. Each entry has one class:
   created or changed.
 
 Git directories are found by what they hold (HEAD, objects, refs), whatever
-their name: the check after the run (bwrap/gitcheck.py) judges their config and
+their name: the check after the run (bwrap/after/gitcheck.py) judges their config and
 hooks wherever they are. `where` is "project" (relative to every writable place)
 or "home" (relative to $HOME, protected when a writable place covers it).
 The source column says which tool runs it, and where that is documented.

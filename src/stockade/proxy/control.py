@@ -15,7 +15,7 @@ Each request is one object with an "op"; each reply is one object with
     {"op": "open", "spec": {...}}           -> {"ok": true, "protocol": 3, "session_id": "..."}
         (Linux: sent with the sandbox's listening TCP socket as SCM_RIGHTS. The daemon registers
         the session and answers before it accepts a single connection there, so a run that has
-        no answer yet knows nothing was served; see proxy/daemon/door.py and bwrap/network.py)
+        no answer yet knows nothing was served; see proxy/daemon/door.py and bwrap/running/network.py)
     {"op": "register", "spec": {...}}       -> {"ok": true, "port": ..., "token": "...", "session_id": "..."}
         (macOS: the sandbox reaches the daemon's loopback port with the session's token)
     {"op": "listen", "session_id": "..."}   -> {"ok": true}
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
 # 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials";
 # 6: its "approve", and "questions"/"answer" (an older daemon would ignore what it does not know, so it is replaced);
-# 7: its "forwards", each a listener more in "open"; 8: its "intercept", three sockets more (bwrap/interception.py)
+# 7: its "forwards", each a listener more in "open"; 8: its "intercept", three sockets more (bwrap/parts/interception.py)
 PROTOCOL = 8
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
@@ -149,8 +149,8 @@ class SessionCredential:
         return cls(name, placeholder, value, tuple(hosts), header, query)  # type: ignore[arg-type]
 
 
-MAX_FORWARDS = 64  # host loopback ports one session's sandbox may listen for (bwrap/forwards.py)
-INTERCEPTION_SOCKETS = 3  # the transparent listener, DNS over UDP and over TCP (bwrap/interception.py)
+MAX_FORWARDS = 64  # host loopback ports one session's sandbox may listen for (bwrap/parts/forwards.py)
+INTERCEPTION_SOCKETS = 3  # the transparent listener, DNS over UDP and over TCP (bwrap/parts/interception.py)
 
 
 class SessionSpec:
@@ -168,9 +168,9 @@ class SessionSpec:
     http: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
     credentials: tuple[SessionCredential, ...]  # swapped in by proxy/rules/inject.py
     approve: int  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py); 0: not held
-    # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/forwards.py, proxy/daemon/door.py)
+    # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/parts/forwards.py, proxy/daemon/door.py)
     forwards: tuple[str, ...]
-    intercept: bool  # three sockets more: the transparent listener and DNS's (bwrap/interception.py, proxy/daemon/inside_dns.py)
+    intercept: bool  # three sockets more: the transparent listener and DNS's (bwrap/parts/interception.py, proxy/daemon/inside_dns.py)
     __slots__ = tuple(__annotations__)
 
     def __init__(

@@ -2,7 +2,7 @@
 
 The Seatbelt profile lets the sandbox reach only the daemon's loopback port,
 and the session's credential travels in the proxy URL (Linux hands the
-daemon a listener instead: bwrap/network.py).
+daemon a listener instead: bwrap/running/network.py).
 """
 
 from __future__ import annotations

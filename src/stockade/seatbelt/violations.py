@@ -199,7 +199,7 @@ def _network_hint(v: Violation, index: RuleIndex) -> str:
 
 
 def file_findings(violations: Iterable[Violation], index: RuleIndex) -> list[dict[str, object]]:
-    """The file denials as the report's data, in the shape Linux's --trace gives (bwrap/denials.py)."""
+    """The file denials as the report's data, in the shape Linux's --trace gives (bwrap/after/denials.py)."""
     found: list[dict[str, object]] = []
     for v in merge(violations):
         if not v.operation.startswith("file-"):
@@ -211,7 +211,7 @@ def file_findings(violations: Iterable[Violation], index: RuleIndex) -> list[dic
 
 
 def _wall(rule: str) -> str:
-    """The kind of wall (bwrap/denials.py WALLS) a file hint names, so learn treats both backends alike."""
+    """The kind of wall (bwrap/after/denials.py WALLS) a file hint names, so learn treats both backends alike."""
     for words, wall in (
         ("deny_read", "deny_read"), ("deny_write", "deny_write"), ("stockade's own state", "floor"), ("mandatory floor", "floor"),
         ("protected path", "floor"), ("to [filesystem] allow_write", "outside_write"),

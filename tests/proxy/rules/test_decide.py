@@ -357,7 +357,7 @@ def test_no_raw_tcp_to_a_credential_host(credential_hosts: tuple[str, ...], targ
 
 
 def test_an_allowed_localhost_reaches_the_hosts_loopback_and_nothing_else() -> None:
-    """`localhost:PORT` (forwarded to every client inside, bwrap/forwards.py) resolved to a loopback
+    """`localhost:PORT` (forwarded to every client inside, bwrap/parts/forwards.py) resolved to a loopback
     address, which the resolution check refused: the entry never worked."""
     rules = SessionRules.parse(["localhost:8080"], [])
     assert check_resolved(rules, "localhost", 8080, [ip("127.0.0.1"), ip("::1")]).allowed

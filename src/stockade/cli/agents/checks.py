@@ -15,7 +15,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from stockade.bwrap.probe import Check
+from stockade.bwrap.parts.probe import Check
 from stockade.cli.install import AGENT_SETTINGS, our_hook_commands
 
 

@@ -1,7 +1,7 @@
 """The asking side of approvals: put each held request of a session to the user, and send the answer.
 
 A run with a terminal starts one `Asker` thread while its command runs
-(bwrap/execute.py); `stockade approve` (cli/approve.py) uses the same
+(bwrap/running/execute.py); `stockade approve` (cli/approve.py) uses the same
 pieces from another terminal. Both talk to the daemon over its control socket
 (proxy/filter/approvals.py holds the question); nothing here is reachable from the
 sandbox. "always" is the daemon's "run", and the daemon hands it to the run

@@ -3,7 +3,7 @@
 Runs in stockade's own process before the sandbox starts, once per run (a
 cached plan keeps only where each value lives, never a value). The values
 go to the daemon in the session's spec over its private control socket;
-the sandbox gets only the placeholders (bwrap/execute.py).
+the sandbox gets only the placeholders (bwrap/running/execute.py).
 
 On every networked run that has credentials, so it imports nothing heavy:
 `subprocess` only for a credential read from a command.

@@ -66,7 +66,7 @@ class Handover:
         self.started = False  # this run spawned the daemon behind `conn`
         self.identity: tuple[int, int] | None = None  # that daemon's control socket, once known
         self.listener: _socket.socket | None = None  # our copy, kept until the daemon answered
-        self.forwards: list[_socket.socket] = []  # the forwarded loopback ports' listeners (bwrap/forwards.py), likewise
+        self.forwards: list[_socket.socket] = []  # the forwarded loopback ports' listeners (bwrap/parts/forwards.py), likewise
         self.settled = False
         self.sent_at = 0.0
         self.patience = HUNG_AFTER  # how long a running daemon may take to answer (longer once a ping proved it alive)

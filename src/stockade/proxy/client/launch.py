@@ -7,7 +7,7 @@ cost a run milliseconds), and no json, pathlib, contextlib or typing.
 Two ways in. `reach` is a Linux run's: a control connection at once, to the
 running daemon or, when none answers, to a daemon it spawns with one end of
 a socket pair as that daemon's first control connection, so the run starts
-its command without waiting for the daemon to come up (bwrap/network.py).
+its command without waiting for the daemon to come up (bwrap/running/network.py).
 `ensure_daemon` waits for the daemon's port (macOS, `stockade proxy`).
 
 A new daemon is started under an fcntl lock that the daemon itself inherits

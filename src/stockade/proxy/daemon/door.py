@@ -56,10 +56,10 @@ class Door:
     ) -> None:
         self.session = session
         self.listener = listener
-        # None: the proxy's door; else an allow entry (a host loopback port, bwrap/forwards.py): each
+        # None: the proxy's door; else an allow entry (a host loopback port, bwrap/parts/forwards.py): each
         # connection is served as a CONNECT to it, so it is judged and recorded like any other
         self.target = target
-        # the door of every other TCP connection of the sandbox (bwrap/interception.py): each is served
+        # the door of every other TCP connection of the sandbox (bwrap/parts/interception.py): each is served
         # as a CONNECT to where its client asked, by name when the sandbox's resolver gave the address
         self.transparent = transparent
         self.bind = bind

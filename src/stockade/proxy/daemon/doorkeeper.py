@@ -30,14 +30,14 @@ class Doors:
         self.bind = bind  # binds an accepted connection to its session (auth.SessionAuth.bind)
         self.budget = budget if budget is not None else Budget()  # connections each door may hold (budget.py)
         self.by_session: dict[str, Door] = {}  # session id -> its sandbox's listener
-        self.forwarded: dict[str, list[Door]] = {}  # session id -> its forwarded loopback ports' doors (bwrap/forwards.py)
+        self.forwarded: dict[str, list[Door]] = {}  # session id -> its forwarded loopback ports' doors (bwrap/parts/forwards.py)
         self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
         self.resolvers: dict[str, Resolver] = {}  # session id -> its sandbox's resolver (inside_dns.py)
 
     def listen(self, session_id: str, session: Session, fds: list[int], opening: list[Callable[[], None]] | None = None) -> str | None:
         """Open the session's doors on the sockets in `fds`: the proxy's listener, then one for each
         of the spec's forwards, then, when the spec intercepts, the transparent listener and the
-        resolver's UDP and TCP sockets (bwrap/interception.py); None once open, else why not.
+        resolver's UDP and TCP sockets (bwrap/parts/interception.py); None once open, else why not.
 
         The sockets taken are removed from `fds` (the caller closes whatever is left there). With
         `opening`, the doors start accepting only when the caller runs what it appends there.

@@ -1,6 +1,6 @@
 """The sandbox's resolver: the answer to every DNS query of one session's namespace, asking no one.
 
-bwrap/interception.py sends each query the sandbox makes (UDP or TCP, to
+bwrap/parts/interception.py sends each query the sandbox makes (UDP or TCP, to
 whatever server its resolv.conf names) to the namespace's port 53, whose
 sockets the daemon holds. A name is a decision, not a lookup:
 

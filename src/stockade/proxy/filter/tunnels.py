@@ -18,7 +18,7 @@
   SSH banner ("SSH-"), so the port carries no TLS with another SNI and no
   HTTP nobody judged; it then passes as it is, metered like a TLS
   pass-through, its record's scheme "ssh". A connection at a forwarded
-  loopback port (bwrap/forwards.py) passes raw TCP of any kind: its door
+  loopback port (bwrap/parts/forwards.py) passes raw TCP of any kind: its door
   opened the tunnel to the allow entry itself, which names that port
   (a database's protocol); its record's scheme is "tcp".
 

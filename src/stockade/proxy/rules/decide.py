@@ -336,7 +336,7 @@ def check_resolved(
     if not resolved:
         return Decision(False, f"{host} did not resolve", "", host)
     is_literal = len(resolved) == 1 and host == str(resolved[0])
-    # `localhost` named in an allow entry means the host's loopback (bwrap/forwards.py forwards it): its
+    # `localhost` named in an allow entry means the host's loopback (bwrap/parts/forwards.py forwards it): its
     # loopback addresses pass; any other address it resolved to is judged as any name's
     named_loopback = host == "localhost" and any(
         r.host == "localhost" and not r.wildcard and r.network is None and r.port in (None, port) for r in rules.allow
