@@ -20,7 +20,7 @@ from stockade.core.backend import RunRequest
 from stockade.core.locations import Locations
 from stockade.profiles.model import Policy
 from stockade.profiles.resolve import resolve
-from stockade.seatbelt.backend import SANDBOX_EXEC, SeatbeltPlanner
+from stockade.seatbelt.planner import SANDBOX_EXEC, SeatbeltPlanner
 
 ON_MAC = sys.platform == "darwin" and os.access(SANDBOX_EXEC, os.X_OK)
 MUST_RUN = os.environ.get("STOCKADE_MACOS_MUST_RUN") == "1"  # CI: fail instead of skipping

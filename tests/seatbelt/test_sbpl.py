@@ -16,7 +16,7 @@ import pytest
 from stockade.core.backend import RunRequest
 from stockade.core.errors import UsageError
 from stockade.seatbelt import sbpl
-from stockade.seatbelt.backend import SeatbeltPlanner
+from stockade.seatbelt.planner import SeatbeltPlanner
 from tests.seatbelt import seatbelt_support as sup
 
 

@@ -1,18 +1,11 @@
-"""The macOS backend: a `Policy` as a Seatbelt profile, run by `sandbox-exec`.
+"""The macOS backend: a policy as a Seatbelt profile, run by `sandbox-exec`; all in the `stockade run` process.
 
-Public names (import them from their modules on the hot path):
+- `run`: `MacOSBackend`, one run start to end (policy, proxy session, run, report).
+- `planner`: `SeatbeltPlanner`, a request becomes a `SeatbeltPlan` (build, explain, run).
+- `profile`, `sbpl`: the profile's text, pure (`profile.render(ProfileSpec, PathResolver)`),
+  from `base.sb` and the policy; `sbpl` quotes and spells SBPL.
+- `supervise`: `sandbox-exec` started, signals relayed, the status passed on.
+- `logstream`, `violations`: the sandbox's denials from `log stream`, and the policy line for each.
 
-- `backend.SeatbeltPlanner(proxy_port=None, session_id=None, ...)`: the
-  `Backend` (build -> `SeatbeltPlan`, explain -> text, run -> exit code);
-- `profile.render(ProfileSpec, PathResolver) -> Profile`: pure SBPL text and
-  `-D` parameters;
-- `violations.parse_lines(lines, tag)`, `violations.summary(violations, index)`:
-  denials from `log stream --style ndjson`, and the policy line for each.
+No imports here: a run imports only the modules it uses.
 """
-
-from __future__ import annotations
-
-from stockade.seatbelt.backend import SeatbeltPlan, SeatbeltPlanner
-from stockade.seatbelt.profile import Profile, ProfileSpec, render
-
-__all__ = ["Profile", "ProfileSpec", "SeatbeltPlanner", "SeatbeltPlan", "render"]

@@ -11,7 +11,7 @@ from stockade.core.invocation import Invocation
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.resolve import request_for
 from stockade.profiles.text import say
-from stockade.seatbelt.backend import SeatbeltPlanner
+from stockade.seatbelt.planner import SeatbeltPlanner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import pytest
 from stockade.core.backend import RunRequest
 from stockade.core.errors import CommandNotFoundError, SandboxSetupError, UsageError
 from stockade.profiles.model import Limits, Policy
-from stockade.seatbelt.backend import SANDBOX_EXEC, HostPaths, SeatbeltPlanner, proxy_env
+from stockade.seatbelt.planner import SANDBOX_EXEC, HostPaths, SeatbeltPlanner, proxy_env
 from stockade.seatbelt.supervise import exit_code_of, supervise
 from tests.seatbelt import seatbelt_support as sup
 
