@@ -14,7 +14,7 @@ from stockade.bwrap.plan import plan_cache
 from stockade.bwrap.running import execute as execute_module
 from stockade.bwrap.running import network
 from stockade.core import locations as locations_module
-from stockade.core.invocation import Invocation
+from stockade.core.invocation import Invocation, RunResult
 
 
 class FakeBridge:
@@ -55,23 +55,23 @@ def invocation(**kwargs: Any) -> Invocation:
 
 @pytest.mark.parametrize("status", [0, 1, 125, 127, 255])
 def test_run_launch_passes_the_status_through_and_makes_no_bridge_without_rules(executed: list[tuple[Any, str, Any]], status: int) -> None:
-    inv = invocation()
-    assert run.run_launch(launch(status=status), inv, None) == status
+    result = RunResult()
+    assert run.run_launch(launch(status=status), invocation(), result, None) == status
     assert executed[0][1] == "abc123abc123" and executed[0][2] is None
-    assert FakeBridge.made == [] and inv.troubles == []
+    assert FakeBridge.made == [] and result.troubles == []
 
 
 def test_a_network_session_gets_a_bridge_with_the_given_locations(executed: list[tuple[Any, str, Any]]) -> None:
     rules = {"allow": ["x.test"]}
     where = SimpleNamespace(runtime=Path("/r/stockade"), state=Path("/s/stockade"))
-    assert run.run_launch(launch(rules, status=3), invocation(), where) == 3  # type: ignore[arg-type]
+    assert run.run_launch(launch(rules, status=3), invocation(), RunResult(), where) == 3  # type: ignore[arg-type]
     (bridge,) = FakeBridge.made
     assert executed[0][2] is bridge
     assert bridge.args == ("abc123abc123", rules, "/r/stockade", "/s/stockade", ("curl", "x"), "/p")
 
 
 def test_without_locations_the_bridge_takes_the_folders_as_strings(executed: list[tuple[Any, str, Any]]) -> None:
-    run.run_launch(launch({}), invocation(), None)
+    run.run_launch(launch({}), invocation(), RunResult(), None)
     assert FakeBridge.made[0].args[2:4] == ("/located/run", "/located/state")
 
 
@@ -81,13 +81,13 @@ def test_a_runs_credentials_are_read_once_for_its_bridge(executed: list[tuple[An
     rules = {"credentials": [plan_entry("T", "env", ("HOST_T",), ("api.test",), "Authorization", None, "/p/policy.toml")]}
     inv = invocation()
     inv.env = {"HOST_T": "s3cret"}
-    run.run_launch(launch(rules), inv, None)
+    run.run_launch(launch(rules), inv, RunResult(), None)
     (bridge,) = FakeBridge.made
     (credential,) = bridge.credentials
     assert credential.name == "T" and credential.value == "s3cret" and "s3cret" not in credential.placeholder
 
 
-def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bridges_trouble_is_in_the_runs_result(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     def troubled_execute(
         launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None, files: Any = ()
     ) -> int:
@@ -95,9 +95,9 @@ def test_the_bridges_trouble_becomes_the_invocations(executed: list[tuple[Any, s
         return 9
 
     monkeypatch.setattr(execute_module, "execute", troubled_execute)
-    inv = invocation()
-    assert run.run_launch(launch({}), inv, None) == 9
-    assert inv.troubles == ["the daemon died"]
+    result = RunResult()
+    assert run.run_launch(launch({}), invocation(), result, None) == 9
+    assert result.troubles == ["the daemon died"]
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_a_stored_plan_runs_without_planning(said: list[str], executed: list[tup
         raise AssertionError("planned although a stored plan was found")
 
     monkeypatch.setattr(run.LinuxBackend, "_plan_and_run", no_planning)
-    assert run.LinuxBackend().run(invocation()) == 4
+    assert run.LinuxBackend().run(invocation()).status == 4
     assert executed[0][0] is stored
     assert said[0].startswith("stockade: /p/a was created by an earlier run that was killed") and said[0].endswith("renamed to /p/a.abandoned")
     assert said[1:] == ["stockade: plan reused"]
@@ -138,12 +138,12 @@ def test_no_stored_plan_means_planning(said: list[str], monkeypatch: pytest.Monk
     monkeypatch.setattr(plan_cache, "cached_launch", lambda inv: looked.append(True))
     planned: list[bool] = []
 
-    def plan_and_run(self: run.LinuxBackend, inv: Invocation, cacheable: bool) -> int:
+    def plan_and_run(self: run.LinuxBackend, inv: Invocation, result: RunResult, cacheable: bool) -> int:
         planned.append(cacheable)
         return 6
 
     monkeypatch.setattr(run.LinuxBackend, "_plan_and_run", plan_and_run)
-    assert run.LinuxBackend().run(invocation()) == 6
+    assert run.LinuxBackend().run(invocation()).status == 6
     assert planned == [enabled] and looked == ([True] if enabled else [])
 
 
@@ -176,7 +176,7 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
 
     view = SimpleNamespace(walk="walk", socket_scope="scope", sockets=["s"], shared_files=["/p/f"])
     plan = SimpleNamespace(view=view, policy=SimpleNamespace(audit=SimpleNamespace(log="/l/a.jsonl")), quiet=True, ca_bundle=None, ssh_files=())
-    request = SimpleNamespace(locations="locs")
+    request = SimpleNamespace(locations="locs", policy="the policy")
     planned = launch(status=11)
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
     monkeypatch.setattr(placeholders, "clear_leftovers", lambda folder: events.append(("clear", folder)))
@@ -187,7 +187,7 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
     monkeypatch.setattr(planner, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
     monkeypatch.setattr(planner, "launch_of", lambda p: planned)
     monkeypatch.setattr(planner, "make_own", lambda files, quiet: events.append(("own", files, quiet)))
-    assert run.LinuxBackend()._plan_and_run(invocation(), True) == 11
+    assert run.LinuxBackend()._plan_and_run(invocation(), RunResult(), True) == 11
     assert events[:4] == [("clear", "/state"), "start", "plan", "stop"]
     kind, stored = events[4]  # type: ignore[misc]
     assert kind == "store" and isinstance(stored[2], Recorder)
@@ -196,7 +196,7 @@ def test_planning_records_stores_and_runs(executed: list[tuple[Any, str, Any]], 
     assert events[5] == ("own", ["/p/f"], True)
     assert executed[0][0] is planned
     events.clear()
-    assert run.LinuxBackend()._plan_and_run(invocation(), False) == 11
+    assert run.LinuxBackend()._plan_and_run(invocation(), RunResult(), False) == 11
     assert events == [("clear", "/state"), "plan", ("own", ["/p/f"], True)]  # not cacheable: nothing recorded or stored
 
 
@@ -218,12 +218,12 @@ def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.
     from stockade.profiles import resolve
 
     monkeypatch.setattr(placeholders, "clear_leftovers", lambda state: None)
-    monkeypatch.setattr(resolve, "request_for", lambda invocation: (SimpleNamespace(locations="locs"), None))
+    monkeypatch.setattr(resolve, "request_for", lambda invocation: (SimpleNamespace(locations="locs", policy="the policy"), None))
     monkeypatch.setattr(planner, "BwrapPlanner", lambda: SimpleNamespace(build=lambda req: plan))
     monkeypatch.setattr(planner, "launch_of", lambda plan: launch())
-    monkeypatch.setattr(run, "run_launch", lambda launch, invocation, locations, credentials=None: 0)
+    monkeypatch.setattr(run, "run_launch", lambda launch, invocation, result, locations, credentials=None: 0)
     monkeypatch.setattr(locations_module, "state_folder", lambda env: "/state")
-    assert run.LinuxBackend()._plan_and_run(invocation(), True) == 0
+    assert run.LinuxBackend()._plan_and_run(invocation(), RunResult(), True) == 0
     assert stored == [("/c/ca/bundle-1.pem", "/c/ssh/ssh-proxy-1", "/c/ssh/ssh_config-1", "/c/ssh/known_hosts-1")]
 
 
@@ -231,7 +231,7 @@ def test_the_files_a_plan_made_are_stamped_as_stockades_own(monkeypatch: pytest.
 def test_a_path_that_vanished_while_the_run_was_planned_is_planned_again(said: list[str], monkeypatch: pytest.MonkeyPatch, error: OSError) -> None:
     """A deny rule's path a host program removes between listing and reading it (tests/e2e/test_set_up_race.py's
     churn, under load): planned again, as a path made a link is; only what stays gone fails the run."""
-    from stockade.bwrap.plan import planner as backend_module
+    from stockade.bwrap.plan import planner as planner_module
     from stockade.profiles import resolve
 
     class Planned(Exception):
@@ -245,12 +245,29 @@ def test_a_path_that_vanished_while_the_run_was_planned_is_planned_again(said: l
             raise error
         raise Planned
 
-    monkeypatch.setattr(resolve, "request_for", lambda inv: (SimpleNamespace(), None))
-    monkeypatch.setattr(backend_module.BwrapPlanner, "build", build)
+    monkeypatch.setattr(resolve, "request_for", lambda inv: (SimpleNamespace(policy=None, locations=None), None))
+    monkeypatch.setattr(planner_module.BwrapPlanner, "build", build)
     monkeypatch.setattr(run, "clear_leftovers", lambda folder: None, raising=False)
     with pytest.raises(Planned):
-        run.LinuxBackend()._plan_and_run(invocation(), False)
+        run.LinuxBackend()._plan_and_run(invocation(), RunResult(), False)
     assert len(calls) == 2
-    monkeypatch.setattr(backend_module.BwrapPlanner, "build", lambda self, request: (_ for _ in ()).throw(error))
+    monkeypatch.setattr(planner_module.BwrapPlanner, "build", lambda self, request: (_ for _ in ()).throw(error))
     with pytest.raises(type(error)):  # always gone: the run fails with it, after its tries
-        run.LinuxBackend()._plan_and_run(invocation(), False)
+        run.LinuxBackend()._plan_and_run(invocation(), RunResult(), False)
+
+
+def test_a_failure_after_the_policy_was_read_carries_the_result_so_far(said: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI report of a run that could not be set up still names the policy it read (RunResult via error.partial)."""
+    from stockade.core.errors import SandboxSetupError
+
+    monkeypatch.setattr(plan_cache, "enabled", lambda inv: False)
+
+    def fails_after_reading(self: run.LinuxBackend, inv: Invocation, result: RunResult, cacheable: bool) -> int:
+        result.policy_note = "read"
+        raise SandboxSetupError("bwrap could not start")
+
+    monkeypatch.setattr(run.LinuxBackend, "_plan_and_run", fails_after_reading)
+    with pytest.raises(SandboxSetupError) as raised:
+        run.LinuxBackend().run(invocation())
+    partial = raised.value.partial
+    assert isinstance(partial, RunResult) and partial.policy_note == "read"

@@ -15,7 +15,7 @@ from stockade.bwrap.plan.mounts import plan_view
 from stockade.bwrap.plan.planner import ci_channels
 from stockade.cli import ci
 from stockade.core.errors import SandboxSetupError, StockadeError
-from stockade.core.invocation import Invocation
+from stockade.core.invocation import Invocation, RunResult
 from stockade.core.locations import Locations
 from stockade.profiles.envfilter import sandbox_env
 from stockade.profiles.model import AuditRules, EnvRules, FilesystemRules, NetworkMode, NetworkRules, Policy
@@ -49,16 +49,21 @@ def _locations(root: Path) -> Locations:
     return Locations(home=root, config=root / "config", state=root / "state", cache=root / "cache", runtime=root / "run")
 
 
-def _request(root: Path, *, network: bool = True, env: dict[str, str] | None = None, session: str = "s1") -> Invocation:
-    """An invocation as the backend leaves it: its policy and locations read."""
-    invocation = Invocation(["/bin/sh", "-c", "pip install -r requirements.txt"], str(root), env or {}, session_id=session)
-    invocation.policy = Policy(
+def _request(root: Path, *, env: dict[str, str] | None = None, session: str = "s1") -> Invocation:
+    return Invocation(["/bin/sh", "-c", "pip install -r requirements.txt"], str(root), env or {}, session_id=session, want_findings=True)
+
+
+def _result(root: Path, *, status: int = 0, network: bool = True, want_findings: bool = False) -> RunResult:
+    """A run's result as the backend returns it: its policy and locations read."""
+    result = RunResult(want_findings)
+    result.status = status
+    result.policy = Policy(
         network=NetworkRules(mode=NetworkMode.ALLOWLIST if network else NetworkMode.NONE, allow=("pypi.org",)),
         audit=AuditRules(log=str(root / "audit.jsonl")),
         origin=str(root / ".stockade.toml"),
     )
-    invocation.locations = _locations(root)
-    return invocation
+    result.locations = _locations(root)
+    return result
 
 
 def _write_audit(root: Path) -> None:
@@ -85,14 +90,14 @@ def test_the_sandboxs_own_refusals_are_in_the_report_and_the_summary(tmp_path: P
     _write_audit(tmp_path)
     summary, report = tmp_path / "step_summary.md", tmp_path / "report.json"
     request = _request(tmp_path, env={"GITHUB_STEP_SUMMARY": str(summary)})
-    request.findings = {}
     refused = {"path": "/home/u/.ssh/id_rsa", "operation": "read", "errno": "EACCES", "rule": "hidden by deny_read ~/.ssh", "wall": "deny_read"}
     moved = {"path": "/p/.git/hooks/pre-commit", "moved_to": "/p/.git/hooks/pre-commit.stockade-x"}
 
-    def execute() -> int:
-        assert request.findings == {}  # given empty (run_command.invocation_of), filled by the backend
-        request.findings.update(files=[refused], limits=["pids"], moved=[moved])
-        return 0
+    def execute() -> RunResult:
+        result = _result(tmp_path, want_findings=request.want_findings)
+        assert result.findings == {}  # asked for (run_command.invocation_of), filled by the backend
+        result.findings.update(files=[refused], limits=["pids"], moved=[moved])
+        return result
 
     assert ci.run_ci(request, execute, report=str(report), announce=False) == 0
     data = json.loads(report.read_text())
@@ -108,7 +113,7 @@ def test_run_ci_writes_the_summary_and_the_report(tmp_path: Path, capsys: pytest
     summary.write_text("earlier step\n")
     report = tmp_path / "out" / "report.json"
     request = _request(tmp_path, env={"GITHUB_STEP_SUMMARY": str(summary)})
-    code = ci.run_ci(request, lambda: 3, report=str(report), announce=True)
+    code = ci.run_ci(request, lambda: _result(tmp_path, status=3), report=str(report), announce=True)
     assert code == 3
     data = json.loads(report.read_text())
     assert data["version"] == 2
@@ -148,16 +153,17 @@ def test_an_incomplete_audit_fails_the_job(tmp_path: Path, capsys: pytest.Captur
     request = _request(tmp_path, env={"GITHUB_STEP_SUMMARY": str(summary)})
     trouble = "the audit log could not be written (No space left on device): every request after that was refused"
 
-    def execute() -> int:
-        request.troubles.append(trouble)  # what the backend adds when the daemon reports it
-        return command_status
+    def execute() -> RunResult:
+        result = _result(tmp_path, status=command_status)
+        result.troubles.append(trouble)  # what the backend adds when the daemon reports it
+        return result
 
     assert ci.run_ci(request, execute, report=None, announce=True) == job_status
     assert f"the command exited {command_status}, but {trouble}; the job fails" in capsys.readouterr().err
     assert "**the job fails:**" in summary.read_text()
     # The control: the same run with a whole record keeps the command's status.
     clean = _request(tmp_path, session="s2")
-    assert ci.run_ci(clean, lambda: command_status, report=None, announce=False) == command_status
+    assert ci.run_ci(clean, lambda: _result(tmp_path, status=command_status), report=None, announce=False) == command_status
 
 
 def test_hostile_names_cannot_shape_the_summary(tmp_path: Path) -> None:
@@ -178,17 +184,23 @@ def test_hostile_names_cannot_shape_the_summary(tmp_path: Path) -> None:
     assert "rule \\*bold\\* \\[link\\](x)" in text
 
 
-def test_a_setup_failure_is_reported_then_raised(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy_read", [False, True])
+def test_a_setup_failure_is_reported_then_raised(tmp_path: Path, policy_read: bool) -> None:
+    """A failure before the policy was read reports the failure alone; one after it names the policy (error.partial)."""
     report = tmp_path / "report.json"
 
-    def failing() -> int:
-        raise SandboxSetupError("bwrap is not installed")
+    def failing() -> RunResult:
+        error = SandboxSetupError("bwrap is not installed")
+        if policy_read:
+            error.partial = _result(tmp_path, network=False)
+        raise error
 
     with pytest.raises(SandboxSetupError):
-        ci.run_ci(_request(tmp_path, network=False), failing, report=str(report), announce=False)
+        ci.run_ci(_request(tmp_path), failing, report=str(report), announce=False)
     data = json.loads(report.read_text())
     assert data["exit_status"] == 125 and data["error"] == "bwrap is not installed"
     assert data["audit_log"] is None and data["hosts"] == [] and data["denials"] == []
+    assert data["policy"] == (str(tmp_path / ".stockade.toml") if policy_read else "(not read)")
 
 
 def test_the_report_never_follows_a_planted_symlink(tmp_path: Path) -> None:
@@ -331,10 +343,10 @@ def test_github_style_run_publishes_the_summary_with_the_denials(sandbox: None, 
 def test_the_summary_says_what_an_untrusted_policy_file_tried_to_widen(tmp_path: Path) -> None:
     """Issue 33: a pull request's widened --policy file only narrows (profiles/citrust.py); the job's summary says so."""
     _write_audit(tmp_path)
-    invocation = _request(tmp_path)
-    invocation.policy_note = (
+    outcome = _result(tmp_path)
+    outcome.policy_note = (
         "stockade: /w/.stockade.toml is not trusted as it is here (the pull request changed it), ... ignored: network allow evil.test"
     )
-    result = ci.build_report(invocation, 0, 1.0, 0.0, None)
+    result = ci.build_report(_request(tmp_path), outcome, 0, 1.0, 0.0, None)
     assert any("ignored: network allow evil.test" in note for note in result.notes)
     assert "evil.test" in ci.markdown(result)

@@ -9,7 +9,7 @@ import pytest
 
 from stockade.cli import run_command
 from stockade.core.errors import ExitCode, UsageError
-from stockade.core.invocation import Invocation
+from stockade.core.invocation import Invocation, RunResult
 
 
 class FakeBackend:
@@ -20,9 +20,11 @@ class FakeBackend:
         self.ran: list[Invocation] = []
         self.explained: list[Invocation] = []
 
-    def run(self, invocation: Invocation) -> int:
+    def run(self, invocation: Invocation) -> RunResult:
         self.ran.append(invocation)
-        return self.status
+        result = RunResult(invocation.want_findings)
+        result.status = self.status
+        return result
 
     def explain(self, invocation: Invocation) -> str:
         self.explained.append(invocation)
@@ -106,7 +108,7 @@ def test_ci_and_report_go_through_run_ci_and_never_reuse_plans(backend: FakeBack
     calls: list[tuple[Invocation, str | None, bool, int]] = []
 
     def fake_run_ci(invocation: Invocation, execute, *, report: str | None, announce: bool) -> int:  # type: ignore[no-untyped-def]
-        calls.append((invocation, report, announce, execute()))
+        calls.append((invocation, report, announce, execute().status))
         return 42
 
     monkeypatch.setattr(ci, "run_ci", fake_run_ci)

@@ -1,4 +1,4 @@
-"""RunRequest: an invocation with its policy read, field by field (troubles shared with the invocation); both backends fit Backend."""
+"""RunRequest: an invocation with its policy read, field by field; both backends fit Backend."""
 
 from __future__ import annotations
 
@@ -37,14 +37,6 @@ def test_each_flag_is_passed_alone(locations: Locations, flag: str) -> None:
     }
 
 
-def test_the_troubles_are_the_invocations_own_list(locations: Locations) -> None:
-    """The backend notes troubles on the request; the CLI reads them from the invocation."""
-    asked = invocation()
-    request = RunRequest.of(asked, Policy(), locations)
-    request.troubles.append("the daemon stopped")
-    assert asked.troubles == ["the daemon stopped"]
-
-
 def test_the_command_is_a_copy(locations: Locations) -> None:
     asked = invocation()
     request = RunRequest.of(asked, Policy(), locations)
@@ -60,9 +52,7 @@ def test_a_fresh_session_id_comes_along(locations: Locations) -> None:
 
 def test_defaults_and_frozen(locations: Locations) -> None:
     request = RunRequest(policy=Policy(), command=("true",), cwd=Path("/"), host_env={}, locations=locations)
-    assert (request.quiet, request.verbose, request.session_id, request.dry_run, request.troubles) == (False, False, "", False, [])
-    other = RunRequest(policy=Policy(), command=("true",), cwd=Path("/"), host_env={}, locations=locations)
-    assert other.troubles is not request.troubles  # a list each
+    assert (request.quiet, request.verbose, request.session_id, request.dry_run) == (False, False, "", False)
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.quiet = True  # type: ignore[misc]
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from stockade.core.invocation import Invocation
+from stockade.core.errors import SandboxSetupError
+from stockade.core.invocation import Invocation, RunResult
 from stockade.profiles.credentials import Credential
 from stockade.profiles.model import NetworkMode
 from stockade.proxy.client import api
@@ -83,7 +84,7 @@ def invocation() -> Invocation:
 def test_network_none_opens_no_session(world: SimpleNamespace, status: int) -> None:
     world.request = request(NetworkMode.NONE)
     FakePlanner.status = status
-    assert run.MacOSBackend().run(invocation()) == status
+    assert run.MacOSBackend().run(invocation()).status == status
     assert world.opened == [] and world.closed == []
     assert FakePlanner.made[0].kwargs == {}
 
@@ -92,12 +93,12 @@ def test_network_none_opens_no_session(world: SimpleNamespace, status: int) -> N
 def test_a_session_is_opened_handed_to_the_planner_and_closed(world: SimpleNamespace, mode: NetworkMode) -> None:
     world.request = request(mode)
     FakePlanner.status = 7
-    inv = invocation()
-    assert run.MacOSBackend().run(inv) == 7
+    result = run.MacOSBackend().run(invocation())
+    assert result.status == 7
     assert world.opened == [("where", "abc123abc123", ["curl", "x"], "/p", world.request.policy)]
     assert FakePlanner.made[0].kwargs == {"proxy_port": 4321, "session_id": "abc123abc123", "proxy_token": "tok", "placeholders": {}}
     assert world.closed == [("where", "abc123abc123")]
-    assert inv.troubles == [] and world.said == []
+    assert result.troubles == [] and world.said == []
 
 
 def test_credentials_are_read_for_the_daemon_and_the_sandbox_gets_placeholders(world: SimpleNamespace) -> None:
@@ -110,9 +111,7 @@ def test_credentials_are_read_for_the_daemon_and_the_sandbox_gets_placeholders(w
 
 def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> None:
     world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="too many sessions")
-    inv = invocation()
-    run.MacOSBackend().run(inv)
-    assert inv.troubles == ["daemon hiccup"]
+    assert run.MacOSBackend().run(invocation()).troubles == ["daemon hiccup"]
     assert world.said == [
         "stockade: denied evil.com (policy.toml)",
         "stockade: too many sessions",
@@ -123,19 +122,17 @@ def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> Non
 def test_quiet_keeps_the_trouble_but_says_nothing(world: SimpleNamespace) -> None:
     world.request = request(NetworkMode.ALLOWLIST, quiet=True)
     world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="no")
-    inv = invocation()
-    run.MacOSBackend().run(inv)
-    assert inv.troubles == ["daemon hiccup"] and world.said == []
+    assert run.MacOSBackend().run(invocation()).troubles == ["daemon hiccup"] and world.said == []
 
 
 def test_the_session_is_closed_even_when_the_planner_raises(world: SimpleNamespace) -> None:
-    FakePlanner.fail = RuntimeError("sandbox-exec missing")
+    FakePlanner.fail = SandboxSetupError("sandbox-exec missing")
     world.ended = SimpleNamespace(always=[], trouble="late", denials=[], refused="")
-    inv = invocation()
-    with pytest.raises(RuntimeError, match="sandbox-exec missing"):
-        run.MacOSBackend().run(inv)
+    with pytest.raises(SandboxSetupError, match="sandbox-exec missing") as raised:
+        run.MacOSBackend().run(invocation())
     assert world.closed == [("where", "abc123abc123")]
-    assert inv.troubles == ["late"]
+    partial = raised.value.partial  # what a CI report of the failed run reads
+    assert isinstance(partial, RunResult) and partial.troubles == ["late"] and partial.policy is world.request.policy
 
 
 def test_explain_builds_a_plain_plan(world: SimpleNamespace) -> None:
@@ -147,13 +144,12 @@ def test_explain_builds_a_plain_plan(world: SimpleNamespace) -> None:
 def test_the_refusals_are_handed_over_when_asked_for(world: SimpleNamespace, mode: NetworkMode) -> None:
     world.request = request(mode)
     world.ended = SimpleNamespace(always=[], trouble="", denials=[{"host": "x.test", "port": 443, "hint": 'allow = ["x.test"]'}], refused="")
-    asked = Invocation(["curl", "x"], "/p", {}, session_id="abc123abc123", findings={})
-    assert run.MacOSBackend().run(asked) == 0
-    assert asked.findings is not None and asked.findings["files"] == [{"path": "/Users/u/.ssh/k", "operation": "read"}]
-    assert asked.findings["network"] == ([] if mode is NetworkMode.NONE else world.ended.denials)
-    plain = invocation()
-    run.MacOSBackend().run(plain)
-    assert plain.findings is None  # not asked: nothing kept
+    asked = Invocation(["curl", "x"], "/p", {}, session_id="abc123abc123", want_findings=True)
+    result = run.MacOSBackend().run(asked)
+    assert result.status == 0
+    assert result.findings is not None and result.findings["files"] == [{"path": "/Users/u/.ssh/k", "operation": "read"}]
+    assert result.findings["network"] == ([] if mode is NetworkMode.NONE else world.ended.denials)
+    assert run.MacOSBackend().run(invocation()).findings is None  # not asked: nothing kept
 
 
 def test_the_runs_approve_goes_to_its_session(world: SimpleNamespace) -> None:

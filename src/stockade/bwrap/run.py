@@ -15,6 +15,8 @@ when to plan and runs what was planned.
 from __future__ import annotations
 
 from stockade.core import phases
+from stockade.core.errors import StockadeError
+from stockade.core.invocation import RunResult
 from stockade.profiles.text import say
 
 TYPE_CHECKING = False
@@ -29,7 +31,16 @@ if TYPE_CHECKING:
 class LinuxBackend:
     name = "bwrap"
 
-    def run(self, invocation: Invocation) -> int:
+    def run(self, invocation: Invocation) -> RunResult:
+        result = RunResult(invocation.want_findings)
+        try:
+            result.status = self._run(invocation, result)
+        except StockadeError as error:
+            error.partial = result
+            raise
+        return result
+
+    def _run(self, invocation: Invocation, result: RunResult) -> int:
         from stockade.bwrap.after.journal import finish_abandoned
         from stockade.bwrap.plan import plan_cache
         from stockade.bwrap.running import gitstage
@@ -49,13 +60,13 @@ class LinuxBackend:
             if note and not invocation.quiet and _first_time(launch, invocation, note):
                 say(note)
             try:
-                return run_launch(launch, invocation, None)
+                return run_launch(launch, invocation, result, None)
             except StartFailed as failed:
                 if not _lost_to_a_change(failed):
                     failed.show()
                     raise
                 # a stored plan whose paths changed since the check: planned again, and stored anew
-        return self._plan_and_run(invocation, cacheable)
+        return self._plan_and_run(invocation, result, cacheable)
 
     def explain(self, invocation: Invocation) -> str:
         from stockade.bwrap.plan.planner import BwrapPlanner
@@ -65,21 +76,21 @@ class LinuxBackend:
         planner = BwrapPlanner()
         return planner.explain(planner.build(request))
 
-    def _plan_and_run(self, invocation: Invocation, cacheable: bool) -> int:
+    def _plan_and_run(self, invocation: Invocation, result: RunResult, cacheable: bool) -> int:
         """Plan, store and run; a start bwrap failed at a path of the plan is planned and started
         again (the path may have changed since it was planned), up to START_TRIES times."""
         from stockade.bwrap.running.execute import StartFailed
 
         for start in range(START_TRIES):
             try:
-                return self._plan_once_and_run(invocation, cacheable)
+                return self._plan_once_and_run(invocation, result, cacheable)
             except StartFailed as failed:
                 if start == START_TRIES - 1 or not _lost_to_a_change(failed):
                     failed.show()
                     raise
         raise AssertionError("unreachable: the last start returns or raises")
 
-    def _plan_once_and_run(self, invocation: Invocation, cacheable: bool) -> int:
+    def _plan_once_and_run(self, invocation: Invocation, result: RunResult, cacheable: bool) -> int:
         from stockade.bwrap.plan import plan_cache
         from stockade.bwrap.plan.placeholders import clear_leftovers
         from stockade.bwrap.plan.planner import BwrapPlanner, launch_of, make_own
@@ -94,6 +105,7 @@ class LinuxBackend:
             recorder = plan_cache.Recorder().start() if cacheable else None  # what planning reads decides when the plan is stale
             try:
                 request, note = request_for(invocation)
+                result.policy, result.locations, result.policy_note = request.policy, request.locations, note or ""
                 plan = BwrapPlanner().build(request)
                 break
             except (PlanChanged, FileNotFoundError, NotADirectoryError):
@@ -120,7 +132,7 @@ class LinuxBackend:
         credentials = _read_credentials(launch, invocation)
         if plan.view.shared_files:
             make_own(plan.view.shared_files, plan.quiet)
-        return run_launch(launch, invocation, request.locations, credentials)
+        return run_launch(launch, invocation, result, request.locations, credentials)
 
 
 PLAN_TRIES = 5  # plans of one run while the paths it names change under it (a link that stays is a real refusal)
@@ -143,8 +155,11 @@ def _read_credentials(launch: Launch, invocation: Invocation) -> list[Resolved] 
     return resolve(entries, invocation.env)  # type: ignore[arg-type]
 
 
-def run_launch(launch: Launch, invocation: Invocation, locations: Locations | None, credentials: list[Resolved] | None = None) -> int:
-    """Execute a plan, with its network session when it has one; the bridge is made here only."""
+def run_launch(
+    launch: Launch, invocation: Invocation, result: RunResult, locations: Locations | None, credentials: list[Resolved] | None = None
+) -> int:
+    """Execute a plan, with its network session when it has one (the bridge is made here only); the
+    run's refusals and troubles go in `result`."""
     from stockade.bwrap.running.execute import execute
 
     tools = _tool_view(launch, invocation)
@@ -166,12 +181,12 @@ def run_launch(launch: Launch, invocation: Invocation, locations: Locations | No
         invocation.session_id,
         bridge,
         trace=invocation.trace,
-        findings=invocation.findings,
+        findings=result.findings,
         agent_session=invocation.agent_session,
         files=[(shown.path, shown.data) for shown in tools.shown] if tools is not None else (),
     )
     if bridge is not None and bridge.trouble:
-        invocation.troubles.append(bridge.trouble)
+        result.troubles.append(bridge.trouble)
     return code
 
 

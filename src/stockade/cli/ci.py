@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from stockade.core.errors import ExitCode, StockadeError
-from stockade.core.invocation import Invocation
+from stockade.core.invocation import Invocation, RunResult
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.text import say
 
@@ -109,22 +109,24 @@ def tally(records: Iterable[Mapping[str, object]]) -> tuple[list[HostTally], lis
     return list(hosts.values()), list(denials.values())
 
 
-def run_ci(invocation: Invocation, execute: Callable[[], int], *, report: str | None, announce: bool) -> int:
+def run_ci(invocation: Invocation, execute: Callable[[], RunResult], *, report: str | None, announce: bool) -> int:
     """Run, then summarise; the command's exit status is returned unchanged, stockade's errors re-raised."""
     started_wall, started = time.time(), time.monotonic()
     failure: StockadeError | None = None
     try:
-        code = execute()
+        outcome: RunResult | None = execute()
+        code = outcome.status if outcome is not None else 0
     except StockadeError as error:
         failure, code = error, int(error.exit_code)
+        outcome = error.partial if isinstance(error.partial, RunResult) else None
     duration = time.monotonic() - started
-    result = build_report(invocation, code, duration, started_wall, failure)
+    result = build_report(invocation, outcome, code, duration, started_wall, failure)
     written = publish(result, invocation.env, report)
     if announce:
         say(f"stockade: ci: {one_line(result)}{written}")
     if failure is not None:
         raise failure
-    return failed_audit_status(code) if invocation.troubles else code
+    return failed_audit_status(code) if outcome is not None and outcome.troubles else code
 
 
 def failed_audit_status(code: int) -> int:
@@ -133,11 +135,14 @@ def failed_audit_status(code: int) -> int:
     return code if code != 0 else int(ExitCode.SETUP)
 
 
-def build_report(invocation: Invocation, code: int, duration: float, started_wall: float, failure: StockadeError | None) -> CiReport:
+def build_report(
+    invocation: Invocation, outcome: RunResult | None, code: int, duration: float, started_wall: float, failure: StockadeError | None
+) -> CiReport:
     """What the run did; a run that failed before its policy was read reports the failure alone."""
     from stockade.proxy.audit import now_iso
 
-    policy, locations = invocation.policy, invocation.locations
+    outcome = outcome if outcome is not None else RunResult()
+    policy, locations = outcome.policy, outcome.locations
     network = policy.network.mode if policy is not None else NetworkMode.NONE
     audit_log = None
     if policy is not None and locations is not None and network is not NetworkMode.NONE:
@@ -154,11 +159,11 @@ def build_report(invocation: Invocation, code: int, duration: float, started_wal
         started=now_iso(started_wall),
         finished=now_iso(started_wall + duration),
         error=str(failure) if failure is not None else None,
-        audit_trouble=list(invocation.troubles),
+        audit_trouble=list(outcome.troubles),
     )
-    _add_findings(result, invocation.findings or {})
-    if invocation.policy_note:  # what an untrusted policy file tried to widen (profiles/citrust.py, resolve.py)
-        result.notes.append(invocation.policy_note.removeprefix("stockade: "))
+    _add_findings(result, outcome.findings or {})
+    if outcome.policy_note:  # what an untrusted policy file tried to widen (profiles/citrust.py, resolve.py)
+        result.notes.append(outcome.policy_note.removeprefix("stockade: "))
     if audit_log is not None:
         try:
             records = session_records(audit_log, invocation.session_id)

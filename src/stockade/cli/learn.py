@@ -91,11 +91,12 @@ def learn(
     for number in range(1, rounds + 1):
         invocation = Invocation(
             command, cwd, os.environ, policy_file=str(policy) if policy is not None else None, profile=profile, quiet=True,
-            reuse_plans=False, trace=trace, additions=additions_text(granted(learned), network_off) or None, findings={},
+            reuse_plans=False, trace=trace, additions=additions_text(granted(learned), network_off) or None, want_findings=True,
         )  # fmt: skip
-        code = _backend().run(invocation)
+        result = _backend().run(invocation)
+        code = result.status
         proposal: Proposal = propose(
-            invocation.findings or {}, home=str(locations.home), secrets=secrets, protected=protected, hidden=hidden,
+            result.findings or {}, home=str(locations.home), secrets=secrets, protected=protected, hidden=hidden,
         )  # fmt: skip
         known = {_key(entry) for entry in learned}
         new = [entry for entry in proposal.entries if _key(entry) not in known]

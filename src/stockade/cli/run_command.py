@@ -48,7 +48,7 @@ def run(argv: list[str]) -> int:
 
         execute = lambda: limited(args.max_output, lambda: backend.run(invocation))  # noqa: E731
         return run_ci(invocation, execute, report=args.report, announce=args.ci and not args.quiet)
-    return limited(args.max_output, lambda: backend.run(invocation))
+    return limited(args.max_output, lambda: backend.run(invocation)).status
 
 
 def invocation_of(args: RunArgs) -> Invocation:
@@ -64,7 +64,7 @@ def invocation_of(args: RunArgs) -> Invocation:
         dry_run=args.dry_run,
         reuse_plans=not (args.dry_run or args.ci or args.report or args.platform),
         trace=args.trace,
-        findings={} if args.ci or args.report else None,  # the report carries the sandbox's refusals
+        want_findings=bool(args.ci or args.report),  # the report carries the sandbox's refusals
         approve=approve_seconds(args, os.environ),
         agent_session=session_name(args.agent_session),
     )

@@ -14,6 +14,9 @@ from stockade.core.errors import UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TypeVar
+
+    Result = TypeVar("Result")
 
 
 class RunOption:
@@ -157,7 +160,7 @@ def max_output_bytes(value: str) -> int:
         raise UsageError(f"run: --max-output {value!r}: {exc}") from None
 
 
-def limited(max_output: str | None, go: Callable[[], int]) -> int:
+def limited(max_output: str | None, go: Callable[[], Result]) -> Result:
     """Run `go` with its output capped by --max-output (agent hooks), else untouched."""
     if max_output is None:
         return go()

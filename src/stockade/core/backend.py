@@ -10,13 +10,13 @@ backend's planner turns into a plan.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stockade.core.invocation import Invocation
+    from stockade.core.invocation import Invocation, RunResult
     from stockade.core.locations import Locations
     from stockade.profiles.model import Policy
 
@@ -34,7 +34,6 @@ class RunRequest:
     verbose: bool = False  # the summary also says what the plan skipped
     session_id: str = ""  # names this run in the audit log (core.invocation.new_session_id)
     dry_run: bool = False  # only the plan is wanted: change nothing on the host
-    troubles: list[str] = field(default_factory=list)  # filled by the backend: why the run's audit record is incomplete
 
     @classmethod
     def of(cls, invocation: Invocation, policy: Policy, locations: Locations) -> RunRequest:
@@ -48,7 +47,6 @@ class RunRequest:
             verbose=invocation.verbose,
             session_id=invocation.session_id,
             dry_run=invocation.dry_run,
-            troubles=invocation.troubles,
         )
 
 
@@ -57,10 +55,10 @@ class Backend(Protocol):
 
     name: str
 
-    def run(self, invocation: Invocation) -> int:
-        """Read the policy, plan, run; the exit code to leave with (128+N for signal N).
+    def run(self, invocation: Invocation) -> RunResult:
+        """Read the policy, plan, run; the result's status is the exit code to leave with (128+N for signal N).
 
-        Raises StockadeError when the command cannot be sandboxed."""
+        Raises StockadeError when the command cannot be sandboxed (with the result so far as `partial`)."""
 
     def explain(self, invocation: Invocation) -> str:
         """The exact plan as text (`stockade run --dry-run`), changing nothing on the host."""

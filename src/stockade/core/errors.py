@@ -30,6 +30,9 @@ class StockadeError(Exception):
     """A failure stockade explains to its user in one line."""
 
     exit_code: int = ExitCode.USAGE
+    # a run's result so far (core.invocation.RunResult), when a backend failed after reading the policy;
+    # untyped here so that this module, under every other, names none of them
+    partial: object = None
 
 
 class UsageError(StockadeError):

@@ -1,8 +1,8 @@
-"""One `stockade run` as plain inputs: what the CLI hands a backend, and what the backend reports back.
+"""One `stockade run`: the inputs the CLI hands a backend (`Invocation`), and what the run reports back (`RunResult`).
 
-A plain class, not a dataclass: it is made before every sandboxed command,
+Plain classes, not dataclasses: both are made for every sandboxed command,
 on the path a stored plan takes, where importing dataclasses would cost more
-than the rest of the decision.
+than the rest of the decision. A backend never writes into an `Invocation`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ def new_session_id() -> str:
 
 
 class Invocation:
-    """The command, where and how it was asked to run; the backend fills in policy, locations, troubles and findings."""
+    """The command, where and how it was asked to run: inputs only."""
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "additions", "approve", "policy", "locations", "troubles", "findings", "agent_session", "policy_note",
+        "additions", "approve", "want_findings", "agent_session",
     )  # fmt: skip
 
     def __init__(
@@ -45,7 +45,7 @@ class Invocation:
         session_id: str = "",
         trace: bool = False,
         additions: str | None = None,
-        findings: dict[str, object] | None = None,
+        want_findings: bool = False,
         approve: int = 0,
         agent_session: str | None = None,
     ) -> None:
@@ -64,10 +64,23 @@ class Invocation:
         self.additions = additions
         self.approve = approve  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py); 0: none
         self.agent_session = agent_session  # the agent session's id (core/notices.py): its notices are said once
-        self.policy: Policy | None = None  # the effective policy, once the backend has read it
-        self.locations: Locations | None = None  # stockade's folders, once the backend has found them
+        # the run's refusals as data in its result (RunResult.findings): stockade learn, --ci, --report
+        self.want_findings = want_findings
+
+
+class RunResult:
+    """What one run reports back: the command's status, and what a CI report or `stockade learn` reads.
+
+    A backend that fails after reading the policy raises its StockadeError with the result so far
+    as `error.partial`, so a CI report still names the policy that was read."""
+
+    __slots__ = ("status", "policy", "locations", "policy_note", "troubles", "findings")
+
+    def __init__(self, want_findings: bool = False) -> None:
+        self.status = 0  # the exit code to leave with (128+N for signal N)
+        self.policy: Policy | None = None  # the effective policy, once read (not on the stored plan's path)
+        self.locations: Locations | None = None  # stockade's folders, once found
+        self.policy_note = ""  # what of an untrusted policy file was ignored (resolve.untrusted_note)
         self.troubles: list[str] = []  # why the run's audit record may be incomplete (the daemon died...)
-        # Given as {} by a caller that wants the run's refusals as data (learn, --report); the
-        # backend fills "files", "network", "limits", "moved" and "no_route" (see bwrap/running/execute.py).
-        self.findings = findings
-        self.policy_note = ""  # what of an untrusted policy file was ignored (resolve.untrusted_note): a CI summary shows it
+        # With want_findings: "files", "network", "limits", "moved" and "no_route" (bwrap/running/execute.py)
+        self.findings: dict[str, object] | None = {} if want_findings else None

@@ -246,7 +246,7 @@ def untrusted_note(resolution: Resolution) -> str | None:
 def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     """The invocation with its policy read, and the untrusted note (already said unless quiet).
 
-    Both backends start here; the invocation learns its policy and locations (the CI report reads them)."""
+    Both backends start here, and put the policy, its locations and the note in their RunResult."""
     from stockade.core.locations import locate
     from stockade.core.notices import first_time
     from stockade.profiles.text import say
@@ -260,6 +260,4 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     note = untrusted_note(resolution)
     if note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, note):
         say(note)
-    invocation.policy, invocation.locations = resolution.policy, locations
-    invocation.policy_note = note or ""
     return RunRequest.of(invocation, resolution.policy, locations), note

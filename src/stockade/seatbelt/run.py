@@ -7,7 +7,8 @@ daemon a listener instead: bwrap/running/network.py).
 
 from __future__ import annotations
 
-from stockade.core.invocation import Invocation
+from stockade.core.errors import StockadeError
+from stockade.core.invocation import Invocation, RunResult
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.resolve import request_for
 from stockade.profiles.text import say
@@ -22,14 +23,24 @@ if TYPE_CHECKING:
 class MacOSBackend:
     name = "seatbelt"
 
-    def run(self, invocation: Invocation) -> int:
-        request, _note = request_for(invocation)
+    def run(self, invocation: Invocation) -> RunResult:
+        result = RunResult(invocation.want_findings)
+        try:
+            result.status = self._run(invocation, result)
+        except StockadeError as error:
+            error.partial = result
+            raise
+        return result
+
+    def _run(self, invocation: Invocation, result: RunResult) -> int:
+        request, note = request_for(invocation)
+        result.policy, result.locations, result.policy_note = request.policy, request.locations, note or ""
         if request.policy.network.mode is NetworkMode.NONE:
             offline = SeatbeltPlanner()
             try:
                 return offline.run(offline.build(request))
             finally:
-                _hand_over(offline, invocation, [])
+                _hand_over(offline, result, [])
         from stockade.proxy.client import api
         from stockade.proxy.client.credentials import read_all
 
@@ -48,14 +59,14 @@ class MacOSBackend:
             if asker is not None:
                 asker.stop()
             ended = api.close_session(request.locations, session)
-            _hand_over(planner, invocation, ended.denials)
+            _hand_over(planner, result, ended.denials)
             if ended.always:
                 from stockade.proxy.client.asking import always
 
                 for question in ended.always:
                     say(always(question, dict(request.host_env)))
             if ended.trouble:
-                invocation.troubles.append(ended.trouble)
+                result.troubles.append(ended.trouble)
             if not request.quiet:
                 for denial in ended.denials:
                     say(f"stockade: {api.describe_denial(denial, policy.origin)}")
@@ -81,7 +92,7 @@ def _asker(locations: Locations, session: str, approve: int) -> Asker | None:
     return start_asking(lambda: daemon_files(locations), session, os.environ)
 
 
-def _hand_over(planner: SeatbeltPlanner | None, invocation: Invocation, denials: list[dict[str, object]]) -> None:
-    """The run's refusals as data, for stockade learn and --report (Invocation.findings)."""
-    if invocation.findings is not None:
-        invocation.findings.update(planner.findings if planner is not None else {}, network=list(denials))
+def _hand_over(planner: SeatbeltPlanner | None, result: RunResult, denials: list[dict[str, object]]) -> None:
+    """The run's refusals as data, for stockade learn and --report (RunResult.findings)."""
+    if result.findings is not None:
+        result.findings.update(planner.findings if planner is not None else {}, network=list(denials))

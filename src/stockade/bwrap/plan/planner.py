@@ -56,7 +56,6 @@ class BwrapPlan:
     quiet: bool
     locations: Locations
     host_env: Mapping[str, str] = field(default_factory=dict)  # for explain: what was withheld
-    troubles: list[str] = field(default_factory=list)  # the request's: the run adds why its audit record is incomplete
     ca_bundle: str | None = None  # the CA bundle bound at SANDBOX_CA (hosts with HTTP rules): proxy/client/cabundle.py
     ssh_files: tuple[str, ...] = ()  # the ssh ProxyCommand, config and known hosts (raw-TCP allow rules): proxy/client/sshroute.py
     tool_files: list[tuple[str, str, str]] = field(default_factory=list)  # the user's tool configuration (profiles/toolconfig.py)
@@ -225,7 +224,6 @@ class BwrapPlanner:
             quiet=request.quiet,
             locations=request.locations,
             host_env=request.host_env,
-            troubles=request.troubles,
             ca_bundle=ca_bundle,
             ssh_files=ssh_files,
             tool_files=tool_files,
