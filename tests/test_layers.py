@@ -125,6 +125,42 @@ def test_every_subpackage_is_in_its_layers_order() -> None:
     assert missing == [], f"add these subpackages to SUBLAYERS and docs/architecture.md: {missing}"
 
 
+# subpackages that must not import mitmproxy: pure rules, and the run's side (on every networked run's path)
+NO_MITMPROXY = ("stockade.proxy.rules.", "stockade.proxy.client.", "stockade.proxy.control", "stockade.proxy.audit", "stockade.proxy.summary")
+MITMPROXY_ONCE = {"stockade.proxy.client.cabundle": "the user's CA, made the first time it is needed, as the daemon would make it"}
+
+
+def _mitmproxy_imports(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _type_checking_only(tree)
+    lines = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "mitmproxy" for alias in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "mitmproxy":
+            lines.append(node.lineno)
+    return lines
+
+
+def test_pure_rules_and_the_runs_side_import_no_mitmproxy() -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for module, path in sorted(MODULES.items())
+        if module.startswith(NO_MITMPROXY) and module not in MITMPROXY_ONCE
+        for line in _mitmproxy_imports(path)
+    ]
+    assert wrong == [], f"mitmproxy imported where proxy/__init__.py says it is not: {wrong}"
+
+
+def test_the_mitmproxy_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    """Control: the check above can fail."""
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from mitmproxy import http\n    import mitmproxy.dns\n")
+    assert _mitmproxy_imports(module) == [2, 3]
+
+
 def test_no_module_imports_itself_back() -> None:
     edges = {module: {target for target, _line in imports(path) if target in MODULES and target != module} for module, path in MODULES.items()}
     cycles = _cycles(edges)

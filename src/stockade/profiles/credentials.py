@@ -13,7 +13,7 @@ request that carries the placeholder anywhere else or to any other host.
 
 Only the grammar lives here (the loader's checks and the canonical form);
 the run reads the value (proxy/client/credentials.py) and the daemon swaps it
-(proxy/rules/inject.py).
+(proxy/filter/placeholders.py).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class Policy:
     env: EnvRules = field(default_factory=EnvRules)
     limits: Limits = field(default_factory=Limits)
     audit: AuditRules = field(default_factory=AuditRules)
-    credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/rules/inject.py)
+    credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/filter/placeholders.py)
     project_dir: Path = Path("/")  # where "." of built-in profiles points, and the run's default cwd
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy
     sources: tuple[str, ...] = ()  # every file or built-in that contributed, in load order

@@ -5,7 +5,7 @@ will read it inside, with a mark where each secret was, and for each mark the
 value, the hosts it belongs to and how its placeholder is spelled there (a
 Basic pair is base64 of "user:" and the placeholder). profiles/toolconfig.py
 puts a per-run placeholder at each mark; the proxy daemon swaps it back only
-on requests to those hosts, as it does for `[credentials]` (proxy/rules/inject.py).
+on requests to those hosts, as it does for `[credentials]` (proxy/filter/placeholders.py).
 
 Three rules keep what a reader does not understand from being shown:
 - Files are read with their format's own grammar (configparser, tomllib, json,

@@ -9,9 +9,9 @@
   resolver inside. Started as `python -m stockade.proxy.daemon`.
 - `filter/`: the mitmproxy addons the daemon runs, what they know about each
   session and connection, and how they refuse; in the daemon's process.
-- `rules/`: pure decisions both processes may use: hosts and HTTP rules,
-  credentials' placeholders, git push refs, request bodies, budgets, the
-  resolver's addresses. No sockets, no mitmproxy.
+- `rules/`: pure decisions both processes may use: hosts, HTTP rules and
+  credentials, git push refs, request bodies, budgets, the resolver's
+  addresses. No sockets, no mitmproxy.
 - `control.py` (the wire format, file locations, the session spec),
   `audit.py` (the audit log) and `summary.py` (the words a run's end shows)
   are shared by both.

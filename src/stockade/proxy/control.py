@@ -166,7 +166,7 @@ class SessionSpec:
     mode: str  # "allowlist" | "open" | "none"
     # (host rule, allow, deny, push) HTTP rules and ref patterns: profiles/httprules.py, profiles/gitrefs.py
     http: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
-    credentials: tuple[SessionCredential, ...]  # swapped in by proxy/rules/inject.py
+    credentials: tuple[SessionCredential, ...]  # swapped in by proxy/filter/placeholders.py
     approve: int  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py); 0: not held
     # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/parts/forwards.py, proxy/daemon/door.py)
     forwards: tuple[str, ...]

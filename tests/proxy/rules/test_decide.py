@@ -348,7 +348,7 @@ def test_no_raw_tcp_to_a_credential_host(credential_hosts: tuple[str, ...], targ
     from dataclasses import replace
 
     from stockade.proxy.control import SessionCredential
-    from stockade.proxy.rules.inject import Secret
+    from stockade.proxy.rules.decide import Secret
 
     rules = SessionRules.parse(["git.test:22", "api.test"], [])
     secrets = (Secret(SessionCredential("T", "stockade-placeholder-t", "value", credential_hosts, "Authorization")),)

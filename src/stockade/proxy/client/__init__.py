@@ -9,5 +9,6 @@
 - `cabundle`: the certificates a sandbox trusts when the daemon terminates its TLS.
 - `sshroute`: ssh through the filter (a ProxyCommand, an ssh config, host keys).
 
-On the hot path of every networked run: the standard library only.
+On the hot path of every networked run: the standard library only (mitmproxy
+only in `cabundle`, to make the user's CA the first time it is needed).
 """

@@ -86,7 +86,7 @@ class Filter:
             # before SpliceOffers, which hands over that very Meter and counted body.
             self.metering,
             # Wraps Metering's counters: watches request bodies for placeholders and masks
-            # swapped credentials in answers (proxy/rules/inject.py).
+            # swapped credentials in answers (proxy/filter/placeholders.py).
             self.swapping,
             self.splicing,
             # server_connect: judges again below everything; reads the session Auth bound

@@ -2,7 +2,7 @@
 
 In the order a request meets them: `auth` (whose session), `requests` (the
 host, the HTTP rules, a git push, a body), `approvals` (held for the user),
-`swapping` (credentials' placeholders), `tunnels` (what travels in a CONNECT),
+`swapping` (credentials' placeholders, with `placeholders`: where each may go, the swap, the masks), `tunnels` (what travels in a CONNECT),
 `metering` (bytes counted, records ended), `splicing` (checked traffic handed
 to splice(2): `splice_tunnel`, `splice_body`; `tunnel_meter` counts a
 tunnel), and `backstop` (every connection judged again before it is dialed).

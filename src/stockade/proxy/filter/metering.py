@@ -203,12 +203,12 @@ def unverified_origin(flow: http.HTTPFlow) -> bool:
 
 def error_text(flow: http.HTTPFlow | tcp.TCPFlow) -> str | None:
     """A flow's error for its record: mitmproxy quotes a server's malformed answer in it, and a
-    credential's host may have put the value there (masked as in the answer, proxy/rules/inject.py)."""
+    credential's host may have put the value there (masked as in the answer, proxy/filter/placeholders.py)."""
     if flow.error is None:
         return None
     swapped: list[str] | None = flow.metadata.get(SWAPPED)
     if not swapped:
         return flow.error.msg
-    from stockade.proxy.rules.inject import mask_text
+    from stockade.proxy.filter.placeholders import mask_text
 
     return mask_text(flow.error.msg, swapped)

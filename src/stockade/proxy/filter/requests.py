@@ -31,6 +31,7 @@ from mitmproxy.net.http import url
 from stockade.proxy.filter import refusal
 from stockade.proxy.filter.approvals import Approvals
 from stockade.proxy.filter.lookup import Lookup
+from stockade.proxy.filter.placeholders import Swap, carried, judge, swap
 from stockade.proxy.filter.sessions import Session
 from stockade.proxy.filter.state import HELD_BODY, META, SESSION, SWAPPED, ClientState, Connections
 from stockade.proxy.filter.tracking import Tracked
@@ -48,7 +49,6 @@ from stockade.proxy.rules.decide import (
     push_patterns,
 )
 from stockade.proxy.rules.gitpush import PushGate
-from stockade.proxy.rules.inject import Swap, carried, judge, swap
 
 logger = logging.getLogger(__name__)
 

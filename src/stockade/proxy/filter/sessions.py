@@ -148,7 +148,7 @@ class Registry:
             raise ValueError(f"session {spec.session_id!r} is already registered")
         rules = SessionRules.parse(spec.allow, spec.deny, spec.mode, spec.http)
         if spec.credentials:
-            from stockade.proxy.rules.inject import secrets_of
+            from stockade.proxy.filter.placeholders import secrets_of
 
             rules = dataclasses.replace(rules, secrets=secrets_of(spec.credentials))
         writer = self._writers.get(spec.audit_path)

@@ -1,7 +1,7 @@
 """The bodies around a credential's swap: requests watched for placeholders, responses masked.
 
 Decisions judges a request's line and headers and swaps each value in
-(proxy/rules/inject.py); bodies stream, so they are handled here, on the way,
+(proxy/filter/placeholders.py); bodies stream, so they are handled here, on the way,
 wrapped around Metering's counters (this addon runs after Metering):
 - a request body of a session with credentials is watched: a placeholder in
   it stops the request there, recorded as a denial;
@@ -21,11 +21,11 @@ from collections.abc import Callable
 from mitmproxy import http
 
 from stockade.proxy.filter import refusal
+from stockade.proxy.filter.placeholders import BodyWatch, ResponseMask, mask_forms, mask_headers, masked
 from stockade.proxy.filter.sessions import Session
 from stockade.proxy.filter.state import HELD_BODY, META, SESSION, SWAPPED
 from stockade.proxy.filter.tracking import Tracked
-from stockade.proxy.rules.decide import Decision
-from stockade.proxy.rules.inject import BodyWatch, ResponseMask, Secret, mask_forms, mask_headers, masked
+from stockade.proxy.rules.decide import Decision, Secret
 
 logger = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from mitmproxy.proxy import layer
 from mitmproxy.proxy.layers import TCPLayer
 
 from stockade.proxy.audit import now_iso
+from stockade.proxy.filter.placeholders import carried
 from stockade.proxy.filter.refusal import INTERNAL_ERROR, cut_tcp, shown_host
 from stockade.proxy.filter.state import META, Connections
 from stockade.proxy.filter.tracking import Tracked
@@ -49,7 +50,6 @@ from stockade.proxy.rules.decide import (
     inspected,
     raw_tcp_allowed,
 )
-from stockade.proxy.rules.inject import carried
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from stockade.profiles.gitrefs import parse_ref_pattern
 from stockade.profiles.httprules import HttpRule, judge, parse_http_rule, request_readings, suggested_rule
 
 if TYPE_CHECKING:
-    from stockade.proxy.rules.inject import Secret
+    from stockade.proxy.control import SessionCredential
 
 _V4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
 _NUMBER = re.compile(r"(0[xX][0-9a-fA-F]*|[0-9]+)")
@@ -72,6 +72,26 @@ class HttpTable:
     push: tuple[str, ...] = ()  # ref patterns a git push may update (profiles/gitrefs.py)
 
 
+class Secret:
+    """One credential of a session, as the daemon keeps it. Its repr hides the value."""
+
+    __slots__ = ("name", "placeholder", "value", "hosts", "header", "query")
+
+    def __init__(self, credential: SessionCredential) -> None:
+        self.name = credential.name
+        self.placeholder = credential.placeholder
+        self.value = credential.value
+        self.hosts: tuple[HostRule, ...] = tuple(parse_rule(host) for host in credential.hosts)
+        self.header = credential.header.lower()  # "" when no header may carry it
+        self.query = credential.query  # "" when no query parameter may carry it
+
+    def goes_to(self, target: Target, port: int) -> bool:
+        return any(host_matches(rule, target, port) for rule in self.hosts)
+
+    def __repr__(self) -> str:
+        return f"Secret({self.name!r})"
+
+
 @dataclass(frozen=True)
 class SessionRules:
     """A session's network rules, parsed once at registration."""
@@ -80,7 +100,7 @@ class SessionRules:
     deny: tuple[HostRule, ...] = ()
     mode: str = "allowlist"  # "allowlist" | "open" | "none"
     http: tuple[HttpTable, ...] = ()
-    secrets: tuple[Secret, ...] = ()  # the session's credentials (proxy/rules/inject.py); their hosts' TLS is terminated too
+    secrets: tuple[Secret, ...] = ()  # the session's credentials (proxy/filter/placeholders.py); their hosts' TLS is terminated too
 
     @classmethod
     def parse(cls, allow: Iterable[str], deny: Iterable[str], mode: str = "allowlist", http: Iterable[Sequence[Any]] = ()) -> SessionRules:

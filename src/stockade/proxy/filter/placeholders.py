@@ -34,31 +34,10 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from mitmproxy import http
 
-from stockade.profiles.domains import HostRule, parse_rule
 from stockade.proxy.control import SessionCredential
-from stockade.proxy.rules.decide import Decision, Target, canonical_target, host_matches
+from stockade.proxy.rules.decide import Decision, Secret, Target, canonical_target
 
 MASK = b"stockade-masked-"  # what a credential's value becomes in a response, repeated to its length
-
-
-class Secret:
-    """One credential of a session, as the daemon keeps it. Its repr hides the value."""
-
-    __slots__ = ("name", "placeholder", "value", "hosts", "header", "query")
-
-    def __init__(self, credential: SessionCredential) -> None:
-        self.name = credential.name
-        self.placeholder = credential.placeholder
-        self.value = credential.value
-        self.hosts: tuple[HostRule, ...] = tuple(parse_rule(host) for host in credential.hosts)
-        self.header = credential.header.lower()  # "" when no header may carry it
-        self.query = credential.query  # "" when no query parameter may carry it
-
-    def goes_to(self, target: Target, port: int) -> bool:
-        return any(host_matches(rule, target, port) for rule in self.hosts)
-
-    def __repr__(self) -> str:
-        return f"Secret({self.name!r})"
 
 
 def secrets_of(credentials: tuple[SessionCredential, ...]) -> tuple[Secret, ...]:

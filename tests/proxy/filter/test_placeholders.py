@@ -11,8 +11,8 @@ from mitmproxy import http
 from mitmproxy.test import tutils
 
 from stockade.proxy.control import SessionCredential
+from stockade.proxy.filter.placeholders import BodyWatch, ResponseMask, carried, judge, mask_headers, masked, secrets_of, swap
 from stockade.proxy.rules.decide import Decision
-from stockade.proxy.rules.inject import BodyWatch, ResponseMask, carried, judge, mask_headers, masked, secrets_of, swap
 
 PLACEHOLDER = "stockade-placeholder-t-" + "ab" * 20
 VALUE = "real-value-42"
@@ -101,7 +101,7 @@ def test_mask_forms_cover_the_encodings_an_echo_sends_back() -> None:
     import base64
     from urllib.parse import quote, urlencode
 
-    from stockade.proxy.rules.inject import mask_forms
+    from stockade.proxy.filter.placeholders import mask_forms
 
     value = "sk/S3cret+Value=Seen/Only+Outside=="
     forms = mask_forms(value)
@@ -118,7 +118,7 @@ def test_mask_forms_cover_the_encodings_an_echo_sends_back() -> None:
 
 
 def test_mask_text_masks_a_value_quoted_by_repr_or_html() -> None:
-    from stockade.proxy.rules.inject import mask_text
+    from stockade.proxy.filter.placeholders import mask_text
 
     value = "sk/S3cret+Value'Seen/Only+Outside"
     said = f"Bad response line: {('HTTP/1.1 2xx ' + value).encode()!r} &#x27;{value.replace(chr(39), '&#x27;')}"
