@@ -177,3 +177,137 @@ curl --noproxy '*' -sS "http://xn--bcher-kva.wild.test:$WP/idn"; printf "\\nidn=
     found = records(world.audit_path("smuggle"))
     assert any(r["host"] == "10.9.9.9" and r["decision"] == "deny" for r in found), found
     assert any(r["host"] == "xn--bcher-kva.wild.test" and r["scheme"] != "dns" for r in found), found  # judged, by its ASCII name
+
+
+UDP_CLIENT = r"""
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+family = socket.AF_INET6 if ":" in host else socket.AF_INET
+started = time.monotonic()
+with socket.socket(family, socket.SOCK_DGRAM) as client:
+    try:
+        client.sendto(b"\xc0quic initial", (host, port))
+        print("udp sent")
+    except OSError as error:
+        print("udp", type(error).__name__, round((time.monotonic() - started) * 1000))
+"""
+
+QUIC_FIRST = r"""
+import sys
+import niquests
+host, port, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with niquests.Session(quic_cache_layer={(host, port): ("", port)}, disable_ipv6=True, timeout=10) as session:
+    response = session.get(f"https://{host}:{port}/quic-first", verify=ca)
+    print("quic-first", response.status_code, response.http_version, response.text.strip())
+"""
+
+
+def test_udp_and_ping_are_refused_at_once_recorded_and_said(world: NetWorld) -> None:
+    """UDP other than DNS, and ICMP echo, never leave the sandbox: the sender is refused at once (so a
+    QUIC client falls back to TCP without waiting), each refusal is recorded and the summary says why."""
+    script = (
+        UNSET
+        + """
+"$PY" -c {udp} allowed.test "$SP"
+"$PY" -c {udp} 203.0.113.9 4500
+ping -c 1 -W 2 allowed.test >/dev/null 2>ping.err; printf "ping=%s\\n" $?; sed 's/^/ping-said /' ping.err
+"$PY" -c {udp} 127.0.0.1 "$UDP_PORT"
+""".format(udp=q(UDP_CLIENT))
+    )
+    result = world.run(script, tag="udp", timeout=120)
+    out = result.stdout
+    udp_lines = [line.split() for line in out.splitlines() if line.startswith("udp ")]
+    assert [line[1] for line in udp_lines[:2]] == ["PermissionError", "PermissionError"], result
+    assert all(int(line[2]) < 1000 for line in udp_lines[:2]), udp_lines  # at once: no timeout to wait out
+    assert udp_lines[2] == ["udp", "sent"], result  # control: the sandbox's own loopback takes UDP
+    if shutil.which("ping"):
+        assert tagged(result, "ping") != ["0"] and "ping-said" in out, result
+    found = records(world.audit_path("udp"))
+    refused = {(r["scheme"], r["host"], r["port"]) for r in found if r["decision"] == "deny" and r["scheme"] in ("udp", "icmp")}
+    assert ("udp", "allowed.test", int(world.origins["https"].port)) in refused and ("udp", "203.0.113.9", 4500) in refused, found
+    assert ("icmp", "allowed.test", 0) in refused or not shutil.which("ping"), found
+    assert "UDP does not leave the sandbox" in result.stderr and "network: denied 203.0.113.9:4500" in result.stderr, result.stderr
+    if shutil.which("ping"):
+        assert "network: denied allowed.test (ping (ICMP echo) does not leave the sandbox" in result.stderr, result.stderr
+
+
+def test_a_quic_first_client_falls_back_to_tcp_through_the_filter(world: NetWorld) -> None:
+    """niquests told the host speaks HTTP/3 tries QUIC first; refused at once, it goes on over TCP."""
+    pytest.importorskip("niquests")
+    import sys
+
+    mark = world.origins["https"].mark()
+    script = UNSET + f'{q(sys.executable)} -c {q(QUIC_FIRST)} allowed.test "$SP" "$CA"\n'
+    result = world.run(script, tag="quic", timeout=120)
+    assert "quic-first 200" in result.stdout and "hello from allowed-https /quic-first" in result.stdout, result
+    assert "/quic-first" in {s.path for s in world.origins["https"].since(mark)[0]}
+    found = records(world.audit_path("quic"))
+    assert any(r["scheme"] == "udp" and r["host"] == "allowed.test" for r in found), found  # it did try QUIC first
+
+
+def test_an_ipv6_literal_is_judged_and_refused_like_any_address(world: NetWorld) -> None:
+    """No more ENETUNREACH and silence: an IPv6 address reaches the filter, which refuses what the policy
+    does not list, with the same record and `stockade allow` line as an IPv4 one."""
+    script = UNSET + """curl --noproxy '*' -sS -m 10 "http://[2001:db8::5]:8080/six" >/dev/null 2>&1; printf "six=%s\\n" $?\n"""
+    result = world.run(script, tag="six", timeout=120)
+    assert tagged(result, "six") != ["0"], result
+    found = records(world.audit_path("six"))
+    assert any(r["decision"] == "deny" and r["host"] in ("2001:db8::5", "[2001:db8::5]") and r["port"] == 8080 for r in found), found
+    assert "2001:db8::5" in result.stderr and "stockade allow" in result.stderr, result.stderr
+    assert "IPv6 address, which the sandbox has no route for" not in result.stderr, result.stderr
+
+
+GO_CLIENT = """package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// A client with its own transport and no proxy at all, and Go's own resolver (CGO_ENABLED=0).
+func main() {
+	pem, err := os.ReadFile(os.Args[2])
+	if err != nil {
+		fmt.Println("go-error", err)
+		return
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	response, err := client.Get(os.Args[1])
+	if err != nil {
+		fmt.Println("go-error", err)
+		return
+	}
+	body, _ := io.ReadAll(response.Body)
+	fmt.Println("go", response.StatusCode, strings.TrimSpace(string(body)))
+}
+"""
+
+
+def test_a_go_client_with_its_own_transport_and_resolver_goes_through_the_filter(world: NetWorld) -> None:
+    """Go's net/http with Proxy: nil and its pure-Go resolver: answered inside, judged by the filter; a
+    refused host gets the same record and line as a proxied request."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("Go is not installed (Debian: golang-go; .ci/run installs it)")
+    folder = world.box.project / ".go-probe"
+    folder.mkdir(exist_ok=True)
+    (folder / "main.go").write_text(GO_CLIENT)
+    build_env = {"PATH": "/usr/bin:/bin", "HOME": str(folder), "GOCACHE": str(folder / "cache"), "GOPATH": str(folder / "path"), "CGO_ENABLED": "0"}
+    subprocess.run([go, "build", "-o", "probe", "main.go"], cwd=folder, env=build_env, check=True, capture_output=True, timeout=300)
+    mark = world.origins["https"].mark()
+    script = UNSET + ('"$P/.go-probe/probe" "https://allowed.test:$SP/go" "$CA"\n"$P/.go-probe/probe" "https://denied.test:$DSP/go" "$CA"\n')
+    result = world.run(script, tag="go", timeout=120)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("go")]
+    assert lines[0] == "go 200 hello from allowed-https /go", result
+    assert lines[1].startswith("go-error"), result  # refused: the connection is closed before any TLS
+    assert "/go" in {s.path for s in world.origins["https"].since(mark)[0]}
+    found = records(world.audit_path("go"))
+    assert any(r["host"] == "denied.test" and r["decision"] == "deny" for r in found), found
+    assert "denied.test" in result.stderr and "stockade allow denied.test" in result.stderr, result.stderr

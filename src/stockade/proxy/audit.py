@@ -104,7 +104,9 @@ class AuditRecord:
 
     session: str
     command: list[str]
-    scheme: str  # "http", "tls" (CONNECT tunnel carrying TLS), "tcp", "ssh" (raw TCP opening like SSH), "connect" (nothing seen yet)
+    # "http", "tls" (CONNECT tunnel carrying TLS), "tcp", "ssh" (raw TCP opening like SSH), "connect" (nothing seen yet);
+    # "dns" (the sandbox's resolver), "udp" and "icmp" (packets refused in the sandbox's namespace: daemon/packet_log.py)
+    scheme: str
     host: str
     port: int
     decision: str  # "allow" | "deny"

@@ -51,8 +51,9 @@ if TYPE_CHECKING:
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
 # 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials";
 # 6: its "approve", and "questions"/"answer" (an older daemon would ignore what it does not know, so it is replaced);
-# 7: its "forwards", each a listener more in "open"; 8: its "intercept", three sockets more (bwrap/parts/interception.py)
-PROTOCOL = 8
+# 7: its "forwards", each a listener more in "open"; 8: its "intercept", three sockets more (bwrap/parts/interception.py);
+# 9: "intercept" counts its sockets: IPv4's three and the log of refused packets, then IPv6's three
+PROTOCOL = 9
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
 TEST_UPSTREAM_CA_ENV = "STOCKADE_PROXY_TEST_UPSTREAM_CA"  # tests only: the one CA inspected origins are verified against
@@ -150,7 +151,10 @@ class SessionCredential:
 
 
 MAX_FORWARDS = 64  # host loopback ports one session's sandbox may listen for (bwrap/parts/forwards.py)
-INTERCEPTION_SOCKETS = 3  # the transparent listener, DNS over UDP and over TCP (bwrap/parts/interception.py)
+# How many sockets interception hands over (bwrap/parts/interception.py), in this order: IPv4's transparent
+# listener, DNS over UDP and over TCP, the log of refused packets (proxy/daemon/packet_log.py); then, where the
+# sandbox's namespace has IPv6, IPv6's three.
+INTERCEPTION_SOCKETS = (4, 7)
 
 
 class SessionSpec:
@@ -170,7 +174,7 @@ class SessionSpec:
     approve: int  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py); 0: not held
     # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/parts/forwards.py, proxy/daemon/door.py)
     forwards: tuple[str, ...]
-    intercept: bool  # three sockets more: the transparent listener and DNS's (bwrap/parts/interception.py, proxy/daemon/inside_dns.py)
+    intercept: int  # sockets more, one of INTERCEPTION_SOCKETS (0: none): the transparent listeners, DNS's, the packet log
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -187,7 +191,7 @@ class SessionSpec:
         credentials: tuple[SessionCredential, ...] = (),
         approve: int = 0,
         forwards: tuple[str, ...] = (),
-        intercept: bool = False,
+        intercept: int = 0,
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (
@@ -258,6 +262,12 @@ class SessionSpec:
                 raise ValueError("spec.approve must be a number of seconds (0 to 3600)")
             return value
 
+        def interception() -> int:
+            value = data.get("intercept", 0)
+            if value not in (0, *INTERCEPTION_SOCKETS) or isinstance(value, bool):
+                raise ValueError(f"spec.intercept must be how many sockets interception hands over: 0 or one of {INTERCEPTION_SOCKETS}")
+            return int(value)
+
         def credentials() -> tuple[SessionCredential, ...]:
             value = data.get("credentials", [])
             if not isinstance(value, list):
@@ -287,7 +297,7 @@ class SessionSpec:
             credentials=credentials(),
             approve=seconds(),
             forwards=forwards(),
-            intercept=data.get("intercept", False) is True,
+            intercept=interception(),
         )
 
 

@@ -43,8 +43,14 @@ def credential_fix(name: str, origin: str) -> str:
 def describe_denial(denial: dict[str, Any], origin: str) -> str:
     """One summary line for a session's denial, with the policy line that would allow it, for every backend."""
     count = int(str(denial.get("count") or 1))
-    # port 0: a name the sandbox's resolver refused (proxy/daemon/inside_dns.py), before any connection
-    target = f"{denial.get('host')} (its address was asked for)" if denial.get("port") == 0 else f"{denial.get('host')}:{denial.get('port')}"
+    # port 0: a name the sandbox's resolver refused (proxy/daemon/inside_dns.py), before any connection; or a ping
+    # (proxy/daemon/packet_log.py), which has no port
+    if denial.get("port") != 0:
+        target = f"{denial.get('host')}:{denial.get('port')}"
+    elif str(denial.get("rule")).startswith("ping "):
+        target = str(denial.get("host"))
+    else:
+        target = f"{denial.get('host')} (its address was asked for)"
     where = f"network: denied {target}" + (f" ({count} times)" if count > 1 else "")
     if not denial.get("hint"):
         rule = str(denial.get("rule"))

@@ -161,19 +161,22 @@ def test_the_lean_binding_passes_typed_arguments() -> None:
     assert call(b"abc", b"abd", 2) == 0 and call(b"abc", b"abd", 3) != 0
 
 
-def test_an_intercepting_child_sends_three_sockets_more_and_says_so(
-    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_intercepting_child_sends_its_sockets_more_and_says_so(pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch) -> None:
     sender, receiver = pair
     monkeypatch.setattr(netns, "unshare", lambda flags: None)
     monkeypatch.setattr(netns, "_write", lambda path, text: None)
     monkeypatch.setattr(netns, "_loopback_up", lambda: None)
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
-    extra = [socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket()]
+    extra = [socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket(), socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)]
     netns.enter_private_network(sender.fileno(), 1000, 1001, [], intercept=lambda: extra)
-    received, intercepted = netns.receive_listeners(receiver, 1, extra=3)
+    received, intercepted = netns.receive_listeners(receiver, 1, extras=(4, 7))
     try:
-        assert intercepted and [each.type for each in received[1:]] == [socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_STREAM]
+        assert intercepted == 4 and [each.type for each in received[1:]] == [
+            socket.SOCK_STREAM,
+            socket.SOCK_DGRAM,
+            socket.SOCK_STREAM,
+            socket.SOCK_RAW,
+        ]
     finally:
         for each in received:
             each.close()
@@ -183,7 +186,7 @@ def test_a_child_that_could_not_intercept_sends_its_listeners_alone(pair: tuple[
     sender, receiver = pair
     with listening() as original:
         send(sender, b"L", [original.fileno()])
-    received, intercepted = netns.receive_listeners(receiver, 1, extra=3)
+    received, intercepted = netns.receive_listeners(receiver, 1, extras=(4, 7))
     assert len(received) == 1 and not intercepted
     received[0].close()
 

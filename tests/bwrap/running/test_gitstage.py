@@ -417,10 +417,11 @@ def test_legacy_remotes_alternates_and_object_links_made_by_the_run_are_moved_as
     (repo / "remotes").mkdir()
     (repo / "remotes" / "evil").write_text("URL: /root/private\nPush: refs/heads/main:refs/heads/x\n")
     (repo / "objects" / "info" / "alternates").write_text("/root/private/.git/objects\n")
-    os.symlink(str(tmp_path), repo / "objects" / "00")
+    fan_out = next(f"{n:02x}" for n in range(256) if not (repo / "objects" / f"{n:02x}").exists())  # one git's objects left free
+    os.symlink(str(tmp_path), repo / "objects" / fan_out)
     lines, _judged = gitstage.carry_back(stage, "s1")
     assert not (repo / "remotes" / "evil").exists() and not (repo / "objects" / "info" / "alternates").exists()
-    assert not os.path.lexists(repo / "objects" / "00") and (repo / "branches" / "mine").exists()
+    assert not os.path.lexists(repo / "objects" / fan_out) and (repo / "branches" / "mine").exists()
     assert len(lines) == 3, lines
 
 

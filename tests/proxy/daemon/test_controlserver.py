@@ -138,7 +138,7 @@ def test_open_needs_one_listener_per_door_and_registers_nothing_without(
     sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
     fds = [sock.fileno() for sock in sockets]
     reply = server.handle({"op": "open", "spec": spec.to_dict()}, owned, fds)
-    assert reply == {"ok": False, "error": "open needs one listening socket, one more for each of the spec's forwards, and three to intercept"}
+    assert reply == {"ok": False, "error": "open needs one listening socket, one more for each of the spec's forwards, and those interception names"}
     assert owned == set() and server.registry.get(spec.session_id) is None
     for sock in sockets:
         sock.close()
@@ -149,7 +149,7 @@ def test_open_with_a_socket_that_is_not_listening_leaves_no_session(server: Cont
     owned: set[str] = set()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as idle:
         reply = server.handle({"op": "open", "spec": spec.to_dict()}, owned, [os.dup(idle.fileno())])
-    assert reply == {"ok": False, "error": "listen needs a listening TCP socket"}
+    assert reply == {"ok": False, "error": "listen needs a listening TCP socket, and interception's sockets of their kinds"}
     assert owned == set() and server.registry.get(spec.session_id) is None and server.doors.by_session == {}
 
 

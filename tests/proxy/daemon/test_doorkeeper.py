@@ -59,7 +59,7 @@ async def test_listen_needs_one_socket_per_door(registry: Registry, make_spec: C
     the_doors = doors()
     assert (
         the_doors.listen(session.spec.session_id, session, fds)
-        == "listen needs one listening socket, one more for each of the spec's forwards, and three to intercept"
+        == "listen needs one listening socket, one more for each of the spec's forwards, and those interception names"
     )
     assert fds == [s.fileno() for s in listeners] and the_doors.by_session == {}
     for s in listeners:
@@ -73,7 +73,9 @@ async def test_listen_refuses_and_closes_a_socket_that_is_not_listening(registry
     sock.bind(("127.0.0.1", 0))
     fd = sock.detach()
     the_doors = doors()
-    assert the_doors.listen(session.spec.session_id, session, [fd]) == "listen needs a listening TCP socket"
+    assert (
+        the_doors.listen(session.spec.session_id, session, [fd]) == "listen needs a listening TCP socket, and interception's sockets of their kinds"
+    )
     assert the_doors.by_session == {} and closed(fd)
 
 
@@ -144,37 +146,57 @@ async def test_close_all_stops_every_door(registry: Registry, make_spec: Callabl
             socket.create_connection(address, timeout=5).close()
 
 
-def _interception_sockets() -> list[socket.socket]:
-    datagrams = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    datagrams.bind(("127.0.0.1", 0))
-    return [socket.create_server(("127.0.0.1", 0)), datagrams, socket.create_server(("127.0.0.1", 0))]
+def _family(address: str = "127.0.0.1") -> list[socket.socket]:
+    datagrams = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_DGRAM)
+    datagrams.bind((address, 0))
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return [socket.create_server((address, 0), family=family), datagrams, socket.create_server((address, 0), family=family)]
 
 
-async def test_an_intercepting_session_gets_a_transparent_door_and_a_resolver(registry: Registry, make_spec: Callable[..., SessionSpec]) -> None:
-    _token, session = registry.register(make_spec(intercept=True))
+def _log() -> socket.socket:
+    """A netlink socket, as the packet log is (bwrap/parts/interception.py binds it to NFLOG; any will do here)."""
+    return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+
+
+def _interception_sockets(ipv6: bool = False) -> list[socket.socket]:
+    return [*_family(), _log(), *(_family("::1") if ipv6 else [])]
+
+
+@pytest.mark.parametrize("ipv6", [False, True])
+async def test_an_intercepting_session_gets_transparent_doors_a_resolver_and_a_packet_log(
+    registry: Registry, make_spec: Callable[..., SessionSpec], ipv6: bool
+) -> None:
+    _token, session = registry.register(make_spec(intercept=7 if ipv6 else 4))
     sid = session.spec.session_id
     the_doors = doors()
-    given = [socket.create_server(("127.0.0.1", 0)), *_interception_sockets()]
+    given = [socket.create_server(("127.0.0.1", 0)), *_interception_sockets(ipv6)]
     fds = [each.detach() for each in given]
     taken = list(fds)
     assert the_doors.listen(sid, session, fds) is None and fds == []
-    assert [door.transparent for door in the_doors.forwarded[sid]] == [True] and sid in the_doors.resolvers
+    assert [door.transparent for door in the_doors.forwarded[sid]] == [True] * (2 if ipv6 else 1)
+    assert len(the_doors.resolvers[sid].datagrams) == (2 if ipv6 else 1) and sid in the_doors.packet_logs
     the_doors.close(sid)
-    assert sid not in the_doors.resolvers and all(closed(fd) for fd in taken)
+    assert sid not in the_doors.resolvers and sid not in the_doors.packet_logs and all(closed(fd) for fd in taken)
 
 
-@pytest.mark.parametrize("swap", ["udp first", "tcp resolver not listening"])
+@pytest.mark.parametrize("swap", ["udp first", "tcp resolver not listening", "no packet log"])
 async def test_an_intercepting_session_refuses_sockets_of_the_wrong_kinds(
     registry: Registry, make_spec: Callable[..., SessionSpec], swap: str
 ) -> None:
-    _token, session = registry.register(make_spec(intercept=True))
-    transparent, datagrams, stream = _interception_sockets()
+    _token, session = registry.register(make_spec(intercept=4))
+    transparent, datagrams, stream, log = _interception_sockets()
     if swap == "udp first":
         transparent, datagrams = datagrams, transparent
+    elif swap == "no packet log":
+        log.close()
+        log = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     else:
         stream.close()
         stream = socket.socket()
-    fds = [socket.create_server(("127.0.0.1", 0)).detach(), transparent.detach(), datagrams.detach(), stream.detach()]
+    fds = [socket.create_server(("127.0.0.1", 0)).detach(), transparent.detach(), datagrams.detach(), stream.detach(), log.detach()]
     the_doors = doors()
-    assert the_doors.listen(session.spec.session_id, session, list(fds)) == "listen needs a listening TCP socket"
+    assert (
+        the_doors.listen(session.spec.session_id, session, list(fds))
+        == "listen needs a listening TCP socket, and interception's sockets of their kinds"
+    )
     assert the_doors.by_session == {} and the_doors.resolvers == {} and all(closed(fd) for fd in fds)

@@ -28,13 +28,13 @@ def query(name: str, kind: int = inside_dns.TYPE_A, questions: int = 1) -> bytes
 
 @pytest.fixture
 def session(make_spec: Callable[..., SessionSpec]) -> Session:
-    _token, made = Registry().register(make_spec(intercept=True))
+    _token, made = Registry().register(make_spec(intercept=4))
     return made
 
 
 def resolver(session: Session) -> Resolver:
     one, two = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket()
-    return Resolver(session, one, two)
+    return Resolver(session, [one], [two])
 
 
 def test_an_allowed_name_gets_an_address_of_its_own_that_maps_back(session: Session) -> None:
@@ -120,12 +120,12 @@ def test_queries_past_the_sessions_share_are_dropped_and_counted(session: Sessio
     datagrams = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     datagrams.bind(("127.0.0.1", 0))
     datagrams.setblocking(False)
-    the_resolver = Resolver(session, datagrams, socket.socket())
+    the_resolver = Resolver(session, [datagrams], [socket.socket()])
     the_resolver.pace = inside_dns.Pace(1.0, 2)
     client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for _ in range(5):
         client.sendto(query("allowed.test"), datagrams.getsockname())
-    the_resolver._datagram()
+    the_resolver._datagram(datagrams)
     client.settimeout(1)
     answered = 0
     try:

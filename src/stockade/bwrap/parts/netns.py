@@ -154,20 +154,20 @@ def listen(address: str, port: int, backlog: int) -> _socket.socket:
     return listener
 
 
-def receive_listeners(channel: _socket.socket, count: int, extra: int = 0) -> tuple[list[_socket.socket], bool]:
-    """The parent's side: the `count` listening sockets that live in the sandbox's namespace, and
-    `extra` more when the child says it intercepts (then True)."""
+def receive_listeners(channel: _socket.socket, count: int, extras: tuple[int, ...] = ()) -> tuple[list[_socket.socket], int]:
+    """The parent's side: the `count` listening sockets that live in the sandbox's namespace, and,
+    when the child says it intercepts, as many more as one of `extras` (how many: the second value)."""
     fds: list[int] = []
-    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE((count + extra) * struct.calcsize("i")))
+    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE((count + max(extras, default=0)) * struct.calcsize("i")))
     for level, kind, data in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) - len(data) % 4])
-    expected = {b"L": count, b"T": count + extra}.get(message)
-    if expected is None or len(fds) != expected or (message == b"T" and not extra):
+    extra = len(fds) - count
+    if not ((message == b"L" and extra == 0) or (message == b"T" and extra in extras)):
         for fd in fds:
             os.close(fd)
         raise OSError("the sandbox's network namespace did not hand over its listeners")
-    return [_socket.socket(fileno=fd) for fd in fds], message == b"T"
+    return [_socket.socket(fileno=fd) for fd in fds], extra
 
 
 def in_child(attempt: Callable[[], str | None]) -> str | None:

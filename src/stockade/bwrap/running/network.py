@@ -86,11 +86,11 @@ class Bridge:
         os.close(self.child_channel_fd)
         self.channel.settimeout(10)
         try:
-            listeners, intercepted = receive_listeners(self.channel, 1 + len(self.listens()), extra=INTERCEPTION_SOCKETS)
+            listeners, intercepted = receive_listeners(self.channel, 1 + len(self.listens()), extras=INTERCEPTION_SOCKETS)
         finally:
             self.channel.close()
-        if intercepted:  # the last three: the transparent listener and DNS's two (bwrap/parts/interception.py)
-            self.handover.spec["intercept"] = True
+        if intercepted:  # the last ones: the transparent listeners, DNS's, the packet log (bwrap/parts/interception.py)
+            self.handover.spec["intercept"] = intercepted
             self.intercepted = True
         self.handover.send(listeners)
 

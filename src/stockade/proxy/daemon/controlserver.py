@@ -217,9 +217,10 @@ class ControlServer:
         given = message.get("spec")
         spec: dict[str, Any] = given if isinstance(given, dict) else {}
         forwards = spec.get("forwards")
-        extra = INTERCEPTION_SOCKETS if spec.get("intercept") is True else 0
+        intercept = spec.get("intercept", 0)
+        extra = intercept if intercept in INTERCEPTION_SOCKETS and not isinstance(intercept, bool) else 0
         if len(fds) != 1 + (len(forwards) if isinstance(forwards, list) else 0) + extra:
-            return {"ok": False, "error": "open needs one listening socket, one more for each of the spec's forwards, and three to intercept"}
+            return {"ok": False, "error": "open needs one listening socket, one more for each of the spec's forwards, and those interception names"}
         registered = self._register(message, owned)
         if not registered.get("ok"):
             return registered
@@ -253,7 +254,7 @@ class ControlServer:
 class ControlReader:
     """Lines from a non-blocking control connection, with the descriptors that came along (SCM_RIGHTS)."""
 
-    MAX_FDS = 2 + 2 * MAX_FORWARDS + INTERCEPTION_SOCKETS  # the proxy's listener, each forward's (localhost: two), interception's, a spare
+    MAX_FDS = 2 + 2 * MAX_FORWARDS + max(INTERCEPTION_SOCKETS)  # the proxy's listener, each forward's (localhost: two), interception's, a spare
 
     def __init__(self, conn: socket.socket) -> None:
         self.conn = conn

@@ -43,6 +43,7 @@ FIRST_BYTE_TIMEOUT = 600.0  # mitmproxy's own idle timeout for a connection that
 NOT_HTTP = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58\r\n\r\nstockade: only HTTP proxy requests reach the network proxy"
 _REGULAR = mode_specs.ProxyMode.parse("regular")
 SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h: where a redirected connection was going
+IP6T_SO_ORIGINAL_DST = 80  # linux/netfilter_ipv6/ip6_tables.h: the same for IPv6, at IPPROTO_IPV6
 HELD_LIMIT = 65536  # a forwarded connection's bytes held until its CONNECT is answered, before reading pauses
 
 Bind = Callable[[connection.Client, Session, bool], None]
@@ -157,6 +158,10 @@ class Door:
         """HOST:PORT the client connected to, before the namespace's rule turned it to this door:
         the name when the sandbox's resolver gave that address out; None (recorded) for an address
         of the resolver's block it never gave, which names nothing."""
+        if conn.family == socket.AF_INET6:  # sockaddr_in6: family, port, flow info, address
+            raw = conn.getsockopt(socket.IPPROTO_IPV6, IP6T_SO_ORIGINAL_DST, 28)
+            port, address = int.from_bytes(raw[2:4], "big"), socket.inet_ntop(socket.AF_INET6, raw[8:24])
+            return f"[{address}]:{port}"
         raw = conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
         port, address = int.from_bytes(raw[2:4], "big"), socket.inet_ntoa(raw[4:8])
         if not is_fake(address):

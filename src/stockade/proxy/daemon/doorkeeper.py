@@ -19,6 +19,7 @@ from stockade.proxy.audit import AuditError, AuditRecord
 from stockade.proxy.control import INTERCEPTION_SOCKETS
 from stockade.proxy.daemon.door import Bind, Door
 from stockade.proxy.daemon.inside_dns import Resolver
+from stockade.proxy.daemon.packet_log import PacketLog
 from stockade.proxy.filter.sessions import Session
 from stockade.proxy.rules.budget import Budget
 
@@ -33,11 +34,13 @@ class Doors:
         self.forwarded: dict[str, list[Door]] = {}  # session id -> its forwarded loopback ports' doors (bwrap/parts/forwards.py)
         self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
         self.resolvers: dict[str, Resolver] = {}  # session id -> its sandbox's resolver (inside_dns.py)
+        self.packet_logs: dict[str, PacketLog] = {}  # session id -> its refused packets (packet_log.py)
 
     def listen(self, session_id: str, session: Session, fds: list[int], opening: list[Callable[[], None]] | None = None) -> str | None:
         """Open the session's doors on the sockets in `fds`: the proxy's listener, then one for each
-        of the spec's forwards, then, when the spec intercepts, the transparent listener and the
-        resolver's UDP and TCP sockets (bwrap/parts/interception.py); None once open, else why not.
+        of the spec's forwards, then, when the spec intercepts, interception's (proxy/control.py
+        INTERCEPTION_SOCKETS: for IPv4 and then IPv6, the transparent listener and the resolver's UDP
+        and TCP sockets, with the log of refused packets between); None once open, else why not.
 
         The sockets taken are removed from `fds` (the caller closes whatever is left there). With
         `opening`, the doors start accepting only when the caller runs what it appends there.
@@ -45,28 +48,30 @@ class Doors:
         if session_id in self.by_session:
             return f"session {session_id!r} already has its listener"
         targets: list[str | None] = [None, *session.spec.forwards]
-        extra = INTERCEPTION_SOCKETS if session.spec.intercept else 0
+        extra = session.spec.intercept
         if len(fds) != len(targets) + extra:
-            return "listen needs one listening socket, one more for each of the spec's forwards, and three to intercept"
+            return "listen needs one listening socket, one more for each of the spec's forwards, and those interception names"
         sockets = [socket.socket(fileno=fd) for fd in fds]
         fds.clear()
-        streams = sockets[: len(targets) + (1 if extra else 0)]
-        resolver_sockets = sockets[len(streams) :]
-        if any(each.type != socket.SOCK_STREAM or not each.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) for each in streams) or (
-            extra and not _resolver_sockets(resolver_sockets)
-        ):
+        streams = sockets[: len(targets)]
+        intercepting = _interception(sockets[len(targets) :])
+        if any(not _listening(each) for each in streams) or (extra and intercepting is None):
             for each in sockets:
                 each.close()
-            return "listen needs a listening TCP socket"
+            return "listen needs a listening TCP socket, and interception's sockets of their kinds"
         doors = [Door(session, listener, self.bind, self.budget, target) for listener, target in zip(streams, targets, strict=False)]
-        if extra:
-            doors.append(Door(session, streams[-1], self.bind, self.budget, transparent=True))
-            resolver = Resolver(session, *resolver_sockets)
+        if intercepting is not None:
+            transparent, datagrams, dns_streams, log = intercepting
+            doors += [Door(session, listener, self.bind, self.budget, transparent=True) for listener in transparent]
+            resolver = Resolver(session, datagrams, dns_streams)
+            packets = PacketLog(session, log)
             self.resolvers[session_id] = resolver
-            if opening is None:
-                resolver.open()
-            else:
-                opening.append(resolver.open)
+            self.packet_logs[session_id] = packets
+            for start in (resolver.open, packets.open):
+                if opening is None:
+                    start()
+                else:
+                    opening.append(start)
         for door in doors:
             if opening is None:
                 door.open()
@@ -84,6 +89,9 @@ class Doors:
         resolver = self.resolvers.pop(session_id, None)
         if resolver is not None:
             resolver.close()
+        packets = self.packet_logs.pop(session_id, None)
+        if packets is not None:
+            packets.close()
         door = self.by_session.pop(session_id, None)
         if door is not None:
             door.close()
@@ -106,13 +114,29 @@ class Doors:
             door.close()
         for resolver in self.resolvers.values():
             resolver.close()
+        for packets in self.packet_logs.values():
+            packets.close()
 
 
-def _resolver_sockets(sockets: list[socket.socket]) -> bool:
-    """The resolver's two: a UDP socket, then a listening TCP one."""
-    datagrams, stream = sockets
-    listening = stream.type == socket.SOCK_STREAM and bool(stream.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
-    return datagrams.type == socket.SOCK_DGRAM and listening
+def _listening(each: socket.socket) -> bool:
+    return each.type == socket.SOCK_STREAM and bool(each.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+
+
+Interception = tuple[list[socket.socket], list[socket.socket], list[socket.socket], socket.socket]
+
+
+def _interception(sockets: list[socket.socket]) -> Interception | None:
+    """Interception's sockets sorted by job (transparent listeners, DNS datagrams, DNS streams, the
+    packet log), in proxy/control.py's order; None when there are none or one is not of its kind."""
+    if len(sockets) not in INTERCEPTION_SOCKETS:
+        return None
+    log = sockets[3]
+    families = [sockets[:3], sockets[4:7]] if len(sockets) == 7 else [sockets[:3]]
+    if log.family != socket.AF_NETLINK or any(
+        not _listening(transparent) or datagrams.type != socket.SOCK_DGRAM or not _listening(stream) for transparent, datagrams, stream in families
+    ):
+        return None
+    return [f[0] for f in families], [f[1] for f in families], [f[2] for f in families], log
 
 
 def audit_refusals(door: Door) -> None:

@@ -106,35 +106,40 @@ def judge(rules: SessionRules, name: str, may_ask: bool) -> Decision:
 
 
 class Resolver:
-    """One session's resolver on its namespace's port 53 (UDP and TCP)."""
+    """One session's resolver on its namespace's port 53 (UDP and TCP; IPv4's, and IPv6's where it has them)."""
 
-    def __init__(self, session: Session, datagrams: socket.socket, stream: socket.socket) -> None:
+    def __init__(self, session: Session, datagrams: list[socket.socket], streams: list[socket.socket]) -> None:
         self.session = session
         self.datagrams = datagrams
-        self.stream = stream
+        self.streams = streams
         self.tally = Tally()
         self.pace = Pace(QUERY_RATE, QUERY_BURST)  # one session's queries, over UDP and TCP alike
-        self._accepting: asyncio.Task[None] | None = None
+        self._accepting: list[asyncio.Task[None]] = []
         self._streams: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def open(self) -> None:
         loop = asyncio.get_running_loop()
-        self.datagrams.setblocking(False)
-        self.stream.setblocking(False)
-        loop.add_reader(self.datagrams.fileno(), self._datagram)
-        self._accepting = loop.create_task(self._accept_loop())
+        for datagrams in self.datagrams:
+            datagrams.setblocking(False)
+            loop.add_reader(datagrams.fileno(), self._datagram, datagrams)
+        for stream in self.streams:
+            stream.setblocking(False)
+            self._accepting.append(loop.create_task(self._accept_loop(stream)))
 
     def close(self) -> None:
         """Stop answering; write how often each recorded query came again. Closing twice does nothing."""
-        if self.datagrams.fileno() == -1:
+        if self._closed:
             return
-        if self._accepting is not None:  # opened: the loop watches both
+        self._closed = True
+        if self._accepting:  # opened: the loop watches every socket
             loop = asyncio.get_running_loop()
-            loop.remove_reader(self.datagrams.fileno())
-            loop.remove_reader(self.stream.fileno())
-            self._accepting.cancel()
-        self.datagrams.close()
-        self.stream.close()
+            for each in (*self.datagrams, *self.streams):
+                loop.remove_reader(each.fileno())
+            for task in self._accepting:
+                task.cancel()
+        for each in (*self.datagrams, *self.streams):
+            each.close()
         for task in list(self._streams):
             task.cancel()
         self._write_repeats()
@@ -171,10 +176,10 @@ class Resolver:
         self._record(name, kind, "allow", f"answered {address} ({decision.rule})")
         return message.succeed([dns.ResourceRecord.A(name, ipaddress.IPv4Address(address), ttl=TTL)]).packed
 
-    def _datagram(self) -> None:
+    def _datagram(self, datagrams: socket.socket) -> None:
         for _ in range(64):  # a burst at a time: the loop serves the others between
             try:
-                query, sender = self.datagrams.recvfrom(MAX_MESSAGE)
+                query, sender = datagrams.recvfrom(MAX_MESSAGE)
             except OSError:  # nothing more to read (or the socket closed under us)
                 return
             if not self.pace.admit(time.monotonic()):  # past its share: dropped, as a busy server would
@@ -183,12 +188,12 @@ class Resolver:
             reply = self._safe_answer(query)
             if reply is not None:
                 with contextlib.suppress(OSError):
-                    self.datagrams.sendto(_fits_a_datagram(reply), sender)
+                    datagrams.sendto(_fits_a_datagram(reply), sender)
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, stream: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            conn = await accept(self.stream, "the sandbox's resolver")
+            conn = await accept(stream, "the sandbox's resolver")
             if conn is None:
                 return
             if len(self._streams) >= MAX_STREAMS:
