@@ -1,4 +1,4 @@
-"""The packets a sandbox sent that are not TCP nor DNS: refused in its namespace, recorded here.
+"""The packets a sandbox sent that are not TCP nor DNS: refused in its namespace, recorded here (ESCAPES 94).
 
 Only TCP goes through the filter. bwrap/parts/interception.py's rule refuses
 every other UDP datagram and every ICMP echo not to the namespace's loopback
