@@ -116,7 +116,7 @@ def test_run_ci_writes_the_summary_and_the_report(tmp_path: Path, capsys: pytest
     code = ci.run_ci(request, lambda: _result(tmp_path, status=3), report=str(report), announce=True)
     assert code == 3
     data = json.loads(report.read_text())
-    assert data["version"] == 2
+    assert data["version"] == 3
     assert data["files_traced"] is False and data["files"] == [] and data["limits"] == [] and data["moved"] == []
     assert data["command"] == ["/bin/sh", "-c", "pip install -r requirements.txt"]
     assert data["cwd"] == str(tmp_path) and data["session"] == "s1"
@@ -350,3 +350,31 @@ def test_the_summary_says_what_an_untrusted_policy_file_tried_to_widen(tmp_path:
     result = ci.build_report(_request(tmp_path), outcome, 0, 1.0, 0.0, None)
     assert any("ignored: network allow evil.test" in note for note in result.notes)
     assert "evil.test" in ci.markdown(result)
+
+
+def test_the_resolvers_queries_are_names_not_hosts_contacted() -> None:
+    """A query of the sandbox's resolver (proxy/daemon/inside_dns.py) contacted no host: its answers are
+    counted by name, its refusals are denials of the name (port 0), its repeats count once."""
+    dns = [
+        {"session": "s1", "scheme": "dns", "host": "pypi.org", "port": 53, "decision": "allow", "rule": "A: answered 198.18.0.1"},
+        {"session": "s1", "scheme": "dns", "host": "pypi.org", "port": 53, "decision": "allow", "rule": "AAAA: no AAAA answer"},
+        {
+            "session": "s1",
+            "scheme": "dns",
+            "host": "evil.test",
+            "port": 53,
+            "decision": "deny",
+            "rule": "A: no allow rule matches",
+            "hint": 'allow = ["evil.test"]',
+        },
+        {"session": "s1", "scheme": "dns", "host": "evil.test", "port": 53, "decision": "deny", "rule": "A: no allow rule matches", "repeats": 4},
+        {"session": "s1", "scheme": "dns", "host": "*", "port": 53, "decision": "deny", "rule": "3 queries dropped"},
+        {"session": "s1", "scheme": "tls", "host": "pypi.org", "port": 443, "decision": "allow", "rule": 'allow "pypi.org"', "bytes_down": 10},
+    ]
+    hosts, denials = ci.tally(dns)
+    assert [(h.host, h.port) for h in hosts] == [("pypi.org", 443)]
+    assert [(d.host, d.port, d.count) for d in denials] == [("evil.test", 0, 1)]
+    assert ci.names_asked(dns) == (1, 1)
+    report = ci.CiReport([], "/", "s1", "p", "allowlist", "/a", 0, 0.0, "t", "t", hosts=hosts, denials=denials, names_answered=1, names_refused=1)
+    text = ci.markdown(report)
+    assert "Names the sandbox's resolver answered: 1; refused: 1." in text and "| <code>evil.test</code> | its name | 1 |" in text

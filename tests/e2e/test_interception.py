@@ -129,6 +129,7 @@ curl --noproxy '*' -sS -m5 "http://198.18.200.200:80/"; echo "never_given=$?"
     assert dns["tunnel.denied.test 16 udp"] == "rcode=3 answers=0", dns
     assert dns["allowed.test 1 tcp"] == "rcode=0 answers=1" and dns["x.exfil.denied.test 1 tcp"] == "rcode=3 answers=0", dns
     assert "stockade allow denied.test" in result.stderr and "stockade allow 198.51.100.1" in result.stderr, result.stderr
+    assert "network: the sandbox's resolver answered 1 name and refused 3;" in result.stderr, result.stderr  # counted too
     found = records(world.audit_path("refused"))
     denied = {(r["scheme"], r["host"]) for r in found if r["decision"] == "deny"}
     assert {("dns", "denied.test"), ("dns", "tunnel.denied.test"), ("dns", "x.exfil.denied.test")} <= denied, denied

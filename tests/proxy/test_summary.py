@@ -90,3 +90,12 @@ def test_a_name_the_sandboxs_resolver_refused_is_said_without_a_port() -> None:
         {"host": "example.com", "port": 0, "rule": "no allow rule matches", "hint": 'allow = ["example.com"]', "count": 2}, "/p/.stockade.toml"
     )
     assert line.startswith("network: denied example.com (its address was asked for) (2 times); to allow it, run: stockade allow example.com")
+
+
+def test_the_resolvers_counts_are_read_from_the_end_reply_and_said_with_the_session() -> None:
+    assert summary.names_of({"answered": 3, "refused": 1}) == (3, 1)
+    for wrong in (None, [], {"answered": "3", "refused": 1}, {"answered": True, "refused": 0}, {"answered": 1}):
+        assert summary.names_of(wrong) is None
+    assert summary.names_line((1, 2), "abc123") == (
+        "network: the sandbox's resolver answered 1 name and refused 2; each query is in the audit log (stockade audit --session abc123)"
+    )

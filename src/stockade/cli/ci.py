@@ -28,7 +28,7 @@ from stockade.core.invocation import Invocation, RunResult
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.text import say
 
-REPORT_VERSION = 2  # 2: files, files_traced, limits and moved
+REPORT_VERSION = 3  # 2: files, files_traced, limits and moved; 3: names_answered and names_refused, DNS apart from hosts
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 RECORD_SETTLE = 1.0  # seconds to wait for the proxy's last records of this session
 COMMAND_SHOWN = 4000  # characters of the command in the Markdown summary
@@ -71,7 +71,9 @@ class CiReport:
     started: str
     finished: str
     hosts: list[HostTally] = field(default_factory=list)
-    denials: list[Denial] = field(default_factory=list)
+    denials: list[Denial] = field(default_factory=list)  # a name the sandbox's resolver refused has port 0
+    names_answered: int = 0  # distinct names the sandbox's resolver answered (proxy/daemon/inside_dns.py)
+    names_refused: int = 0
     error: str | None = None  # stockade's own failure (the sandbox could not be set up, ...)
     notes: list[str] = field(default_factory=list)
     audit_trouble: list[str] = field(default_factory=list)  # why the network record is incomplete: the job fails
@@ -87,11 +89,20 @@ class CiReport:
 
 
 def tally(records: Iterable[Mapping[str, object]]) -> tuple[list[HostTally], list[Denial]]:
-    """Hosts in first-contact order with their bytes; denials once per host, port and rule."""
+    """Hosts in first-contact order with their bytes; denials once per host, port and rule. A query
+    of the sandbox's resolver is no host contacted: its refusals are denials of the name (port 0)."""
     hosts: dict[tuple[str, int], HostTally] = {}
     denials: dict[tuple[str, int, str], Denial] = {}
     for record in records:
         host, port = str(record.get("host", "")), _int(record.get("port"))
+        if record.get("scheme") == "dns":
+            if record.get("decision") == "deny" and host != "*" and not record.get("repeats"):
+                key = (host, 0, str(record.get("rule") or ""))
+                if key in denials:
+                    denials[key].count += 1
+                else:
+                    denials[key] = Denial(host, 0, key[2], str(record.get("hint") or ""))
+            continue
         entry = hosts.setdefault((host, port), HostTally(host, port))
         entry.requests += 1
         entry.bytes_up += _int(record.get("bytes_up"))
@@ -107,6 +118,16 @@ def tally(records: Iterable[Mapping[str, object]]) -> tuple[list[HostTally], lis
         else:
             entry.allowed += 1
     return list(hosts.values()), list(denials.values())
+
+
+def names_asked(records: Iterable[Mapping[str, object]]) -> tuple[int, int]:
+    """(names the sandbox's resolver answered, names it refused), each counted once."""
+    answered: set[str] = set()
+    refused: set[str] = set()
+    for record in records:
+        if record.get("scheme") == "dns" and record.get("host") != "*":
+            (answered if record.get("decision") == "allow" else refused).add(str(record.get("host")))
+    return len(answered), len(refused)
 
 
 def run_ci(invocation: Invocation, execute: Callable[[], RunResult], *, report: str | None, announce: bool) -> int:
@@ -171,6 +192,7 @@ def build_report(
             result.notes.append(f"the audit log could not be read: {error}")
         else:
             result.hosts, result.denials = tally(records)
+            result.names_answered, result.names_refused = names_asked(records)
             cut = sum(1 for record in records if record.get("incomplete"))
             if cut:
                 result.notes.append(f"{cut} connection(s) have a start record and no end: the proxy daemon stopped under them")
@@ -291,11 +313,15 @@ def markdown(result: CiReport) -> str:
         else:
             lines.append("No network requests.")
         lines.append("")
+        if result.names_answered or result.names_refused:
+            lines += [f"Names the sandbox's resolver answered: {result.names_answered}; refused: {result.names_refused}.", ""]
         denied = sum(d.count for d in result.denials)
         lines += [f"#### Denied ({denied})", ""]
         if result.denials:
             lines += ["| host | port | times | why | to allow it, run |", "|---|---:|---:|---|---|"]
-            lines += [f"| {_code(d.host)} | {d.port} | {d.count} | {_cell(d.rule)} | {_fix(d.hint, result.policy)} |" for d in result.denials]
+            lines += [
+                f"| {_code(d.host)} | {d.port or 'its name'} | {d.count} | {_cell(d.rule)} | {_fix(d.hint, result.policy)} |" for d in result.denials
+            ]
         else:
             lines.append("Nothing was denied.")
         lines.append("")

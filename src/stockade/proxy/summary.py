@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class SessionEnd:
     """What a session's end tells the run (plain slots: this is on every networked run's path)."""
 
-    __slots__ = ("denials", "audit_error", "trouble", "refused", "always")
+    __slots__ = ("denials", "audit_error", "trouble", "refused", "always", "names")
 
     def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "") -> None:
         self.always: list[dict[str, Any]] = []  # hosts the user answered "always" for: the run writes them (proxy/client/asking.py)
@@ -23,6 +23,7 @@ class SessionEnd:
         self.audit_error = audit_error  # why the session's audit log could not be written, if it could not
         self.trouble = trouble  # one line: why this run's network record is incomplete ("" when it is whole)
         self.refused = refused  # one line: connections the session's budget refused ("" when none)
+        self.names: tuple[int, int] | None = None  # names the sandbox's resolver answered and refused (Linux, intercepted)
 
     def __eq__(self, other: object) -> bool:
         fields = ("denials", "audit_error", "trouble", "refused")
@@ -68,6 +69,25 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
     if command:
         return f"{where}; to allow it, run: {command}{after_allow(origin)}"
     return f"{where}; to allow it, add {denial.get('hint')} under [network] in {origin}"
+
+
+def names_of(reply: object) -> tuple[int, int] | None:
+    """(answered, refused) from the daemon's `names` in its end reply; None without them."""
+    if not isinstance(reply, dict):
+        return None
+    answered, refused = reply.get("answered"), reply.get("refused")
+    if not isinstance(answered, int) or not isinstance(refused, int) or isinstance(answered, bool) or isinstance(refused, bool):
+        return None
+    return answered, refused
+
+
+def names_line(names: tuple[int, int], session: str) -> str:
+    """The count beside the refused names' lines: what the sandbox's resolver answered and refused."""
+    answered, refused = names
+    return (
+        f"network: the sandbox's resolver answered {answered} name{'s' * (answered != 1)} and refused {refused}; "
+        f"each query is in the audit log (stockade audit --session {session})"
+    )
 
 
 def refused_line(refused: object) -> str:

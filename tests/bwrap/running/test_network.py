@@ -19,7 +19,7 @@ class FakeHandover:
     """Stands in for proxy.client.handover.Handover: records each call, no daemon."""
 
     made: list[FakeHandover] = []
-    ending = SimpleNamespace(always=[], denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused")
+    ending = SimpleNamespace(always=[], denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused", names=(4, 1))
 
     def __init__(self, files: Any, spec: dict[str, Any]) -> None:
         self.files, self.spec = files, spec
@@ -119,7 +119,7 @@ def test_close_takes_the_sessions_denials_trouble_and_refusals(fake: type[FakeHa
     os.close(b.child_channel_fd)
     b.close()
     assert fake.made[0].calls == ["reach", "end"]
-    assert b.denials == [{"host": "evil.example"}] and b.trouble == "the daemon died" and b.refused == "2 refused"
+    assert b.denials == [{"host": "evil.example"}] and b.trouble == "the daemon died" and b.refused == "2 refused" and b.names == (4, 1)
     b.close()  # a second close (the retried start's) asks nothing more
     assert fake.made[0].calls == ["reach", "end"]
 

@@ -695,7 +695,7 @@ def _execute(
         trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
         _summary(
             launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble, agent_session,
-            refused_locally, bridge is not None and bridge.intercepted,
+            refused_locally, bridge is not None and bridge.intercepted, (bridge.names, session) if bridge is not None and bridge.names else None,
         )  # fmt: skip
     if tracer is not None:
         _trace_report(launch, traced, tracer.dropped, findings)
@@ -815,6 +815,7 @@ def _summary(
     agent_session: str | None = None,
     refused_locally: int = 0,
     intercepted: bool = False,
+    names_asked: tuple[tuple[int, int], str] | None = None,
 ) -> None:
     """One short stderr block of what stockade knows it blocked; silent when nothing was. The plan's
     notes are said once per agent session (core/notices.py)."""
@@ -850,9 +851,11 @@ def _summary(
 
         lines += grouped_moves(quarantined)
     if denials:
-        from stockade.proxy.summary import describe_denial
+        from stockade.proxy.summary import describe_denial, names_line
 
         lines += [describe_denial(denial, origin) for denial in denials]
+        if names_asked is not None and names_asked[0][1]:  # names were refused: how many, beside how many were answered
+            lines.append(names_line(*names_asked))
     if touched:
         from stockade.bwrap.after.summary import grouped_files
 

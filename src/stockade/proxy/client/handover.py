@@ -171,6 +171,7 @@ class Handover:
             ended = SessionEnd(denials, None, refused=refused)
         always = reply.get("always")
         ended.always = [item for item in always if isinstance(item, dict)] if isinstance(always, list) else []
+        ended.names = summary.names_of(reply.get("names"))
         return ended
 
     def close(self) -> None:

@@ -187,7 +187,10 @@ class ControlServer:
             if ended is None:
                 return {"ok": False, "error": f"unknown session {session_id!r}"}
             refused = self.doors.refused(session_id)
-            return {"ok": True, "denials": ended.denial_summary(), "audit_error": ended.writer.broken, "refused": refused, "always": ended.always}
+            reply = {"ok": True, "denials": ended.denial_summary(), "audit_error": ended.writer.broken, "refused": refused, "always": ended.always}
+            if ended.spec.intercept:  # what the sandbox's resolver answered and refused (inside_dns.py)
+                reply["names"] = {"answered": len(ended.names.by_name), "refused": ended.refused_names}
+            return reply
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     async def _questions(self, message: dict[str, Any]) -> dict[str, Any]:

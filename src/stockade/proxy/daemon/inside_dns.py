@@ -117,6 +117,7 @@ class Resolver:
         self._accepting: list[asyncio.Task[None]] = []
         self._streams: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._refused: set[str] = set()  # names refused, each once (bounded as the names given are: MAX_NAMES)
 
     def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -163,6 +164,9 @@ class Resolver:
         decision = judge(self.session.rules, name, bool(spec.approve))
         if not decision.allowed:
             self._record(name, kind, "deny", decision.rule, decision.hint)
+            if name not in self._refused and len(self._refused) < MAX_NAMES:
+                self._refused.add(name)
+                self.session.refused_names = len(self._refused)
             if not _is_address(name):  # a program asking for "127.0.0.1" by name wants no `stockade allow` line
                 self.session.note_denial(decision.host or name, 0, decision)  # port 0: a name, asked for (summary.py)
             return message.fail(NXDOMAIN).packed

@@ -80,6 +80,7 @@ class Session:
     asked: int = 0  # questions put to the user (approvals.ASKED_MAX bounds them, so answering does not become a habit)
     open_flows: dict[int, Any] = field(default_factory=dict)  # allowed flows with a start record and no end yet (tracking.Tracked)
     names: Names = field(default_factory=Names)  # the addresses the sandbox's resolver gave out (inside_dns.py)
+    refused_names: int = 0  # distinct names the sandbox's resolver refused (daemon/inside_dns.py)
 
     @property
     def stopped(self) -> str | None:
