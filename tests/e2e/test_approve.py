@@ -15,7 +15,6 @@ The origin is a loopback HTTP server the daemon reaches under a test name
 
 from __future__ import annotations
 
-import ctypes.util
 import json
 import os
 import pty
@@ -241,7 +240,6 @@ def test_a_question_the_command_draws_cannot_get_always_for_the_host_it_asks(wor
     assert tomllib.loads((folder / ".stockade.toml").read_text())["network"]["allow"] == ["pypi.org"]
 
 
-@pytest.mark.skipif(ctypes.util.find_library("nftables") is None, reason="libnftables is not installed (Debian: nftables)")
 def test_a_client_that_ignores_the_proxy_is_asked_about_as_well(world: SimpleNamespace) -> None:
     """Issue 36: the sandbox's resolver answers a name the user may still allow, and the transparent
     door's CONNECT is held for the question like a proxied request; refused, the connection ends."""

@@ -11,7 +11,6 @@ whose test resolver is the daemon's only way to a name.
 
 from __future__ import annotations
 
-import ctypes.util
 import shutil
 import subprocess
 
@@ -19,10 +18,7 @@ import pytest
 
 from tests.e2e.netfixtures import NetWorld, q, records, tagged
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(ctypes.util.find_library("nftables") is None, reason="libnftables is not installed (Debian: nftables)"),
-]
+pytestmark = pytest.mark.e2e
 
 UNSET = "unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy NO_PROXY no_proxy\nunset PYTHONPATH\n"
 

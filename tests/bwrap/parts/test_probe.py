@@ -368,6 +368,6 @@ def test_the_interception_check_warns_with_why(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(interception, "probe", lambda: None)
     assert probe.check_interception().ok
-    monkeypatch.setattr(interception, "probe", lambda: "libnftables.so.1 could not be loaded (...): install nftables")
+    monkeypatch.setattr(interception, "probe", lambda: "Operation not supported (is nf_tables in this kernel?)")
     check = probe.check_interception()
-    assert not check.ok and not check.required and "HTTP_PROXY" in check.detail and "nftables" in check.fix
+    assert not check.ok and not check.required and "HTTP_PROXY" in check.detail and "nf_tables" in check.fix

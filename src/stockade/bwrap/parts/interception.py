@@ -27,9 +27,9 @@ sandbox's own network namespace (netns.py), before bwrap starts:
 
 Nothing here reaches outside the run's namespaces, and nothing is setuid: the
 child has CAP_NET_ADMIN in the user namespace it made, and loses it at exec.
-The rule is made through libnftables (Debian's libnftables1, which the
-`nftables` package brings); where it is missing or refuses, the run goes on as
-before (proxy-aware clients only) and `stockade doctor` says why.
+The table is sent to the kernel as one netlink batch (nftables.py), with no
+library; where the kernel refuses it (no nf_tables, or no NAT in it), the run
+goes on as before (proxy-aware clients only) and `stockade doctor` says why.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ import _socket
 import os
 import struct
 
-from stockade.bwrap.parts.netns import CLONE_NEWNET, enter_user_namespace, in_child, library_function, listen
+from stockade.bwrap.parts import nftables
+from stockade.bwrap.parts.netns import CLONE_NEWNET, enter_user_namespace, in_child, listen
 
 TRANSPARENT_PORT = 3129  # inside the sandbox's own namespace, beside the proxy's 3128
 DNS_PORT = 53
@@ -47,6 +48,7 @@ LOG_RATE, LOG_BURST = 100, 200  # refused packets copied to the daemon a second,
 LOG_BYTES = 128  # of each refused packet: its IP and transport headers
 IPV4_SOCKETS = 4  # the transparent listener, DNS over UDP and TCP, the log; IPv6's three more follow (proxy/control.py)
 
+# The table in nft's syntax: what table() sends (tests/bwrap/parts/test_nftables.py holds the two the same)
 RULES = f"""table inet stockade {{
     chain out {{
         type nat hook output priority -100; policy accept;
@@ -70,7 +72,6 @@ RULES = f"""table inet stockade {{
     }}
 }}
 """.encode()
-LIBRARY = "libnftables.so.1"
 
 # rtnetlink (rtnetlink(7)): one RTM_NEWROUTE, "local 0.0.0.0/0 dev lo" (or "local ::/0")
 NETLINK_ROUTE = 0
@@ -141,24 +142,37 @@ def packet_log() -> _socket.socket:
     return link
 
 
+def table() -> nftables.Batch:
+    """RULES, as the netlink batch the kernel takes (nftables.py; tests/bwrap/parts/test_nftables.py holds
+    the two to the same ruleset)."""
+    batch = nftables.Batch("stockade")
+    batch.chain("out", "nat", -100)
+    batch.chain("refuse", "filter", 0)
+    loopback = [nftables.to_loopback(nftables.NFPROTO_IPV4), nftables.to_loopback(nftables.NFPROTO_IPV6)]
+    for protocol in (nftables.UDP, nftables.TCP):
+        batch.rule("out", nftables.is_protocol(protocol), nftables.to_port(DNS_PORT), nftables.redirect_to(DNS_PORT))
+    for each in loopback:
+        batch.rule("out", each, nftables.accept())
+    batch.rule("out", nftables.is_protocol(nftables.TCP), nftables.redirect_to(TRANSPARENT_PORT))
+    batch.rule("refuse", nftables.ct_state_established_or_related(), nftables.accept())
+    for each in loopback:
+        batch.rule("refuse", each, nftables.accept())
+    logged = [nftables.limit(LOG_RATE, LOG_BURST), nftables.log(LOG_GROUP)]
+    batch.rule("refuse", nftables.is_protocol(nftables.UDP), *logged)
+    batch.rule("refuse", nftables.is_protocol(nftables.UDP), nftables.reject(2, 1))  # ICMPX port unreachable
+    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV4), *logged)
+    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV4), nftables.reject(0, 13))  # ICMP admin prohibited
+    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV6), *logged)
+    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV6), nftables.reject(0, 1))  # ICMPv6 admin prohibited
+    return batch
+
+
 def redirect() -> str | None:
-    """Load RULES into the namespace's nftables: None once done, else why not (no library, a refusal)."""
+    """Load the table into the namespace: None once done, else why not (a kernel without nf_tables, a refusal)."""
     try:
-        new = library_function(LIBRARY, "nft_ctx_new", "i", returns="P")
-        buffer_errors = library_function(LIBRARY, "nft_ctx_buffer_error", "P")
-        run = library_function(LIBRARY, "nft_run_cmd_from_buffer", "Pz")
-        free = library_function(LIBRARY, "nft_ctx_free", "P", returns="")
+        table().send()
     except OSError as error:
-        return f"{LIBRARY} could not be loaded ({error}): install nftables"
-    context = new(0)
-    if not context:
-        return "libnftables could not make a context"
-    try:
-        buffer_errors(context)  # its words stay in the library, not on the run's terminal
-        if run(context, RULES) != 0:
-            return "nftables refused the sandbox's rule (is nf_tables in this kernel?)"
-    finally:
-        free(context)
+        return f"{error.strerror or error} (is nf_tables in this kernel?)"
     return None
 
 

@@ -217,7 +217,7 @@ def check_interception() -> Check:
         "interception",
         False,
         f"not available ({why}): only programs that read HTTP_PROXY/HTTPS_PROXY have a network inside",
-        "install nftables (sudo apt-get install nftables); the kernel needs nf_tables with NAT (CONFIG_NFT_REDIR)",
+        "the kernel needs nf_tables with NAT, reject and NFLOG (CONFIG_NFT_REDIR, CONFIG_NFT_REJECT, CONFIG_NETFILTER_NETLINK_LOG)",
         required=False,
     )
 
