@@ -168,6 +168,20 @@ def test_http2_streams_are_judged_one_by_one(world: SimpleNamespace) -> None:
     assert "2.0 GET /no/2" not in result.stdout, result.stdout  # the refused stream never reached the origin
 
 
+def test_http2_of_a_client_that_ignores_the_proxy_is_judged_the_same(world: SimpleNamespace) -> None:
+    """Issue 36: through the transparent door (bwrap/parts/interception.py) an HTTP/2 client's streams are
+    judged one by one exactly as a proxied client's are."""
+    if world.h2_port is None:
+        pytest.skip("node is not installed (the HTTP/2 origin)")
+    unset = "unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy NO_PROXY no_proxy\n"
+    script = unset + curl(world, "GET /ok/1", "GET /no/2", "GET /ok/3", port=world.h2_port, extra="--http2 --noproxy '*'")
+    result = world.box.run(script, policy=policy(["GET /ok/**"]))
+    assert result.returncode == 0, result
+    assert "2.0 GET /ok/1" in result.stdout and "2.0 GET /ok/3" in result.stdout, result.stdout
+    assert result.stdout.count("[200]") == 2 and result.stdout.count("[403]") == 1, result.stdout
+    assert "2.0 GET /no/2" not in result.stdout, result.stdout
+
+
 @pytest.mark.parametrize(
     "path",
     ["/repos/%2e%2e/admin", "/repos/a%2Fb", "/repos//a", "/repos/./a"],
