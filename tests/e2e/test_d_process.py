@@ -247,6 +247,26 @@ def test_case_48_view_cannot_be_changed_from_inside(vbox: Box) -> None:
     assert not Path("/etc/stockade-rw").exists()
 
 
+def test_case_95_the_kernels_settings_stay_read_only_inside(vbox: Box) -> None:
+    """ESCAPES 95: bwrap leaves /proc/sys writable to a sandbox run as root, so it set the host's sysctls
+    (kernel.core_pattern runs a program as root at the next crash). Every write fails; reading works."""
+    setting = Path("/proc/sys/kernel/core_uses_pid")
+    before = setting.read_text().strip()
+    flipped = "0" if before == "1" else "1"
+    try:
+        attack = vbox.run(
+            f"(echo {flipped} > /proc/sys/kernel/core_uses_pid) 2>/dev/null && echo WROTE\n"
+            "(echo h > /proc/sysrq-trigger) 2>/dev/null && echo SYSRQ\n"
+            "cat /proc/sys/kernel/ostype; cat /proc/self/status | head -1"
+        )
+        assert "WROTE" not in attack.stdout and "SYSRQ" not in attack.stdout, attack
+        assert "Linux" in attack.stdout and "Name:" in attack.stdout, attack  # controls: the settings and its own /proc read
+        assert setting.read_text().strip() == before
+    finally:
+        if IS_ROOT and setting.read_text().strip() != before:
+            setting.write_text(before + "\n")  # the hole reopened: put the host back
+
+
 # --- case 49 ----------------------------------------------------------------------------------------
 
 PTRACE_CASES = [

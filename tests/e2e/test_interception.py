@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -228,13 +229,27 @@ ping -c 1 -W 2 allowed.test >/dev/null 2>ping.err; printf "ping=%s\\n" $?; sed '
         assert "network: denied allowed.test (ping (ICMP echo) does not leave the sandbox" in result.stderr, result.stderr
 
 
-def test_a_quic_first_client_falls_back_to_tcp_through_the_filter(world: NetWorld) -> None:
-    """niquests told the host speaks HTTP/3 tries QUIC first; refused at once, it goes on over TCP."""
-    pytest.importorskip("niquests")
-    import sys
+@pytest.fixture(scope="module")
+def quic_python() -> str:
+    """A Python with niquests, in a venv of its own: niquests' urllib3-future installs a .pth file that
+    replaces urllib3 and imports shutil at every start of the interpreter it is installed in, so it
+    stays out of the project's venv (tests/cli/test_lean_path.py would see it)."""
+    folder = Path(__file__).resolve().parents[1] / ".cache" / "quic-client"
+    python = folder / "bin" / "python"
+    if not python.exists():
+        try:
+            subprocess.run(["/usr/bin/python3", "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "niquests>=3.11"], check=True, capture_output=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as error:
+            shutil.rmtree(folder, ignore_errors=True)
+            pytest.skip(f"niquests could not be installed from the package index: {error}")
+    return str(python)
 
+
+def test_a_quic_first_client_falls_back_to_tcp_through_the_filter(world: NetWorld, quic_python: str) -> None:
+    """niquests told the host speaks HTTP/3 tries QUIC first; refused at once, it goes on over TCP."""
     mark = world.origins["https"].mark()
-    script = UNSET + f'{q(sys.executable)} -c {q(QUIC_FIRST)} allowed.test "$SP" "$CA"\n'
+    script = UNSET + f'{q(quic_python)} -c {q(QUIC_FIRST)} allowed.test "$SP" "$CA"\n'
     result = world.run(script, tag="quic", timeout=120)
     assert "quic-first 200" in result.stdout and "hello from allowed-https /quic-first" in result.stdout, result
     assert "/quic-first" in {s.path for s in world.origins["https"].since(mark)[0]}
@@ -308,3 +323,13 @@ def test_a_go_client_with_its_own_transport_and_resolver_goes_through_the_filter
     found = records(world.audit_path("go"))
     assert any(r["host"] == "denied.test" and r["decision"] == "deny" for r in found), found
     assert "denied.test" in result.stderr and "stockade allow denied.test" in result.stderr, result.stderr
+
+
+def test_the_network_namespaces_settings_stay_read_only(world: NetWorld) -> None:
+    """ESCAPES 95, hostile review 16: run as root, the command owned its network namespace's sysctls
+    (it could let itself bind port 53 on any address); now /proc/sys is read-only inside."""
+    script = (
+        "(echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start) 2>/dev/null && echo WROTE-NET\ncat /proc/sys/net/ipv4/ip_unprivileged_port_start\n"
+    )
+    result = world.run(script, tag="sysctl", timeout=60)
+    assert "WROTE-NET" not in result.stdout and result.stdout.split()[-1:] == ["1024"], result

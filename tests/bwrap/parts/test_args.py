@@ -42,7 +42,11 @@ from stockade.bwrap.parts.args import (
         ),
         pytest.param(Dev(), ["--dev", "/dev", "--remount-ro", "/dev"], id="dev"),
         pytest.param(Dev("/sandbox/dev"), ["--dev", "/sandbox/dev", "--remount-ro", "/sandbox/dev"], id="dev-elsewhere"),
-        pytest.param(Proc(), ["--proc", "/proc"], id="proc"),
+        pytest.param(
+            Proc(),
+            ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"],
+            id="proc",
+        ),
         pytest.param(Chdir("/proj/sub dir"), ["--chdir", "/proj/sub dir"], id="chdir"),
         pytest.param(Symlink("usr/bin", "/bin"), ["--symlink", "usr/bin", "/bin"], id="symlink"),
         pytest.param(SetEnv("LANG", "C.UTF-8"), ["--setenv", "LANG", "C.UTF-8"], id="setenv"),

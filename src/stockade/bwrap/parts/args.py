@@ -124,6 +124,14 @@ class Dev(Piece):
 
 
 class Proc(Piece):
+    """bwrap's own /proc, with the kernel's settings read-only (ESCAPES 95).
+
+    bwrap covers /proc/sys only when it could write that folder, and no one can (it is 0555): a
+    sandbox run as root could set the host's sysctls (kernel.core_pattern runs a program as root
+    at the next crash of anything) and its network namespace's. /proc/sys is bound read-only from
+    the host's /proc (what it shows depends on the reader's namespaces, not on the mount), and
+    /proc/sysrq-trigger where the kernel has one (`-try`: planning never reads /proc)."""
+
     __slots__ = ("path",)
 
     def __init__(self, path: str = "/proc") -> None:
@@ -131,6 +139,8 @@ class Proc(Piece):
 
     def to_args(self) -> Iterator[str]:
         yield from ("--proc", self.path)
+        yield from ("--ro-bind", "/proc/sys", f"{self.path}/sys")
+        yield from ("--ro-bind-try", "/proc/sysrq-trigger", f"{self.path}/sysrq-trigger")
 
 
 class Chdir(Piece):
