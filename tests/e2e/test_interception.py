@@ -333,3 +333,30 @@ def test_the_network_namespaces_settings_stay_read_only(world: NetWorld) -> None
     )
     result = world.run(script, tag="sysctl", timeout=60)
     assert "WROTE-NET" not in result.stdout and result.stdout.split()[-1:] == ["1024"], result
+
+
+FIRE_AND_FORGET = r"""
+import socket, struct
+server = next(line.split()[1] for line in open("/etc/resolv.conf") if line.split()[:1] == ["nameserver"])
+question = b"".join(bytes([len(part)]) + part.encode() for part in "secret.denied.test".split(".")) + b"\0" + struct.pack("!HH", 1, 1)
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    s.sendto(struct.pack("!HHHHHH", 0x4321, 0x0100, 1, 0, 0, 0) + question, (server, 53))
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    try:
+        s.sendto(b"beacon", ("203.0.113.5", 5))
+    except OSError:
+        pass
+print("gone")
+"""
+
+
+def test_what_a_quick_command_did_before_a_cold_daemon_answered_is_recorded(world: NetWorld) -> None:
+    """Hostile review 16: a command that sent a DNS query and a refused datagram and ended before the
+    daemon it started answered left no record; the run now waits for the answer when anything is
+    queued for the daemon, and the daemon reads what is left when the session ends."""
+    box = world.fresh_box()
+    result = world.run(UNSET + f'"$PY" -c {q(FIRE_AND_FORGET)}\n', tag="coldquick", box=box, timeout=120)
+    assert "gone" in result.stdout, result
+    found = records(world.audit_path("coldquick", box))
+    denied = {(r["scheme"], r["host"]) for r in found if r["decision"] == "deny"}
+    assert ("dns", "secret.denied.test") in denied and ("udp", "203.0.113.5") in denied, found

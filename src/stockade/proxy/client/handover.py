@@ -136,11 +136,14 @@ class Handover:
                 self.overdue()
 
     def served_nothing(self) -> bool:
-        """Before an answer: whether the sandbox left no connection waiting (so none was ever served).
+        """Before an answer: whether the sandbox left nothing waiting (so nothing was ever served).
 
-        The queue first, then the answer: the daemon accepts only after its answer is sent, so a
-        queue found empty because the door took a connection means the answer is there by now."""
-        if self.listener is None or select.select([self.listener], [], [], 0)[0]:
+        Every socket the daemon was handed counts: the proxy's and the forwards' listeners, and
+        interception's (a connection, a DNS query, a refused packet's copy: each waits for the daemon,
+        which records it once it serves the session). The queues first, then the answer: the daemon
+        reads them only after its answer is sent, so queues found empty because the daemon took
+        something mean the answer is there by now."""
+        if self.listener is None or select.select([self.listener, *self.forwards], [], [], 0)[0]:
             return False
         return self.conn is None or not select.select([self.conn], [], [], 0)[0]
 

@@ -139,6 +139,9 @@ class Resolver:
                 loop.remove_reader(each.fileno())
             for task in self._accepting:
                 task.cancel()
+        for datagrams in self.datagrams:  # queries that came too late for an answer are recorded all the same
+            datagrams.setblocking(False)
+            self._unanswered(datagrams)
         for each in (*self.datagrams, *self.streams):
             each.close()
         for task in list(self._streams):
@@ -193,6 +196,14 @@ class Resolver:
             if reply is not None:
                 with contextlib.suppress(OSError):
                     datagrams.sendto(_fits_a_datagram(reply), sender)
+
+    def _unanswered(self, datagrams: socket.socket) -> None:
+        for _ in range(MAX_RECORDED):
+            try:
+                query = datagrams.recv(MAX_MESSAGE)
+            except OSError:  # nothing more
+                return
+            self._safe_answer(query)  # judged and recorded; nobody is left to answer
 
     async def _accept_loop(self, stream: socket.socket) -> None:
         loop = asyncio.get_running_loop()

@@ -111,8 +111,9 @@ class PacketLog:
         if self.log.fileno() == -1:
             return
         if self._open:
-            self._read()
             asyncio.get_running_loop().remove_reader(self.log.fileno())
+        self.log.setblocking(False)
+        self._read()  # what came after the last read, or before the session was ever served
         self.log.close()
         self._write_repeats()
 
