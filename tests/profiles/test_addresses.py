@@ -62,3 +62,17 @@ def test_a_mapped_or_scoped_address_has_one_spelling() -> None:
 )
 def test_network_kind(network: str, kind: str | None) -> None:
     assert network_kind(ipaddress.ip_network(network)) == kind
+
+
+@pytest.mark.parametrize(
+    ("spelled", "kind"),
+    [
+        ("::7f00:1", "loopback"),  # IPv4-compatible 127.0.0.1 (hostile review 16)
+        ("::a9fe:a9fe", "cloud metadata"),  # IPv4-compatible 169.254.169.254
+        ("::ffff:0:a00:1", "private"),  # IPv4-translated 10.0.0.1
+        ("64:ff9b:1::a00:1", "reserved"),  # NAT64's local-use block, whole
+        ("::8.8.8.8", None),  # an embedded public address stays public
+    ],
+)
+def test_ipv6_forms_that_embed_an_ipv4_are_judged_by_it(spelled: str, kind: str | None) -> None:
+    assert address_kind(ipaddress.ip_address(spelled)) == kind

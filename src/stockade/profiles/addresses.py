@@ -12,7 +12,10 @@ import ipaddress
 
 from stockade.profiles.domains import IPAddress, IPNetwork
 
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 blocks whose last 32 bits are an IPv4 address that some hosts reach: NAT64's well-known prefix
+# (RFC 6052), IPv4-compatible (deprecated, RFC 4291) and SIIT's IPv4-translated (RFC 2765) addresses.
+# Mapped (::ffff:0:0/96) and 6to4 are read by ipaddress itself; NAT64's local-use block is reserved whole.
+_EMBEDDING = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96"))
 
 # Checked in this order; the first match names the refusal. Metadata first so
 # 169.254.169.254 reads "cloud metadata" rather than "link-local".
@@ -28,7 +31,7 @@ _FORBIDDEN: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = tuple(
         ("multicast", ("224.0.0.0/4", "ff00::/8")),
         # IETF protocol assignments (its anycast too). Not here: the documentation and benchmarking
         # ranges, which labs and CI mirrors use for real services (a PyPI mirror at 203.0.113.80).
-        ("reserved", ("240.0.0.0/4", "192.0.0.0/24")),
+        ("reserved", ("240.0.0.0/4", "192.0.0.0/24", "64:ff9b:1::/48")),
     )
 )
 
@@ -57,15 +60,15 @@ def network_kind(network: IPNetwork) -> str | None:
 def address_kind(address: IPAddress) -> str | None:
     """Why an address is off limits by default ("loopback", ...), or None for a public one.
 
-    Addresses that embed an IPv4 (mapped, 6to4, NAT64) are judged by it too:
-    on hosts with such routes they reach that IPv4.
+    Addresses that embed an IPv4 (mapped, 6to4, NAT64, IPv4-compatible, IPv4-translated) are
+    judged by it too: on hosts with such routes they reach that IPv4.
     """
     candidates = [canonical_address(address)]
     if address.version == 6:
         v6 = ipaddress.IPv6Address(int(address))
         if v6.sixtofour is not None:
             candidates.append(v6.sixtofour)
-        if v6 in _NAT64:
+        if any(v6 in block for block in _EMBEDDING) and int(v6) > 1:  # ::1 and :: keep their own names
             candidates.append(ipaddress.IPv4Address(int(v6) & 0xFFFFFFFF))
     for kind, networks in _FORBIDDEN:
         for candidate in candidates:
