@@ -99,3 +99,12 @@ def test_the_resolvers_counts_are_read_from_the_end_reply_and_said_with_the_sess
     assert summary.names_line((1, 2), "abc123") == (
         "network: the sandbox's resolver answered 1 name and refused 2; each query is in the audit log (stockade audit --session abc123)"
     )
+
+
+def test_an_ipv6_destination_is_shown_in_brackets_and_a_ping_without_a_port() -> None:
+    v6 = summary.describe_denial({"host": "2001:db8::1", "port": 4500, "rule": "UDP does not leave the sandbox: only TCP ..."}, "p.toml")
+    assert v6.startswith("network: denied [2001:db8::1]:4500 (UDP does not leave the sandbox")
+    ping = summary.describe_denial({"host": "x.test", "port": 0, "rule": "ping (ICMP echo) does not leave the sandbox: ..."}, "p.toml")
+    assert ping.startswith("network: denied x.test (ping (ICMP echo)")
+    name = summary.describe_denial({"host": "x.test", "port": 0, "rule": "A: no allow rule matches", "hint": ""}, "p.toml")
+    assert name.startswith("network: denied x.test (its address was asked for)")  # control: a refused name

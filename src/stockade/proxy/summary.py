@@ -46,10 +46,11 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
     count = int(str(denial.get("count") or 1))
     # port 0: a name the sandbox's resolver refused (proxy/daemon/inside_dns.py), before any connection; or a ping
     # (proxy/daemon/packet_log.py), which has no port
+    host = str(denial.get("host"))
     if denial.get("port") != 0:
-        target = f"{denial.get('host')}:{denial.get('port')}"
-    elif str(denial.get("rule")).startswith("ping "):
-        target = str(denial.get("host"))
+        target = f"[{host}]:{denial.get('port')}" if ":" in host else f"{host}:{denial.get('port')}"
+    elif "does not leave the sandbox" in str(denial.get("rule")):  # a ping, or a protocol without ports
+        target = host
     else:
         target = f"{denial.get('host')} (its address was asked for)"
     where = f"network: denied {target}" + (f" ({count} times)" if count > 1 else "")

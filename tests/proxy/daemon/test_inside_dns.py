@@ -139,3 +139,23 @@ def test_queries_past_the_sessions_share_are_dropped_and_counted(session: Sessio
     last = json.loads(Path(session.spec.audit_path).read_text().splitlines()[-1])
     assert "3 queries dropped" in last["rule"]
     client.close()
+
+
+def test_a_name_the_filter_spells_otherwise_gets_no_address(session: Session, audit_lines: Callable[[], list[dict[str, object]]]) -> None:
+    """Hostile review 16: "allowed.test.\\v" got an address of its own that mapped back to no name the filter
+    judges; now only the filter's own spelling is answered (the control: allowed.test is)."""
+    the_resolver = resolver(session)
+    refused = dns.Message.unpack(the_resolver.answer(query("allowed.test.\x0b")) or b"")
+    answered = dns.Message.unpack(the_resolver.answer(query("allowed.test")) or b"")
+    assert refused.response_code == inside_dns.NXDOMAIN and answered.answers
+    assert any(r["decision"] == "deny" and "as the filter spells it" in str(r["rule"]) for r in audit_lines())
+
+
+def test_what_is_no_query_is_recorded_once(session: Session, audit_lines: Callable[[], list[dict[str, object]]]) -> None:
+    the_resolver = resolver(session)
+    reply = dns.Message.unpack(query("allowed.test"))
+    reply.query = False
+    for message in (b"\x00", reply.packed, b"junk on port 53 " * 3):
+        the_resolver.answer(message)
+    junk = [r for r in audit_lines() if r["host"] == "*"]
+    assert len(junk) == 1 and "no DNS query" in str(junk[0]["rule"]), junk

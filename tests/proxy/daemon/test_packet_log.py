@@ -50,6 +50,7 @@ def udp(port: int) -> bytes:
 
 
 ECHO = bytes([8, 0, 0, 0, 0, 1, 0, 1])
+UDP_PROTOCOL = 17
 
 
 def test_each_packet_of_a_read_gives_its_protocol_address_and_port() -> None:
@@ -62,9 +63,8 @@ def test_each_packet_of_a_read_gives_its_protocol_address_and_port() -> None:
     [
         b"",
         b"\x01\x02\x03",
-        nflog(ipv4(6, "192.0.2.1", bytes(20))),  # TCP: never refused here
-        nflog(ipv4(17, "192.0.2.1", b"\x00")),  # too short for a port
         nflog(b"\x45\x00"),  # too short for an IP header
+        nflog(b"\x55" + bytes(30)),  # neither IPv4 nor IPv6
         nflog(ipv4(17, "192.0.2.1", udp(443)), kind=0),  # not a packet message
         struct.pack("=IHHII", 4, packet_log.NFULNL_MSG_PACKET, 0, 0, 0),  # a length shorter than its own header
         struct.pack("=IHHII", 4096, packet_log.NFULNL_MSG_PACKET, 0, 0, 0),  # a length past the read
@@ -120,6 +120,40 @@ def test_past_its_bound_a_session_counts_destinations_instead_of_recording_each(
     lines = audit_lines()
     assert [r["port"] for r in lines[:2]] == [1, 2] and len(lines) == 3
     assert "3 more refused packets past the first 2 destinations" in str(lines[2]["rule"])
+
+
+def test_ipv6_extension_headers_are_walked_to_the_port() -> None:
+    """Hostile review 16: a routing header (no capability needed) hid the UDP header behind it."""
+    routing = bytes([UDP_PROTOCOL, 2, 4, 2, 0, 0, 0, 0]) + bytes(16)  # next header UDP, 24 bytes
+    hop_by_hop = bytes([43, 0]) + bytes(6)  # next header routing, 8 bytes
+    packet = ipv6(0, "2001:db8::1", hop_by_hop + routing + udp(4444))
+    assert refused_packets(nflog(packet)) == [("udp", "2001:db8::1", 4444)]
+    endless = ipv6(0, "2001:db8::2", bytes([0, 0]) + bytes(6))  # hop-by-hop after hop-by-hop, past the copy
+    assert refused_packets(nflog(endless)) == [("ip 6", "2001:db8::2", 0)]  # recorded by its address all the same
+
+
+def test_other_protocols_and_later_fragments_are_kept_by_their_address() -> None:
+    later_fragment = bytearray(ipv4(17, "192.0.2.1", udp(443)))
+    later_fragment[6:8] = (185).to_bytes(2, "big")  # fragment offset 185: no UDP header in it
+    read = nflog(ipv4(136, "192.0.2.1", udp(9)), ipv4(132, "192.0.2.2", bytes(12)), bytes(later_fragment), ipv4(17, "192.0.2.3", b"\x00"))
+    assert refused_packets(read) == [("udplite", "192.0.2.1", 9), ("ip 132", "192.0.2.2", 0), ("udp", "192.0.2.1", 0), ("udp", "192.0.2.3", 0)]
+
+
+def test_a_flood_at_the_rules_rate_is_said_to_have_hidden_some(
+    session: Session, audit_lines: Callable[[], list[dict[str, object]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile review 16: past the rule's rate, a destination could be refused unrecorded; the end says so."""
+    log = PacketLog(session, socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    monkeypatch.setattr(packet_log.time, "monotonic", lambda: 1000.5)
+    log._count(packet_log.LOG_RATE)
+    log._refused("ip 132", "192.0.2.2", 0)
+    log.close()
+    rules = [str(r["rule"]) for r in audit_lines()]
+    assert rules[0] == "IP protocol 132 does not leave the sandbox: only TCP goes through the filter"
+    assert any("refused unrecorded" in rule for rule in rules), rules
+    quiet = PacketLog(session, socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    quiet._count(3)
+    assert not quiet.limited  # control
 
 
 async def test_the_log_is_read_as_it_comes_and_closing_twice_does_nothing(

@@ -19,11 +19,15 @@ sandbox's own network namespace (netns.py), before bwrap starts:
   daemon answers (proxy/daemon/inside_dns.py) without ever asking anyone: a name
   the policy could allow gets an address of its own (fake_names.FAKE_NETWORK)
   that maps back to it, anything else no answer;
-- every other UDP datagram and ICMP echo not to the loopback is refused at
-  once (the sender gets EPERM, so a QUIC client falls back to TCP at once),
-  and a copy of its headers goes to an NFLOG group whose socket the daemon
-  reads (proxy/daemon/packet_log.py): each is recorded and said in the run's
-  summary like any refusal (at most LOG_RATE a second are copied).
+- every other packet not to the loopback (UDP but DNS, ICMP, UDP-Lite, any
+  protocol but TCP) is refused at once (the sender gets EPERM, so a QUIC
+  client falls back to TCP at once), and a copy of its headers goes to an
+  NFLOG group whose socket the daemon reads (proxy/daemon/packet_log.py):
+  each is recorded and said in the run's summary like any refusal (at most
+  LOG_RATE a second are copied). Only the redirected connections' and
+  queries' own packets pass (`ct status dnat`): a reply to a socket bound to
+  another address does not. ICMP other than an echo passes: nothing inside
+  can send it (no raw sockets), so it is the kernel's own errors.
 
 Nothing here reaches outside the run's namespaces, and nothing is setuid: the
 child has CAP_NET_ADMIN in the user namespace it made, and loses it at exec.
@@ -60,15 +64,15 @@ RULES = f"""table inet stockade {{
     }}
     chain refuse {{
         type filter hook output priority 0; policy accept;
-        ct state established,related accept
+        ct status dnat accept
         ip daddr 127.0.0.0/8 accept
         ip6 daddr ::1 accept
-        meta l4proto udp limit rate {LOG_RATE}/second burst {LOG_BURST} packets log group {LOG_GROUP}
+        meta l4proto tcp accept
+        icmp type != echo-request accept
+        icmpv6 type != echo-request accept
+        limit rate {LOG_RATE}/second burst {LOG_BURST} packets log group {LOG_GROUP}
         meta l4proto udp reject
-        icmp type echo-request limit rate {LOG_RATE}/second burst {LOG_BURST} packets log group {LOG_GROUP}
-        icmp type echo-request reject with icmp type admin-prohibited
-        icmpv6 type echo-request limit rate {LOG_RATE}/second burst {LOG_BURST} packets log group {LOG_GROUP}
-        icmpv6 type echo-request reject with icmpv6 type admin-prohibited
+        reject with icmpx type admin-prohibited
     }}
 }}
 """.encode()
@@ -154,16 +158,15 @@ def table() -> nftables.Batch:
     for each in loopback:
         batch.rule("out", each, nftables.accept())
     batch.rule("out", nftables.is_protocol(nftables.TCP), nftables.redirect_to(TRANSPARENT_PORT))
-    batch.rule("refuse", nftables.ct_state_established_or_related(), nftables.accept())
+    batch.rule("refuse", nftables.ct_status_dnat(), nftables.accept())
     for each in loopback:
         batch.rule("refuse", each, nftables.accept())
-    logged = [nftables.limit(LOG_RATE, LOG_BURST), nftables.log(LOG_GROUP)]
-    batch.rule("refuse", nftables.is_protocol(nftables.UDP), *logged)
+    batch.rule("refuse", nftables.is_protocol(nftables.TCP), nftables.accept())
+    for family in (nftables.NFPROTO_IPV4, nftables.NFPROTO_IPV6):  # the kernel's own errors: only ping sends ICMP inside
+        batch.rule("refuse", nftables.icmp_but_echo(family), nftables.accept())
+    batch.rule("refuse", nftables.limit(LOG_RATE, LOG_BURST), nftables.log(LOG_GROUP))
     batch.rule("refuse", nftables.is_protocol(nftables.UDP), nftables.reject(2, 1))  # ICMPX port unreachable
-    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV4), *logged)
-    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV4), nftables.reject(0, 13))  # ICMP admin prohibited
-    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV6), *logged)
-    batch.rule("refuse", nftables.echo_request(nftables.NFPROTO_IPV6), nftables.reject(0, 1))  # ICMPv6 admin prohibited
+    batch.rule("refuse", nftables.reject(2, 3))  # ICMPX admin prohibited
     return batch
 
 

@@ -86,11 +86,11 @@ def redirect_to(port: int) -> list[Expression]:
     return [("immediate", _u32(1, REG_1) + _data(2, struct.pack(">H", port))), ("redir", _u32(1, REG_1) + _u32(3, 0x2))]
 
 
-def ct_state_established_or_related() -> list[Expression]:
-    """[ ct load state => reg 1 ] [ bitwise reg 1 = (reg 1 & 0x6) ^ 0 ] [ cmp neq reg 1 0 ]"""
-    mask, zero = struct.pack("=I", 0x6), struct.pack("=I", 0)  # conntrack's state bits are in host order
+def ct_status_dnat() -> list[Expression]:
+    """[ ct load status => reg 1 ] [ bitwise reg 1 = (reg 1 & 0x20) ^ 0 ] [ cmp neq reg 1 0 ]: a redirected flow's packets."""
+    mask, zero = struct.pack("=I", 0x20), struct.pack("=I", 0)  # IPS_DST_NAT; conntrack's status bits are in host order
     bitwise = _u32(1, REG_1) + _u32(2, REG_1) + _u32(3, 4) + _data(4, mask) + _data(5, zero)
-    return [("ct", _u32(1, REG_1) + _u32(2, 0)), ("bitwise", bitwise), cmp(zero, equal=False)]
+    return [("ct", _u32(1, REG_1) + _u32(2, 2)), ("bitwise", bitwise), cmp(zero, equal=False)]  # NFT_CT_STATUS
 
 
 def limit(rate: int, burst: int) -> Expression:
@@ -124,13 +124,14 @@ def to_loopback(family: int) -> list[Expression]:
     return [*is_family(NFPROTO_IPV6), payload("network", 24, 16), cmp(bytes(15) + b"\x01")]
 
 
+def icmp_but_echo(family: int) -> list[Expression]:
+    """`icmp type != echo-request` (or ICMPv6's): what only the kernel sends inside."""
+    protocol, echo = (ICMP, 8) if family == NFPROTO_IPV4 else (ICMPV6, 128)
+    return [*is_family(family), *is_protocol(protocol), payload("transport", 0, 1), cmp(bytes([echo]), equal=False)]
+
+
 def to_port(port: int) -> list[Expression]:
     return [payload("transport", 2, 2), cmp(struct.pack(">H", port))]
-
-
-def echo_request(family: int) -> list[Expression]:
-    protocol, kind = (ICMP, 8) if family == NFPROTO_IPV4 else (ICMPV6, 128)
-    return [*is_family(family), *is_protocol(protocol), payload("transport", 0, 1), cmp(bytes([kind]))]
 
 
 # -- messages ------------------------------------------------------------------------------------

@@ -153,8 +153,10 @@ class Resolver:
         try:
             message = dns.Message.unpack(query)
         except Exception:  # noqa: BLE001 - any malformed message: a format error, when it has a header to answer
+            self._record("*", "?", "deny", "a message that is no DNS query came to the sandbox's resolver")
             return _format_error(query)
         if not message.query:
+            self._record("*", "?", "deny", "a message that is no DNS query came to the sandbox's resolver")
             return None
         if len(message.questions) != 1:
             return message.fail(FORMERR).packed
@@ -165,6 +167,8 @@ class Resolver:
         kind = dns.types.to_str(question.type)
         spec = self.session.spec
         decision = judge(self.session.rules, name, bool(spec.approve))
+        if decision.allowed and decision.host and decision.host != name:  # whitespace the filter's spelling drops: no name
+            decision = Decision(False, f"not a host name as the filter spells it ({decision.host})", "", name)
         if not decision.allowed:
             self._record(name, kind, "deny", decision.rule, decision.hint)
             if name not in self._refused and len(self._refused) < MAX_NAMES:

@@ -1,17 +1,19 @@
 """The packets a sandbox sent that are not TCP nor DNS: refused in its namespace, recorded here (ESCAPES 94).
 
 Only TCP goes through the filter. bwrap/parts/interception.py's rule refuses
-every other UDP datagram and every ICMP echo not to the namespace's loopback
-at once (the sender gets EPERM: a QUIC client falls back to TCP, ping says
-"Packet filtered"), and copies its first bytes to an NFLOG group. The socket
-of that group is one of the session's interception sockets; this reads it,
-and each distinct (protocol, address, port) becomes one audit record and one
-line of the run's summary, by name when the address is one the sandbox's
-resolver gave out. Repeats are counted at the end, as the resolver's are.
+every other packet not to the namespace's loopback at once (UDP, a ping,
+UDP-Lite, any other protocol: the sender gets EPERM, so a QUIC client falls
+back to TCP), and copies its first bytes to an NFLOG group. The socket of
+that group is one of the session's interception sockets; this reads it, and
+each distinct (protocol, address, port) becomes one audit record and one line
+of the run's summary, by name when the address is one the sandbox's resolver
+gave out. Repeats are counted at the end, as the resolver's are.
 
-The rule copies at most LOG_RATE packets a second to this socket, and its
-receive buffer bounds the rest: a flood costs the daemon little, and what
-the kernel could not queue is counted (ENOBUFS) instead of recorded.
+The rule copies at most LOG_RATE packets a second (past a burst) to this
+socket, and its receive buffer bounds the rest: a flood costs the daemon
+little. What the kernel could not queue is counted (ENOBUFS), and a second in
+which the copies reached the rule's rate is said at the end: past it, packets
+were refused unrecorded.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ipaddress
 import logging
 import socket
 import struct
+import time
 
 from stockade.proxy.audit import AuditError, AuditRecord, now_iso
 from stockade.proxy.rules.decide import Decision
@@ -36,17 +39,22 @@ logger = logging.getLogger(__name__)
 NFULNL_MSG_PACKET = 4 << 8  # NFNL_SUBSYS_ULOG << 8 | NFULNL_MSG_PACKET (0)
 NFULA_PAYLOAD = 9
 NLMSG_HEADER, NFGEN_HEADER = 16, 4
-UDP, ICMP, ICMPV6 = 17, 1, 58
+UDP, UDPLITE, ICMP, ICMPV6 = 17, 136, 1, 58
+IPV6_EXTENSIONS = {0: "hop-by-hop", 43: "routing", 60: "destination options", 44: "fragment", 51: "authentication"}
 MAX_RECORDED = 1024  # distinct refused destinations one session writes one by one
+LOG_RATE = 100  # bwrap/parts/interception.py copies at most this many refused packets a second (past a burst)
+ONLY_TCP = "does not leave the sandbox: only TCP goes through the filter"
 REFUSED = {
-    "udp": "UDP does not leave the sandbox: only TCP goes through the filter (a QUIC client falls back to it)",
-    "icmp": "ping (ICMP echo) does not leave the sandbox: only TCP goes through the filter",
+    "udp": f"UDP {ONLY_TCP} (a QUIC client falls back to it)",
+    "udplite": f"UDP-Lite {ONLY_TCP}",
+    "icmp": f"ping (ICMP echo) {ONLY_TCP}",
 }
 
 
 def refused_packets(message: bytes) -> list[tuple[str, str, int]]:
-    """(protocol, address, port) of each packet copied in one read of the NFLOG socket; what cannot be
-    read as an IPv4 or IPv6 packet of UDP or ICMP echo is skipped."""
+    """(kind, address, port) of each packet copied in one read of the NFLOG socket: the kind is "udp",
+    "udplite", "icmp" or "ip N" for any other protocol N (port 0 where it has none, or where its
+    header could not be read); what cannot be read as an IPv4 or IPv6 packet at all is skipped."""
     found = []
     offset = 0
     while offset + NLMSG_HEADER <= len(message):
@@ -78,14 +86,37 @@ def _destination(packet: bytes) -> tuple[str, str, int] | None:
     if len(packet) >= 20 and packet[0] >> 4 == 4:
         header = (packet[0] & 0x0F) * 4
         protocol, address = packet[9], str(ipaddress.IPv4Address(packet[16:20]))
+        fragment = int.from_bytes(packet[6:8], "big") & 0x1FFF
     elif len(packet) >= 40 and packet[0] >> 4 == 6:
-        header, protocol, address = 40, packet[6], str(ipaddress.IPv6Address(packet[24:40]))
+        address = str(ipaddress.IPv6Address(packet[24:40]))
+        found = _past_extensions(packet)
+        if found is None:  # a chain of extension headers past the copy: the address is known, the rest not
+            return "ip 6", address, 0
+        protocol, header, fragment = found
     else:
         return None
-    if protocol == UDP and len(packet) >= header + 4:
-        return "udp", address, int.from_bytes(packet[header + 2 : header + 4], "big")
-    if protocol in (ICMP, ICMPV6):
-        return "icmp", address, 0
+    kind = {UDP: "udp", UDPLITE: "udplite", ICMP: "icmp", ICMPV6: "icmp"}.get(protocol, f"ip {protocol}")
+    if protocol in (UDP, UDPLITE) and not fragment and len(packet) >= header + 4:
+        return kind, address, int.from_bytes(packet[header + 2 : header + 4], "big")
+    return kind, address, 0
+
+
+def _past_extensions(packet: bytes) -> tuple[int, int, int] | None:
+    """(protocol, where its header starts, the fragment offset) past IPv6's extension headers."""
+    protocol, offset, fragment = packet[6], 40, 0
+    for _ in range(8):
+        if protocol not in IPV6_EXTENSIONS:
+            return protocol, offset, fragment
+        if len(packet) < offset + 8:
+            return None
+        if protocol == 44:  # fragment: fixed size, its offset in the top 13 bits of bytes 2-3
+            fragment = int.from_bytes(packet[offset + 2 : offset + 4], "big") >> 3
+            size = 8
+        elif protocol == 51:  # authentication: length in 4-byte units, less 2
+            size = (packet[offset + 1] + 2) * 4
+        else:
+            size = (packet[offset + 1] + 1) * 8
+        protocol, offset = packet[offset], offset + size
     return None
 
 
@@ -99,6 +130,8 @@ class PacketLog:
         self.first: dict[tuple[str, str, int], AuditRecord] = {}
         self.unrecorded = 0  # refused packets past MAX_RECORDED distinct destinations
         self.lost = 0  # reads the kernel could not queue for us (ENOBUFS)
+        self.limited = False  # a second's copies reached the rule's rate: more may have been refused unseen
+        self._second, self._in_second = 0, 0
         self._open = False
 
     def open(self) -> None:
@@ -129,14 +162,24 @@ class PacketLog:
                     continue
                 return
             try:
-                for protocol, address, port in refused_packets(message):
-                    self._refused(protocol, address, port)
+                packets = refused_packets(message)
+                self._count(len(packets))
+                for kind, address, port in packets:
+                    self._refused(kind, address, port)
             except Exception:  # a fault of ours: the packet stays refused, the daemon's log says why
                 logger.exception("session %s: a refused packet could not be read", self.session.spec.session_id)
 
-    def _refused(self, protocol: str, address: str, port: int) -> None:
+    def _count(self, copies: int) -> None:
+        second = int(time.monotonic())
+        if second != self._second:
+            self._second, self._in_second = second, 0
+        self._in_second += copies
+        if self._in_second >= LOG_RATE:
+            self.limited = True
+
+    def _refused(self, kind: str, address: str, port: int) -> None:
         host = (self.session.names.name(address) or address) if is_fake(address) else address
-        key = (protocol, host, port)
+        key = (kind, host, port)
         if key in self.counts:
             self.counts[key] += 1
             return
@@ -144,9 +187,10 @@ class PacketLog:
             self.unrecorded += 1
             return
         self.counts[key] = 0
-        rule = REFUSED[protocol]
+        rule = REFUSED.get(kind) or f"IP protocol {kind.removeprefix('ip ')} {ONLY_TCP}"
+        scheme = kind if kind in REFUSED else "ip"
         spec = self.session.spec
-        record = AuditRecord(session=spec.session_id, command=spec.command, scheme=protocol, host=host, port=port, decision="deny", rule=rule)
+        record = AuditRecord(session=spec.session_id, command=spec.command, scheme=scheme, host=host, port=port, decision="deny", rule=rule)
         self.first[key] = record
         self._write(record)
         self.session.note_denial(host, port, Decision(False, rule, "", host))
@@ -163,9 +207,14 @@ class PacketLog:
         spec = self.session.spec
         if self.unrecorded or self.lost:
             self._write(AuditRecord(
-                session=spec.session_id, command=spec.command, scheme="udp", host="*", port=0, decision="deny",
+                session=spec.session_id, command=spec.command, scheme="ip", host="*", port=0, decision="deny",
                 rule=f"{self.unrecorded} more refused packets past the first {MAX_RECORDED} destinations, and {self.lost} "
                 f"reads of them the kernel could not queue (not recorded one by one)",
+            ))  # fmt: skip
+        if self.limited:
+            self._write(AuditRecord(
+                session=spec.session_id, command=spec.command, scheme="ip", host="*", port=0, decision="deny",
+                rule=f"refused packets came at {LOG_RATE} a second or more: past that rate they were refused unrecorded",
             ))  # fmt: skip
 
     def _write(self, record: AuditRecord) -> None:
