@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +33,27 @@ def test_a_faked_variable_outside_does_not_skip_the_sandbox(vbox: Box) -> None:
     assert "CANARY-SSH" not in result.stdout and not (vbox.outside / "escaped").exists(), result
     control = vbox.run("echo ok", env={"STOCKADE_SANDBOX": "1"})
     assert control.stdout == "ok\n", control
+
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "stockade"
+
+
+@pytest.mark.skipif(str(SCRIPT).startswith(("/tmp/", "/var/tmp/")), reason="this checkout is under /var/tmp, which is private inside the sandbox")
+def test_the_command_runs_as_is_where_stockades_own_code_cannot_be_imported(vbox: Box) -> None:
+    """A newcomer's nested run crashed with a traceback (its code's folder was hidden inside): the script
+    itself now runs `run -- COMMAND` as is inside a sandbox, and says in one line why it cannot do more."""
+    bare = f"/usr/bin/python3 -I -S {SCRIPT}"  # no site, no .pth: stockade cannot be imported
+    inner = vbox.run(f"{bare} run -- sh -c 'echo inner-ran; exit 7'")
+    assert inner.returncode == 7 and "inner-ran" in inner.stdout and "already inside a stockade sandbox" in inner.stderr, inner
+    other = vbox.run(f"{bare} doctor")
+    assert other.returncode == 125 and "stockade's own code cannot be imported here" in other.stderr and "Traceback" not in other.stderr
+    missing = vbox.run(f"{bare} run -- no-such-program-here")
+    assert missing.returncode == 127 and "Traceback" not in missing.stderr, missing
+
+
+def test_outside_a_sandbox_the_script_never_runs_the_command_bare() -> None:
+    """Control: the fallback is for the inside only; outside, the command is not run unsandboxed."""
+    import subprocess
+
+    result = subprocess.run(["/usr/bin/python3", "-I", "-S", str(SCRIPT), "run", "--", "echo", "ran-bare"], capture_output=True, text=True)
+    assert result.returncode == 125 and "ran-bare" not in result.stdout and "cannot be imported" in result.stderr, result

@@ -239,3 +239,21 @@ def test_a_shown_entry_linked_into_a_writable_place_is_not_bound_from_there(vbox
         swapper.wait(timeout=60)
     result = vbox.run("git config --global user.name", cwd=dotfiles)
     assert result.stdout in ("Linked Name\n", ""), result  # the file, or the link (hidden) mid-swap
+
+
+def test_an_editable_install_on_the_path_imports_its_code_and_nothing_beside_it(vbox: Box) -> None:
+    """A newcomer's `stockade run -- stockade run -- CMD` crashed: the venv on PATH was shown, the checkout
+    its .pth names was not. Now that folder is shown read-only, and the rest of the checkout stays hidden."""
+    checkout = vbox.home / "tool-checkout"
+    (checkout / "src").mkdir(parents=True)
+    (checkout / "src" / "editable_pkg.py").write_text("VALUE = 'from the checkout'\n")
+    (checkout / "secret.txt").write_text("CHECKOUT-SECRET\n")
+    venv = checkout / ".venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "__editable__.tool-0.1.pth").write_text(f"{checkout / 'src'}\n")
+    env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"}
+    script = "env -u PYTHONPATH python -c 'import editable_pkg; print(editable_pkg.VALUE)'; cat " + str(checkout / "secret.txt")
+    result = vbox.run(script, env=env)
+    assert "from the checkout" in result.stdout and "CHECKOUT-SECRET" not in result.stdout, result
+    assert vbox.run(f"echo x > {checkout / 'src' / 'planted.py'}", env=env).returncode != 0  # read-only

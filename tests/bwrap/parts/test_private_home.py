@@ -213,3 +213,17 @@ def test_a_place_reached_through_a_top_level_link(dotfiles: Path, tmp_path: Path
     (dotfiles / "work").symlink_to(data)
     place = str(dotfiles / "work" / "venv" / "bin")
     assert shown(dotfiles, [place]) == [Shown(place, str(data / "venv" / "bin"))]
+
+
+def test_a_virtualenvs_editable_installs_come_with_it(tmp_path: Path) -> None:
+    """A tool installed with `pip install -e` from a checkout under the home (stockade itself, from the
+    README's setup) imports its code from the folder its .pth names: that folder is shown too."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "__editable__.tool-1.0.pth").write_text(f"{tmp_path / 'checkout' / 'src'}\n")
+    (site / "distutils-precedence.pth").write_text("import os; var = 'X'\n")  # code, not a folder
+    (site / "relative.pth").write_text("relative/folder\n")
+    assert wanted([], [f"{venv}/bin"], {}, []) == [str(venv / "bin"), str(venv), str(tmp_path / "checkout" / "src")]

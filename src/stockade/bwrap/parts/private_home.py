@@ -64,11 +64,35 @@ def wanted(allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str
         places.append(folder)
         parent = os.path.dirname(folder.rstrip("/"))
         if os.path.basename(folder.rstrip("/")) == "bin" and os.path.isfile(os.path.join(parent, "pyvenv.cfg")):
-            places.append(parent)  # an active virtualenv: its lib folder holds what its bin runs
+            places += [parent, *editable_sources(parent)]  # an active virtualenv: its lib folder holds what its bin runs
     venv = env.get("VIRTUAL_ENV", "")
     if os.path.isabs(venv):
-        places.append(venv)
+        places += [venv, *editable_sources(venv)]
     return list(dict.fromkeys(os.path.normpath(place) for place in places))
+
+
+def editable_sources(venv: str) -> list[str]:
+    """The folders a virtualenv's .pth files put on sys.path: where its editable installs live (`pip
+    install -e`). Without them a tool on PATH installed that way, stockade itself among them, could
+    not import its own code inside (a checkout under the home is hidden there)."""
+    found: list[str] = []
+    try:
+        lib = [os.path.join(venv, "lib", name, "site-packages") for name in os.listdir(os.path.join(venv, "lib"))]
+    except OSError:
+        return found
+    for packages in lib:
+        try:
+            names = sorted(name for name in os.listdir(packages) if name.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(packages, name), encoding="utf-8", errors="replace") as pth:
+                    lines = pth.read(65536).splitlines()
+            except OSError:
+                continue
+            found += [line.strip() for line in lines if os.path.isabs(line.strip()) and not line.startswith(("import ", "import\t"))]
+    return found
 
 
 def top_level_links(home: str) -> list[tuple[str, str, str]]:
