@@ -21,7 +21,8 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 
 
 def trusting(target: Path, files: int) -> str:
-    return f"stockade: trusting {target} as it is now ({files} file(s)); any change makes it untrusted again\n"
+    count = f"{files} file" + ("s" if files != 1 else "")
+    return f"stockade: trusting {target} as it is now ({count}); any change makes it untrusted again\n"
 
 
 def write(path: Path, text: str) -> Path:

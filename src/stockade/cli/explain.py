@@ -205,7 +205,10 @@ def explain(
         ("network", _network_words(p)),
         *_network_detail_rows(p),
         ("unix sockets", _listing(p.network.unix_sockets, p, home) or "none of the host's (the sandbox may make stream sockets of its own)"),
-        ("environment withheld", ", ".join(data["env_withheld"]) or "-"),
+        (
+            "environment withheld",
+            ", ".join(data["env_withheld"]) or "none of this shell's; names like *_TOKEN, *SECRET*, *PASSWORD*, AWS_* never pass",
+        ),
         ("environment set", ", ".join(f"{k}={v}" for k, v in p.env.set) or "-"),
         ("limits", _limits_words(p)),
     ]

@@ -42,7 +42,7 @@ def starter_text(kind: str) -> str:
     mode = "allowlist" if hosts else "none"
     return f"""# stockade policy for this {kind} project. Check it with `stockade explain`.
 # Until you run `stockade trust`, this file can only narrow your own default policy.
-extends = ["{extends}"]           # built-in profiles: default, offline, pypi, npm, github, agent
+extends = ["{extends}"]           # built-in profiles: default, offline, pypi, npm, github, git, agent
 
 [filesystem]
 allow_write = {_list([".", *caches])}   # "." is this project

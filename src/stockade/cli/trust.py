@@ -45,7 +45,8 @@ def trust(
     layers = project_chain(target, locations)  # validates the whole chain first
     store.trust(target, chain_digest(layers))
     files = [layer.source for layer in layers if not layer.is_builtin and not layer.implicit]
-    print(f"stockade: trusting {target} as it is now ({len(files)} file(s)); any change makes it untrusted again")
+    count = f"{len(files)} file" + ("s" if len(files) != 1 else "")
+    print(f"stockade: trusting {target} as it is now ({count}); any change makes it untrusted again")
     for line in trusted_credentials(layers):
         print(f"stockade: {line}")
     from stockade.profiles.merge import compose

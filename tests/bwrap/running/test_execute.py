@@ -131,7 +131,14 @@ def test_no_network_line_for_an_untrusted_file_that_asks_for_hosts_says_trust(tm
     line = execute._no_network_line(launch(origin=str(policy), session_rules=None))
     assert line.endswith(f"read it, then run: stockade trust {policy}") and "add it under" not in line
     policy.write_text("[filesystem]\n")  # control: a file that asks for no host gets the old advice
-    assert "add it under [network] allow" in execute._no_network_line(launch(origin=str(policy), session_rules=None))
+    line = execute._no_network_line(launch(origin=str(policy), session_rules=None))
+    assert f"run: stockade allow HOST --policy {policy} (or add it under [network] allow" in line, line
+
+
+def test_no_network_line_under_a_builtin_profile_names_the_allow_command() -> None:
+    assert "needs, run: stockade allow HOST (or add it under" in execute._no_network_line(launch(origin="builtin:default", session_rules=None))
+    line = execute._no_network_line(launch(origin="builtin:offline", session_rules=None))
+    assert "run: stockade allow HOST --profile offline (or" in line, line
 
 
 def test_no_network_line_for_a_file_whose_mode_is_none_names_the_mode_not_trust(tmp_path: Path) -> None:

@@ -312,7 +312,8 @@ def make_own(paths: list[str], quiet: bool) -> None:
     if copied and not quiet:
         lines.insert(
             0,
-            f"made {copied} files of the project its own: they were hard links shared with other places (a uv or pnpm store), "
+            f"made {copied} file{'s' * (copied != 1)} of the project its own: {'they were hard links' if copied != 1 else 'it was a hard link'} "
+            "shared with other places (a uv or pnpm store, a local git clone's objects), "
             "which a write inside would have changed too",
         )
     for line in lines:

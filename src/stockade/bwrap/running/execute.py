@@ -782,9 +782,12 @@ def _no_network_line(launch: Launch, intercepted: bool = False) -> str:
                 f"the command tried to reach the network, which is off in this sandbox: {launch.origin} allows hosts but is not "
                 f"trusted, so it can only narrow your own policy; read it, then run: stockade trust {launch.origin}"
             )
+        from stockade.profiles.hints import allow_command
+
+        command = allow_command('allow = ["HOST"]', launch.origin)
         return (
-            f"the command tried to reach the network, which is off in this sandbox ({launch.origin}); to allow a host, "
-            f'add it under [network] allow (for example allow = ["pypi.org"]) in {where}'
+            f"the command tried to reach the network, which is off in this sandbox ({launch.origin}); to allow the host it "
+            f"needs, run: {command} (or add it under [network] allow in {where})"
         )
     import re  # only after a run that met no route
 
