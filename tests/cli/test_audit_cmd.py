@@ -428,3 +428,18 @@ def test_a_tunnel_shows_what_it_carried(project: Path, capsys: pytest.CaptureFix
     )
     _code, out, _ = run_cli(capsys, "audit", "--log", str(log))
     assert [row[5] for row in rows(out)] == ["ssh", "GET /x"]
+
+
+def test_piped_without_columns_the_table_is_not_folded_at_a_guess(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newcomer's `stockade audit | less` broke words at 80 columns and dropped the session and command:
+    a pipe now gets whole rows; an 80-column terminal keeps its headers whole and says what it leaves out."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    log = write_log(project / "audit.jsonl", record(rule="no allow rule matches, and a long explanation " * 3))
+    code, out, _ = run_cli(capsys, "audit", "--log", str(log))
+    assert code == 0 and header(out)[:3] == ["time", "session", "command"], out
+    assert "no allow rule matches, and a long explanation no allow rule matches" in out, out  # one line, not folded
+    monkeypatch.setenv("COLUMNS", "80")  # control: a narrow width asked for is kept, and says what it leaves out
+    code, out, _ = run_cli(capsys, "audit", "--log", str(log))
+    assert "session and command: a wider terminal, or --json" in out and header(out)[1] == "decision", out

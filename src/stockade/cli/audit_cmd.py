@@ -60,6 +60,8 @@ def audit(
         print(f"stockade: no matching audit records in {path}")
         return
     console = stdout()
+    if not console.is_terminal and not os.environ.get("COLUMNS"):  # a pipe or a file: whole rows, not folded at a guess of 80
+        console.width = max(console.width, WIDE)
     narrow = console.width < 110  # an 80-column terminal: one session's rows, bytes in one cell
     columns = ["time", "decision", "destination", "request", "rule", "bytes up/down"] if narrow else [
         "time", "session", "command", "decision", "destination", "request", "rule", "up", "down"]  # fmt: skip
@@ -68,9 +70,14 @@ def audit(
         columns.append("note")
     days = sorted({str(record.get("time", ""))[:10] for record in ordered})
     one_day = len(days) == 1 and len(days[0]) == 10
-    table = Table(show_header=True, header_style="bold", expand=False, title=f"records of {days[0]} (UTC)" if one_day else None)
+    title = f"records of {days[0]} (UTC)" if one_day else ""
+    if narrow:
+        title += ("; " if title else "") + "session and command: a wider terminal, or --json"
+    table = Table(show_header=True, header_style="bold", expand=False, title=title or None)
     for column in columns:
-        table.add_column(column, overflow="fold", no_wrap=column in ("time", "session", "decision", "destination"))
+        whole = column not in ("request", "rule", "command", "note")  # short ones are never folded, headers included
+        folded = min(len(column), 12)
+        table.add_column(column, overflow="fold", no_wrap=whole, min_width=None if whole else folded, ratio=3 if column == "rule" else None)
     for record in ordered:
         cells = _cells(record)
         if not one_day:  # records of several days: each row says its day
@@ -83,6 +90,9 @@ def audit(
             cells.insert(2, _command(record))
         table.add_row(*(cells if noted else cells[:-1]))
     console.print(table)
+
+
+WIDE = 400  # columns of a table printed to a pipe or a file
 
 
 def _cells(record: dict[str, object]) -> list[str]:
