@@ -257,3 +257,18 @@ def test_an_editable_install_on_the_path_imports_its_code_and_nothing_beside_it(
     result = vbox.run(script, env=env)
     assert "from the checkout" in result.stdout and "CHECKOUT-SECRET" not in result.stdout, result
     assert vbox.run(f"echo x > {checkout / 'src' / 'planted.py'}", env=env).returncode != 0  # read-only
+
+
+def test_a_pth_file_in_the_projects_own_venv_shows_nothing_of_the_home(vbox: Box) -> None:
+    """Hostile: a repository commits .venv with a .pth naming a folder of the home (or an earlier run plants
+    one, the project being writable); the folder stays hidden, where a user's own venv's would show."""
+    private = vbox.home / "Documents"
+    private.mkdir(exist_ok=True)
+    (private / "notes.txt").write_text("PRIVATE-NOTES\n")
+    venv = vbox.project / ".venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "planted.pth").write_text(f"{private}\n")
+    env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv)}
+    result = vbox.run(f"cat {private / 'notes.txt'}; python -c 'print(1)'", env=env)
+    assert "PRIVATE-NOTES" not in result.stdout and "1" in result.stdout, result

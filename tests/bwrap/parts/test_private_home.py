@@ -227,3 +227,17 @@ def test_a_virtualenvs_editable_installs_come_with_it(tmp_path: Path) -> None:
     (site / "distutils-precedence.pth").write_text("import os; var = 'X'\n")  # code, not a folder
     (site / "relative.pth").write_text("relative/folder\n")
     assert wanted([], [f"{venv}/bin"], {}, []) == [str(venv / "bin"), str(venv), str(tmp_path / "checkout" / "src")]
+
+
+def test_a_writable_virtualenvs_pth_files_show_nothing(tmp_path: Path) -> None:
+    """A project's committed .venv, or one an earlier sandboxed run wrote a .pth into, must not widen
+    what the home shows: only a virtualenv no sandbox can write brings its .pth folders."""
+    project = tmp_path / "project"
+    venv = project / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "planted.pth").write_text(f"{tmp_path / 'home' / 'Documents'}\n")
+    assert wanted([], [f"{venv}/bin"], {}, [], [str(project)]) == [str(venv / "bin"), str(venv)]
+    assert str(tmp_path / "home" / "Documents") in wanted([], [f"{venv}/bin"], {}, [], [])  # control: not writable, shown

@@ -55,19 +55,30 @@ def account_home() -> str:
         return ""
 
 
-def wanted(allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str, str], anchors: Iterable[str]) -> list[str]:
-    """Every path the run would like to see, before checking where each lies and what exists."""
+def wanted(
+    allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str, str], anchors: Iterable[str], writable: Iterable[str] = ()
+) -> list[str]:
+    """Every path the run would like to see, before checking where each lies and what exists. The
+    folders a virtualenv's .pth files name come too, but only from a virtualenv no sandbox can
+    write (outside `writable`): a project's committed .venv, or one an earlier run wrote a .pth
+    into, would otherwise show any folder of the home it names."""
     places = [*allow_read, *anchors]
+    writable = [os.path.realpath(root) for root in writable]
+
+    def sources(venv: str) -> list[str]:
+        real = os.path.realpath(venv)
+        return [] if any(real == root or real.startswith(root.rstrip("/") + "/") for root in writable) else editable_sources(venv)
+
     for folder in path_dirs:
         if not os.path.isabs(folder):
             continue
         places.append(folder)
         parent = os.path.dirname(folder.rstrip("/"))
         if os.path.basename(folder.rstrip("/")) == "bin" and os.path.isfile(os.path.join(parent, "pyvenv.cfg")):
-            places += [parent, *editable_sources(parent)]  # an active virtualenv: its lib folder holds what its bin runs
+            places += [parent, *sources(parent)]  # an active virtualenv: its lib folder holds what its bin runs
     venv = env.get("VIRTUAL_ENV", "")
     if os.path.isabs(venv):
-        places += [venv, *editable_sources(venv)]
+        places += [venv, *sources(venv)]
     return list(dict.fromkeys(os.path.normpath(place) for place in places))
 
 
