@@ -97,6 +97,8 @@ def editable_sources(venv: str) -> list[str]:
         except OSError:
             continue
         for name in names:
+            if os.path.islink(os.path.join(packages, name)):  # its words could be anyone's: only the venv's own files count
+                continue
             try:
                 with open(os.path.join(packages, name), encoding="utf-8", errors="replace") as pth:
                     lines = pth.read(65536).splitlines()
