@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from stockade.bwrap.parts.args import PROC_READ_ONLY
 from tests.e2e.boxes import Box
 from tests.e2e.escapes import (
     BAD,
@@ -262,9 +263,55 @@ def test_case_95_the_kernels_settings_stay_read_only_inside(vbox: Box) -> None:
         assert "WROTE" not in attack.stdout and "SYSRQ" not in attack.stdout, attack
         assert "Linux" in attack.stdout and "Name:" in attack.stdout, attack  # controls: the settings and its own /proc read
         assert setting.read_text().strip() == before
+        # Every other place of /proc that could change the host (hostile review 16: /proc/scsi/scsi, /proc/acpi/wakeup)
+        # is a read-only mount inside, where this kernel has it; written to, none is tried here.
+        mounts = vbox.run("cat /proc/self/mountinfo").stdout.splitlines()
+        read_only = {line.split()[4] for line in mounts if "ro" in line.split()[5].split(",")}
+        present = [f"/proc/{name}" for name in PROC_READ_ONLY if os.path.exists(f"/proc/{name}")]
+        assert present and [path for path in present if path not in read_only] == [], (present, read_only)
     finally:
         if IS_ROOT and setting.read_text().strip() != before:
             setting.write_text(before + "\n")  # the hole reopened: put the host back
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting on the host needs root")
+def test_case_96_a_mount_the_host_adds_during_a_run_never_arrives_inside(vbox: Box) -> None:
+    """ESCAPES 96 (hostile review 16): the sandbox's mounts were slaves of the host's, so a mount the host
+    added while it ran (systemd's automounted binfmt_misc, a USB stick) arrived inside, writable. Here a
+    shared folder outside every rule gets a tmpfs mid-run; the sandbox must not see it, let alone write it."""
+    import threading
+
+    shared = vbox.outside / "shared-mount"
+    (shared / "sub").mkdir(parents=True)
+    subprocess.run(["mount", "--bind", str(shared), str(shared)], check=True)
+    subprocess.run(["mount", "--make-rshared", str(shared)], check=True)
+    mounted = False
+
+    def host_mounts() -> None:
+        nonlocal mounted
+        for _ in range(200):
+            if (vbox.project / "ready").exists():
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(shared / "sub")], check=True)
+                mounted = True
+                (vbox.project / "go").touch()
+                return
+            time.sleep(0.05)
+
+    try:
+        helper = threading.Thread(target=host_mounts)
+        helper.start()
+        script = (
+            "touch ready; for i in $(seq 100); do [ -e go ] && break; sleep 0.1; done\n"
+            f"(echo planted > {shared}/sub/planted) 2>/dev/null && echo WROTE\n"
+            f"grep -c ' {shared}/sub ' /proc/self/mountinfo || true\n"
+        )
+        result = vbox.run(script, timeout=60)
+        helper.join()
+        assert mounted, "the host's mount was never made"
+        assert "WROTE" not in result.stdout and not (shared / "sub" / "planted").exists(), result
+        assert result.stdout.strip().splitlines()[-1] == "0", result  # the new mount is not in the sandbox's view
+    finally:
+        subprocess.run(["umount", "-R", str(shared)], check=False)
 
 
 # --- case 49 ----------------------------------------------------------------------------------------

@@ -49,6 +49,10 @@ def test_the_command_runs_as_is_where_stockades_own_code_cannot_be_imported(vbox
     assert other.returncode == 125 and "stockade's own code cannot be imported here" in other.stderr and "Traceback" not in other.stderr
     missing = vbox.run(f"{bare} run -- no-such-program-here")
     assert missing.returncode == 127 and "Traceback" not in missing.stderr, missing
+    planned = vbox.run(f"{bare} run --dry-run -- sh -c 'echo x > dry-ran'")  # hostile review 16: --dry-run ran it
+    assert planned.returncode == 0 and "would run sh" in planned.stdout and not (vbox.project / "dry-ran").exists(), planned
+    quiet = vbox.run(f"{bare} run --quiet -- true")
+    assert quiet.returncode == 0 and "already inside" not in quiet.stderr, quiet
 
 
 def test_outside_a_sandbox_the_script_never_runs_the_command_bare() -> None:

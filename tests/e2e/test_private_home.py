@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -241,24 +242,6 @@ def test_a_shown_entry_linked_into_a_writable_place_is_not_bound_from_there(vbox
     assert result.stdout in ("Linked Name\n", ""), result  # the file, or the link (hidden) mid-swap
 
 
-def test_an_editable_install_on_the_path_imports_its_code_and_nothing_beside_it(vbox: Box) -> None:
-    """A newcomer's `stockade run -- stockade run -- CMD` crashed: the venv on PATH was shown, the checkout
-    its .pth names was not. Now that folder is shown read-only, and the rest of the checkout stays hidden."""
-    checkout = vbox.home / "tool-checkout"
-    (checkout / "src").mkdir(parents=True)
-    (checkout / "src" / "editable_pkg.py").write_text("VALUE = 'from the checkout'\n")
-    (checkout / "secret.txt").write_text("CHECKOUT-SECRET\n")
-    venv = checkout / ".venv"
-    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    (site / "__editable__.tool-0.1.pth").write_text(f"{checkout / 'src'}\n")
-    env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"}
-    script = "env -u PYTHONPATH python -c 'import editable_pkg; print(editable_pkg.VALUE)'; cat " + str(checkout / "secret.txt")
-    result = vbox.run(script, env=env)
-    assert "from the checkout" in result.stdout and "CHECKOUT-SECRET" not in result.stdout, result
-    assert vbox.run(f"echo x > {checkout / 'src' / 'planted.py'}", env=env).returncode != 0  # read-only
-
-
 def test_a_pth_file_in_the_projects_own_venv_shows_nothing_of_the_home(vbox: Box) -> None:
     """Hostile: a repository commits .venv with a .pth naming a folder of the home (or an earlier run plants
     one, the project being writable); the folder stays hidden, where a user's own venv's would show."""
@@ -272,3 +255,23 @@ def test_a_pth_file_in_the_projects_own_venv_shows_nothing_of_the_home(vbox: Box
     env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv)}
     result = vbox.run(f"cat {private / 'notes.txt'}; python -c 'print(1)'", env=env)
     assert "PRIVATE-NOTES" not in result.stdout and "1" in result.stdout, result
+
+
+def test_stockade_installed_under_the_home_imports_itself_inside(vbox: Box) -> None:
+    """A newcomer's `stockade run -- stockade run -- CMD` ended in a traceback: installed editable from a
+    checkout under the home, stockade's code was hidden inside. Its own package folder is shown now
+    (read-only), and nothing else of that checkout."""
+    import shutil
+    import sys
+
+    import stockade
+
+    checkout = vbox.home / "stockade-checkout"
+    shutil.copytree(Path(stockade.__file__).parent, checkout / "src" / "stockade", ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / "secret.txt").write_text("CHECKOUT-SECRET\n")
+    env = {"PYTHONPATH": str(checkout / "src")}
+    inner = f"{sys.executable} -S -m stockade.cli.main run -- sh -c 'echo inner-ran; exit 5'"  # -S: no .pth, the copy only
+    words = [sys.executable, "-m", "stockade.cli.main", "run", "--", "sh", "-c", f"{inner}; cat {checkout / 'secret.txt'}"]
+    result = subprocess.run(words, cwd=vbox.project, env={**vbox.env, **env}, capture_output=True, text=True, timeout=60)
+    assert "inner-ran" in result.stdout and "already inside a stockade sandbox" in result.stderr, result
+    assert "Traceback" not in result.stderr and "CHECKOUT-SECRET" not in result.stdout, result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stockade.bwrap.parts.args import (
+    PROC_READ_ONLY,
     Bind,
     Chdir,
     Dev,
@@ -44,7 +45,7 @@ from stockade.bwrap.parts.args import (
         pytest.param(Dev("/sandbox/dev"), ["--dev", "/sandbox/dev", "--remount-ro", "/sandbox/dev"], id="dev-elsewhere"),
         pytest.param(
             Proc(),
-            ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"],
+            ["--proc", "/proc", *(word for name in PROC_READ_ONLY for word in ("--ro-bind-try", f"/proc/{name}", f"/proc/{name}"))],
             id="proc",
         ),
         pytest.param(Chdir("/proj/sub dir"), ["--chdir", "/proj/sub dir"], id="chdir"),

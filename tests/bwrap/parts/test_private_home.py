@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stockade.bwrap.parts.private_home import Shown, account_home, applies, shown_places, top_level_links, wanted
+from stockade.bwrap.parts.private_home import OWN_CODE, Shown, account_home, applies, shown_places, top_level_links, wanted
 
 
 @pytest.fixture
@@ -215,29 +215,14 @@ def test_a_place_reached_through_a_top_level_link(dotfiles: Path, tmp_path: Path
     assert shown(dotfiles, [place]) == [Shown(place, str(data / "venv" / "bin"))]
 
 
-def test_a_virtualenvs_editable_installs_come_with_it(tmp_path: Path) -> None:
-    """A tool installed with `pip install -e` from a checkout under the home (stockade itself, from the
-    README's setup) imports its code from the folder its .pth names: that folder is shown too."""
+def test_stockades_own_code_is_wanted_and_no_folder_a_pth_file_names(tmp_path: Path) -> None:
+    """Installed editable under the home, stockade must import itself inside (cli/nested.py); a .pth file
+    of a virtualenv names folders an earlier run may have chosen, so none of those come along."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
     site = venv / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
     (site / "__editable__.tool-1.0.pth").write_text(f"{tmp_path / 'checkout' / 'src'}\n")
-    (site / "distutils-precedence.pth").write_text("import os; var = 'X'\n")  # code, not a folder
-    (site / "relative.pth").write_text("relative/folder\n")
-    assert wanted([], [f"{venv}/bin"], {}, []) == [str(venv / "bin"), str(venv), str(tmp_path / "checkout" / "src")]
-
-
-def test_a_writable_virtualenvs_pth_files_show_nothing(tmp_path: Path) -> None:
-    """A project's committed .venv, or one an earlier sandboxed run wrote a .pth into, must not widen
-    what the home shows: only a virtualenv no sandbox can write brings its .pth folders."""
-    project = tmp_path / "project"
-    venv = project / ".venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    site = venv / "lib" / "python3.11" / "site-packages"
-    site.mkdir(parents=True)
-    (site / "planted.pth").write_text(f"{tmp_path / 'home' / 'Documents'}\n")
-    assert wanted([], [f"{venv}/bin"], {}, [], [str(project)]) == [str(venv / "bin"), str(venv)]
-    assert str(tmp_path / "home" / "Documents") in wanted([], [f"{venv}/bin"], {}, [], [])  # control: not writable, shown
+    assert wanted([], [f"{venv}/bin"], {}, []) == [str(venv / "bin"), str(venv)]
+    assert os.path.isfile(os.path.join(OWN_CODE, "__init__.py")) and os.path.isdir(os.path.join(OWN_CODE, "bwrap"))  # mounts.py adds it

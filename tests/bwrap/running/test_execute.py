@@ -119,8 +119,9 @@ def test_remove_made_mount_points_only_empty_new_files_in_writable_places(tmp_pa
     assert not made.exists() and full.exists() and outside.exists()
 
 
-def test_preexec_is_none_without_limits_network_or_cache_layers() -> None:
-    assert execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[]), None) is None  # type: ignore[arg-type]
+def test_every_run_gets_a_child_step_for_its_own_mount_namespace() -> None:
+    """ESCAPES 96: even a run without limits, network or cache layers enters a private mount namespace."""
+    assert callable(execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[]), None))  # type: ignore[arg-type]
     assert callable(execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[(1, 2)]), None))  # type: ignore[arg-type]
     assert callable(execute._preexec(SimpleNamespace(cgroup_procs=[], rlimits=[]), None, [("/h/c", "/u", "/w", "/m")]))  # type: ignore[arg-type]
 

@@ -123,14 +123,20 @@ class Dev(Piece):
         yield from ("--dev", self.path, "--remount-ro", self.path)
 
 
+# What of /proc a process run as root could write to change the host, read-only inside (as runc and
+# Docker keep them): the kernel's settings, sysrq, and the files of filesystems, devices and drivers
+# (/proc/scsi/scsi detaches a disk, /proc/acpi/wakeup arms devices; neither checks a capability).
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "fs", "acpi", "scsi", "driver", "asound", "bus", "irq")
+
+
 class Proc(Piece):
-    """bwrap's own /proc, with the kernel's settings read-only (ESCAPES 95).
+    """bwrap's own /proc, with what could change the host read-only (ESCAPES 95).
 
     bwrap covers /proc/sys only when it could write that folder, and no one can (it is 0555): a
     sandbox run as root could set the host's sysctls (kernel.core_pattern runs a program as root
-    at the next crash of anything) and its network namespace's. /proc/sys is bound read-only from
-    the host's /proc (what it shows depends on the reader's namespaces, not on the mount), and
-    /proc/sysrq-trigger where the kernel has one (`-try`: planning never reads /proc)."""
+    at the next crash of anything) and its network namespace's. Each of PROC_READ_ONLY is bound
+    read-only from the host's /proc (what /proc/sys shows depends on the reader's namespaces, not
+    on the mount), where the kernel has it (`-try`: planning never reads /proc)."""
 
     __slots__ = ("path",)
 
@@ -139,8 +145,8 @@ class Proc(Piece):
 
     def to_args(self) -> Iterator[str]:
         yield from ("--proc", self.path)
-        yield from ("--ro-bind", "/proc/sys", f"{self.path}/sys")
-        yield from ("--ro-bind-try", "/proc/sysrq-trigger", f"{self.path}/sysrq-trigger")
+        for name in PROC_READ_ONLY:
+            yield from ("--ro-bind-try", f"/proc/{name}", f"{self.path}/{name}")
 
 
 class Chdir(Piece):

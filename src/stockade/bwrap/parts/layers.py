@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from stockade.bwrap.parts.netns import enter_user_namespace, libc_call, unshare
+from stockade.bwrap.parts.netns import enter_private_mounts, libc_call
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,9 +56,6 @@ Layer = tuple[str, str, str, str]
 
 UNSPELLABLE = (",", ":", "\\", "\n")  # overlay's option separators and escape
 MS_BIND = 0x1000
-MS_REC = 0x4000
-MS_PRIVATE = 1 << 18
-CLONE_NEWNS = 0x00020000
 
 
 def candidates(writable: Sequence[str], home: str) -> tuple[list[str], list[str]]:
@@ -109,11 +106,7 @@ def enter(layers: Sequence[Layer], uid: int, gid: int, *, in_own_user_namespace:
     network's was made already), where each layer's mount point shows its overlay. Runs as the
     user, so every folder it makes is the user's own; any failure but overlay's refusal raises.
     Returns why each layer that is not an overlay is not (its upper folder is bound alone)."""
-    if in_own_user_namespace:
-        unshare(CLONE_NEWNS)
-    else:
-        enter_user_namespace(CLONE_NEWNS, uid, gid)
-    libc_call("mount", "zzzLz", b"none", b"/", None, MS_REC | MS_PRIVATE, None)  # nothing mounted here reaches the host
+    enter_private_mounts(uid, gid, in_own_user_namespace=in_own_user_namespace)  # nothing mounted here reaches the host
     refused: list[str] = []
     for place, upper, work, mount_point in layers:
         for folder in (upper, work, mount_point):

@@ -121,6 +121,23 @@ def enter_user_namespace(flags: int, uid: int, gid: int) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
 
 
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+
+
+def enter_private_mounts(uid: int, gid: int, *, in_own_user_namespace: bool) -> None:
+    """In the child, before exec: a mount namespace of its own whose mounts receive nothing from
+    the host's (ESCAPES 96). bwrap makes its sandbox's mounts slaves of the namespace it starts
+    in, so a mount the host added while the sandbox ran (an automounted binfmt_misc, a USB stick,
+    an admin's debugfs) appeared inside, writable: its read-only binds cover only what existed
+    when they were made. Made private here, the namespace bwrap starts in has nothing to pass on."""
+    if in_own_user_namespace:
+        unshare(CLONE_NEWNS)
+    else:
+        enter_user_namespace(CLONE_NEWNS, uid, gid)
+    libc_call("mount", "zzzLz", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+
+
 def enter_private_network(
     channel_fd: int, uid: int, gid: int, forwards: Sequence[tuple[str, int]] = (), intercept: Callable[[], list[_socket.socket]] | None = None
 ) -> None:

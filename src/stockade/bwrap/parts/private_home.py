@@ -55,57 +55,27 @@ def account_home() -> str:
         return ""
 
 
-def wanted(
-    allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str, str], anchors: Iterable[str], writable: Iterable[str] = ()
-) -> list[str]:
-    """Every path the run would like to see, before checking where each lies and what exists. The
-    folders a virtualenv's .pth files name come too, but only from a virtualenv no sandbox can
-    write (outside `writable`): a project's committed .venv, or one an earlier run wrote a .pth
-    into, would otherwise show any folder of the home it names."""
+# stockade's own package folder, shown with the home's wanted places (mounts.py): installed editable from
+# a checkout under the home (the README's setup), `stockade run` inside a sandbox could not import itself,
+# where it should run the command as it is (cli/nested.py). Only this folder: the folders other .pth files
+# name are not shown, since a virtualenv an earlier run could write may name any.
+OWN_CODE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def wanted(allow_read: Iterable[str], path_dirs: Iterable[str], env: Mapping[str, str], anchors: Iterable[str]) -> list[str]:
+    """Every path the run would like to see, before checking where each lies and what exists."""
     places = [*allow_read, *anchors]
-    writable = [os.path.realpath(root) for root in writable]
-
-    def sources(venv: str) -> list[str]:
-        real = os.path.realpath(venv)
-        return [] if any(real == root or real.startswith(root.rstrip("/") + "/") for root in writable) else editable_sources(venv)
-
     for folder in path_dirs:
         if not os.path.isabs(folder):
             continue
         places.append(folder)
         parent = os.path.dirname(folder.rstrip("/"))
         if os.path.basename(folder.rstrip("/")) == "bin" and os.path.isfile(os.path.join(parent, "pyvenv.cfg")):
-            places += [parent, *sources(parent)]  # an active virtualenv: its lib folder holds what its bin runs
+            places.append(parent)  # an active virtualenv: its lib folder holds what its bin runs
     venv = env.get("VIRTUAL_ENV", "")
     if os.path.isabs(venv):
-        places += [venv, *sources(venv)]
+        places.append(venv)
     return list(dict.fromkeys(os.path.normpath(place) for place in places))
-
-
-def editable_sources(venv: str) -> list[str]:
-    """The folders a virtualenv's .pth files put on sys.path: where its editable installs live (`pip
-    install -e`). Without them a tool on PATH installed that way, stockade itself among them, could
-    not import its own code inside (a checkout under the home is hidden there)."""
-    found: list[str] = []
-    try:
-        lib = [os.path.join(venv, "lib", name, "site-packages") for name in os.listdir(os.path.join(venv, "lib"))]
-    except OSError:
-        return found
-    for packages in lib:
-        try:
-            names = sorted(name for name in os.listdir(packages) if name.endswith(".pth"))
-        except OSError:
-            continue
-        for name in names:
-            if os.path.islink(os.path.join(packages, name)):  # its words could be anyone's: only the venv's own files count
-                continue
-            try:
-                with open(os.path.join(packages, name), encoding="utf-8", errors="replace") as pth:
-                    lines = pth.read(65536).splitlines()
-            except OSError:
-                continue
-            found += [line.strip() for line in lines if os.path.isabs(line.strip()) and not line.startswith(("import ", "import\t"))]
-    return found
 
 
 def top_level_links(home: str) -> list[tuple[str, str, str]]:

@@ -485,7 +485,7 @@ def _show_home(
         real_home = spelled = private_home.account_home()
     if not private_home.applies(policy.filesystem.home, real_home, roots, denied):
         return
-    wanted = private_home.wanted(policy.filesystem.allow_read, path_dirs, env, anchors, roots)
+    wanted = [*private_home.wanted(policy.filesystem.allow_read, path_dirs, env, anchors), private_home.OWN_CODE]
     git_config = (os.path.join(spelled, ".gitconfig"), os.path.join(spelled, ".config", "git"))
     if any(place in git_config for place in wanted):  # what the user's git config includes is read with it
         wanted += gitdirs.UserGit(real_home, dict(env)).included

@@ -143,12 +143,13 @@ def _seccomp_fd(launch: Launch) -> int:
     return fd
 
 
-def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[str, str, str, str]] = ()) -> Callable[[], None] | None:
-    """What the child does between fork and exec: join limits, enter its own network, then
-    mount the caches' layers in a mount namespace of its own."""
+def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[str, str, str, str]] = ()) -> Callable[[], None]:
+    """What the child does between fork and exec: join limits, enter its own network, then a mount
+    namespace of its own that receives nothing from the host's (ESCAPES 96), with the caches'
+    layers mounted in it."""
+    from stockade.bwrap.parts.netns import enter_private_mounts  # imported here, not in each forked child
+
     joins = limits if (limits.cgroup_procs or limits.rlimits) else None
-    if joins is None and bridge is None and not layers:
-        return None
     uid, gid = os.getuid(), os.getgid()
     forwards = [(address, port) for _entry, address, port in bridge.listens()] if bridge is not None else []
     if layers:
@@ -167,6 +168,8 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[st
             from stockade.bwrap.parts.layers import enter
 
             enter(layers, uid, gid, in_own_user_namespace=bridge is not None)
+        else:
+            enter_private_mounts(uid, gid, in_own_user_namespace=bridge is not None)
 
     return child
 

@@ -16,10 +16,11 @@ command killed by a signal by bwrap's status pipe, never by the exit code.
 
 This is on every run's path, so it imports only os, time and `_signal`
 (the C core of `signal`, whose Python layer builds IntEnums at import), and
-starts bwrap with posix_spawn, or fork and exec when the child must first
-join a cgroup or a network namespace (the only time Python runs between fork
-and exec); subprocess would cost more to import than the whole sandbox takes
-to start.
+starts bwrap with fork and exec: the child first joins a cgroup, makes the
+network namespace and always a mount namespace whose mounts receive nothing
+from the host's (ESCAPES 96), the only time Python runs between fork and
+exec (posix_spawn stays for a caller with nothing to do there); subprocess
+would cost more to import than the whole sandbox takes to start.
 """
 
 from __future__ import annotations
