@@ -36,7 +36,7 @@ def test_a_write_in_place_changes_only_the_project_s_own_copy(vbox: Box) -> None
     assert store.read_text() == GOOD and other.read_text() == GOOD
     assert "import os" in mine.read_text()  # the project's own file took the write
     assert os.stat(store).st_nlink == 2 and os.stat(mine).st_nlink == 1
-    assert "hard links shared with other places" in attack.stderr, attack
+    assert "made 1 file of the project its own: it was a hard link shared with other places" in attack.stderr, attack
 
 
 def test_the_copy_keeps_mode_and_times_and_a_second_run_copies_nothing(vbox: Box) -> None:

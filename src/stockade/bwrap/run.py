@@ -113,9 +113,16 @@ class LinuxBackend:
                 # listing and reading it): planned again, and only what stays changed fails the run
                 if attempt == PLAN_TRIES - 1:
                     raise
+                retry = True
+            else:
+                retry = False
             finally:
                 if recorder is not None:
                     recorder.stop()
+            if retry:  # a while later each time (10, 20, 40, 80 ms): a path changing in a loop is not met in one state every time
+                import time
+
+                time.sleep(RETRY_PAUSE * 2**attempt)
         launch = launch_of(plan)
         if recorder is not None:
             plan_cache.store(
@@ -136,6 +143,7 @@ class LinuxBackend:
 
 
 PLAN_TRIES = 5  # plans of one run while the paths it names change under it (a link that stays is a real refusal)
+RETRY_PAUSE = 0.01  # seconds before the second plan; doubled for each later one
 START_TRIES = 4  # plans and starts of one run while a path bwrap mounts at changes between the two
 
 
