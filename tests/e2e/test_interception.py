@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -230,11 +229,12 @@ ping -c 1 -W 2 allowed.test >/dev/null 2>ping.err; printf "ping=%s\\n" $?; sed '
 
 
 @pytest.fixture(scope="module")
-def quic_python() -> str:
+def quic_python(world: NetWorld) -> str:
     """A Python with niquests, in a venv of its own: niquests' urllib3-future installs a .pth file that
     replaces urllib3 and imports shutil at every start of the interpreter it is installed in, so it
-    stays out of the project's venv (tests/cli/test_lean_path.py would see it)."""
-    folder = Path(__file__).resolve().parents[1] / ".cache" / "quic-client"
+    stays out of the project's venv (tests/cli/test_lean_path.py would see it). It lives in the world's
+    project, which every sandbox of the world sees (a checkout under /var/tmp is private inside)."""
+    folder = world.box.project / ".quic-client"
     python = folder / "bin" / "python"
     if not python.exists():
         try:
