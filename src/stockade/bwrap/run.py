@@ -113,16 +113,12 @@ class LinuxBackend:
                 # listing and reading it): planned again, and only what stays changed fails the run
                 if attempt == PLAN_TRIES - 1:
                     raise
-                retry = True
-            else:
-                retry = False
+                import time
+
+                time.sleep(RETRY_PAUSE * 2**attempt)  # 10, 20, 40, 80 ms: a path changing in a loop is not met in one state every time
             finally:
                 if recorder is not None:
                     recorder.stop()
-            if retry:  # a while later each time (10, 20, 40, 80 ms): a path changing in a loop is not met in one state every time
-                import time
-
-                time.sleep(RETRY_PAUSE * 2**attempt)
         launch = launch_of(plan)
         if recorder is not None:
             plan_cache.store(

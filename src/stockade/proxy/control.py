@@ -155,6 +155,9 @@ MAX_FORWARDS = 64  # host loopback ports one session's sandbox may listen for (b
 # listener, DNS over UDP and over TCP, the log of refused packets (proxy/daemon/packet_log.py); then, where the
 # sandbox's namespace has IPv6, IPv6's three.
 INTERCEPTION_SOCKETS = (4, 7)
+# Refused packets the namespace's rule copies to the daemon a second, past a burst (bwrap/parts/interception.py);
+# the packet log says when the copies reached that rate (proxy/daemon/packet_log.py)
+REFUSED_COPY_RATE, REFUSED_COPY_BURST = 100, 200
 
 
 class SessionSpec:

@@ -33,6 +33,11 @@ class SessionEnd:
         return f"SessionEnd({self.denials!r}, {self.audit_error!r}, trouble={self.trouble!r}, refused={self.refused!r})"
 
 
+# the words of each refused packet's rule (daemon/packet_log.py), which the line below knows it by
+STAYS_INSIDE = "does not leave the sandbox"
+ONLY_TCP = f"{STAYS_INSIDE}: only TCP goes through the filter"
+
+
 def credential_fix(name: str, origin: str) -> str:
     """Where a credential's places are set: its [credentials] table, or the user's own tool file
     it came from (profiles/toolconfig.py names those by the file)."""
@@ -49,7 +54,7 @@ def describe_denial(denial: dict[str, Any], origin: str) -> str:
     host = str(denial.get("host"))
     if denial.get("port") != 0:
         target = f"[{host}]:{denial.get('port')}" if ":" in host else f"{host}:{denial.get('port')}"
-    elif "does not leave the sandbox" in str(denial.get("rule")):  # a ping, or a protocol without ports
+    elif STAYS_INSIDE in str(denial.get("rule")):  # a ping, or a protocol without ports
         target = host
     else:
         target = f"{denial.get('host')} (its address was asked for)"

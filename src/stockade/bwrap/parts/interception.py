@@ -44,11 +44,12 @@ import struct
 
 from stockade.bwrap.parts import nftables
 from stockade.bwrap.parts.netns import CLONE_NEWNET, enter_user_namespace, in_child, listen
+from stockade.proxy.control import REFUSED_COPY_BURST, REFUSED_COPY_RATE
 
 TRANSPARENT_PORT = 3129  # inside the sandbox's own namespace, beside the proxy's 3128
 DNS_PORT = 53
 LOG_GROUP = 1  # the NFLOG group of refused packets: groups belong to a network namespace, so any number will do
-LOG_RATE, LOG_BURST = 100, 200  # refused packets copied to the daemon a second, past a burst (the rest are refused unseen)
+LOG_RATE, LOG_BURST = REFUSED_COPY_RATE, REFUSED_COPY_BURST  # refused packets copied to the daemon (the rest are refused unseen)
 LOG_BYTES = 128  # of each refused packet: its IP and transport headers
 IPV4_SOCKETS = 4  # the transparent listener, DNS over UDP and TCP, the log; IPv6's three more follow (proxy/control.py)
 

@@ -27,8 +27,10 @@ import struct
 import time
 
 from stockade.proxy.audit import AuditError, AuditRecord, now_iso
+from stockade.proxy.control import REFUSED_COPY_RATE
 from stockade.proxy.rules.decide import Decision
 from stockade.proxy.rules.fake_names import is_fake
+from stockade.proxy.summary import ONLY_TCP
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,8 +44,7 @@ NLMSG_HEADER, NFGEN_HEADER = 16, 4
 UDP, UDPLITE, ICMP, ICMPV6 = 17, 136, 1, 58
 IPV6_EXTENSIONS = {0: "hop-by-hop", 43: "routing", 60: "destination options", 44: "fragment", 51: "authentication"}
 MAX_RECORDED = 1024  # distinct refused destinations one session writes one by one
-LOG_RATE = 100  # bwrap/parts/interception.py copies at most this many refused packets a second (past a burst)
-ONLY_TCP = "does not leave the sandbox: only TCP goes through the filter"
+LOG_RATE = REFUSED_COPY_RATE  # the rule copies at most this many refused packets a second (past a burst)
 REFUSED = {
     "udp": f"UDP {ONLY_TCP} (a QUIC client falls back to it)",
     "udplite": f"UDP-Lite {ONLY_TCP}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 
-FAKE_NETWORK = ipaddress.IPv4Network("198.18.0.0/15")  # bwrap/parts/interception.py says the same
+FAKE_NETWORK = ipaddress.IPv4Network("198.18.0.0/15")
 MAX_NAMES = 65_536  # addresses one session may be given
 
 
