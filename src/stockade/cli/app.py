@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, trust
+from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, trust, undo
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.cli.version import VERSION
 from stockade.core.errors import ExitCode, StockadeError, UsageError
@@ -94,6 +94,8 @@ app.command(
 )(learn.learn)
 app.command(name="approve", help="Answer the requests a run holds for you (list and ask, or ID ANSWER; --watch keeps asking).")(approve.approve)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
+app.command(name="runs", help="List the runs that changed this project (RUN: what one changed), newest last.")(undo.runs)
+app.command(name="undo", help="Put back what the last run changed in this project (RUN: a given one); a second undo redoes it.")(undo.undo)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(
     install.install

@@ -69,6 +69,15 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class CheckpointRules:
+    """What `stockade undo` can reach back to: every run's changes are kept, within these bounds."""
+
+    enabled: bool = True
+    max_size: int = 2 * 1024**3  # bytes, all of the project's checkpoints together
+    max_age: float = 7 * 24 * 3600.0  # seconds
+
+
+@dataclass(frozen=True)
 class AuditRules:
     log: str | None = None  # absolute path of the JSON-lines audit log
 
@@ -82,6 +91,7 @@ class Policy:
     env: EnvRules = field(default_factory=EnvRules)
     limits: Limits = field(default_factory=Limits)
     audit: AuditRules = field(default_factory=AuditRules)
+    checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
     credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/filter/placeholders.py)
     project_dir: Path = Path("/")  # where "." of built-in profiles points, and the run's default cwd
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy

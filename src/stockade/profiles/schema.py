@@ -50,6 +50,7 @@ TABLES: dict[str, dict[str, Kind]] = {
         "tmp_size": Kind.SIZE,
     },
     "audit": {"log": Kind.PATH},
+    "checkpoints": {"enabled": Kind.BOOL, "max_size": Kind.SIZE, "max_age": Kind.DURATION},
 }
 
 LIST_KINDS = frozenset({Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES})

@@ -50,6 +50,11 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "tmp_size": limits.tmp_size,
         },
         "audit": {"log": policy.audit.log},
+        "checkpoints": {
+            "enabled": policy.checkpoints.enabled,
+            "max_size": policy.checkpoints.max_size,
+            "max_age": policy.checkpoints.max_age,
+        },
         "credentials": {c.name: _credential(c) for c in policy.credentials},
     }
 
@@ -91,10 +96,16 @@ def policy_to_toml(policy: Policy) -> str:
         "file_size": format_size(limits.file_size) if limits.file_size else None,
         "tmp_size": format_size(limits.tmp_size) if limits.tmp_size else None,
     }
+    checkpoints = policy.checkpoints
+    data["checkpoints"] = {
+        "enabled": checkpoints.enabled,
+        "max_size": format_size(checkpoints.max_size),
+        "max_age": format_duration(checkpoints.max_age),
+    }
     out = [f"# effective policy from {policy.origin}", f"# built from: {', '.join(policy.sources)}"]
     http = data["network"].pop("http")
     credentials = data.pop("credentials")
-    for table in ("filesystem", "network", "env", "limits", "audit"):
+    for table in ("filesystem", "network", "env", "limits", "audit", "checkpoints"):
         out.append(f"\n[{table}]")
         for key, value in data[table].items():
             if value is None or value == {} and key != "set":

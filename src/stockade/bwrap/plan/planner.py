@@ -370,6 +370,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
             for path, alias in ((path, f"{GIT_ALIASES}/{number}") for number, path in enumerate(view.staged_git))
         ],  # fmt: skip
         layers=list(view.cache_layers),
+        checkpoints=(plan.policy.checkpoints.max_size, plan.policy.checkpoints.max_age) if plan.policy.checkpoints.enabled else None,
     )
 
 

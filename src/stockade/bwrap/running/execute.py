@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from stockade.bwrap.parts.globs import Tree
     from stockade.bwrap.parts.limits import LimitPlan
+    from stockade.bwrap.running.checkpointing import Checkpointing
     from stockade.bwrap.running.console import Console
     from stockade.bwrap.running.freeze import Freeze
     from stockade.bwrap.running.gitstage import Stage
@@ -81,6 +82,7 @@ class Launch:
     # (gitstage.py); `args` holds none of them
     git_stages: list[tuple[str, str, bytes, bytes, list[tuple[str, bytes]]]]
     layers: list[tuple[str, str, str, str]]  # package caches seen through a layer of their own (layers.py)
+    checkpoints: tuple[int, float] | None  # [checkpoints] max_size, max_age; None: off (checkpointing.py)
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -143,10 +145,12 @@ def _seccomp_fd(launch: Launch) -> int:
     return fd
 
 
-def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[str, str, str, str]] = ()) -> Callable[[], None]:
+def _preexec(
+    limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[str, str, str, str]] = (), then: Callable[[], None] | None = None
+) -> Callable[[], None]:
     """What the child does between fork and exec: join limits, enter its own network, then a mount
     namespace of its own that receives nothing from the host's (ESCAPES 96), with the caches'
-    layers mounted in it."""
+    layers mounted in it; `then` last (the checkpoint's filter: nothing after it may write)."""
     from stockade.bwrap.parts.netns import enter_private_mounts  # imported here, not in each forked child
 
     joins = limits if (limits.cgroup_procs or limits.rlimits) else None
@@ -170,6 +174,8 @@ def _preexec(limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[st
             enter(layers, uid, gid, in_own_user_namespace=bridge is not None)
         else:
             enter_private_mounts(uid, gid, in_own_user_namespace=bridge is not None)
+        if then is not None:
+            then()
 
     return child
 
@@ -316,6 +322,7 @@ def _supervised(
     scratch: Sequence[bw.Piece] = (),
     staged: bytes = b"",
     aliases: dict[str, str] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
@@ -342,6 +349,7 @@ def _supervised(
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
         args_fd = _args_fd(launch.args + staged + bw.encode(tail))  # the stages over the plan's mounts
         errors: tuple[int, int, int] | None = None
+        watch = checkpoint.watch() if checkpoint is not None else None
         try:
             console = signals.new_console() if signals is not None else None
             passed = (args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies))
@@ -356,8 +364,8 @@ def _supervised(
                 close_after_spawn=(args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies)),
                 wall_time=launch.wall_time,
                 new_session=not launch.interactive,
-                preexec=_preexec(limits, bridge, launch.layers),
-                after_spawn=bridge.attach if bridge else None,
+                preexec=_preexec(limits, bridge, launch.layers, watch.child if watch is not None else None),
+                after_spawn=_after_spawn(bridge, watch),
                 watch=bridge.handover if bridge else None,
                 relay=signals.relay if signals is not None else None,
                 console=console,
@@ -368,6 +376,9 @@ def _supervised(
             _said_by_bwrap(errors, show=True)
             return outcome, masks
         except SandboxSetupError as failed:
+            if watch is not None:
+                watch.stop()
+                watch = None
             said = _said_by_bwrap(errors, show=False)
             if signals is not None and signals.relay.sent:  # a signal came while it started: not started again
                 _show(said)
@@ -381,7 +392,61 @@ def _supervised(
             masks, seen = _present(masks)
             if bridge is not None:
                 bridge.close()  # the failed start's session; the next attempt opens its own
+        finally:
+            if watch is not None:
+                watch.stop()
+                checkpoint.unloaded = watch.unloaded  # type: ignore[union-attr]
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _after_spawn(bridge: Bridge | None, watch: Checkpointing | None) -> Callable[[], None] | None:
+    """Once bwrap runs: the checkpoint's listener first (bwrap's own calls wait for it), then the
+    network's listeners."""
+    if watch is None:
+        return bridge.attach if bridge is not None else None
+
+    def both() -> None:
+        watch.attach()
+        if bridge is not None:
+            bridge.attach()
+
+    return both
+
+
+class Checkpoint:
+    """This run's checkpoint (checkpoints/store.py) and where the sandbox writes the user's files;
+    each start of bwrap gets its own watch (checkpointing.py)."""
+
+    def __init__(self, launch: Launch, staged: bytes) -> None:
+        from stockade.bwrap.running.checkpointing import Places
+        from stockade.checkpoints.store import Recorder, project_folder
+
+        assert launch.checkpoints is not None
+        self.max_size, self.max_age = launch.checkpoints
+        own = (launch.state_dir, launch.cache_dir)
+        self.places = Places((launch.args + staged).split(b"\0"), own)
+        meta: dict[str, object] = {"kind": "run", "command": list(launch.command), "cwd": launch.cwd, "project": launch.project}
+        self.recorder = Recorder(project_folder(launch.state_dir, launch.project), launch.project, self.max_size, meta)
+        self.unloaded = ""
+
+    def watch(self) -> Checkpointing:
+        from stockade.bwrap.running.checkpointing import Checkpointing
+
+        return Checkpointing(self.recorder, self.places)
+
+    def finish(self, status: int | None, launch: Launch) -> None:
+        """The record closed; older checkpoints pruned to the policy's bounds."""
+        meta = self.recorder.finish(status)
+        if meta is None:
+            return
+        from stockade.checkpoints.history import prune
+
+        try:
+            prune(launch.state_dir, launch.project, self.max_size, self.max_age, keep=self.recorder.number)
+        except OSError:
+            pass
+        if self.recorder.failed:
+            say(f"stockade: this run's checkpoint is incomplete: {self.recorder.failed}")
 
 
 class StartFailed(SandboxSetupError):
@@ -511,15 +576,25 @@ def _git_stages(launch: Launch, session: str) -> tuple[list[Stage], bytes]:
     return list(stages.values()), words
 
 
-def _carry_back(launch: Launch, stages: list[Stage], session: str) -> None:
-    """git's changes in each stage, carried to the host once the sandbox is gone; the config it
-    judged here is not judged again by the check after the run (its stamp is the new one)."""
+def _carry_back(launch: Launch, stages: list[Stage], session: str, checkpoint: Checkpoint | None = None) -> None:
+    """git's changes in each stage, carried to the host once the sandbox is gone (each recorded in
+    the checkpoint first); the config it judged here is not judged again by the check after the run
+    (its stamp is the new one)."""
     if not stages:
         return
     from stockade.bwrap.running import gitstage
 
+    before = None
+    if checkpoint is not None:
+        from stockade.checkpoints.store import REMOVE
+
+        recorder = checkpoint.recorder
+
+        def before(path: str) -> None:
+            recorder.changing(path, REMOVE)
+
     for stage in stages:
-        lines, judged = gitstage.carry_back(stage, session)
+        lines, judged = gitstage.carry_back(stage, session, before)
         for line in lines:
             say(line)
         for path in judged:
@@ -647,10 +722,11 @@ def _execute(
         try:
             tmp, named, made, folder = _tmp_pieces(launch, agent_session)
             stages, staged = _git_stages(launch, session)
+            checkpoint = Checkpoint(launch, staged) if launch.checkpoints is not None else None
             try:
                 copies = [*((p, d, True) for p, d in files), *named]
                 aliases = {stage.git_dir: stage.alias for stage in stages}
-                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases)
+                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases, checkpoint)
             except StartFailed:
                 if journal is not None:  # nothing ran: nothing to sweep
                     journal.close()
@@ -661,7 +737,9 @@ def _execute(
 
                     for path in made:
                         remove_mount_point(folder, path)
-                _carry_back(launch, stages, session)
+                _carry_back(launch, stages, session, checkpoint)
+                if checkpoint is not None and not checkpoint.recorder.recorded:
+                    checkpoint = None  # nothing changed: nothing to finish
             signals.outcome = outcome
         finally:
             if asker is not None:
@@ -707,8 +785,10 @@ def _execute(
             network=list(denials), no_route=outcome.no_route, moved=[{"path": old, "moved_to": new} for old, new in quarantined],
             limits=[*hits, *(["wall_time"] if outcome.timed_out else [])],
         )  # fmt: skip
-    phases.mark("after")
     code = outcome.exit_code
+    if checkpoint is not None:
+        checkpoint.finish(128 - code if code < 0 else code, launch)
+    phases.mark("after")
     return 128 - code if code < 0 else code
 
 

@@ -46,7 +46,7 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from stockade.bwrap.parts.args import Piece
 
@@ -282,10 +282,11 @@ def _copy_file(source: str, target: str, mode: int) -> None:
 # -- after the run -------------------------------------------------------------------------------
 
 
-def carry_back(stage: Stage, session: str) -> tuple[list[str], list[str]]:
+def carry_back(stage: Stage, session: str, before: Callable[[str], None] | None = None) -> tuple[list[str], list[str]]:
     """(lines to say, paths in the git dir whose change the check after the run should not judge
-    again: the config, judged here by its keys). Never raises: a stage that cannot be carried back
-    is set aside whole, with a line naming where."""
+    again: the config, judged here by its keys). `before` is told each host path just before it
+    changes (the run's checkpoint). Never raises: a stage that cannot be carried back is set aside
+    whole, with a line naming where."""
     lines: list[str] = []
     judged: list[str] = []
     try:
@@ -295,7 +296,7 @@ def carry_back(stage: Stage, session: str) -> tuple[list[str], list[str]]:
                 f"they are in {_keep(stage)}"
             )
             return lines, judged
-        if _carry(stage, session, stage.project, lines, judged):
+        if _carry(stage, session, stage.project, lines, judged, before):
             _keep(stage)
             return lines, judged
     except Exception as exc:  # noqa: BLE001 - whatever the sandbox left, the checks after the run still run
@@ -323,7 +324,7 @@ def _release(stage: Stage) -> None:
         stage.lock_fd = -1
 
 
-def _carry(stage: Stage, session: str, project: str, lines: list[str], judged: list[str]) -> bool:
+def _carry(stage: Stage, session: str, project: str, lines: list[str], judged: list[str], before: Callable[[str], None] | None = None) -> bool:
     """Carry each change back, each name on its own; True when something is kept only in the
     stage (set it aside). Then judge the real git dir, which the sandbox could write through the
     alias: state folders with commands, and links, are moved aside (_judge_real)."""
@@ -331,7 +332,7 @@ def _carry(stage: Stage, session: str, project: str, lines: list[str], judged: l
     names = set(os.listdir(stage.staged)) - set(stage.bound)
     for name in sorted(names | set(stage.entries)):
         try:
-            keep = _carry_one(stage, name, session, project, lines, judged) or keep
+            keep = _carry_one(stage, name, session, project, lines, judged, before) or keep
         except Exception as exc:  # noqa: BLE001 - one entry's fault leaves the others to carry
             keep = True
             lines.append(f"stockade: {_shown(stage, project, name)} could not be carried back ({exc}); it is in {_stage_copy(stage, name)}")
@@ -343,7 +344,9 @@ def _shown(stage: Stage, project: str, name: str) -> str:
     return os.path.join(os.path.relpath(stage.git_dir, project) if _within(stage.git_dir, project) else stage.git_dir, name)
 
 
-def _carry_one(stage: Stage, name: str, session: str, project: str, lines: list[str], judged: list[str]) -> bool:
+def _carry_one(
+    stage: Stage, name: str, session: str, project: str, lines: list[str], judged: list[str], before: Callable[[str], None] | None = None
+) -> bool:
     """One entry of the stage; True when it is kept only in the stage."""
     inside, host = os.path.join(stage.staged, name), os.path.join(stage.git_dir, name)
     inside_then, host_then = stage.entries.get(name, ("", ""))  # a name not there at the start: absent on the host too
@@ -358,6 +361,8 @@ def _carry_one(stage: Stage, name: str, session: str, project: str, lines: list[
         what = HOST_KEPT.get(name, "the run's change is not carried back")
         lines.append(f"stockade: {shown} was changed inside and outside during the run; the outside one is kept: {what}")
         return False
+    if before is not None:
+        before(host)
     if name in CONFIGS:
         if _carry_config(stage, name, inside, host, shown, session, project, lines):
             judged.append(host)

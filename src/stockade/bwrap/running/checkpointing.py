@@ -1,0 +1,416 @@
+"""A run's checkpoint, taken as the sandbox goes: each change waits until its path is recorded.
+
+The child loads the notifying filter (parts/write_notify.py) and hands its
+listener over a socketpair; a thread here answers each notification:
+1. it reads the call's path from the process's memory and resolves it in the
+   sandbox's own view (from /proc/PID/root, links resolved as inside);
+2. it maps the sandbox's path to the host's through the plan's writable binds,
+   and checks that both name one file (same device and inode) on a writable
+   mount: anything else (a private /tmp, a cache layer, a read-only bind, the
+   stage of git's config) is not the user's and is left alone;
+3. the checkpoint (checkpoints/store.py) records the path as it is;
+4. the call goes on as the process made it.
+A notification this thread cannot judge goes on unrecorded: a checkpoint is
+for mistakes, and never stops a run. The command cannot reach the listener:
+its fd is stockade's alone.
+"""
+
+from __future__ import annotations
+
+import _socket
+import errno
+import fcntl
+import os
+import stat
+import struct
+import threading
+
+from stockade.bwrap.parts import write_notify
+from stockade.checkpoints import store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+NOTIF_RECV = 0xC0502100  # SECCOMP_IOCTL_NOTIF_RECV: struct seccomp_notif, 80 bytes
+NOTIF_SEND = 0xC0182101  # SECCOMP_IOCTL_NOTIF_SEND: struct seccomp_notif_resp, 24 bytes
+NOTIF_ID_VALID = 0x40082102
+FLAG_CONTINUE = 1
+AT_FDCWD = -100
+AT_REMOVEDIR = 0x200
+AT_SYMLINK_NOFOLLOW = 0x100
+AT_EMPTY_PATH = 0x1000
+RENAME_EXCHANGE = 2
+OPENAT2 = 437
+RESOLVE_IN_ROOT = 0x10
+O_PATH = 0o10000000
+ST_RDONLY = 1
+MAGIC = ("/proc/self/", "/proc/thread-self/", "/dev/fd/")
+
+WRITABLE_BINDS = frozenset({b"--bind", b"--bind-try", b"--dev-bind", b"--dev-bind-try"})
+TWO_WORDS = frozenset({b"--ro-bind", b"--ro-bind-try", b"--bind-data", b"--ro-bind-data", b"--symlink", b"--setenv", b"--file", b"--chmod"})
+ONE_WORD_MOUNTS = frozenset({b"--tmpfs", b"--dev", b"--proc", b"--mqueue", b"--remount-ro", b"--dir", b"--tmp-overlay", b"--ro-overlay"})
+ONE_WORD = frozenset(
+    {b"--perms", b"--size", b"--chdir", b"--unsetenv", b"--seccomp", b"--add-seccomp-fd", b"--json-status-fd", b"--info-fd",
+     b"--block-fd", b"--userns-block-fd", b"--sync-fd", b"--lock-file", b"--uid", b"--gid", b"--hostname", b"--args",
+     b"--userns", b"--userns2", b"--pidns", b"--argv0", b"--cap-add", b"--cap-drop", b"--exec-label", b"--file-label",
+     b"--overlay-src"}
+)  # fmt: skip
+
+
+class Places:
+    """Where the sandbox's writes land on the host: each sandbox path's mount, from bwrap's words
+    (the deepest destination above it wins, the later of two at one place)."""
+
+    def __init__(self, words: list[bytes], own: tuple[str, ...]) -> None:
+        mounts: list[tuple[str, str | None]] = []
+        index = 0
+        while index < len(words):
+            word = words[index]
+            if word in WRITABLE_BINDS and index + 2 < len(words):
+                source, dest = os.fsdecode(words[index + 1]), os.fsdecode(words[index + 2])
+                mine = any(store.within(source, folder) for folder in own)
+                mounts.append((dest.rstrip("/") or "/", None if mine else source.rstrip("/") or "/"))
+                index += 3
+            elif word in TWO_WORDS or word == b"--overlay":
+                if word in (b"--ro-bind", b"--ro-bind-try", b"--bind-data", b"--ro-bind-data"):
+                    mounts.append((os.fsdecode(words[index + 2]).rstrip("/") or "/", None))
+                index += 4 if word == b"--overlay" else 3
+            elif word in ONE_WORD_MOUNTS:
+                mounts.append((os.fsdecode(words[index + 1]).rstrip("/") or "/", None))
+                index += 2
+            elif word in ONE_WORD:
+                index += 2
+            elif word == b"--":
+                break
+            else:
+                index += 1  # a flag
+        # the deepest first; at one depth the later (reversed before a stable sort)
+        self.mounts = sorted(reversed(mounts), key=lambda mount: -len(mount[0]))
+
+    def host_path(self, inside: str) -> str | None:
+        for dest, source in self.mounts:
+            if inside == dest or inside.startswith(dest + "/") or dest == "/":
+                if source is None:
+                    return None
+                rest = inside[len(dest) :] if dest != "/" else inside
+                return source + rest if source != "/" else (rest or "/")
+        return None
+
+    @property
+    def any_writable(self) -> bool:
+        return any(source is not None for _dest, source in self.mounts)
+
+
+class Checkpointing:
+    """One run's watch: made before the fork, `child` in the forked child, `attach` once bwrap runs,
+    `stop` when it has ended."""
+
+    def __init__(self, recorder: store.Recorder, places: Places) -> None:
+        self.recorder = recorder
+        self.places = places
+        self.arch = write_notify.machine()
+        self.load = write_notify.loader(self.arch)
+        parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.channel = parent
+        self.child_channel_fd = child.detach()
+        self.listener = -1
+        self.thread: threading.Thread | None = None
+        self.stop_read, self.stop_write = os.pipe()
+        self.missed = 0  # notifications answered without a record (an error judging them)
+        self.unloaded = ""  # why the filter could not be loaded: the run goes on without a checkpoint
+        self._numbers = {number: name for name, (number, _flags) in write_notify.CALLS[self.arch].items()}
+        self._nofollow = write_notify.O_NOFOLLOW[self.arch]
+        self._openat2: Callable[..., int] | None = None
+
+    # -- in the child, before exec ---------------------------------------------------------
+
+    def child(self) -> None:
+        """Load the filter and hand its listener to stockade; a refusal is handed on as a word."""
+        channel = _socket.socket(fileno=self.child_channel_fd)
+        try:
+            fd = self.load()
+        except OSError as exc:
+            channel.sendall(f"E{exc.errno}".encode())
+        else:
+            channel.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("i", fd))])
+            os.close(fd)
+        channel.detach()
+        os.close(self.child_channel_fd)
+
+    # -- in stockade -----------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """After the fork: take the listener and start answering."""
+        os.close(self.child_channel_fd)
+        self.channel.settimeout(10)
+        try:
+            message, ancillary, _flags, _address = self.channel.recvmsg(16, _socket.CMSG_SPACE(4))
+        except OSError as exc:
+            self.unloaded = f"no listener came ({exc})"
+            return
+        finally:
+            self.channel.close()
+        for level, kind, data in ancillary:
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(data) >= 4:
+                self.listener = struct.unpack("i", data[:4])[0]
+        if self.listener < 0:
+            code = message[1:].decode(errors="replace")
+            self.unloaded = os.strerror(int(code)) if code.isdigit() else "no listener came"
+            return
+        self.thread = threading.Thread(target=self._serve, name="stockade-checkpoint", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """After bwrap ended: the thread ends (every caller of the filter is gone)."""
+        os.write(self.stop_write, b"x")
+        if self.thread is not None:
+            self.thread.join(5)
+        for fd in (self.listener, self.stop_read, self.stop_write):
+            if fd >= 0:
+                os.close(fd)
+        self.listener = -1
+
+    def _serve(self) -> None:
+        import select
+
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        poller.register(self.stop_read, select.POLLIN)
+        buffer = bytearray(80)
+        while True:
+            ready = dict(poller.poll())
+            if self.stop_read in ready:
+                return
+            events = ready.get(self.listener, 0)
+            if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) and not events & select.POLLIN:
+                return
+            buffer[:] = bytes(80)
+            try:
+                fcntl.ioctl(self.listener, NOTIF_RECV, buffer, True)
+            except OSError as exc:
+                if exc.errno in (errno.EINTR, errno.ENOENT):  # interrupted, or the caller died meanwhile
+                    continue
+                return
+            ident, pid = struct.unpack_from("=QI", buffer)
+            number = struct.unpack_from("=i", buffer, 16)[0] & ~write_notify.X32_BIT
+            arguments = struct.unpack_from("=6Q", buffer, 32)
+            try:
+                self._judge(ident, pid, number, arguments)
+            except Exception:  # noqa: BLE001 - a checkpoint never stops the run
+                self.missed += 1
+            try:
+                fcntl.ioctl(self.listener, NOTIF_SEND, struct.pack("=QqiI", ident, 0, 0, FLAG_CONTINUE))
+            except OSError:
+                pass
+
+    # -- one call ----------------------------------------------------------------------------
+
+    def _judge(self, ident: int, pid: int, number: int, a: tuple[int, ...]) -> None:
+        name = self._numbers.get(number)
+        if name is None:
+            return
+        for target in self._targets(name, a, pid):
+            dirfd, pointer, how, follow = target
+            if how == "fd":
+                path = self._fd_path(pid, dirfd)
+                if path is not None:
+                    self._record_inside(ident, pid, path, store.META_CHANGE, follow=False)
+                continue
+            raw = self._read_path(pid, pointer)
+            if raw is None:
+                continue
+            if not raw:
+                if how == store.META_CHANGE and dirfd != AT_FDCWD:  # AT_EMPTY_PATH: the fd itself
+                    path = self._fd_path(pid, dirfd)
+                    if path is not None:
+                        self._record_inside(ident, pid, path, how, follow=False)
+                continue
+            self._record_inside(ident, pid, self._absolute(pid, dirfd, os.fsdecode(raw)), how, follow=follow)
+
+    def _targets(self, name: str, a: tuple[int, ...], pid: int) -> list[tuple[int, int, str, bool]]:
+        """(dirfd, path pointer, how, follow the last link) of each path the call changes."""
+        fd = [int(struct.unpack("=i", struct.pack("=I", value & 0xFFFFFFFF))[0]) for value in a]
+        if name in ("open", "openat", "creat", "openat2"):
+            if name == "open":
+                dirfd, pointer, flags = AT_FDCWD, a[0], a[1]
+            elif name == "creat":
+                dirfd, pointer, flags = AT_FDCWD, a[0], 0o1 | 0o100 | 0o1000
+            else:
+                dirfd, pointer = fd[0], a[1]
+                flags = a[2] if name == "openat" else self._read_u64(pid, a[2])
+            how = _open_how(flags)
+            return [] if how is None else [(dirfd, pointer, how, not flags & self._nofollow)]
+        at_cwd = AT_FDCWD
+        simple = {
+            "truncate": [(at_cwd, a[0], store.TRUNCATE, True)],
+            "unlink": [(at_cwd, a[0], store.REMOVE, False)],
+            "rmdir": [(at_cwd, a[0], store.RMDIR, False)],
+            "unlinkat": [(fd[0], a[1], store.RMDIR if a[2] & AT_REMOVEDIR else store.REMOVE, False)],
+            "rename": [(at_cwd, a[0], store.MOVE, False), (at_cwd, a[1], store.REMOVE, False)],
+            "renameat": [(fd[0], a[1], store.MOVE, False), (fd[2], a[3], store.REMOVE, False)],
+            "link": [(at_cwd, a[1], store.CREATE, False)],
+            "linkat": [(fd[2], a[3], store.CREATE, False)],
+            "symlink": [(at_cwd, a[1], store.CREATE, False)],
+            "symlinkat": [(fd[1], a[2], store.CREATE, False)],
+            "mkdir": [(at_cwd, a[0], store.CREATE, False)],
+            "mkdirat": [(fd[0], a[1], store.CREATE, False)],
+            "mknod": [(at_cwd, a[0], store.CREATE, False)],
+            "mknodat": [(fd[0], a[1], store.CREATE, False)],
+            "chmod": [(at_cwd, a[0], store.META_CHANGE, True)],
+            "chown": [(at_cwd, a[0], store.META_CHANGE, True)],
+            "lchown": [(at_cwd, a[0], store.META_CHANGE, False)],
+            "fchmod": [(fd[0], 0, "fd", False)],
+            "fchown": [(fd[0], 0, "fd", False)],
+            "fchmodat": [(fd[0], a[1], store.META_CHANGE, True)],
+            "fchmodat2": [(fd[0], a[1], store.META_CHANGE, not a[3] & AT_SYMLINK_NOFOLLOW)],
+            "fchownat": [(fd[0], a[1], store.META_CHANGE, not a[4] & AT_SYMLINK_NOFOLLOW)],
+        }
+        if name == "renameat2":
+            second = store.MOVE if a[4] & RENAME_EXCHANGE else store.REMOVE
+            return [(fd[0], a[1], store.MOVE, False), (fd[2], a[3], second, False)]
+        return simple.get(name, [])
+
+    def _read_path(self, pid: int, pointer: int) -> bytes | None:
+        if pointer == 0:
+            return None
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            data = b""
+            while len(data) < 4096:
+                at = pointer + len(data)
+                try:  # up to the page's end: the next page may not be mapped
+                    chunk = os.pread(fd, min(4096 - len(data), 4096 - at % 4096), at)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    return None
+                end = chunk.find(b"\0")
+                if end >= 0:
+                    return data + chunk[:end]
+                data += chunk
+            return None
+        finally:
+            os.close(fd)
+
+    def _read_u64(self, pid: int, pointer: int) -> int:
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return 0o3  # unknown flags: treated as an open for writing
+        try:
+            data = os.pread(fd, 8, pointer)
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        return struct.unpack("=Q", data)[0] if len(data) == 8 else 0o3
+
+    def _fd_path(self, pid: int, number: int) -> str | None:
+        try:
+            text = os.readlink(f"/proc/{pid}/fd/{number}")
+        except OSError:
+            return None
+        return text if text.startswith("/") and not text.endswith(" (deleted)") else None
+
+    def _absolute(self, pid: int, dirfd: int, path: str) -> str:
+        """The path as the sandbox names it from its root (magic /proc paths kept as they are)."""
+        if path.startswith("/"):
+            return path
+        base = os.readlink(f"/proc/{pid}/cwd") if dirfd == AT_FDCWD else os.readlink(f"/proc/{pid}/fd/{dirfd}")
+        if not base.startswith("/") or base.endswith(" (deleted)"):
+            raise OSError(errno.ENOENT, "no folder to resolve in")
+        return base.rstrip("/") + "/" + path
+
+    def _record_inside(self, ident: int, pid: int, inside: str, how: str, *, follow: bool) -> None:
+        """Record the host's file that the sandbox's `inside` names, if it is the user's and writable."""
+        if inside.startswith(MAGIC):
+            rest = inside.split("/", 3)[3] if not inside.startswith("/dev/fd/") else "fd/" + inside[len("/dev/fd/") :]
+            path = self._fd_path(pid, int(rest[3:])) if rest.startswith("fd/") and rest[3:].isdigit() else None
+            if path is None:
+                return
+            inside, follow = path, False
+        root = os.open(f"/proc/{pid}/root", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            host = self._host_of(root, inside, how, follow)
+        finally:
+            os.close(root)
+        if host is not None and self._still_waiting(ident):
+            self.recorder.changing(host, how)
+
+    def _host_of(self, root: int, inside: str, how: str, follow: bool) -> str | None:
+        parts = inside.rstrip("/")
+        if not parts:
+            return None
+        parent, _, name = parts.rpartition("/")
+        if name in (".", ".."):
+            parent, name, follow = parts, "", True
+        if follow or not name:
+            found = self._resolve(root, parts)
+            if found is not None:
+                return self._checked(found, "")
+        found = self._resolve(root, parent or "/", directory=True)
+        if found is None:
+            return None
+        return self._checked(found, name)
+
+    def _resolve(self, root: int, inside: str, *, directory: bool = False) -> int | None:
+        """An O_PATH fd on what `inside` names in the sandbox, links resolved as there; None if absent."""
+        if self._openat2 is None:
+            from stockade.bwrap.parts.netns import library_function
+
+            self._openat2 = library_function(None, "syscall", "lizzL", "l")
+        flags = O_PATH | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
+        how = struct.pack("=QQQ", flags, 0, RESOLVE_IN_ROOT)
+        relative = inside.lstrip("/") or "."
+        fd = self._openat2(OPENAT2, root, os.fsencode(relative), how, len(how))
+        return int(fd) if fd >= 0 else None
+
+    def _checked(self, fd: int, name: str) -> str | None:
+        """The host path of `fd` (then `name` in it), if it is on a writable mount, mapped to the
+        host by a writable bind of the user's, and the same file there."""
+        try:
+            if os.fstatvfs(fd).f_flag & ST_RDONLY:
+                return None
+            inside = os.readlink(f"/proc/self/fd/{fd}")
+            host = self.places.host_path(inside)
+            if host is None:
+                return None
+            seen = os.fstat(fd)
+            try:
+                there = os.lstat(host)
+            except OSError:
+                return None
+            if (seen.st_dev, seen.st_ino) != (there.st_dev, there.st_ino):
+                return None
+            if name:
+                if not stat.S_ISDIR(there.st_mode):
+                    return None
+                return host.rstrip("/") + "/" + name
+            return host
+        finally:
+            os.close(fd)
+
+    def _still_waiting(self, ident: int) -> bool:
+        """The call is still waiting (its process not gone, its pid not someone else's since)."""
+        try:
+            fcntl.ioctl(self.listener, NOTIF_ID_VALID, struct.pack("=Q", ident))
+        except OSError:
+            return False
+        return True
+
+
+def _open_how(flags: int) -> str | None:
+    if flags & write_notify.O_TMPFILE_BIT:
+        return None  # a file without a name; a later linkat names it
+    writes = flags & 0o3 in (1, 2)
+    if flags & 0o1000:
+        return store.TRUNCATE_OPEN
+    if writes:
+        return store.WRITE
+    if flags & 0o100:
+        return store.CREATE
+    return None

@@ -1,0 +1,179 @@
+"""A project's checkpoints: listed, read, settled after a killed run, and pruned to the limits."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+
+from stockade.checkpoints import store
+
+DEFAULT_MAX_SIZE = 2 * 1024**3  # all of one project's checkpoints together
+DEFAULT_MAX_AGE = 7 * 24 * 3600.0
+
+
+class Run:
+    """One checkpoint: a run's (kind "run") or an undo's (kind "undo")."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.number = int(os.path.basename(folder))
+        self.meta = store.read_meta(folder)
+
+    @property
+    def kind(self) -> str:
+        return str(self.meta.get("kind", "run"))
+
+    @property
+    def undone_by(self) -> int | None:
+        value = self.meta.get("undone_by")
+        return value if isinstance(value, int) else None
+
+    @property
+    def started(self) -> float:
+        value = self.meta.get("started")
+        return float(value) if isinstance(value, (int, float)) else _mtime(self.folder)
+
+    @property
+    def size(self) -> int:
+        value = self.meta.get("size")
+        return value if isinstance(value, int) else 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        value = self.meta.get("counts")
+        return {str(k): int(v) for k, v in value.items() if isinstance(v, int)} if isinstance(value, dict) else {}
+
+    @property
+    def command(self) -> list[str]:
+        value = self.meta.get("command")
+        return [str(word) for word in value] if isinstance(value, list) else []
+
+    def live(self) -> bool:
+        """A run still going (its stockade holds the lock on its records)."""
+        try:
+            fd = os.open(os.path.join(self.folder, store.RECORDS), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+        finally:
+            os.close(fd)
+        return False
+
+    def records(self) -> dict[str, dict[str, object]]:
+        """Each path's record, in the order first recorded; a later record of the same path (a folder
+        recorded again whole) replaces the earlier one's kind. A last line cut short is left out: the
+        change it was written for never went on."""
+        found: dict[str, dict[str, object]] = {}
+        try:
+            with open(os.path.join(self.folder, store.RECORDS), "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return found
+        for line in data.split(b"\n"):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("p"), str):
+                found[entry["p"]] = entry
+        return found
+
+    def after(self) -> dict[str, list[int] | None]:
+        found: dict[str, list[int] | None] = {}
+        try:
+            with open(os.path.join(self.folder, store.AFTER), "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return found
+        for line in data.split(b"\n"):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("p"), str):
+                stamp = entry.get("s")
+                found[entry["p"]] = stamp if isinstance(stamp, list) else None
+        return found
+
+    def data(self, name: str) -> str:
+        return os.path.join(self.folder, store.DATA, name)
+
+    def update(self, **values: object) -> None:
+        self.meta.update(values)
+        store.write_meta(self.folder, self.meta)
+
+
+def runs(state_dir: str, project: str) -> list[Run]:
+    """The project's checkpoints, oldest first; a killed run's is settled on the way."""
+    folder = store.project_folder(state_dir, project)
+    try:
+        names = [name for name in os.listdir(folder) if name.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for name in sorted(names, key=int):
+        run = Run(os.path.join(folder, name))
+        if "ended" not in run.meta and not run.live():
+            settle(run)
+        found.append(run)
+    return found
+
+
+def settle(run: Run) -> None:
+    """A run killed before it finished (its stockade gone): its states after taken now, counted."""
+    counts = {"new": 0, "changed": 0, "removed": 0, "lost": 0}
+    lines = []
+    for path, entry in run.records().items():
+        stamp = store.path_stamp(path)
+        lines.append(json.dumps({"p": path, "s": stamp}, ensure_ascii=True))
+        kind = entry.get("k")
+        if kind == "lost":
+            counts["lost"] += 1
+        elif kind == "absent":
+            counts["new"] += stamp is not None
+        elif stamp is None:
+            counts["removed"] += 1
+        else:
+            counts["changed"] += 1
+    try:
+        store.write_atomic(os.path.join(run.folder, store.AFTER), ("\n".join(lines) + "\n").encode())
+        run.update(ended=_mtime(os.path.join(run.folder, store.RECORDS)), status=None, counts=counts, killed=True)
+    except OSError:
+        pass
+
+
+def latest_undoable(history: list[Run]) -> Run | None:
+    """The last change nobody undid: a run's, or a redo's (an undo of an undo, which made a run's
+    changes again; the run's own checkpoint went back into the project at its undo)."""
+    for run in reversed(history):
+        if (run.kind == "run" or run.meta.get("redoes") is not None) and run.undone_by is None and not run.live():
+            return run
+    return None
+
+
+def prune(state_dir: str, project: str, max_size: int, max_age: float, keep: int = 0) -> None:
+    """Checkpoints older than `max_age`, then the oldest until the rest fit in `max_size`; never a
+    live run's or `keep`'s."""
+    history = runs(state_dir, project)
+    now = time.time()
+    total = sum(run.size for run in history)
+    for run in history:
+        if run.number == keep or run.live():
+            continue
+        if now - run.started > max_age or total > max_size:
+            total -= run.size
+            shutil.rmtree(run.folder, ignore_errors=True)
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0

@@ -1,0 +1,190 @@
+"""`stockade runs` and `stockade undo`: every run's changes to the project, and getting them back.
+
+Each run that changes the project (or another writable place) leaves a
+checkpoint (checkpoints/store.py). `runs` lists them, newest last; `runs N`
+names what run N changed. `undo` puts back the state before the last run not
+undone yet; `undo N` one given run, when nothing since changed its paths (it
+names those that did, and `--force` goes on anyway). An undo keeps whatever it
+replaces in a checkpoint of its own: `undo` of an undo redoes the run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from typing import Annotated
+
+import typer
+
+from stockade.checkpoints import history, restore, store
+from stockade.core.errors import UsageError
+from stockade.core.locations import locate
+from stockade.profiles.text import shown
+
+
+def _project(state_dir: str) -> str:
+    """The project whose checkpoints to use: the nearest folder from here up that has some."""
+    here = os.path.realpath(os.getcwd())
+    folder = here
+    while True:
+        if os.path.isdir(store.project_folder(state_dir, folder)):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return here
+        folder = parent
+
+
+def _when(moment: float) -> str:
+    seconds = max(0.0, time.time() - moment)
+    if seconds < 60:
+        return "just now"
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''} ago"
+    return "just now"
+
+
+def _command_words(run: history.Run) -> str:
+    if run.meta.get("redoes") is not None:
+        return f"(run {run.meta.get('redoes')} done again)"
+    if run.kind == "undo":
+        return f"(undo of run {run.meta.get('undoes')})"
+    import shlex
+
+    return shown(shlex.join(run.command)) if run.command else "?"
+
+
+def _counts(run: history.Run) -> str:
+    counts = run.counts
+    words = [f"{counts[key]} {key}" for key in ("new", "changed", "removed") if counts.get(key)]
+    if counts.get("lost"):
+        words.append(f"{counts['lost']} not kept")
+    return ", ".join(words) or "nothing"
+
+
+def _relative(path: str, project: str) -> str:
+    return shown(os.path.relpath(path, project) if store.within(path, project) else path)
+
+
+def _find(found: list[history.Run], number: int) -> history.Run:
+    for run in found:
+        if run.number == number:
+            return run
+    known = ", ".join(str(run.number) for run in found[-5:]) or "none"
+    raise UsageError(f"no run {number} has a checkpoint in this project (the latest: {known}); `stockade runs` lists them")
+
+
+def runs(
+    run: Annotated[int | None, typer.Argument(help="A run's number: what it changed, path by path.", metavar="RUN")] = None,
+) -> None:
+    state = str(locate().state)
+    project = _project(state)
+    found = history.runs(state, project)
+    if run is not None:
+        _show_one(_find(found, run), project)
+        return
+    if not found:
+        print(f"stockade: no run has changed {shown(project)} yet (or their checkpoints were pruned)")
+        return
+    print(f"runs that changed {shown(project)}, the newest last:")
+    for entry in found:
+        state_words = "running" if entry.live() else ("undone" if entry.undone_by is not None else "")
+        status = entry.meta.get("status")
+        exit_words = "killed" if entry.meta.get("killed") else (f"exit {status}" if isinstance(status, int) else "")
+        tail = ", ".join(word for word in (exit_words, state_words) if word)
+        print(f"{entry.number:>5}  {_when(entry.started):<15} {_counts(entry):<32} {_command_words(entry)}{f'  ({tail})' if tail else ''}")
+    print("`stockade runs RUN` names a run's paths; `stockade undo` puts back the state before the last run")
+
+
+def _show_one(run: history.Run, project: str) -> None:
+    print(f"run {run.number}, {_when(run.started)}: {_command_words(run)}")
+    after = run.after()
+    for path, entry in run.records().items():
+        kind = entry.get("k")
+        now_there = after.get(path, store.path_stamp(path)) is not None
+        if kind == "lost":
+            what = f"not kept ({entry.get('why')})"
+        elif kind == "absent":
+            if not now_there:
+                continue
+            what = "new"
+        else:
+            what = "changed" if now_there else "removed"
+        print(f"  {what:<10} {_relative(path, project)}")
+
+
+def undo(
+    run: Annotated[int | None, typer.Argument(help="The run to undo (default: the last one not undone).", metavar="RUN")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Undo even over paths changed since (they are kept in the undo's checkpoint).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what undo would do, and do nothing.")] = False,
+) -> None:
+    state = str(locate().state)
+    project = _project(state)
+    folder = store.project_folder(state, project)
+    if not os.path.isdir(folder):
+        print(f"stockade: nothing to undo in {shown(project)}: no run has changed it (or its checkpoints were pruned)")
+        raise typer.Exit(1)
+    lock = _lock(folder)
+    try:
+        found = history.runs(state, project)
+        target = _find(found, run) if run is not None else history.latest_undoable(found)
+        if target is None:
+            print(f"stockade: nothing to undo in {shown(project)}: no run's checkpoint is left that was not undone")
+            raise typer.Exit(1)
+        if target.live():
+            raise UsageError(f"run {target.number} is still going; undo it once it has ended")
+        if target.undone_by is not None:
+            again = f"; `stockade undo {target.undone_by}` redoes it" if target.undone_by else ""
+            print(f"stockade: run {target.number} was undone already{again}")
+            raise typer.Exit(1)
+        if dry_run:
+            for path, what in restore.plan(target):
+                print(f"  {what:<10} {_relative(path, project)}")
+            return
+        problems = restore.conflicts(target, found)
+        if problems and not force:
+            for path, why in problems:
+                print(f"  {_relative(path, project)}: {why}")
+            print(
+                f"stockade: undo of run {target.number} stopped: {len(problems)} path{'s' if len(problems) != 1 else ''} changed since; "
+                "`stockade undo --force` puts the run's checkpoint back over them (what is there now is kept, and a second undo brings it back)"
+            )
+            raise typer.Exit(1)
+        _undo(target, found, folder, project)
+    finally:
+        os.close(lock)
+
+
+def _undo(target: history.Run, found: list[history.Run], folder: str, project: str) -> None:
+    meta: dict[str, object] = {"kind": "undo", "undoes": target.number, "command": ["stockade", "undo", str(target.number)], "project": project}
+    redo = target.kind == "undo" and target.meta.get("redoes") is None
+    if redo:  # undoing an undo makes the run's changes again: this checkpoint then stands for that run
+        meta["redoes"] = target.meta.get("undoes")
+    recorder = store.Recorder(folder, project, restore.UNLIMITED, meta)
+    try:
+        outcome = restore.undo(target, recorder)
+    finally:
+        recorder.finish(0)
+    target.update(undone_by=recorder.number)
+    if redo:
+        print(f"stockade: run {target.meta.get('undoes')} done again: {outcome.restored} put back, {outcome.removed} removed")
+    else:
+        what = f"run {target.meta.get('redoes')} (done again)" if target.meta.get("redoes") is not None else f"run {target.number}"
+        again = f"; `stockade undo {recorder.number}` makes them again" if recorder.number else ""
+        print(f"stockade: {what} undone: {outcome.restored} put back, {outcome.removed} removed{again}")
+    for path in outcome.lost:
+        print(f"stockade: could not put back {_relative(path, project)}: the run's checkpoint did not keep it")
+
+
+def _lock(folder: str) -> int:
+    """One undo at a time in a project."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(folder, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise UsageError(f"cannot open the checkpoints of this project in {folder}: {exc.strerror or exc}") from None
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
