@@ -10,10 +10,10 @@ from stockade.profiles.credentials import Credential
 from stockade.profiles.loader import Layer
 from stockade.profiles.model import (
     AuditRules,
+    CheckpointRules,
     EnvRules,
     FilesystemRules,
     Limits,
-    CheckpointRules,
     NetworkMode,
     NetworkRules,
     Policy,
