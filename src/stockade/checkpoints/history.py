@@ -105,6 +105,10 @@ class Run:
     def data(self, name: str) -> str:
         return os.path.join(self.folder, store.DATA, name)
 
+    @property
+    def pack(self) -> str:
+        return os.path.join(self.folder, store.PACK)
+
     def update(self, **values: object) -> None:
         self.meta.update(values)
         store.write_meta(self.folder, self.meta)

@@ -52,9 +52,19 @@ def conflicts(run: Run, history: list[Run]) -> list[tuple[str, str]]:
         if path not in found and path in mine and store.path_stamp(path) != stamp:
             found[path] = "changed since the run"
     for path, entry in mine.items():
-        if entry.get("k") in ("file", "moved") and not os.path.lexists(run.data(str(entry.get("d")))):
+        if entry.get("k") in ("file", "moved") and not _held(run, entry):
             found[path] = "its checkpoint no longer holds it"
     return sorted(found.items())
+
+
+def _held(run: Run, entry: dict[str, object]) -> bool:
+    if "o" in entry:
+        end = int(entry["o"]) + int(entry.get("n", 0))  # type: ignore[call-overload]
+        try:
+            return os.path.getsize(run.pack) >= end
+        except OSError:
+            return False
+    return os.path.lexists(run.data(str(entry.get("d"))))
 
 
 def _overlaps(path: str, covers: bool, mine: dict[str, dict[str, object]], covering: set[str]) -> bool:
@@ -93,6 +103,13 @@ def undo(run: Run, recorder: store.Recorder) -> Outcome:
         elif kind in ("dir", "tree"):
             _put_folder(path, entry, recorder)
             outcome.restored += kind == "tree"
+        elif kind in ("file", "moved") and "o" in entry:  # copied into the run's pack
+            _clear(path, recorder, keep_folder=False)
+            temporary = f"{path}.stockade-undo"
+            store.unpack(run.pack, int(entry["o"]), int(entry.get("n", 0)), temporary)  # type: ignore[call-overload]
+            os.rename(temporary, path)
+            _set_meta(path, entry)
+            outcome.restored += 1
         elif kind in ("file", "moved"):
             data = run.data(str(entry.get("d")))
             if not os.path.lexists(data):

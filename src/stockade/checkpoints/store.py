@@ -7,11 +7,12 @@ was absent or recorded whole needs nothing more: undo puts that one back
 whole. The content is kept as cheaply as the change allows:
 - a file about to be removed, renamed or replaced keeps its inode, by a hard
   link into the data folder (no copy);
-- a file about to be truncated keeps its inode too: it is linked into the data
-  folder and an empty file of the same mode takes its name, which the run then
-  opens (truncating an empty file is what the run asked for);
-- a file about to be written in place is copied (a reflink where the
-  filesystem has them);
+- a file about to be written in place, or truncated, is copied (a reflink
+  where the filesystem has them; the kernel copies, without reading it here);
+- a large file about to be truncated keeps its inode instead: it is linked
+  into the data folder and an empty file of the same mode takes its name, which
+  the run then opens (truncating an empty file is what the run asked for);
+  below COPY_BELOW a copy costs less than making a new inode;
 - the data folder on another filesystem than the file: a copy.
 An inode kept by a link and then written in place (through another name, or
 after a rename) is first copied, so what the checkpoint holds never changes.
@@ -39,6 +40,8 @@ AFTER = "after"
 META = "run.json"
 DATA = "data"
 FICLONE = 0x40049409  # ioctl: share the source's extents (btrfs, xfs), where the filesystem can
+PACK = "pack"
+COPY_BELOW = 4 * 1024 * 1024  # a truncated file this small is copied (bench/RESULTS.md, checkpoints)
 
 # how a path is about to change (what the caller saw the run ask for)
 WRITE = "write"  # opened for writing, not truncated
@@ -88,6 +91,8 @@ class Recorder:
         self.failed = ""  # why nothing more could be recorded (the state folder unwritable), once
         self._data_dev = -1
         self._count = 0
+        self._pack_fd = -1
+        self._pack_end = 0
 
     # -- the run's folder, made on the first change ------------------------------------------
 
@@ -230,33 +235,48 @@ class Recorder:
         if self.size + info.st_size > self.max_size:
             self._lose(path, f"over the checkpoint's size limit ({info.st_size} bytes)")
             return
-        name = self._data_name()
         try:
-            kept = self._keep(path, info, how, name)
+            where = self._keep(path, info, how)
         except OSError as exc:
             self._lose(path, exc.strerror or str(exc))
             return
-        self.size += info.st_blocks * 512 if kept == "link" else info.st_size
-        self._record({"p": path, "k": "file", "d": name, **_meta(info)})
-        if how == TRUNCATE_OPEN and kept == "link":
-            self._replace_with_empty(path, info, name)
+        self._record({"p": path, "k": "file", **where, **_meta(info)})
+        if how == TRUNCATE_OPEN and "d" in where:
+            self._replace_with_empty(path, info, str(where["d"]))
 
-    def _keep(self, path: str, info: os.stat_result, how: str, name: str) -> str:
-        """Keep `path`'s content as data `name`: "link" (the inode itself) or "copy"."""
-        target = self._data(name)
-        replace = how == TRUNCATE_OPEN and info.st_nlink == 1 and os.access(path, os.W_OK) and not _has_xattrs(path)
-        shareable = info.st_dev == self._data_dev and (how not in WRITES or replace)
-        if shareable:
+    def _keep(self, path: str, info: os.stat_result, how: str) -> dict[str, object]:
+        """Keep `path`'s content: {"d": name} (the inode itself, linked into the data folder) or
+        {"o": offset, "n": length} (copied into the pack, one file for all the run's copies: a new
+        inode for each would cost more than the copy)."""
+        replace = how == TRUNCATE_OPEN and info.st_size >= COPY_BELOW and info.st_nlink == 1 and os.access(path, os.W_OK) and not _has_xattrs(path)
+        if info.st_dev == self._data_dev and (how not in WRITES or replace):
+            name = self._data_name()
             try:
-                os.link(path, target, follow_symlinks=False)
+                os.link(path, self._data(name), follow_symlinks=False)
             except OSError:
                 pass
             else:
                 if how != TRUNCATE_OPEN:
                     self.linked[(info.st_dev, info.st_ino)] = name
-                return "link"
-        _copy_file(path, target)
-        return "copy"
+                self.size += info.st_blocks * 512
+                return {"d": name}
+        offset, length = self._pack(path)
+        self.size += length
+        return {"o": offset, "n": length}
+
+    def _pack(self, path: str) -> tuple[int, int]:
+        """Append the file's content to the pack, at a block boundary (a filesystem with reflinks
+        then shares the extents); (offset, length)."""
+        if self._pack_fd < 0:
+            self._pack_fd = os.open(os.path.join(self.run_dir, PACK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        offset = self._pack_end
+        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            length = _copy_range(source, self._pack_fd, offset)
+        finally:
+            os.close(source)
+        self._pack_end = offset + (length + 4095) // 4096 * 4096
+        return offset, length
 
     def _replace_with_empty(self, path: str, info: os.stat_result, name: str) -> None:
         """The truncating open's cheap path: an empty file of the same mode and owner takes the name
@@ -289,6 +309,7 @@ class Recorder:
             self._unshare_data(name)
 
     def _unshare_data(self, name: str) -> None:
+        """The data folder's link becomes a copy of its own (the inode is about to change)."""
         data = self._data(name)
         copy = data + ".copy"
         try:
@@ -336,8 +357,7 @@ class Recorder:
             else:
                 counts["changed"] += 1
         if not any(counts.values()):  # only files made and removed again (a compiler's temporaries)
-            os.close(self.records_fd)
-            self.records_fd = -1
+            self._close()
             remove_any(self.run_dir)
             return None
         meta = read_meta(self.run_dir)
@@ -347,9 +367,14 @@ class Recorder:
             write_meta(self.run_dir, meta)
         except OSError:
             pass
-        os.close(self.records_fd)
-        self.records_fd = -1
+        self._close()
         return meta
+
+    def _close(self) -> None:
+        for fd in (self.records_fd, self._pack_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.records_fd = self._pack_fd = -1
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -419,6 +444,50 @@ def _copy_file(source: str, target: str) -> None:
             os.close(dst)
     finally:
         os.close(src)
+
+
+def _copy_range(source: int, target: int, offset: int) -> int:
+    """Copy all of `source` into `target` at `offset`, in the kernel where it can; bytes copied."""
+    done = 0
+    while True:
+        try:
+            count = os.copy_file_range(source, target, 1 << 30, None, offset + done)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            while True:
+                chunk = os.read(source, 1 << 20)
+                if not chunk:
+                    return done
+                os.pwrite(target, chunk, offset + done)
+                done += len(chunk)
+        if count == 0:
+            return done
+        done += count
+
+
+def unpack(pack: str, offset: int, length: int, target: str) -> None:
+    """A new file at `target` (which must not exist) holding the pack's bytes at offset."""
+    source = os.open(pack, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            done = 0
+            while done < length:
+                try:
+                    count = os.copy_file_range(source, fd, length - done, offset + done, done)
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                        raise
+                    chunk = os.pread(source, min(1 << 20, length - done), offset + done)
+                    count = os.pwrite(fd, chunk, done) if chunk else 0
+                if count == 0:
+                    raise OSError(errno.EIO, f"the checkpoint's pack ends before {offset + length}")
+                done += count
+        finally:
+            os.close(fd)
+    finally:
+        os.close(source)
 
 
 def _copy_by_reading(src: str | int, dst: int) -> None:

@@ -18,12 +18,12 @@ its fd is stockade's alone.
 from __future__ import annotations
 
 import _socket
+import _thread  # not `threading`, which costs 3 ms to import on every run
 import errno
 import fcntl
 import os
 import stat
 import struct
-import threading
 
 from stockade.bwrap.parts import write_notify
 from stockade.checkpoints import store
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 NOTIF_RECV = 0xC0502100  # SECCOMP_IOCTL_NOTIF_RECV: struct seccomp_notif, 80 bytes
 NOTIF_SEND = 0xC0182101  # SECCOMP_IOCTL_NOTIF_SEND: struct seccomp_notif_resp, 24 bytes
 NOTIF_ID_VALID = 0x40082102
+NOTIF_SET_FLAGS = 0x40082104
+SYNC_WAKE_UP = 1  # Linux 6.6: the waiting caller and this thread hand the CPU to each other
 FLAG_CONTINUE = 1
 AT_FDCWD = -100
 AT_REMOVEDIR = 0x200
@@ -44,7 +46,6 @@ RENAME_EXCHANGE = 2
 OPENAT2 = 437
 RESOLVE_IN_ROOT = 0x10
 O_PATH = 0o10000000
-ST_RDONLY = 1
 MAGIC = ("/proc/self/", "/proc/thread-self/", "/dev/fd/")
 
 WRITABLE_BINDS = frozenset({b"--bind", b"--bind-try", b"--dev-bind", b"--dev-bind-try"})
@@ -106,8 +107,9 @@ class Checkpointing:
     """One run's watch: made before the fork, `child` in the forked child, `attach` once bwrap runs,
     `stop` when it has ended."""
 
-    def __init__(self, recorder: store.Recorder, places: Places) -> None:
+    def __init__(self, recorder: store.Recorder, places: Places, bwrap: str) -> None:
         self.recorder = recorder
+        self.bwrap = bwrap  # its own calls, setting the sandbox up, are never the user's changes
         self.places = places
         self.arch = write_notify.machine()
         self.load = write_notify.loader(self.arch)
@@ -115,13 +117,14 @@ class Checkpointing:
         self.channel = parent
         self.child_channel_fd = child.detach()
         self.listener = -1
-        self.thread: threading.Thread | None = None
-        self.stop_read, self.stop_write = os.pipe()
+        self.done = _thread.allocate_lock()  # held while the thread serves
+        self.serving = False
         self.missed = 0  # notifications answered without a record (an error judging them)
         self.unloaded = ""  # why the filter could not be loaded: the run goes on without a checkpoint
         self._numbers = {number: name for name, (number, _flags) in write_notify.CALLS[self.arch].items()}
         self._nofollow = write_notify.O_NOFOLLOW[self.arch]
         self._openat2: Callable[..., int] | None = None
+        self._sandboxed: set[int] = set()
 
     # -- in the child, before exec ---------------------------------------------------------
 
@@ -158,38 +161,44 @@ class Checkpointing:
             code = message[1:].decode(errors="replace")
             self.unloaded = os.strerror(int(code)) if code.isdigit() else "no listener came"
             return
-        self.thread = threading.Thread(target=self._serve, name="stockade-checkpoint", daemon=True)
-        self.thread.start()
+        try:
+            fcntl.ioctl(self.listener, NOTIF_SET_FLAGS, SYNC_WAKE_UP)
+        except OSError:
+            pass  # an older kernel: each answer takes a wakeup more
+        self.done.acquire()
+        self.serving = True
+        _thread.start_new_thread(self._serve_then_release, ())
 
     def stop(self) -> None:
-        """After bwrap ended: the thread ends (every caller of the filter is gone)."""
-        os.write(self.stop_write, b"x")
-        if self.thread is not None:
-            self.thread.join(5)
-        for fd in (self.listener, self.stop_read, self.stop_write):
-            if fd >= 0:
-                os.close(fd)
-        self.listener = -1
+        """After bwrap ended: the thread has ended or soon does (every caller of the filter is
+        gone, which wakes it); one still held by a straggler is left to end with stockade."""
+        if self.serving:
+            if not self.done.acquire(timeout=5):
+                return
+            self.done.release()
+        if self.listener >= 0:
+            os.close(self.listener)
+            self.listener = -1
+
+    def _serve_then_release(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self.done.release()
 
     def _serve(self) -> None:
-        import select
-
-        poller = select.poll()
-        poller.register(self.listener, select.POLLIN)
-        poller.register(self.stop_read, select.POLLIN)
+        """Answer until nobody is left under the filter: the kernel then wakes the waiting receive
+        with ENOENT and marks the listener hung up."""
         buffer = bytearray(80)
+        empty = bytes(80)
         while True:
-            ready = dict(poller.poll())
-            if self.stop_read in ready:
-                return
-            events = ready.get(self.listener, 0)
-            if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) and not events & select.POLLIN:
-                return
-            buffer[:] = bytes(80)
+            buffer[:] = empty
             try:
                 fcntl.ioctl(self.listener, NOTIF_RECV, buffer, True)
             except OSError as exc:
-                if exc.errno in (errno.EINTR, errno.ENOENT):  # interrupted, or the caller died meanwhile
+                if exc.errno == errno.ENOENT and not self._orphaned():
+                    continue  # the caller died while it waited
+                if exc.errno == errno.EINTR:
                     continue
                 return
             ident, pid = struct.unpack_from("=QI", buffer)
@@ -204,12 +213,27 @@ class Checkpointing:
             except OSError:
                 pass
 
+    def _orphaned(self) -> bool:
+        import select
+
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        events = dict(poller.poll(0)).get(self.listener, 0)
+        return bool(events & select.POLLHUP) and not events & select.POLLIN
+
     # -- one call ----------------------------------------------------------------------------
 
     def _judge(self, ident: int, pid: int, number: int, a: tuple[int, ...]) -> None:
         name = self._numbers.get(number)
         if name is None:
             return
+        if pid not in self._sandboxed:
+            try:
+                if os.readlink(f"/proc/{pid}/exe") == self.bwrap:
+                    return  # bwrap making its mount points, writing its maps
+            except OSError:
+                return
+            self._sandboxed.add(pid)  # a process of the sandbox (one that runs bwrap later is judged as any)
         for target in self._targets(name, a, pid):
             dirfd, pointer, how, follow = target
             if how == "fd":
@@ -230,62 +254,36 @@ class Checkpointing:
 
     def _targets(self, name: str, a: tuple[int, ...], pid: int) -> list[tuple[int, int, str, bool]]:
         """(dirfd, path pointer, how, follow the last link) of each path the call changes."""
-        fd = [int(struct.unpack("=i", struct.pack("=I", value & 0xFFFFFFFF))[0]) for value in a]
-        if name in ("open", "openat", "creat", "openat2"):
+        if name in OPENS:
             if name == "open":
                 dirfd, pointer, flags = AT_FDCWD, a[0], a[1]
             elif name == "creat":
                 dirfd, pointer, flags = AT_FDCWD, a[0], 0o1 | 0o100 | 0o1000
             else:
-                dirfd, pointer = fd[0], a[1]
+                dirfd, pointer = _fd(a[0]), a[1]
                 flags = a[2] if name == "openat" else self._read_u64(pid, a[2])
             how = _open_how(flags)
             return [] if how is None else [(dirfd, pointer, how, not flags & self._nofollow)]
-        at_cwd = AT_FDCWD
-        simple = {
-            "truncate": [(at_cwd, a[0], store.TRUNCATE, True)],
-            "unlink": [(at_cwd, a[0], store.REMOVE, False)],
-            "rmdir": [(at_cwd, a[0], store.RMDIR, False)],
-            "unlinkat": [(fd[0], a[1], store.RMDIR if a[2] & AT_REMOVEDIR else store.REMOVE, False)],
-            "rename": [(at_cwd, a[0], store.MOVE, False), (at_cwd, a[1], store.REMOVE, False)],
-            "renameat": [(fd[0], a[1], store.MOVE, False), (fd[2], a[3], store.REMOVE, False)],
-            "link": [(at_cwd, a[1], store.CREATE, False)],
-            "linkat": [(fd[2], a[3], store.CREATE, False)],
-            "symlink": [(at_cwd, a[1], store.CREATE, False)],
-            "symlinkat": [(fd[1], a[2], store.CREATE, False)],
-            "mkdir": [(at_cwd, a[0], store.CREATE, False)],
-            "mkdirat": [(fd[0], a[1], store.CREATE, False)],
-            "mknod": [(at_cwd, a[0], store.CREATE, False)],
-            "mknodat": [(fd[0], a[1], store.CREATE, False)],
-            "chmod": [(at_cwd, a[0], store.META_CHANGE, True)],
-            "chown": [(at_cwd, a[0], store.META_CHANGE, True)],
-            "lchown": [(at_cwd, a[0], store.META_CHANGE, False)],
-            "fchmod": [(fd[0], 0, "fd", False)],
-            "fchown": [(fd[0], 0, "fd", False)],
-            "fchmodat": [(fd[0], a[1], store.META_CHANGE, True)],
-            "fchmodat2": [(fd[0], a[1], store.META_CHANGE, not a[3] & AT_SYMLINK_NOFOLLOW)],
-            "fchownat": [(fd[0], a[1], store.META_CHANGE, not a[4] & AT_SYMLINK_NOFOLLOW)],
-        }
-        if name == "renameat2":
-            second = store.MOVE if a[4] & RENAME_EXCHANGE else store.REMOVE
-            return [(fd[0], a[1], store.MOVE, False), (fd[2], a[3], second, False)]
-        return simple.get(name, [])
+        decode = DECODERS.get(name)
+        return decode(a) if decode is not None else []
 
     def _read_path(self, pid: int, pointer: int) -> bytes | None:
+        """The NUL-terminated string at `pointer` in the process. Its memory is opened for each call:
+        one kept open could be the memory a vfork child shared before its exec."""
         if pointer == 0:
             return None
         try:
             fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
+        data = b""
         try:
-            data = b""
             while len(data) < 4096:
                 at = pointer + len(data)
                 try:  # up to the page's end: the next page may not be mapped
                     chunk = os.pread(fd, min(4096 - len(data), 4096 - at % 4096), at)
                 except OSError:
-                    chunk = b""
+                    return None
                 if not chunk:
                     return None
                 end = chunk.find(b"\0")
@@ -372,9 +370,7 @@ class Checkpointing:
     def _checked(self, fd: int, name: str) -> str | None:
         """The host path of `fd` (then `name` in it), if it is on a writable mount, mapped to the
         host by a writable bind of the user's, and the same file there."""
-        try:
-            if os.fstatvfs(fd).f_flag & ST_RDONLY:
-                return None
+        try:  # a read-only mount's bind has no host path in `places`
             inside = os.readlink(f"/proc/self/fd/{fd}")
             host = self.places.host_path(inside)
             if host is None:
@@ -401,6 +397,44 @@ class Checkpointing:
         except OSError:
             return False
         return True
+
+
+def _fd(value: int) -> int:
+    """A file descriptor argument: the low 32 bits, signed (AT_FDCWD is -100)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+OPENS = frozenset({"open", "openat", "creat", "openat2"})
+Target = tuple[int, int, str, bool]  # (dirfd, path pointer, how, follow the last link)
+DECODERS: dict[str, Callable[[tuple[int, ...]], list[Target]]] = {
+    "truncate": lambda a: [(AT_FDCWD, a[0], store.TRUNCATE, True)],
+    "unlink": lambda a: [(AT_FDCWD, a[0], store.REMOVE, False)],
+    "rmdir": lambda a: [(AT_FDCWD, a[0], store.RMDIR, False)],
+    "unlinkat": lambda a: [(_fd(a[0]), a[1], store.RMDIR if a[2] & AT_REMOVEDIR else store.REMOVE, False)],
+    "rename": lambda a: [(AT_FDCWD, a[0], store.MOVE, False), (AT_FDCWD, a[1], store.REMOVE, False)],
+    "renameat": lambda a: [(_fd(a[0]), a[1], store.MOVE, False), (_fd(a[2]), a[3], store.REMOVE, False)],
+    "renameat2": lambda a: [
+        (_fd(a[0]), a[1], store.MOVE, False),
+        (_fd(a[2]), a[3], store.MOVE if a[4] & RENAME_EXCHANGE else store.REMOVE, False),
+    ],
+    "link": lambda a: [(AT_FDCWD, a[1], store.CREATE, False)],
+    "linkat": lambda a: [(_fd(a[2]), a[3], store.CREATE, False)],
+    "symlink": lambda a: [(AT_FDCWD, a[1], store.CREATE, False)],
+    "symlinkat": lambda a: [(_fd(a[1]), a[2], store.CREATE, False)],
+    "mkdir": lambda a: [(AT_FDCWD, a[0], store.CREATE, False)],
+    "mkdirat": lambda a: [(_fd(a[0]), a[1], store.CREATE, False)],
+    "mknod": lambda a: [(AT_FDCWD, a[0], store.CREATE, False)],
+    "mknodat": lambda a: [(_fd(a[0]), a[1], store.CREATE, False)],
+    "chmod": lambda a: [(AT_FDCWD, a[0], store.META_CHANGE, True)],
+    "chown": lambda a: [(AT_FDCWD, a[0], store.META_CHANGE, True)],
+    "lchown": lambda a: [(AT_FDCWD, a[0], store.META_CHANGE, False)],
+    "fchmod": lambda a: [(_fd(a[0]), 0, "fd", False)],
+    "fchown": lambda a: [(_fd(a[0]), 0, "fd", False)],
+    "fchmodat": lambda a: [(_fd(a[0]), a[1], store.META_CHANGE, True)],
+    "fchmodat2": lambda a: [(_fd(a[0]), a[1], store.META_CHANGE, not a[3] & AT_SYMLINK_NOFOLLOW)],
+    "fchownat": lambda a: [(_fd(a[0]), a[1], store.META_CHANGE, not a[4] & AT_SYMLINK_NOFOLLOW)],
+}
 
 
 def _open_how(flags: int) -> str | None:

@@ -427,12 +427,13 @@ class Checkpoint:
         self.places = Places((launch.args + staged).split(b"\0"), own)
         meta: dict[str, object] = {"kind": "run", "command": list(launch.command), "cwd": launch.cwd, "project": launch.project}
         self.recorder = Recorder(project_folder(launch.state_dir, launch.project), launch.project, self.max_size, meta)
+        self.bwrap = os.path.realpath(launch.bwrap)
         self.unloaded = ""
 
     def watch(self) -> Checkpointing:
         from stockade.bwrap.running.checkpointing import Checkpointing
 
-        return Checkpointing(self.recorder, self.places)
+        return Checkpointing(self.recorder, self.places, self.bwrap)
 
     def finish(self, status: int | None, launch: Launch) -> None:
         """The record closed; older checkpoints pruned to the policy's bounds."""
