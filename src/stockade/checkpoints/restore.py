@@ -49,7 +49,7 @@ def conflicts(run: Run, history: list[Run]) -> list[tuple[str, str]]:
             if _overlaps(path, entry.get("k") in store.COVERING, mine, covering):
                 found[path] = f"changed again by run {later.number}"
     for path, stamp in run.after().items():
-        if path not in found and path in mine and store.path_stamp(path) != stamp:
+        if path not in found and path in mine and not store.same_state(stamp, store.path_stamp(path)):
             found[path] = "changed since the run"
     for path, entry in mine.items():
         if entry.get("k") in ("file", "moved") and not _held(run, entry):
@@ -96,6 +96,7 @@ def undo(run: Run, recorder: store.Recorder) -> Outcome:
             outcome.removed += 1
         elif kind in ("tree", "moved"):
             _clear_tree(path, wanted, recorder, outcome, whole=kind == "moved")
+    placed: dict[tuple[int, int] | None, str] = {}  # a file's inode before the run: where it was put back
     for path, entry in sorted(records.items(), key=lambda item: _depth(item[0])):  # put back, parents first
         kind = entry.get("k")
         if kind == "lost":
@@ -103,12 +104,17 @@ def undo(run: Run, recorder: store.Recorder) -> Outcome:
         elif kind in ("dir", "tree"):
             _put_folder(path, entry, recorder)
             outcome.restored += kind == "tree"
+        elif kind == "file" and _same_inode(entry) is not None and _same_inode(entry) in placed:  # another name of a file put back already
+            _clear(path, recorder, keep_folder=False)
+            os.link(placed[_same_inode(entry)], path)
+            outcome.restored += 1
         elif kind in ("file", "moved") and "o" in entry:  # copied into the run's pack
             _clear(path, recorder, keep_folder=False)
             temporary = f"{path}.stockade-undo"
             store.unpack(run.pack, int(entry["o"]), int(entry.get("n", 0)), temporary)  # type: ignore[call-overload]
             os.rename(temporary, path)
             _set_meta(path, entry)
+            placed.setdefault(_same_inode(entry), path)
             outcome.restored += 1
         elif kind in ("file", "moved"):
             data = run.data(str(entry.get("d")))
@@ -118,6 +124,7 @@ def undo(run: Run, recorder: store.Recorder) -> Outcome:
             _clear(path, recorder, keep_folder=False)
             _move(data, path)
             _set_meta(path, entry)
+            placed.setdefault(_same_inode(entry), path)
             outcome.restored += 1
         elif kind == "link":
             _clear(path, recorder, keep_folder=False)
@@ -211,6 +218,14 @@ def _set_owner(path: str, entry: dict[str, object]) -> None:
         os.lchown(path, uid, gid)
     except OSError:
         pass
+
+
+def _same_inode(entry: dict[str, object]) -> tuple[int, int] | None:
+    """The inode a file with more names had before the run (None for one with one name)."""
+    inode = entry.get("i")
+    if isinstance(inode, list) and len(inode) == 2 and all(isinstance(part, int) for part in inode):
+        return (inode[0], inode[1])
+    return None
 
 
 def _depth(path: str) -> int:

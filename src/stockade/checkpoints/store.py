@@ -248,7 +248,7 @@ class Recorder:
         """Keep `path`'s content: {"d": name} (the inode itself, linked into the data folder) or
         {"o": offset, "n": length} (copied into the pack, one file for all the run's copies: a new
         inode for each would cost more than the copy)."""
-        replace = how == TRUNCATE_OPEN and info.st_size >= COPY_BELOW and info.st_nlink == 1 and os.access(path, os.W_OK) and not _has_xattrs(path)
+        replace = how == TRUNCATE_OPEN and info.st_size >= COPY_BELOW and info.st_nlink == 1 and _writable_inside(info) and not _has_xattrs(path)
         if info.st_dev == self._data_dev and (how not in WRITES or replace):
             name = self._data_name()
             try:
@@ -389,8 +389,23 @@ def path_stamp(path: str) -> list[int] | None:
     return [stat.S_IFMT(info.st_mode), info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode)]
 
 
+def same_state(before: list[int] | None, now: list[int] | None) -> bool:
+    """Two stamps of one path name the same state: kind and mode, and a file's size and mtime. A
+    file put back by undo is a new inode of the same state; a folder's mtime moves with any entry
+    made or removed in it (what is recorded under it is compared on its own)."""
+    if before is None or now is None:
+        return before is now
+    if before[0] != now[0] or before[4] != now[4]:
+        return False
+    return before[0] == stat.S_IFDIR or before[2:4] == now[2:4]
+
+
 def _meta(info: os.stat_result) -> dict[str, object]:
-    return {"m": stat.S_IMODE(info.st_mode), "u": info.st_uid, "g": info.st_gid, "t": info.st_mtime_ns}
+    """A path's mode, owner and mtime; for a file with more names, its inode (undo links them again)."""
+    meta: dict[str, object] = {"m": stat.S_IMODE(info.st_mode), "u": info.st_uid, "g": info.st_gid, "t": info.st_mtime_ns}
+    if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+        meta["i"] = [info.st_dev, info.st_ino]
+    return meta
 
 
 def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
@@ -410,6 +425,16 @@ def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
             yield entry.path, info
             if stat.S_ISDIR(info.st_mode):
                 todo.append(entry.path)
+
+
+def _writable_inside(info: os.stat_result) -> bool:
+    """Whether the sandbox's process may open the file for writing: by its mode bits alone, for
+    the sandbox holds no capability, root's neither (os.access would answer for root outside)."""
+    if info.st_uid == os.geteuid():
+        return bool(info.st_mode & stat.S_IWUSR)
+    if info.st_gid == os.getegid() or info.st_gid in os.getgroups():
+        return bool(info.st_mode & stat.S_IWGRP)
+    return bool(info.st_mode & stat.S_IWOTH)
 
 
 def _has_xattrs(path: str) -> bool:

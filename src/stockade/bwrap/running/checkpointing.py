@@ -98,9 +98,9 @@ class Places:
                 return source + rest if source != "/" else (rest or "/")
         return None
 
-    @property
-    def any_writable(self) -> bool:
-        return any(source is not None for _dest, source in self.mounts)
+    def mount_point(self, inside: str) -> bool:
+        """Something is mounted right at `inside` (a file bound on its own)."""
+        return any(dest == inside for dest, _source in self.mounts)
 
 
 class Checkpointing:
@@ -333,13 +333,18 @@ class Checkpointing:
             inside, follow = path, False
         root = os.open(f"/proc/{pid}/root", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            host = self._host_of(root, inside, how, follow)
+            found = self._host_of(root, inside, follow)
         finally:
             os.close(root)
-        if host is not None and self._still_waiting(ident):
-            self.recorder.changing(host, how)
+        if found is None or not self._still_waiting(ident):
+            return
+        host, seen = found
+        if how == store.TRUNCATE_OPEN and self.places.mount_point(seen):
+            how = store.TRUNCATE  # a bind's own file keeps its inode: the sandbox writes that one
+        self.recorder.changing(host, how)
 
-    def _host_of(self, root: int, inside: str, how: str, follow: bool) -> str | None:
+    def _host_of(self, root: int, inside: str, follow: bool) -> tuple[str, str] | None:
+        """(the host's path, the sandbox's) of what `inside` names, or None when it is not the user's."""
         parts = inside.rstrip("/")
         if not parts:
             return None
@@ -367,9 +372,9 @@ class Checkpointing:
         fd = self._openat2(OPENAT2, root, os.fsencode(relative), how, len(how))
         return int(fd) if fd >= 0 else None
 
-    def _checked(self, fd: int, name: str) -> str | None:
-        """The host path of `fd` (then `name` in it), if it is on a writable mount, mapped to the
-        host by a writable bind of the user's, and the same file there."""
+    def _checked(self, fd: int, name: str) -> tuple[str, str] | None:
+        """The host's and the sandbox's path of `fd` (then `name` in it), if it is on a writable
+        mount, mapped to the host by a writable bind of the user's, and the same file there."""
         try:  # a read-only mount's bind has no host path in `places`
             inside = os.readlink(f"/proc/self/fd/{fd}")
             host = self.places.host_path(inside)
@@ -385,8 +390,8 @@ class Checkpointing:
             if name:
                 if not stat.S_ISDIR(there.st_mode):
                     return None
-                return host.rstrip("/") + "/" + name
-            return host
+                return host.rstrip("/") + "/" + name, inside.rstrip("/") + "/" + name
+            return host, inside
         finally:
             os.close(fd)
 
