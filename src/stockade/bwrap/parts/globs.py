@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import defaultdict
 
 from stockade.bwrap.parts import folders
@@ -175,7 +176,8 @@ def list_folder(
     words: list[str] = []
     try:
         info = os.lstat(folder)
-        if locked is not None and not folders.AS_ROOT and info.st_uid == os.geteuid() and info.st_mode & 0o500 != 0o500:
+        locked_out = info.st_uid == os.geteuid() and info.st_mode & 0o500 != 0o500 and stat.S_ISDIR(info.st_mode)  # a file root is no folder
+        if locked is not None and not folders.AS_ROOT and locked_out:
             locked.append(folder)
             return None
         with os.scandir(folder) as entries:
