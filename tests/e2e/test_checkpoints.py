@@ -303,3 +303,14 @@ def test_a_file_bound_on_its_own_takes_the_write_and_is_undone(vbox: Box) -> Non
     assert single.read_bytes() == b"new"  # the write reached the host's file
     assert stockade(vbox, "undo").returncode == 0
     assert single.read_bytes() == content
+
+
+def test_a_file_linked_during_the_run_and_written_through_the_new_name_is_undone(vbox: Box) -> None:
+    (vbox.project / "b.txt").write_text("bravo\n")
+    (vbox.project / "c.txt").write_text("charlie\n")
+    os.link(vbox.project / "c.txt", vbox.project / "c2.txt")  # two names before the run
+    before = snapshot(vbox.project)
+    run = vbox.run("ln b.txt a.txt && echo CHANGED > a.txt && echo CHANGED > c2.txt && cat b.txt c.txt")
+    assert run.stdout == "CHANGED\nCHANGED\n", run  # control: both writes reached every name
+    assert stockade(vbox, "undo").returncode == 0
+    assert snapshot(vbox.project) == before

@@ -89,13 +89,19 @@ def undo(run: Run, recorder: store.Recorder) -> Outcome:
     outcome = Outcome()
     records = run.records()
     wanted = _wanted(records)
-    for path, entry in sorted(records.items(), key=lambda item: -_depth(item[0])):  # clear, deepest first
+    # first everything in the way goes, deepest first, before anything is put back: a file put back
+    # may be an inode that also stands elsewhere now (renamed there), whose mode it gets back
+    for path, entry in sorted(records.items(), key=lambda item: -_depth(item[0])):
         kind = entry.get("k")
         if kind == "absent" and os.path.lexists(path):
             recorder.take_away(path)
             outcome.removed += 1
         elif kind in ("tree", "moved"):
             _clear_tree(path, wanted, recorder, outcome, whole=kind == "moved")
+        elif kind in ("file", "link", "fifo") and os.path.lexists(path):
+            recorder.take_away(path)
+        elif kind == "dir" and os.path.lexists(path) and (os.path.islink(path) or not os.path.isdir(path)):
+            recorder.take_away(path)
     placed: dict[tuple[int, int] | None, str] = {}  # a file's inode before the run: where it was put back
     for path, entry in sorted(records.items(), key=lambda item: _depth(item[0])):  # put back, parents first
         kind = entry.get("k")

@@ -74,9 +74,10 @@ def within(path: str, place: str) -> bool:
 class Recorder:
     """The checkpoint of one run (or of one undo): `changing` before each change."""
 
-    def __init__(self, folder: str, project: str, max_size: int, meta: dict[str, object]) -> None:
+    def __init__(self, folder: str, project: str, max_size: int, meta: dict[str, object], roots: tuple[str, ...] = ()) -> None:
         self.folder = folder  # the project's checkpoints folder; the run's own is made at the first change
         self.project = project
+        self.roots = roots or (project,)  # where the run writes: other names of a file written in place are there
         self.max_size = max_size
         self.meta = meta
         self.run_dir = ""
@@ -243,6 +244,21 @@ class Recorder:
         self._record({"p": path, "k": "file", **where, **_meta(info)})
         if how == TRUNCATE_OPEN and "d" in where:
             self._replace_with_empty(path, info, str(where["d"]))
+        if how in WRITES and info.st_nlink > 1:  # the write changes the file under its other names too
+            for other, other_info in self._other_names(path, info):
+                if other not in self.kinds and not self.covered(other):
+                    self._record({"p": other, "k": "file", **where, **_meta(other_info)})
+
+    def _other_names(self, path: str, info: os.stat_result) -> list[tuple[str, os.stat_result]]:
+        """The file's other names in the places the run writes (a walk: files with more names are few)."""
+        found: list[tuple[str, os.stat_result]] = []
+        for root in self.roots:
+            for inner, inner_info in _walk(root):
+                if inner_info.st_ino == info.st_ino and inner_info.st_dev == info.st_dev and inner != path:
+                    found.append((inner, inner_info))
+                    if len(found) >= info.st_nlink - 1:
+                        return found
+        return found
 
     def _keep(self, path: str, info: os.stat_result, how: str) -> dict[str, object]:
         """Keep `path`'s content: {"d": name} (the inode itself, linked into the data folder) or

@@ -41,6 +41,7 @@ FLAG_CONTINUE = 1
 AT_FDCWD = -100
 AT_REMOVEDIR = 0x200
 AT_SYMLINK_NOFOLLOW = 0x100
+AT_SYMLINK_FOLLOW = 0x400
 AT_EMPTY_PATH = 0x1000
 RENAME_EXCHANGE = 2
 OPENAT2 = 437
@@ -97,6 +98,11 @@ class Places:
                 rest = inside[len(dest) :] if dest != "/" else inside
                 return source + rest if source != "/" else (rest or "/")
         return None
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The host folders and files the sandbox writes through its binds."""
+        return tuple(dict.fromkeys(source for _dest, source in self.mounts if source is not None))
 
     def mount_point(self, inside: str) -> bool:
         """Something is mounted right at `inside` (a file bound on its own)."""
@@ -423,8 +429,9 @@ DECODERS: dict[str, Callable[[tuple[int, ...]], list[Target]]] = {
         (_fd(a[0]), a[1], store.MOVE, False),
         (_fd(a[2]), a[3], store.MOVE if a[4] & RENAME_EXCHANGE else store.REMOVE, False),
     ],
-    "link": lambda a: [(AT_FDCWD, a[1], store.CREATE, False)],
-    "linkat": lambda a: [(_fd(a[2]), a[3], store.CREATE, False)],
+    # link's source gets a name more: kept first, so that a write through either name keeps what it was
+    "link": lambda a: [(AT_FDCWD, a[0], store.META_CHANGE, False), (AT_FDCWD, a[1], store.CREATE, False)],
+    "linkat": lambda a: [(_fd(a[0]), a[1], store.META_CHANGE, bool(a[4] & AT_SYMLINK_FOLLOW)), (_fd(a[2]), a[3], store.CREATE, False)],
     "symlink": lambda a: [(AT_FDCWD, a[1], store.CREATE, False)],
     "symlinkat": lambda a: [(_fd(a[1]), a[2], store.CREATE, False)],
     "mkdir": lambda a: [(AT_FDCWD, a[0], store.CREATE, False)],

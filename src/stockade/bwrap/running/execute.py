@@ -426,7 +426,8 @@ class Checkpoint:
         own = (launch.state_dir, launch.cache_dir)
         self.places = Places((launch.args + staged).split(b"\0"), own)
         meta: dict[str, object] = {"kind": "run", "command": list(launch.command), "cwd": launch.cwd, "project": launch.project}
-        self.recorder = Recorder(project_folder(launch.state_dir, launch.project), launch.project, self.max_size, meta)
+        folder = project_folder(launch.state_dir, launch.project)
+        self.recorder = Recorder(folder, launch.project, self.max_size, meta, self.places.sources)
         self.bwrap = os.path.realpath(launch.bwrap)
         self.unloaded = ""
 
