@@ -86,7 +86,7 @@ class Recorder:
         self.kinds: dict[str, str] = {}  # path: kind recorded
         self.modes: dict[str, dict[str, object]] = {}  # path: the first record (for a folder recorded again whole)
         self.covering: set[str] = set()
-        self.linked: dict[tuple[int, int], str] = {}  # (dev, inode) held by a hard link: its data name
+        self.linked: dict[tuple[int, int], list[str]] = {}  # (dev, inode) held by hard links: their data names
         self.size = 0
         self.lost: list[str] = []
         self.failed = ""  # why nothing more could be recorded (the state folder unwritable), once
@@ -273,7 +273,7 @@ class Recorder:
                 pass
             else:
                 if how != TRUNCATE_OPEN:
-                    self.linked[(info.st_dev, info.st_ino)] = name
+                    self.linked.setdefault((info.st_dev, info.st_ino), []).append(name)
                 self.size += info.st_blocks * 512
                 return {"d": name}
         offset, length = self._pack(path)
@@ -320,8 +320,7 @@ class Recorder:
             info = os.stat(path)
         except OSError:
             return
-        name = self.linked.pop((info.st_dev, info.st_ino), None)
-        if name is not None:
+        for name in self.linked.pop((info.st_dev, info.st_ino), ()):
             self._unshare_data(name)
 
     def _unshare_data(self, name: str) -> None:

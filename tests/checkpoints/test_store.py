@@ -1,0 +1,99 @@
+"""One run's checkpoint as the recorder keeps it: each path once, by the cheapest means that keeps it exact."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from stockade.checkpoints import store
+
+
+def _recorder(tmp_path: Path, max_size: int = 1 << 30) -> tuple[store.Recorder, Path]:
+    project = tmp_path / "project"
+    project.mkdir()
+    recorder = store.Recorder(store.project_folder(str(tmp_path / "state"), str(project)), str(project), max_size, {"kind": "run"})
+    return recorder, project
+
+
+def _records(recorder: store.Recorder) -> list[dict[str, object]]:
+    with open(os.path.join(recorder.run_dir, store.RECORDS)) as handle:
+        return [json.loads(line) for line in handle]
+
+
+def test_nothing_changed_leaves_no_folder(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    (project / "kept").write_text("x")
+    recorder.changing(str(project / "kept"), store.CREATE)  # an O_CREAT open of a file that is there
+    assert recorder.finish(0) is None and not recorder.recorded
+    assert not os.path.exists(recorder.folder) or os.listdir(recorder.folder) == []
+
+
+def test_a_temporary_made_and_removed_again_leaves_nothing(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    recorder.changing(str(project / "tmp.o"), store.CREATE)
+    (project / "tmp.o").write_text("x")
+    recorder.changing(str(project / "tmp.o"), store.REMOVE)  # covered: absent before the run
+    (project / "tmp.o").unlink()
+    assert recorder.finish(0) is None
+    assert [name for name in os.listdir(recorder.folder) if name.isdigit()] == []
+
+
+def test_each_path_is_kept_once_by_the_cheapest_exact_means(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    for name in ("removed", "written", "truncated", "big"):
+        (project / name).write_bytes(name.encode() * 10)
+    (project / "big").write_bytes(b"B" * store.COPY_BELOW)
+    recorder.changing(str(project / "removed"), store.REMOVE)
+    recorder.changing(str(project / "removed"), store.REMOVE)
+    recorder.changing(str(project / "written"), store.WRITE)
+    recorder.changing(str(project / "truncated"), store.TRUNCATE_OPEN)
+    big_inode = (project / "big").stat().st_ino
+    recorder.changing(str(project / "big"), store.TRUNCATE_OPEN)
+    records = {str(entry["p"]).rsplit("/", 1)[1]: entry for entry in _records(recorder)}
+    assert list(records) == ["removed", "written", "truncated", "big"]
+    assert "d" in records["removed"] and "o" in records["written"] and "o" in records["truncated"]
+    assert "d" in records["big"] and (project / "big").stat().st_size == 0  # its inode kept, an empty file in its place
+    assert os.stat(os.path.join(recorder.run_dir, "data", str(records["big"]["d"]))).st_ino == big_inode
+    assert recorder.finish(0) is not None
+
+
+def test_an_inode_kept_by_a_link_is_copied_before_a_write_in_place(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    (project / "a").write_text("original")
+    recorder.changing(str(project / "a"), store.MOVE)
+    os.rename(project / "a", project / "b")
+    recorder.changing(str(project / "b"), store.REMOVE)  # absent before: covered
+    recorder.changing(str(project / "b"), store.WRITE)  # the same inode: the checkpoint's copy is made its own
+    (project / "b").write_text("changed!")
+    data = [entry for entry in _records(recorder) if entry["p"] == str(project / "a")][0]
+    assert Path(recorder.run_dir, "data", str(data["d"])).read_text() == "original"
+
+
+def test_a_folder_removed_or_renamed_is_recorded_whole(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    (project / "src" / "pkg").mkdir(parents=True)
+    (project / "src" / "pkg" / "m.py").write_text("m")
+    os.symlink("pkg/m.py", project / "src" / "link")
+    recorder.changing(str(project / "src"), store.MOVE)
+    kinds = {str(entry["p"]).split("project/")[1]: entry["k"] for entry in _records(recorder)}
+    assert kinds == {"src/pkg": "dir", "src/pkg/m.py": "file", "src/link": "link", "src": "tree"}
+    assert recorder.covered(str(project / "src" / "new" / "deeper"))
+
+
+def test_a_file_over_the_limit_is_named_as_not_kept(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path, max_size=100)
+    (project / "large").write_bytes(b"x" * 1000)
+    recorder.changing(str(project / "large"), store.REMOVE)
+    (project / "large").unlink()
+    meta = recorder.finish(0)
+    assert meta is not None and meta["counts"] == {"new": 0, "changed": 0, "removed": 0, "lost": 1}
+    assert recorder.lost == [str(project / "large")]
+
+
+def test_same_state_ignores_the_inode_and_a_folder_s_mtime() -> None:
+    file_before = [0o100000, 1, 10, 5, 0o644]
+    assert store.same_state(file_before, [0o100000, 2, 10, 5, 0o644])
+    assert not store.same_state(file_before, [0o100000, 1, 11, 5, 0o644])
+    assert store.same_state([0o040000, 1, 4096, 5, 0o755], [0o040000, 1, 4096, 9, 0o755])
+    assert not store.same_state(None, file_before) and store.same_state(None, None)

@@ -1,0 +1,73 @@
+"""`stockade runs` and `stockade undo` on checkpoints made here: listing, a path's words, exit statuses."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from stockade.checkpoints import store
+from stockade.cli.main import main
+from stockade.cli.undo import _when
+from stockade.core.locations import Locations
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _changed(locations: Locations, project: Path, command: list[str]) -> None:
+    """A run that removed `gone` and made `new`, as the sandbox's thread would record it."""
+    recorder = store.Recorder(store.project_folder(str(locations.state), str(project)), str(project), 1 << 30, {"kind": "run", "command": command})
+    recorder.changing(str(project / "gone"), store.REMOVE)
+    (project / "gone").unlink()
+    recorder.changing(str(project / "new"), store.CREATE)
+    (project / "new").write_text("new")
+    recorder.finish(0)
+
+
+def test_runs_lists_and_undo_puts_back(project: Path, locations: Locations, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "gone").write_text("kept")
+    _changed(locations, project, ["rm", "gone"])
+    code, out, _err = run_cli(capsys, "runs")
+    assert code == 0 and "    1  just now        1 new, 1 removed" in out and "rm gone  (exit 0)" in out, out
+    code, out, _err = run_cli(capsys, "runs", "1")
+    assert code == 0 and "  removed    gone\n" in out and "  new        new\n" in out, out
+    code, out, _err = run_cli(capsys, "undo", "--dry-run")
+    assert code == 0 and "put back   gone" in out and (project / "new").exists()
+    code, out, _err = run_cli(capsys, "undo")
+    assert code == 0 and out.startswith("stockade: run 1 undone: 1 put back, 1 removed"), out
+    assert (project / "gone").read_text() == "kept" and not (project / "new").exists()
+    code, out, _err = run_cli(capsys, "undo", "1")
+    assert code == 1 and "run 1 was undone already; `stockade undo 2` redoes it" in out, out
+
+
+def test_runs_from_a_subfolder_finds_the_project(project: Path, locations: Locations, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "gone").write_text("kept")
+    _changed(locations, project, ["true"])
+    (project / "sub").mkdir()
+    os.chdir(project / "sub")
+    code, out, _err = run_cli(capsys, "runs")
+    assert code == 0 and f"runs that changed {project}" in out
+
+
+def test_bad_input_is_one_line_and_the_right_status(project: Path, locations: Locations, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run_cli(capsys, "undo")
+    assert code == 1 and "nothing to undo" in out
+    code, out, _err = run_cli(capsys, "runs")
+    assert code == 0 and "no run has changed" in out
+    (project / "gone").write_text("kept")
+    _changed(locations, project, ["true"])
+    code, _out, err = run_cli(capsys, "undo", "7")
+    assert code == 2 and err.count("\n") == 1 and "no run 7 has a checkpoint" in err, err
+    code, _out, err = run_cli(capsys, "undo", "seven")
+    assert code == 2 and "Traceback" not in err
+
+
+def test_when_says_how_long_ago() -> None:
+    now = time.time()
+    assert _when(now) == "just now" and _when(now - 125) == "2 minutes ago" and _when(now - 3 * 86400) == "3 days ago"
