@@ -47,7 +47,9 @@ from sandboxes import HOST_PYTHON, REPO, TRUE, Srt, Stockade, Tool, World, bare,
 HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
-WORKLOADS = ("startup", "terminal", "tools", "git", "place", "caches", "phases", "first", "loop", "files", "json", "download", "keepalive")
+WORKLOADS = (
+    "startup", "terminal", "tools", "git", "place", "caches", "checkpoints", "phases", "first", "loop", "files", "json", "download", "keepalive",
+)  # fmt: skip
 
 BARE = "bare (no sandbox)"
 BWRAP = "bare bwrap"
@@ -236,6 +238,74 @@ def place(bench: Bench) -> list[Section]:
             f"and with `allow_write` naming another folder of {PLACE_FOLDERS:,} folders and {PLACE_FOLDERS * PLACE_FILES:,} files, whose "
             "floor is checked as the project's is; with the stored plan, and planned at every run (STOCKADE_NO_PLAN_CACHE).")  # fmt: skip
     return [Section("Another writable place: `true`", note, MS, timed_rounds(rows, runs), OFF, [])]
+
+
+CHECKPOINT_FOLDERS, CHECKPOINT_FILES = 100, 1000  # a project of 100,000 files
+REWRITTEN, REWRITTEN_SIZE = 1000, 100_000
+REWRITE = f"""import os, sys
+blob = os.urandom({REWRITTEN_SIZE})
+for number in range({REWRITTEN}):
+    with open(f"big/f{{number}}", "wb") as handle:
+        handle.write(blob)
+"""
+
+
+def checkpoints(bench: Bench) -> list[Section]:
+    """What every run's checkpoint costs (checkpoints/, bwrap/running/checkpointing.py): `true` in a project of
+    100,000 files, a run rewriting 1,000 files of 100 KB, each with checkpoints on and off; and `stockade undo` of it."""
+    runs, heavy = bench.plan.startup_runs, bench.plan.file_runs
+    files = CHECKPOINT_FOLDERS * CHECKPOINT_FILES
+    progress(f"checkpoints: `true` in {files:,} files, {count_of(runs, 'round')}; a rewrite, {count_of(heavy, 'round')}")
+    plain = bench.contenders("checkpoints", [OFF], lambda tool, project: [TRUE])
+    if not plain:
+        return []
+    base = plain[0]
+    project = base.cwd
+    for number in range(CHECKPOINT_FOLDERS):
+        folder = project / f"pkg{number}"
+        folder.mkdir(exist_ok=True)
+        for name in range(CHECKPOINT_FILES):
+            (folder / f"m{name}.py").write_text("x = 1\n")
+    (project / "big").mkdir(exist_ok=True)
+    script = bench.world.write("rewrite.py", REWRITE)
+    off_policy = bench.world.write("checkpoints-off.toml", 'extends = ["offline"]\n[checkpoints]\nenabled = false\n')
+    words = list(base.argv[: base.argv.index("--profile")])
+    stockade_words = words[: words.index("run")]
+    store = Path(bench.world.env["HOME"]) / ".local" / "state" / "stockade" / "checkpoints"
+    on = replace(base, name=f"{OFF}, checkpoints on")
+    off = replace(base, name=f"{OFF}, checkpoints off", argv=[*words, "--policy", str(off_policy), "--", TRUE])
+
+    def fresh(_project: Path | None = None) -> None:
+        """The files to rewrite in place, no checkpoint kept, everything on disk: no sample pays for another's."""
+        shutil.rmtree(store, ignore_errors=True)
+        run_checked([HOST_PYTHON, str(script)], cwd=project)
+        os.sync()
+
+    rewrite = [HOST_PYTHON, str(script)]
+    rewrite_on = replace(on, name=f"{OFF}, checkpoints on, rewrite", argv=[*words, "--profile", "offline", "--", *rewrite], before=fresh)
+    rewrite_off = replace(off, name=f"{OFF}, checkpoints off, rewrite", argv=[*words, "--policy", str(off_policy), "--", *rewrite], before=fresh)
+
+    def rewritten() -> None:
+        fresh()
+        run_checked(rewrite_on.argv, cwd=project, env=base.env)
+
+    undo = replace(base, name="stockade undo of the rewrite", argv=[*stockade_words, "undo"], before=rewritten)
+    note = (f"Wall time, median of {count_of(runs, 'interleaved round')}: one `true` with the network off in a project of "
+            f"{files:,} files, with every run's checkpoint on (the default) and off (`[checkpoints] enabled = false`).")  # fmt: skip
+    heavy_note = (f"One sandboxed `python3` that rewrites {REWRITTEN:,} files of {REWRITTEN_SIZE // 1000} KB in the same project "
+                  f"(each truncated and written again), median of {count_of(heavy, 'round')}; before each sample (untimed) the files are "
+                  "written afresh, the checkpoints removed and everything synced. Then `stockade undo` of that run (the run untimed).")  # fmt: skip
+    return [
+        Section(f"Checkpoints: `true` in {files:,} files", note, MS, timed_rounds([off, on], runs), off.name, []),
+        Section(
+            f"Checkpoints: a run rewriting {REWRITTEN:,} files of {REWRITTEN_SIZE // 1000} KB, and its undo",
+            heavy_note,
+            MS,
+            timed_rounds([rewrite_off, rewrite_on, undo], heavy, warmup=0),
+            rewrite_off.name,
+            [],
+        ),  # fmt: skip
+    ]
 
 
 LAYERED = ("~/.cargo/git", "~/.cargo/registry", "~/.cache/pip")  # seen through layers of the project's (bwrap/parts/layers.py)
@@ -489,7 +559,7 @@ def keepalive(bench: Bench) -> list[Section]:
 
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
-    "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place, "caches": caches,
+    "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place, "caches": caches, "checkpoints": checkpoints,
     "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 
