@@ -169,6 +169,16 @@ def _limits_words(policy: Policy) -> str:
     return ", ".join(p for p in parts if p) or "none set"
 
 
+def _checkpoint_words(policy: Policy) -> str:
+    rules = policy.checkpoints
+    if not rules.enabled:
+        return "off: runs keep no checkpoint ([checkpoints] enabled = false)"
+    return (
+        f"every run keeps what it changes, up to {format_size(rules.max_size)} for the project, for {format_duration(rules.max_age)}: "
+        "`stockade undo` puts the last run's back"
+    )
+
+
 def explain(
     policy: Annotated[Path | None, typer.Option("--policy", "-p", help="Explain this policy file.")] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="Explain a built-in profile.")] = None,
@@ -211,6 +221,7 @@ def explain(
         ),
         ("environment set", ", ".join(f"{k}={v}" for k, v in p.env.set) or "-"),
         ("limits", _limits_words(p)),
+        ("undo", _checkpoint_words(p)),
     ]
     for what, rule in rows:
         table.add_row(what, rule)

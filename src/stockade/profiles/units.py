@@ -57,10 +57,10 @@ def format_size(size: int) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """The shortest spelling parse_duration reads back as the same value ("1h", "90s", "500ms", "0.0004s")."""
+    """The shortest spelling parse_duration reads back as the same value ("7d", "1h", "90s", "500ms", "0.0004s")."""
     if seconds >= 1 and float(seconds).is_integer():
         whole = int(seconds)
-        for unit, factor in (("h", 3600), ("m", 60)):
+        for unit, factor in (("d", 86400), ("h", 3600), ("m", 60)):
             if whole % factor == 0:
                 return f"{whole // factor}{unit}"
         return f"{whole}s"
