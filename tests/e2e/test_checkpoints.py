@@ -99,7 +99,7 @@ def test_writes_in_place_truncations_and_mode_changes_are_undone(vbox: Box) -> N
 
 def test_a_large_truncated_file_keeps_its_content_and_the_run_sees_its_write(vbox: Box) -> None:
     big = vbox.project / "big.bin"
-    content = os.urandom(5 * 1024 * 1024)  # over store.COPY_BELOW: kept by its inode, a new one takes its name
+    content = os.urandom(5 * 1024 * 1024)
     big.write_bytes(content)
     run = vbox.run("printf new > big.bin && cat big.bin")
     assert run.stdout == "new", run
@@ -314,3 +314,20 @@ def test_a_file_linked_during_the_run_and_written_through_the_new_name_is_undone
     assert run.stdout == "CHANGED\nCHANGED\n", run  # control: both writes reached every name
     assert stockade(vbox, "undo").returncode == 0
     assert snapshot(vbox.project) == before
+
+
+def test_undo_never_moves_or_writes_through_a_link_a_later_run_put_in_a_folder_s_place(vbox: Box) -> None:
+    key = vbox.home / ".ssh" / "id_test"  # the user's, hidden from every sandbox
+    (vbox.project / "src").mkdir()
+    (vbox.project / "src" / "id_test").write_text("the project's file of that name\n")
+    assert vbox.run("rm -rf src").returncode == 0
+    planted = vbox.run(f"ln -s {vbox.home}/.ssh src && echo PLANTED")
+    assert "PLANTED" in planted.stdout, planted  # a later run (an agent's) leaves a link where src was
+    first = stockade(vbox, "runs").stdout.splitlines()[1].split()[0]
+    refused = stockade(vbox, "undo", first)
+    assert refused.returncode == 1 and "src: changed again by run" in refused.stdout, refused
+    forced = stockade(vbox, "undo", first, "--force")
+    assert forced.returncode == 0, forced
+    assert key.read_text() == "CANARY-SSH\n" and sorted(os.listdir(vbox.home / ".ssh")) == ["id_test"]
+    assert not (vbox.project / "src").is_symlink()  # control: undo did put the folder back, as a folder
+    assert (vbox.project / "src" / "id_test").read_text() == "the project's file of that name\n"

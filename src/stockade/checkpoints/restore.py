@@ -12,10 +12,11 @@ stops and names them, unless forced.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
-from stockade.checkpoints import store
+from stockade.checkpoints import beneath, store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Outcome:
         self.restored = 0
         self.removed = 0
         self.lost: list[str] = []
+        self.failed: list[str] = []  # why a path could not be put back
 
 
 def conflicts(run: Run, history: list[Run]) -> list[tuple[str, str]]:
@@ -85,64 +87,100 @@ def plan(run: Run) -> list[tuple[str, str]]:
 
 
 def undo(run: Run, recorder: store.Recorder) -> Outcome:
-    """Put `run`'s checkpoint back; what stands in the way goes into `recorder` (the undo's own)."""
+    """Put `run`'s checkpoint back; what stands in the way goes into `recorder` (the undo's own).
+    Every path is reached beneath its place without following a link (beneath.py): another run
+    going on meanwhile cannot turn undo's moves toward anything else."""
     outcome = Outcome()
-    records = run.records()
+    records = {path: entry for path, entry in run.records().items() if beneath.root_of(path, recorder.roots) is not None}
     wanted = _wanted(records)
     # first everything in the way goes, deepest first, before anything is put back: a file put back
     # may be an inode that also stands elsewhere now (renamed there), whose mode it gets back
     for path, entry in sorted(records.items(), key=lambda item: -_depth(item[0])):
         kind = entry.get("k")
-        if kind == "absent" and os.path.lexists(path):
+        there = _kind_at(path, recorder.roots)
+        if kind in ("tree", "moved"):
+            _clear_tree(path, wanted, recorder, outcome, whole=kind == "moved" or there not in (None, "dir"))
+        elif there is None or (kind == "dir" and there == "dir"):
+            continue
+        else:
             recorder.take_away(path)
-            outcome.removed += 1
-        elif kind in ("tree", "moved"):
-            _clear_tree(path, wanted, recorder, outcome, whole=kind == "moved")
-        elif kind in ("file", "link", "fifo") and os.path.lexists(path):
-            recorder.take_away(path)
-        elif kind == "dir" and os.path.lexists(path) and (os.path.islink(path) or not os.path.isdir(path)):
-            recorder.take_away(path)
-    placed: dict[tuple[int, int] | None, str] = {}  # a file's inode before the run: where it was put back
+            outcome.removed += kind == "absent"
+    placed: dict[tuple[int, int], str] = {}  # a file's inode before the run: where it was put back
     for path, entry in sorted(records.items(), key=lambda item: _depth(item[0])):  # put back, parents first
         kind = entry.get("k")
         if kind == "lost":
             outcome.lost.append(path)
-        elif kind in ("dir", "tree"):
-            _put_folder(path, entry, recorder)
-            outcome.restored += kind == "tree"
-        elif kind == "file" and _same_inode(entry) is not None and _same_inode(entry) in placed:  # another name of a file put back already
-            _clear(path, recorder, keep_folder=False)
-            os.link(placed[_same_inode(entry)], path)
-            outcome.restored += 1
+            continue
+        if kind not in ("dir", "tree", "file", "moved", "link", "fifo"):
+            continue
+        try:
+            _put_back(run, path, entry, recorder, placed)
+        except OSError as exc:
+            outcome.lost.append(path)
+            outcome.failed.append(f"{path}: {exc.strerror or exc}")
+            continue
+        outcome.restored += kind != "dir"
+    return outcome
+
+
+def _put_back(run: Run, path: str, entry: dict[str, object], recorder: store.Recorder, placed: dict[tuple[int, int], str]) -> None:
+    kind = entry.get("k")
+    if kind in ("dir", "tree") and _kind_at(path, recorder.roots) == "dir":
+        folder, name = beneath.open_parent(path, recorder.roots)
+    else:
+        recorder.take_away(path)  # whatever came since phase one (nothing, as a rule)
+        folder, name = beneath.open_parent(path, recorder.roots, make=True)
+    try:
+        inode = _same_inode(entry)
+        if kind in ("dir", "tree"):
+            try:
+                os.mkdir(name, 0o700, dir_fd=folder)
+            except FileExistsError:
+                pass
+        elif kind == "file" and inode is not None and inode in placed:  # another name of a file put back already
+            source_folder, source_name = beneath.open_parent(placed[inode], recorder.roots)
+            try:
+                os.link(source_name, name, src_dir_fd=source_folder, dst_dir_fd=folder, follow_symlinks=False)
+            finally:
+                os.close(source_folder)
+            return
         elif kind in ("file", "moved") and "o" in entry:  # copied into the run's pack
-            _clear(path, recorder, keep_folder=False)
-            temporary = f"{path}.stockade-undo"
-            store.unpack(run.pack, int(entry["o"]), int(entry.get("n", 0)), temporary)  # type: ignore[call-overload]
-            os.rename(temporary, path)
-            _set_meta(path, entry)
-            placed.setdefault(_same_inode(entry), path)
-            outcome.restored += 1
+            temporary = f".{name}.stockade-undo"
+            store.unpack(run.pack, int(entry["o"]), int(entry.get("n", 0)), folder, temporary)  # type: ignore[call-overload]
+            os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
         elif kind in ("file", "moved"):
             data = run.data(str(entry.get("d")))
-            if not os.path.lexists(data):
-                outcome.lost.append(path)
-                continue
-            _clear(path, recorder, keep_folder=False)
-            _move(data, path)
-            _set_meta(path, entry)
-            placed.setdefault(_same_inode(entry), path)
-            outcome.restored += 1
+            try:
+                os.rename(data, name, dst_dir_fd=folder)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                raise OSError(errno.EXDEV, "the checkpoint is on another filesystem than the file") from None
         elif kind == "link":
-            _clear(path, recorder, keep_folder=False)
-            os.symlink(str(entry.get("l")), path)
-            _set_owner(path, entry)
-            outcome.restored += 1
+            os.symlink(str(entry.get("l")), name, dir_fd=folder)
         elif kind == "fifo":
-            _clear(path, recorder, keep_folder=False)
-            os.mkfifo(path, int(entry.get("m", 0o644)))  # type: ignore[call-overload]
-            _set_meta(path, entry)
-            outcome.restored += 1
-    return outcome
+            os.mkfifo(name, _mode(entry), dir_fd=folder)
+        _set_meta(folder, name, entry)
+        if kind == "file" and inode is not None:
+            placed.setdefault(inode, path)
+    finally:
+        os.close(folder)
+
+
+def _kind_at(path: str, roots: tuple[str, ...]) -> str | None:
+    """What stands at `path` now ("dir", "other"), reached beneath its place; None when nothing
+    does, or a link stands in a folder's place on the way (then nothing beneath it is touched)."""
+    try:
+        folder, name = beneath.open_parent(path, roots)
+    except OSError:
+        return None
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+    return "dir" if stat.S_ISDIR(info.st_mode) else "other"
 
 
 def _wanted(records: dict[str, dict[str, object]]) -> set[str]:
@@ -159,71 +197,56 @@ def _wanted(records: dict[str, dict[str, object]]) -> set[str]:
 
 def _clear_tree(path: str, wanted: set[str], recorder: store.Recorder, outcome: Outcome, *, whole: bool) -> None:
     """A folder recorded whole holds exactly what was recorded under it: the rest goes."""
-    if not os.path.lexists(path):
+    there = _kind_at(path, recorder.roots)
+    if there is None:
         return
-    if whole or not os.path.isdir(path) or os.path.islink(path):
+    if whole or there != "dir":
         recorder.take_away(path)
         outcome.removed += 1
         return
-    todo = [path]
-    while todo:
-        folder = todo.pop()
-        for entry in list(os.scandir(folder)):
-            if entry.path not in wanted:
-                recorder.take_away(entry.path)
-                outcome.removed += 1
-            elif entry.is_dir(follow_symlinks=False):
-                todo.append(entry.path)
-
-
-def _clear(path: str, recorder: store.Recorder, *, keep_folder: bool) -> None:
-    """Whatever stands at `path` moves into the undo's checkpoint (nothing there is recorded as
-    such, for a redo to remove what undo puts); the folder above is made if gone."""
-    if not (keep_folder and os.path.isdir(path) and not os.path.islink(path)):
-        recorder.take_away(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-
-
-def _put_folder(path: str, entry: dict[str, object], recorder: store.Recorder) -> None:
-    _clear(path, recorder, keep_folder=True)
-    if not os.path.isdir(path):
-        os.mkdir(path, 0o700)
-    _set_meta(path, entry)
-
-
-def _move(data: str, path: str) -> None:
+    folder, name = beneath.open_parent(path, recorder.roots)
     try:
-        os.rename(data, path)
-    except OSError as exc:
-        import errno
+        listing = beneath.open_listing(name, folder)
+    finally:
+        os.close(folder)
+    try:
+        unwanted = [inner for inner, info, _folder, _name in store.walk(listing, path) if inner not in wanted]
+    finally:
+        os.close(listing)
+    for inner in unwanted:  # a folder before what it holds: taking it away takes them too
+        if not recorder.covered(inner):
+            recorder.take_away(inner)
+            outcome.removed += 1
 
-        if exc.errno != errno.EXDEV:
-            raise
-        store.copy_any(data, path)
-        store.remove_any(data)
 
-
-def _set_meta(path: str, entry: dict[str, object]) -> None:
-    _set_owner(path, entry)
+def _mode(entry: dict[str, object]) -> int:
     mode = entry.get("m")
-    if isinstance(mode, int) and not os.path.islink(path):
-        os.chmod(path, stat.S_IMODE(mode))
-    mtime = entry.get("t")
-    if isinstance(mtime, int) and not os.path.islink(path):
+    return stat.S_IMODE(mode) if isinstance(mode, int) else 0o644
+
+
+def _set_meta(folder: int, name: str, entry: dict[str, object]) -> None:
+    """Owner (as root), mode and mtime, on the entry itself: through an O_PATH fd, never a link's target."""
+    uid, gid = entry.get("u"), entry.get("g")
+    if os.geteuid() == 0 and isinstance(uid, int) and isinstance(gid, int):
         try:
-            os.utime(path, ns=(mtime, mtime))
+            os.chown(name, uid, gid, dir_fd=folder, follow_symlinks=False)
         except OSError:
             pass
-
-
-def _set_owner(path: str, entry: dict[str, object]) -> None:
-    uid, gid = entry.get("u"), entry.get("g")
-    if os.geteuid() != 0 or not isinstance(uid, int) or not isinstance(gid, int):
-        return
+    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
     try:
-        os.lchown(path, uid, gid)
-    except OSError:
-        pass
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            return
+        magic = f"/proc/self/fd/{fd}"
+        if isinstance(entry.get("m"), int):
+            os.chmod(magic, _mode(entry))
+        mtime = entry.get("t")
+        if isinstance(mtime, int):
+            try:
+                os.utime(magic, ns=(mtime, mtime))
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
 
 
 def _same_inode(entry: dict[str, object]) -> tuple[int, int] | None:

@@ -1,21 +1,22 @@
 """One run's checkpoint, recorded as the run goes.
 
 Each path the run changes is recorded once, just before its first change, as
-what it was then: absent, a file (its content kept in the checkpoint's data
-folder), a link, a folder, or a whole tree moved away. A path under one that
-was absent or recorded whole needs nothing more: undo puts that one back
-whole. The content is kept as cheaply as the change allows:
+what it was then: absent, a file, a link, a folder, or a whole tree. A path
+under one that was absent or recorded whole needs nothing more: undo puts that
+one back whole. The content is kept as cheaply as the change allows:
 - a file about to be removed, renamed or replaced keeps its inode, by a hard
   link into the data folder (no copy);
-- a file about to be written in place, or truncated, is copied (a reflink
-  where the filesystem has them; the kernel copies, without reading it here);
-- a large file about to be truncated keeps its inode instead: it is linked
-  into the data folder and an empty file of the same mode takes its name, which
-  the run then opens (truncating an empty file is what the run asked for);
-  below COPY_BELOW a copy costs less than making a new inode;
+- a file about to be written in place, or truncated, is copied into the run's
+  one pack file (a reflink where the filesystem has them; the kernel copies,
+  without reading it here): a new inode for each copy costs more than the copy;
 - the data folder on another filesystem than the file: a copy.
 An inode kept by a link and then written in place (through another name, or
 after a rename) is first copied, so what the checkpoint holds never changes.
+
+Nothing here ever changes a file of the run's places: it links, copies and
+reads, each through the folder opened beneath its place without a link
+(beneath.py), so a sandbox that swaps a folder for a link meanwhile makes it
+read nothing else.
 
 The records are appended to one file, each before its change goes on, so a
 run killed halfway leaves a checkpoint that covers every change it made. A run
@@ -30,6 +31,8 @@ import os
 import stat
 import time
 
+from stockade.checkpoints import beneath
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -41,7 +44,6 @@ META = "run.json"
 DATA = "data"
 FICLONE = 0x40049409  # ioctl: share the source's extents (btrfs, xfs), where the filesystem can
 PACK = "pack"
-COPY_BELOW = 4 * 1024 * 1024  # a truncated file this small is copied (bench/RESULTS.md, checkpoints)
 
 # how a path is about to change (what the caller saw the run ask for)
 WRITE = "write"  # opened for writing, not truncated
@@ -111,7 +113,8 @@ class Recorder:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self.records_fd = fd
             self._data_dev = os.stat(os.path.join(self.run_dir, DATA)).st_dev
-            write_meta(self.run_dir, {**self.meta, "number": self.number, "started": time.time(), "pid": os.getpid()})
+            meta = {**self.meta, "number": self.number, "started": time.time(), "pid": os.getpid(), "roots": list(self.roots)}
+            write_meta(self.run_dir, meta)
         except OSError as exc:
             self.failed = f"{self.folder}: {exc.strerror or exc}"
             return False
@@ -153,58 +156,89 @@ class Recorder:
                 return False
 
     def changing(self, path: str, how: str) -> None:
-        """`path` (a host path, absolute and normalised) is about to change as `how` says."""
-        if how == CREATE and self.kinds.get(path) is None and not self.covered(path) and os.path.lexists(path):
-            return  # before the run's folder is made: most creating opens find their file there
+        """`path` (a host path, absolute and normalised, under one of `roots`) is about to change as
+        `how` says."""
         known = self.kinds.get(path)
-        if known is not None or self.covered(path):
-            if how in WRITES:
-                self._unshare(path)
-            if known == "dir" and how in (MOVE, RMDIR, REMOVE):
-                self._record_tree(path, os.lstat(path) if os.path.lexists(path) else None)
-            return
-        if not self._open():
+        covered = known is not None or self.covered(path)
+        if covered and how not in WRITES and not (known == "dir" and how in (MOVE, RMDIR, REMOVE)):
             return
         try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            self._record({"p": path, "k": "absent"})
-            return
+            folder, name = beneath.open_parent(path, self.roots)
         except OSError as exc:
-            self._lose(path, exc.strerror or str(exc))
+            if not covered and exc.errno != errno.ENOENT:
+                self.lose(path, exc.strerror or str(exc))  # a link where a folder was: nothing is read through it
+            elif not covered and how != CREATE:
+                self.lose(path, "its folder is gone")
+            elif not covered and self._open():
+                self._record({"p": path, "k": "absent"})
             return
-        if how == CREATE:
+        try:
+            self._changing(path, how, folder, name, known, covered)
+        finally:
+            os.close(folder)
+
+    def _changing(self, path: str, how: str, folder: int, name: str, known: str | None, covered: bool) -> None:
+        try:
+            info: os.stat_result | None = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            if not covered:
+                self.lose(path, exc.strerror or str(exc))
+            return
+        if covered:
+            if how in WRITES and info is not None:
+                self._unshare(info)
+            if known == "dir" and info is not None and stat.S_ISDIR(info.st_mode):
+                self._record_tree(path, info, folder, name)
+            return
+        if info is not None and how == CREATE:
             return  # the name is taken: the call fails, or (O_CREAT) opens it as it stands
-        if stat.S_ISDIR(info.st_mode):
+        if not self._open():
+            return
+        if info is None:
+            self._record({"p": path, "k": "absent"})
+        elif stat.S_ISDIR(info.st_mode):
             if how == META_CHANGE:
                 self._record({"p": path, "k": "dir", **_meta(info)})
             elif how in (MOVE, RMDIR, REMOVE):
-                self._record_tree(path, info)
-            return
-        if how in WRITES:
-            self._unshare(path)
-        self._record_one(path, info, how)
+                self._record_tree(path, info, folder, name)
+        else:
+            if how in WRITES:
+                self._unshare(info)
+            self._record_one(path, info, how, folder, name)
 
     def take_away(self, path: str) -> None:
         """Undo's own: move `path` (whatever it is, a tree whole) into the checkpoint, recorded as
-        moved, unless it is covered already; the caller then puts something else there."""
-        if self.covered(path) or not os.path.lexists(path):
-            if not self.covered(path) and path not in self.kinds and self._open():
-                self._record({"p": path, "k": "absent"})
+        moved, unless it is covered already; nothing there is recorded as absent. The caller then
+        puts something else there."""
+        if self.covered(path):
             return
         if not self._open():
             raise OSError(errno.EIO, self.failed)
-        info = os.lstat(path)
-        name = self._data_name()
         try:
-            os.rename(path, self._data(name))
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-            copy_any(path, self._data(name))
-            remove_any(path)
-        self.size += _size_of(self._data(name))
-        self._record({"p": path, "k": "moved", "d": name, **_meta(info)})
+            folder, name = beneath.open_parent(path, self.roots)
+        except FileNotFoundError:
+            if path not in self.kinds:
+                self._record({"p": path, "k": "absent"})
+            return
+        try:
+            try:
+                info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:
+                if path not in self.kinds:
+                    self._record({"p": path, "k": "absent"})
+                return
+            data = self._data_name()
+            data_folder = os.open(os.path.join(self.run_dir, DATA), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.rename(name, data, src_dir_fd=folder, dst_dir_fd=data_folder)
+            finally:
+                os.close(data_folder)
+            self.size += _size_of(self._data(data))
+            self._record({"p": path, "k": "moved", "d": data, **_meta(info)})
+        finally:
+            os.close(folder)
 
     def lose(self, path: str, why: str) -> None:
         """Say that `path` changes and cannot be kept (the caller could not see it)."""
@@ -218,10 +252,10 @@ class Recorder:
         self.lost.append(path)
         self._record({"p": path, "k": "lost", "why": why})
 
-    def _record_one(self, path: str, info: os.stat_result, how: str) -> None:
+    def _record_one(self, path: str, info: os.stat_result, how: str, folder: int, name: str) -> None:
         if stat.S_ISLNK(info.st_mode):
             try:
-                target = os.readlink(path)
+                target = os.readlink(name, dir_fd=folder)
             except OSError as exc:
                 self._lose(path, exc.strerror or str(exc))
                 return
@@ -237,13 +271,11 @@ class Recorder:
             self._lose(path, f"over the checkpoint's size limit ({info.st_size} bytes)")
             return
         try:
-            where = self._keep(path, info, how)
+            where = self._keep(info, how, folder, name)
         except OSError as exc:
             self._lose(path, exc.strerror or str(exc))
             return
         self._record({"p": path, "k": "file", **where, **_meta(info)})
-        if how == TRUNCATE_OPEN and "d" in where:
-            self._replace_with_empty(path, info, str(where["d"]))
         if how in WRITES and info.st_nlink > 1:  # the write changes the file under its other names too
             for other, other_info in self._other_names(path, info):
                 if other not in self.kinds and not self.covered(other):
@@ -253,75 +285,68 @@ class Recorder:
         """The file's other names in the places the run writes (a walk: files with more names are few)."""
         found: list[tuple[str, os.stat_result]] = []
         for root in self.roots:
-            for inner, inner_info in _walk(root):
-                if inner_info.st_ino == info.st_ino and inner_info.st_dev == info.st_dev and inner != path:
-                    found.append((inner, inner_info))
-                    if len(found) >= info.st_nlink - 1:
-                        return found
+            try:
+                top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                for inner, inner_info, _folder, _name in walk(top, root):
+                    if inner_info.st_ino == info.st_ino and inner_info.st_dev == info.st_dev and inner != path:
+                        found.append((inner, inner_info))
+                        if len(found) >= info.st_nlink - 1:
+                            return found
+            finally:
+                os.close(top)
         return found
 
-    def _keep(self, path: str, info: os.stat_result, how: str) -> dict[str, object]:
-        """Keep `path`'s content: {"d": name} (the inode itself, linked into the data folder) or
-        {"o": offset, "n": length} (copied into the pack, one file for all the run's copies: a new
-        inode for each would cost more than the copy)."""
-        replace = how == TRUNCATE_OPEN and info.st_size >= COPY_BELOW and info.st_nlink == 1 and _writable_inside(info) and not _has_xattrs(path)
-        if info.st_dev == self._data_dev and (how not in WRITES or replace):
-            name = self._data_name()
+    def _keep(self, info: os.stat_result, how: str, folder: int, name: str) -> dict[str, object]:
+        """Keep the file's content: {"d": data name} (the inode itself, linked into the data folder)
+        or {"o": offset, "n": length} (copied into the pack)."""
+        if info.st_dev == self._data_dev and how not in WRITES:
+            data = self._data_name()
             try:
-                os.link(path, self._data(name), follow_symlinks=False)
+                os.link(name, self._data(data), src_dir_fd=folder, follow_symlinks=False)
             except OSError:
                 pass
             else:
-                if how != TRUNCATE_OPEN:
-                    self.linked.setdefault((info.st_dev, info.st_ino), []).append(name)
-                self.size += info.st_blocks * 512
-                return {"d": name}
-        offset, length = self._pack(path)
+                if self._same(self._data(data), info):
+                    self.linked.setdefault((info.st_dev, info.st_ino), []).append(data)
+                    self.size += info.st_blocks * 512
+                    return {"d": data}
+                os.unlink(self._data(data))  # swapped meanwhile: not the file that was looked at
+        offset, length = self._pack(info, folder, name)
         self.size += length
         return {"o": offset, "n": length}
 
-    def _pack(self, path: str) -> tuple[int, int]:
+    @staticmethod
+    def _same(path: str, info: os.stat_result) -> bool:
+        try:
+            now = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
+
+    def _pack(self, info: os.stat_result, folder: int, name: str) -> tuple[int, int]:
         """Append the file's content to the pack, at a block boundary (a filesystem with reflinks
         then shares the extents); (offset, length)."""
-        if self._pack_fd < 0:
-            self._pack_fd = os.open(os.path.join(self.run_dir, PACK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        offset = self._pack_end
-        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
         try:
+            opened = os.fstat(source)
+            if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+                raise OSError(errno.ESTALE, "it changed while it was kept")
+            if self._pack_fd < 0:
+                self._pack_fd = os.open(os.path.join(self.run_dir, PACK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            offset = self._pack_end
             length = _copy_range(source, self._pack_fd, offset)
         finally:
             os.close(source)
         self._pack_end = offset + (length + 4095) // 4096 * 4096
         return offset, length
 
-    def _replace_with_empty(self, path: str, info: os.stat_result, name: str) -> None:
-        """The truncating open's cheap path: an empty file of the same mode and owner takes the name
-        (the data folder keeps the inode). Where that cannot be made, the inode is copied instead."""
-        folder = os.path.dirname(path)
-        temporary = os.path.join(folder, f".stockade-new-{os.getpid()}-{name}")
-        try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            try:
-                if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
-                    os.fchown(fd, info.st_uid, info.st_gid)
-                os.fchmod(fd, stat.S_IMODE(info.st_mode))
-            finally:
-                os.close(fd)
-            os.rename(temporary, path)
-        except OSError:
-            _unlink_quietly(temporary)
-            self._unshare_data(name)  # the run truncates the inode itself: the checkpoint keeps a copy
-
-    def _unshare(self, path: str) -> None:
+    def _unshare(self, info: os.stat_result) -> None:
         """Before a write in place: an inode the checkpoint holds by a link gets a copy of its own."""
-        if not self.linked:
-            return
-        try:
-            info = os.stat(path)
-        except OSError:
-            return
-        for name in self.linked.pop((info.st_dev, info.st_ino), ()):
-            self._unshare_data(name)
+        for data in self.linked.pop((info.st_dev, info.st_ino), ()):
+            self._unshare_data(data)
 
     def _unshare_data(self, name: str) -> None:
         """The data folder's link becomes a copy of its own (the inode is about to change)."""
@@ -333,19 +358,25 @@ class Recorder:
         except OSError:
             _unlink_quietly(copy)
 
-    def _record_tree(self, path: str, info: os.stat_result | None) -> None:
+    def _record_tree(self, path: str, info: os.stat_result, folder: int, name: str) -> None:
         """A folder about to be removed or renamed: it and everything in it not recorded yet, kept
         by links (files), and recorded whole."""
         first = self.modes.get(path)
-        if info is None:
-            return
-        for inner, inner_info in _walk(path):
-            if inner in self.kinds or self.covered(inner):
-                continue
-            if stat.S_ISDIR(inner_info.st_mode):
-                self._record({"p": inner, "k": "dir", **_meta(inner_info)})
-            else:
-                self._record_one(inner, inner_info, MOVE)
+        try:
+            listing = beneath.open_listing(name, folder)
+        except OSError:
+            listing = -1
+        if listing >= 0:
+            try:
+                for inner, inner_info, inner_folder, inner_name in walk(listing, path):
+                    if inner in self.kinds or self.covered(inner):
+                        continue
+                    if stat.S_ISDIR(inner_info.st_mode):
+                        self._record({"p": inner, "k": "dir", **_meta(inner_info)})
+                    else:
+                        self._record_one(inner, inner_info, MOVE, inner_folder, inner_name)
+            finally:
+                os.close(listing)
         meta = {key: value for key, value in (first or _meta(info)).items() if key in ("m", "u", "g", "t")}
         self._record({"p": path, "k": "tree", **meta})
 
@@ -423,40 +454,30 @@ def _meta(info: os.stat_result) -> dict[str, object]:
     return meta
 
 
-def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
-    """Everything under `root` (not root itself), folders before what they hold; links not followed."""
-    todo = [root]
-    while todo:
-        folder = todo.pop()
+def walk(listing: int, path: str) -> Iterator[tuple[str, os.stat_result, int, str]]:
+    """(path, its lstat, the fd of its folder, its name) of everything under the folder open at
+    `listing` (named `path`), folders before what they hold; links never followed, each folder
+    opened from the one above it."""
+    try:
+        entries = list(os.scandir(listing))
+    except OSError:
+        return
+    for entry in entries:
         try:
-            entries = list(os.scandir(folder))
+            info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        for entry in entries:
+        inner = path.rstrip("/") + "/" + entry.name
+        yield inner, info, listing, entry.name
+        if stat.S_ISDIR(info.st_mode):
             try:
-                info = entry.stat(follow_symlinks=False)
+                child = beneath.open_listing(entry.name, listing)
             except OSError:
                 continue
-            yield entry.path, info
-            if stat.S_ISDIR(info.st_mode):
-                todo.append(entry.path)
-
-
-def _writable_inside(info: os.stat_result) -> bool:
-    """Whether the sandbox's process may open the file for writing: by its mode bits alone, for
-    the sandbox holds no capability, root's neither (os.access would answer for root outside)."""
-    if info.st_uid == os.geteuid():
-        return bool(info.st_mode & stat.S_IWUSR)
-    if info.st_gid == os.getegid() or info.st_gid in os.getgroups():
-        return bool(info.st_mode & stat.S_IWGRP)
-    return bool(info.st_mode & stat.S_IWOTH)
-
-
-def _has_xattrs(path: str) -> bool:
-    try:
-        return bool(os.listxattr(path, follow_symlinks=False))
-    except OSError:
-        return False
+            try:
+                yield from walk(child, inner)
+            finally:
+                os.close(child)
 
 
 def _copy_file(source: str, target: str) -> None:
@@ -506,11 +527,11 @@ def _copy_range(source: int, target: int, offset: int) -> int:
         done += count
 
 
-def unpack(pack: str, offset: int, length: int, target: str) -> None:
-    """A new file at `target` (which must not exist) holding the pack's bytes at offset."""
+def unpack(pack: str, offset: int, length: int, folder: int, name: str) -> None:
+    """A new file `name` in `folder` (it must not exist) holding the pack's bytes at offset."""
     source = os.open(pack, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
         try:
             done = 0
             while done < length:
@@ -538,16 +559,6 @@ def _copy_by_reading(src: str | int, dst: int) -> None:
         os.write(dst, chunk)
 
 
-def copy_any(source: str, target: str) -> None:
-    """A whole path (file, link, tree) copied to another filesystem, modes and times kept."""
-    import shutil
-
-    if os.path.isdir(source) and not os.path.islink(source):
-        shutil.copytree(source, target, symlinks=True)
-    else:
-        shutil.copy2(source, target, follow_symlinks=False)
-
-
 def remove_any(path: str) -> None:
     import shutil
 
@@ -564,7 +575,14 @@ def _size_of(path: str) -> int:
         return 0
     if not stat.S_ISDIR(info.st_mode):
         return info.st_blocks * 512
-    return sum(inner.st_blocks * 512 for _path, inner in _walk(path))
+    total = 0
+    for folder, _names, files in os.walk(path):  # the checkpoint's own folder: nobody else writes it
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
 
 
 def _unlink_quietly(path: str) -> None:

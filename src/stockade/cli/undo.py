@@ -134,8 +134,10 @@ def undo(
         if target is None:
             print(f"stockade: nothing to undo in {shown(project)}: no run's checkpoint is left that was not undone")
             raise typer.Exit(1)
-        if target.live():
-            raise UsageError(f"run {target.number} is still going; undo it once it has ended")
+        going = [run.number for run in found if run.live()]
+        if going:
+            numbers = ", ".join(str(number) for number in going)
+            raise UsageError(f"a run is still going in this project (run {numbers}); undo once it has ended")
         if target.undone_by is not None:
             again = f"; `stockade undo {target.undone_by}` redoes it" if target.undone_by else ""
             print(f"stockade: run {target.number} was undone already{again}")
@@ -163,7 +165,9 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
     redo = target.kind == "undo" and target.meta.get("redoes") is None
     if redo:  # undoing an undo makes the run's changes again: this checkpoint then stands for that run
         meta["redoes"] = target.meta.get("undoes")
-    recorder = store.Recorder(folder, project, restore.UNLIMITED, meta)
+    roots = target.meta.get("roots")
+    places = tuple(str(root) for root in roots) if isinstance(roots, list) and roots else (project,)
+    recorder = store.Recorder(folder, project, restore.UNLIMITED, meta, places)
     try:
         outcome = restore.undo(target, recorder)
     finally:
@@ -175,8 +179,10 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
         what = f"run {target.meta.get('redoes')} (done again)" if target.meta.get("redoes") is not None else f"run {target.number}"
         again = f"; `stockade undo {recorder.number}` makes them again" if recorder.number else ""
         print(f"stockade: {what} undone: {outcome.restored} put back, {outcome.removed} removed{again}")
+    failed = dict(line.split(": ", 1) for line in outcome.failed)
     for path in outcome.lost:
-        print(f"stockade: could not put back {_relative(path, project)}: the run's checkpoint did not keep it")
+        why = failed.get(path, "the run's checkpoint did not keep it")
+        print(f"stockade: could not put back {_relative(path, project)}: {why}")
 
 
 def _lock(folder: str) -> int:

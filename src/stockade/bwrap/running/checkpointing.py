@@ -104,10 +104,6 @@ class Places:
         """The host folders and files the sandbox writes through its binds."""
         return tuple(dict.fromkeys(source for _dest, source in self.mounts if source is not None))
 
-    def mount_point(self, inside: str) -> bool:
-        """Something is mounted right at `inside` (a file bound on its own)."""
-        return any(dest == inside for dest, _source in self.mounts)
-
 
 class Checkpointing:
     """One run's watch: made before the fork, `child` in the forked child, `attach` once bwrap runs,
@@ -344,10 +340,7 @@ class Checkpointing:
             os.close(root)
         if found is None or not self._still_waiting(ident):
             return
-        host, seen = found
-        if how == store.TRUNCATE_OPEN and self.places.mount_point(seen):
-            how = store.TRUNCATE  # a bind's own file keeps its inode: the sandbox writes that one
-        self.recorder.changing(host, how)
+        self.recorder.changing(found[0], how)
 
     def _host_of(self, root: int, inside: str, follow: bool) -> tuple[str, str] | None:
         """(the host's path, the sandbox's) of what `inside` names, or None when it is not the user's."""
