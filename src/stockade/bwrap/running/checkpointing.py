@@ -22,7 +22,6 @@ import _thread  # not `threading`, which costs 3 ms to import on every run
 import errno
 import fcntl
 import os
-import stat
 import struct
 
 from stockade.bwrap.parts import write_notify
@@ -375,21 +374,18 @@ class Checkpointing:
         """The host's and the sandbox's path of `fd` (then `name` in it), if it is on a writable
         mount, mapped to the host by a writable bind of the user's, and the same file there."""
         try:  # a read-only mount's bind has no host path in `places`
-            inside = os.readlink(f"/proc/self/fd/{fd}")
-            host = self.places.host_path(inside)
+            folder = os.readlink(f"/proc/self/fd/{fd}")
+            inside = folder.rstrip("/") + "/" + name if name else folder
+            host = self.places.host_path(inside)  # `name` may be a mount of its own (a staged .git)
             if host is None:
                 return None
             seen = os.fstat(fd)
             try:
-                there = os.lstat(host)
+                there = os.lstat(os.path.dirname(host) if name else host)
             except OSError:
                 return None
             if (seen.st_dev, seen.st_ino) != (there.st_dev, there.st_ino):
-                return None
-            if name:
-                if not stat.S_ISDIR(there.st_mode):
-                    return None
-                return host.rstrip("/") + "/" + name, inside.rstrip("/") + "/" + name
+                return None  # not the folder, or file, the sandbox sees there
             return host, inside
         finally:
             os.close(fd)
