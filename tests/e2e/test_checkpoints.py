@@ -68,6 +68,7 @@ def test_rm_rf_is_undone_byte_for_byte(vbox: Box) -> None:
     before = snapshot(vbox.project)
     run = vbox.run("rm -rf src && echo GONE")
     assert "GONE" in run.stdout and not (vbox.project / "src").exists(), run
+    assert "stockade: this run removed 9 paths; `stockade undo` puts back everything it changed" in run.stderr, run
     undo = stockade(vbox, "undo")
     assert undo.returncode == 0, undo
     assert snapshot(vbox.project) == before

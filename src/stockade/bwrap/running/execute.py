@@ -449,6 +449,11 @@ class Checkpoint:
             pass
         if self.recorder.failed:
             say(f"stockade: this run's checkpoint is incomplete: {self.recorder.failed}")
+        counts = meta.get("counts")
+        removed = counts.get("removed", 0) if isinstance(counts, dict) else 0
+        if removed and not launch.quiet:  # what a user who just watched files vanish wants to know
+            paths = "path" if removed == 1 else "paths"
+            say(f"stockade: this run removed {removed} {paths}; `stockade undo` puts back everything it changed (run {self.recorder.number})")
 
 
 class StartFailed(SandboxSetupError):
