@@ -182,7 +182,7 @@ def test_undo_keeps_the_user_s_other_edits_and_undo_twice_walks_back(vbox: Box) 
     assert stockade(vbox, "undo").returncode == 0
     assert snapshot(vbox.project) == {**before, "mine.txt": snapshot(vbox.project)["mine.txt"]}
     third = stockade(vbox, "undo")
-    assert third.returncode == 1 and "nothing to undo" in third.stdout, third
+    assert third.returncode == 1 and "nothing left to undo" in third.stdout, third
 
 
 def test_a_path_changed_since_the_run_stops_undo_and_force_keeps_it(vbox: Box) -> None:

@@ -28,6 +28,18 @@ class Run:
         return str(self.meta.get("kind", "run"))
 
     @property
+    def run(self) -> int:
+        """The run whose changes this checkpoint is about: its own number, or the run an undo undid
+        or a redo made again."""
+        value = self.meta.get("run", self.meta.get("redoes", self.meta.get("undoes")))
+        return value if isinstance(value, int) and self.kind == "undo" else self.number
+
+    @property
+    def redo(self) -> bool:
+        """An undo of an undo: the run's changes made again."""
+        return self.kind == "undo" and self.meta.get("redoes") is not None
+
+    @property
     def undone_by(self) -> int | None:
         value = self.meta.get("undone_by")
         return value if isinstance(value, int) else None
@@ -157,9 +169,19 @@ def latest_undoable(history: list[Run]) -> Run | None:
     """The last change nobody undid: a run's, or a redo's (an undo of an undo, which made a run's
     changes again; the run's own checkpoint went back into the project at its undo)."""
     for run in reversed(history):
-        if (run.kind == "run" or run.meta.get("redoes") is not None) and run.undone_by is None and not run.live():
+        if (run.kind == "run" or run.redo) and run.undone_by is None and not run.live():
             return run
     return None
+
+
+def last_of(run: Run, history: list[Run]) -> Run:
+    """Where a chain of undos and redos from `run` ends: the entry nobody undid."""
+    by_number = {entry.number: entry for entry in history}
+    seen = {run.number}
+    while run.undone_by is not None and run.undone_by in by_number and run.undone_by not in seen:
+        run = by_number[run.undone_by]
+        seen.add(run.number)
+    return run
 
 
 def prune(state_dir: str, project: str, max_size: int, max_age: float, keep: int = 0) -> None:

@@ -98,8 +98,11 @@ def undo(run: Run, recorder: store.Recorder) -> Outcome:
     for path, entry in sorted(records.items(), key=lambda item: -_depth(item[0])):
         kind = entry.get("k")
         there = _kind_at(path, recorder.roots)
-        if kind in ("tree", "moved"):
-            _clear_tree(path, wanted, recorder, outcome, whole=kind == "moved" or there not in (None, "dir"))
+        if kind == "moved":
+            if there is not None:
+                recorder.take_away(path)  # replaced by what the checkpoint holds: not counted as removed
+        elif kind == "tree":
+            _clear_tree(path, wanted, recorder, outcome, whole=there not in (None, "dir"))
         elif there is None or (kind == "dir" and there == "dir"):
             continue
         else:

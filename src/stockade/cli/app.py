@@ -95,7 +95,9 @@ app.command(
 app.command(name="approve", help="Answer the requests a run holds for you (list and ask, or ID ANSWER; --watch keeps asking).")(approve.approve)
 app.command(name="trust", help="Trust a project policy (record its hash), or --revoke that trust.")(trust.trust)
 app.command(name="runs", help="List the runs that changed this project (RUN: what one changed), newest last.")(undo.runs)
-app.command(name="undo", help="Put back what the last run changed in this project (RUN: a given one); a second undo redoes it.")(undo.undo)
+app.command(
+    name="undo", help="Put back what the last run changed in this project (RUN: a given one); undoing that undo makes the run's changes again."
+)(undo.undo)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(
     install.install

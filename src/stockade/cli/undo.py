@@ -48,10 +48,10 @@ def _when(moment: float) -> str:
 
 
 def _command_words(run: history.Run) -> str:
-    if run.meta.get("redoes") is not None:
-        return f"(run {run.meta.get('redoes')} done again)"
+    if run.redo:
+        return f"(run {run.run} made again)"
     if run.kind == "undo":
-        return f"(undo of run {run.meta.get('undoes')})"
+        return f"(undo of run {run.run})"
     import shlex
 
     return shown(shlex.join(run.command)) if run.command else "?"
@@ -69,22 +69,30 @@ def _relative(path: str, project: str) -> str:
     return shown(os.path.relpath(path, project) if store.within(path, project) else path)
 
 
+def _number(word: str) -> int:
+    if not word.isdigit():
+        raise UsageError(f"RUN is a run's number as `stockade runs` lists them, not {word!r}")
+    return int(word)
+
+
 def _find(found: list[history.Run], number: int) -> history.Run:
     for run in found:
         if run.number == number:
             return run
-    known = ", ".join(str(run.number) for run in found[-5:]) or "none"
+    if not found:
+        raise UsageError(f"no run {number}: no run has a checkpoint in this project")
+    known = ", ".join(str(run.number) for run in found[-5:])
     raise UsageError(f"no run {number} has a checkpoint in this project (the latest: {known}); `stockade runs` lists them")
 
 
 def runs(
-    run: Annotated[int | None, typer.Argument(help="A run's number: what it changed, path by path.", metavar="RUN")] = None,
+    run: Annotated[str | None, typer.Argument(help="A run's number: what it changed, path by path.", metavar="RUN")] = None,
 ) -> None:
     state = str(locate().state)
     project = _project(state)
     found = history.runs(state, project)
     if run is not None:
-        _show_one(_find(found, run), project)
+        _show_one(_find(found, _number(run)), project)
         return
     if not found:
         print(f"stockade: no run has changed {shown(project)} yet (or their checkpoints were pruned)")
@@ -96,7 +104,7 @@ def runs(
         exit_words = "killed" if entry.meta.get("killed") else (f"exit {status}" if isinstance(status, int) else "")
         tail = ", ".join(word for word in (exit_words, state_words) if word)
         print(f"{entry.number:>5}  {_when(entry.started):<15} {_counts(entry):<32} {_command_words(entry)}{f'  ({tail})' if tail else ''}")
-    print("`stockade runs RUN` names a run's paths; `stockade undo` puts back the state before the last run")
+    print("`stockade runs RUN` names a run's paths; `stockade undo` puts back what the last run not undone changed")
 
 
 def _show_one(run: history.Run, project: str) -> None:
@@ -117,9 +125,11 @@ def _show_one(run: history.Run, project: str) -> None:
 
 
 def undo(
-    run: Annotated[int | None, typer.Argument(help="The run to undo (default: the last one not undone).", metavar="RUN")] = None,
+    run: Annotated[
+        str | None, typer.Argument(help="The run to undo, or an undo to take back (default: the last run not undone).", metavar="RUN")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Undo even over paths changed since (they are kept in the undo's checkpoint).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what undo would do, and do nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what undo would do and what stops it, and do nothing.")] = False,
 ) -> None:
     state = str(locate().state)
     project = _project(state)
@@ -130,41 +140,67 @@ def undo(
     lock = _lock(folder)
     try:
         found = history.runs(state, project)
-        target = _find(found, run) if run is not None else history.latest_undoable(found)
+        target = _find(found, _number(run)) if run is not None else history.latest_undoable(found)
         if target is None:
-            print(f"stockade: nothing to undo in {shown(project)}: no run's checkpoint is left that was not undone")
+            last = found[-1] if found else None
+            if last is not None and last.kind == "undo" and not last.redo and last.undone_by is None:
+                print(
+                    f"stockade: nothing left to undo in {shown(project)}: the last change was undo {last.number} of run {last.run}; "
+                    f"`stockade undo {last.number}` makes run {last.run}'s changes again"
+                )
+            else:
+                print(f"stockade: nothing to undo in {shown(project)}: every run's checkpoint left is undone")
             raise typer.Exit(1)
         going = [run.number for run in found if run.live()]
         if going:
             numbers = ", ".join(str(number) for number in going)
             raise UsageError(f"a run is still going in this project (run {numbers}); undo once it has ended")
         if target.undone_by is not None:
-            again = f"; `stockade undo {target.undone_by}` redoes it" if target.undone_by else ""
-            print(f"stockade: run {target.number} was undone already{again}")
+            print(_already(target, found))
             raise typer.Exit(1)
+        problems = restore.conflicts(target, found)
         if dry_run:
             for path, what in restore.plan(target):
                 print(f"  {what:<10} {_relative(path, project)}")
-            return
-        problems = restore.conflicts(target, found)
         if problems and not force:
             for path, why in problems:
                 print(f"  {_relative(path, project)}: {why}")
+            paths = f"{len(problems)} path{'s' if len(problems) != 1 else ''}"
             print(
-                f"stockade: undo of run {target.number} stopped: {len(problems)} path{'s' if len(problems) != 1 else ''} changed since; "
-                "`stockade undo --force` puts the run's checkpoint back over them (what is there now is kept, and a second undo brings it back)"
+                f"stockade: undo of {_named(target)} {'would stop' if dry_run else 'stopped'}: {paths} changed since; "
+                f"`stockade undo {target.number} --force` puts its checkpoint back over them (what is there now is kept in the undo's "
+                "own checkpoint, which `stockade undo` of that undo brings back)"
             )
             raise typer.Exit(1)
+        if dry_run:
+            return
         _undo(target, found, folder, project)
     finally:
         os.close(lock)
 
 
+def _named(entry: history.Run) -> str:
+    if entry.redo:
+        return f"run {entry.run} (made again as {entry.number})"
+    if entry.kind == "undo":
+        return f"undo {entry.number} of run {entry.run}"
+    return f"run {entry.number}"
+
+
+def _already(target: history.Run, found: list[history.Run]) -> str:
+    """Where the chain of undos from `target` ends, and the command that goes one step further."""
+    end = history.last_of(target, found)
+    if end.kind == "undo" and not end.redo:
+        return f"stockade: {_named(target)} was undone already (undo {end.number}); `stockade undo {end.number}` makes run {end.run}'s changes again"
+    return f"stockade: {_named(target)} was undone and made again since (as {end.number}); `stockade undo {end.number}` undoes it"
+
+
 def _undo(target: history.Run, found: list[history.Run], folder: str, project: str) -> None:
-    meta: dict[str, object] = {"kind": "undo", "undoes": target.number, "command": ["stockade", "undo", str(target.number)], "project": project}
-    redo = target.kind == "undo" and target.meta.get("redoes") is None
+    meta: dict[str, object] = {"kind": "undo", "undoes": target.number, "run": target.run, "command": ["stockade", "undo", str(target.number)]}
+    meta["project"] = project
+    redo = target.kind == "undo" and not target.redo
     if redo:  # undoing an undo makes the run's changes again: this checkpoint then stands for that run
-        meta["redoes"] = target.meta.get("undoes")
+        meta["redoes"] = target.run
     roots = target.meta.get("roots")
     places = tuple(str(root) for root in roots) if isinstance(roots, list) and roots else (project,)
     recorder = store.Recorder(folder, project, restore.UNLIMITED, meta, places)
@@ -173,12 +209,12 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
     finally:
         recorder.finish(0)
     target.update(undone_by=recorder.number)
+    done = f"{outcome.restored} put back, {outcome.removed} removed"
     if redo:
-        print(f"stockade: run {target.meta.get('undoes')} done again: {outcome.restored} put back, {outcome.removed} removed")
+        print(f"stockade: run {target.run} made again: {done}; `stockade undo` undoes it again")
     else:
-        what = f"run {target.meta.get('redoes')} (done again)" if target.meta.get("redoes") is not None else f"run {target.number}"
-        again = f"; `stockade undo {recorder.number}` makes them again" if recorder.number else ""
-        print(f"stockade: {what} undone: {outcome.restored} put back, {outcome.removed} removed{again}")
+        again = f"; `stockade undo {recorder.number}` makes its changes again" if recorder.number else ""
+        print(f"stockade: {_named(target)} undone: {done}{again}")
     failed = dict(line.split(": ", 1) for line in outcome.failed)
     for path in outcome.lost:
         why = failed.get(path, "the run's checkpoint did not keep it")
