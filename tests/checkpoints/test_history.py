@@ -65,3 +65,15 @@ def test_pruning_drops_old_and_oversized_checkpoints_but_keeps_the_newest(tmp_pa
         run.update(size=600)
     history.prune(str(tmp_path), str(project), 1000, 7 * 86400, keep=3)
     assert [run.number for run in history.runs(str(tmp_path), str(project))] == [3]
+
+
+def test_an_undo_s_checkpoint_is_never_pruned_for_size(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    _run(tmp_path, project, "a", kind="undo", undoes=1)
+    _run(tmp_path, project, "b")
+    _run(tmp_path, project, "c")
+    for run in history.runs(str(tmp_path), str(project)):
+        run.update(size=600)
+    history.prune(str(tmp_path), str(project), 1000, 7 * 86400, keep=3)  # a run that grew past the limit
+    assert [run.number for run in history.runs(str(tmp_path), str(project))] == [1, 3]

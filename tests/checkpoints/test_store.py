@@ -110,3 +110,52 @@ def test_same_state_ignores_the_inode_and_a_folder_s_mtime() -> None:
     assert not store.same_state(file_before, [0o100000, 1, 11, 5, 0o644])
     assert store.same_state([0o040000, 1, 4096, 5, 0o755], [0o040000, 1, 4096, 9, 0o755])
     assert not store.same_state(None, file_before) and store.same_state(None, None)
+
+
+def test_a_very_deep_folder_is_walked_without_recursion_and_cut(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    folder = project / "deep"
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _level in range(store.MAX_DEPTH + 50):  # deeper than any path a walk could name at once
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    recorder.changing(str(project / "deep"), store.MOVE)
+    lost = [entry for entry in _records(recorder) if entry["k"] == "lost"]
+    assert len(lost) == 1 and "more than" in str(lost[0]["why"])
+    assert recorder.finish(0) is not None
+
+
+def test_the_end_waits_for_a_record_under_way(tmp_path: Path) -> None:
+    import _thread
+
+    recorder, project = _recorder(tmp_path)
+    (project / "f").write_text("x")
+    recorder.changing(str(project / "f"), store.REMOVE)
+    ended = _thread.allocate_lock()
+    ended.acquire()
+    recorder.lock.acquire()  # as the checkpoint's thread holds it while it records
+
+    def finish() -> None:
+        recorder.finish(0)
+        ended.release()
+
+    _thread.start_new_thread(finish, ())
+    assert not ended.acquire(timeout=0.2)  # the end waits
+    recorder.lock.release()
+    assert ended.acquire(timeout=5)
+    recorder.changing(str(project / "g"), store.CREATE)  # after the end: nothing recorded, no error
+    assert str(project / "g") not in recorder.kinds
+
+
+def test_a_failing_rmdir_records_nothing(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    (project / "src").mkdir()
+    (project / "src" / "main.py").write_text("x")
+    recorder.changing(str(project / "src"), store.RMDIR)  # not empty: the call fails
+    assert recorder.kinds == {}

@@ -94,3 +94,22 @@ def test_bad_input_is_one_line_and_the_right_status(project: Path, locations: Lo
 def test_when_says_how_long_ago() -> None:
     now = time.time()
     assert _when(now) == "just now" and _when(now - 125) == "2 minutes ago" and _when(now - 3 * 86400) == "3 days ago"
+
+
+def test_undo_puts_back_a_runs_later_file_only_if_it_was_there_before_the_run(
+    project: Path, locations: Locations, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".envrc").write_text("the user's own\n")
+    time.sleep(0.02)  # the run begins a tick of the coarse clock later
+    recorder = store.Recorder(store.project_folder(str(locations.state), str(project)), str(project), 1 << 30, {"kind": "run"})
+    recorder.changing(str(project / ".envrc"), store.REMOVE)  # there before the run: its record is put back
+    (project / ".envrc").unlink()
+    time.sleep(0.02)  # past the coarse clock's tick
+    (project / ".mise.toml").write_text("[tasks]\nx = 'id'\n")  # made by the run past its record (a race, say)...
+    recorder.changing(str(project / ".mise.toml"), store.REMOVE)  # ...then recorded as if it had been there
+    (project / ".mise.toml").unlink()
+    recorder.finish(0)
+    code, out, _err = run_cli(capsys, "undo")
+    assert code == 0 and (project / ".envrc").read_text() == "the user's own\n", out
+    assert not (project / ".mise.toml").exists()
+    assert "not put back: .mise.toml: a file that runs code later, made or changed by the run itself" in out, out

@@ -332,3 +332,69 @@ def test_undo_never_moves_or_writes_through_a_link_a_later_run_put_in_a_folder_s
     assert key.read_text() == "CANARY-SSH\n" and sorted(os.listdir(vbox.home / ".ssh")) == ["id_test"]
     assert not (vbox.project / "src").is_symlink()  # control: undo did put the folder back, as a folder
     assert (vbox.project / "src" / "id_test").read_text() == "the project's file of that name\n"
+
+
+PLANTED = "echo PWNED\n"
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "echo 'echo PWNED' > /proc/self/cwd/.envrc",  # a path through /proc's link to the cwd
+        "echo 'echo PWNED' > /proc/$$/cwd/.envrc",  # through another process's, by its pid inside
+        "ln -s .envrc l && echo 'echo PWNED' > l && rm l",  # through a link to nothing
+        "mkdir -p .claude && echo 'echo PWNED' > /proc/self/root$PWD/.claude/settings.json && mv .claude/settings.json .envrc",
+    ],
+)
+def test_undo_never_puts_back_a_file_that_runs_code_later_which_the_run_planted(vbox: Box, plant: str) -> None:
+    run = vbox.run(f"{plant}; cat .envrc; chmod 600 .envrc; rm .envrc; rm -rf .claude; echo DONE")
+    assert "PWNED" in run.stdout and "DONE" in run.stdout, run  # control: the run did write it, and hid it from the sweep
+    assert not (vbox.project / ".envrc").exists()
+    undo = stockade(vbox, "undo")
+    assert not (vbox.project / ".envrc").exists(), undo
+    assert not (vbox.project / ".claude" / "settings.json").exists(), undo
+
+
+def test_undo_puts_back_git_s_config_that_stockade_carried_back(vbox: Box) -> None:
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    subprocess.run([git, "init", "-q"], cwd=vbox.project, check=True)
+    before = (vbox.project / ".git" / "config").read_text()
+    run = vbox.run("git remote add origin https://example.invalid/repo.git && git remote")
+    assert run.stdout == "origin\n", run
+    assert "origin" in (vbox.project / ".git" / "config").read_text()  # carried back to the host
+    assert stockade(vbox, "undo").returncode == 0
+    assert (vbox.project / ".git" / "config").read_text() == before
+
+
+def test_a_failed_rmdir_records_nothing_and_undo_keeps_later_work(vbox: Box) -> None:
+    (vbox.project / "src").mkdir()
+    (vbox.project / "src" / "main.py").write_text("main\n")
+    run = vbox.run("rmdir . 2>/dev/null; rmdir src 2>/dev/null; echo changed > notes; true")
+    assert run.returncode == 0, run
+    (vbox.project / "src" / "added.py").write_text("the user's later work\n")
+    (vbox.project / "NEW_WORK.md").write_text("more of it\n")
+    assert stockade(vbox, "undo").returncode == 0
+    assert not (vbox.project / "notes").exists()  # control: the run's own change is undone
+    assert (vbox.project / "src" / "added.py").exists() and (vbox.project / "NEW_WORK.md").exists()
+    assert (vbox.project / "src" / "main.py").read_text() == "main\n"
+
+
+def test_a_bwrap_the_command_runs_is_watched_like_any_program(vbox: Box) -> None:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the preloaded library")
+    source = vbox.project / "evil.c"
+    source.write_text(
+        "#include <stdio.h>\n#include <stdlib.h>\n__attribute__((constructor)) static void plant(void) {\n"
+        '  const char *where = getenv("PLANT"); if (!where) return;\n'
+        '  FILE *f = fopen(where, "w"); if (f) { fputs("planted\\n", f); fclose(f); } exit(0); }\n'
+    )
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(vbox.project / "evil.so"), str(source)], check=True, capture_output=True)
+    bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
+    run = vbox.run(f'PLANT="$PWD/planted.txt" LD_PRELOAD="$PWD/evil.so" {bwrap} --version; echo DONE')
+    assert "DONE" in run.stdout and (vbox.project / "planted.txt").read_text() == "planted\n", run
+    assert "1 new" in stockade(vbox, "runs").stdout  # recorded: that bwrap is the command's, not the sandbox's own
+    assert stockade(vbox, "undo").returncode == 0
+    assert not (vbox.project / "planted.txt").exists()

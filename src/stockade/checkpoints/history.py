@@ -193,7 +193,9 @@ def prune(state_dir: str, project: str, max_size: int, max_age: float, keep: int
     for run in history:
         if run.number == keep or run.live():
             continue
-        if now - run.started > max_age or total > max_size:
+        # an undo's checkpoint holds what the user had before the undo: only age removes it (a run
+        # cannot grow its own checkpoint to have them pruned)
+        if now - run.started > max_age or (total > max_size and run.kind != "undo"):
             total -= run.size
             shutil.rmtree(run.folder, ignore_errors=True)
 

@@ -20,6 +20,8 @@ from stockade.checkpoints import beneath, store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from stockade.checkpoints.history import Run
 
 UNLIMITED = 1 << 62  # an undo keeps everything it replaces
@@ -35,6 +37,7 @@ class Outcome:
         self.removed = 0
         self.lost: list[str] = []
         self.failed: list[str] = []  # why a path could not be put back
+        self.refused: list[tuple[str, str]] = []  # (path, why) of records undo must not put back
 
 
 def conflicts(run: Run, history: list[Run]) -> list[tuple[str, str]]:
@@ -86,10 +89,11 @@ def plan(run: Run) -> list[tuple[str, str]]:
     return [(path, words.get(str(entry.get("k")), "put back")) for path, entry in run.records().items()]
 
 
-def undo(run: Run, recorder: store.Recorder) -> Outcome:
+def undo(run: Run, recorder: store.Recorder, refuse: Callable[[str, dict[str, object]], str | None] | None = None) -> Outcome:
     """Put `run`'s checkpoint back; what stands in the way goes into `recorder` (the undo's own).
     Every path is reached beneath its place without following a link (beneath.py): another run
-    going on meanwhile cannot turn undo's moves toward anything else."""
+    going on meanwhile cannot turn undo's moves toward anything else. `refuse(path, record)` names
+    why a record must not be put back (a file the floor protects that the sandbox recorded)."""
     outcome = Outcome()
     records = {path: entry for path, entry in run.records().items() if beneath.root_of(path, recorder.roots) is not None}
     wanted = _wanted(records)
@@ -115,6 +119,10 @@ def undo(run: Run, recorder: store.Recorder) -> Outcome:
             outcome.lost.append(path)
             continue
         if kind not in ("dir", "tree", "file", "moved", "link", "fifo"):
+            continue
+        why = refuse(path, entry) if refuse is not None and kind not in ("dir", "tree") else None
+        if why is not None:
+            outcome.refused.append((path, why))
             continue
         try:
             _put_back(run, path, entry, recorder, placed)

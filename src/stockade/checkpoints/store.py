@@ -25,6 +25,7 @@ holds a lock on that file while it lives: undo and pruning leave it alone.
 
 from __future__ import annotations
 
+import _thread
 import errno
 import fcntl
 import os
@@ -35,7 +36,9 @@ from stockade.checkpoints import beneath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+    Walked = tuple[str, os.stat_result, int, str]
 
 FOLDER = "checkpoints"
 RECORDS = "records"
@@ -44,6 +47,7 @@ META = "run.json"
 DATA = "data"
 FICLONE = 0x40049409  # ioctl: share the source's extents (btrfs, xfs), where the filesystem can
 PACK = "pack"
+CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module names no constant for it
 
 # how a path is about to change (what the caller saw the run ask for)
 WRITE = "write"  # opened for writing, not truncated
@@ -73,6 +77,10 @@ def within(path: str, place: str) -> bool:
     return path == place or path.startswith(place.rstrip("/") + "/")
 
 
+class Cancelled(Exception):
+    """The call a record was for will not happen (its process is gone)."""
+
+
 class Recorder:
     """The checkpoint of one run (or of one undo): `changing` before each change."""
 
@@ -80,6 +88,8 @@ class Recorder:
         self.folder = folder  # the project's checkpoints folder; the run's own is made at the first change
         self.project = project
         self.roots = roots or (project,)  # where the run writes: other names of a file written in place are there
+        # the kernel's coarse clock, which stamps files: whatever the run makes or changes has a ctime after it
+        self.began = time.clock_gettime_ns(CLOCK_REALTIME_COARSE) if hasattr(time, "clock_gettime_ns") else time.time_ns()
         self.max_size = max_size
         self.meta = meta
         self.run_dir = ""
@@ -96,6 +106,10 @@ class Recorder:
         self._count = 0
         self._pack_fd = -1
         self._pack_end = 0
+        self.lock = _thread.allocate_lock()  # the checkpoint's thread records while the run's end may come
+        self.closed = False
+        self.cancelled: Callable[[], bool] | None = None  # set around one call: whether its caller is gone
+        self.by = ""  # who makes the records now made (changing's `by`)
 
     # -- the run's folder, made on the first change ------------------------------------------
 
@@ -114,6 +128,7 @@ class Recorder:
             self.records_fd = fd
             self._data_dev = os.stat(os.path.join(self.run_dir, DATA)).st_dev
             meta = {**self.meta, "number": self.number, "started": time.time(), "pid": os.getpid(), "roots": list(self.roots)}
+            meta["began"] = self.began
             write_meta(self.run_dir, meta)
         except OSError as exc:
             self.failed = f"{self.folder}: {exc.strerror or exc}"
@@ -127,6 +142,8 @@ class Recorder:
     def _record(self, entry: dict[str, object]) -> None:
         import json
 
+        if self.by:
+            entry["by"] = self.by
         os.write(self.records_fd, (json.dumps(entry, ensure_ascii=True) + "\n").encode())
         path = str(entry["p"])
         self.kinds[path] = str(entry["k"])
@@ -155,9 +172,22 @@ class Recorder:
             if parent in ("/", ""):
                 return False
 
-    def changing(self, path: str, how: str) -> None:
+    def changing(self, path: str, how: str, by: str = "") -> None:
         """`path` (a host path, absolute and normalised, under one of `roots`) is about to change as
-        `how` says."""
+        `how` says; `by="stockade"` for stockade's own acts (git's files carried back), which undo
+        may put back where the floor protects."""
+        with self.lock:
+            if self.closed:
+                return
+            self.by = by
+            try:
+                self._changing_path(path, how)
+            except Cancelled:
+                pass
+            finally:
+                self.by = ""
+
+    def _changing_path(self, path: str, how: str) -> None:
         known = self.kinds.get(path)
         covered = known is not None or self.covered(path)
         if covered and how not in WRITES and not (known == "dir" and how in (MOVE, RMDIR, REMOVE)):
@@ -201,6 +231,8 @@ class Recorder:
         elif stat.S_ISDIR(info.st_mode):
             if how == META_CHANGE:
                 self._record({"p": path, "k": "dir", **_meta(info)})
+            elif how == RMDIR and _holds_entries(folder, name):
+                return  # the call fails (ENOTEMPTY): nothing to keep
             elif how in (MOVE, RMDIR, REMOVE):
                 self._record_tree(path, info, folder, name)
         else:
@@ -216,6 +248,7 @@ class Recorder:
             return
         if not self._open():
             raise OSError(errno.EIO, self.failed)
+        self.by = "stockade"  # the host's state when undo ran: the floor swept the run's long before
         try:
             folder, name = beneath.open_parent(path, self.roots)
         except FileNotFoundError:
@@ -311,7 +344,7 @@ class Recorder:
             else:
                 if self._same(self._data(data), info):
                     self.linked.setdefault((info.st_dev, info.st_ino), []).append(data)
-                    self.size += info.st_blocks * 512
+                    self.size += max(info.st_size, info.st_blocks * 512)  # a copy before a write in place costs the whole
                     return {"d": data}
                 os.unlink(self._data(data))  # swapped meanwhile: not the file that was looked at
         offset, length = self._pack(info, folder, name)
@@ -357,6 +390,8 @@ class Recorder:
             os.rename(copy, data)
         except OSError:
             _unlink_quietly(copy)
+            return
+        self.size += _size_of(data)
 
     def _record_tree(self, path: str, info: os.stat_result, folder: int, name: str) -> None:
         """A folder about to be removed or renamed: it and everything in it not recorded yet, kept
@@ -367,8 +402,11 @@ class Recorder:
         except OSError:
             listing = -1
         if listing >= 0:
+            cut: list[str] = []
             try:
-                for inner, inner_info, inner_folder, inner_name in walk(listing, path):
+                for count, (inner, inner_info, inner_folder, inner_name) in enumerate(walk(listing, path, cut)):
+                    if count % 512 == 511 and self.cancelled is not None and self.cancelled():
+                        raise Cancelled  # the caller is gone: its call never happens
                     if inner in self.kinds or self.covered(inner):
                         continue
                     if stat.S_ISDIR(inner_info.st_mode):
@@ -377,6 +415,8 @@ class Recorder:
                         self._record_one(inner, inner_info, MOVE, inner_folder, inner_name)
             finally:
                 os.close(listing)
+            for deep in cut:
+                self._lose(deep, f"more than {MAX_DEPTH} folders down")
         meta = {key: value for key, value in (first or _meta(info)).items() if key in ("m", "u", "g", "t")}
         self._record({"p": path, "k": "tree", **meta})
 
@@ -384,7 +424,13 @@ class Recorder:
 
     def finish(self, status: int | None, extra: dict[str, object] | None = None) -> dict[str, object] | None:
         """The run's end: each recorded path's state after it (for undo's conflict check), counts,
-        the lock released. None when the run changed nothing (no folder was made)."""
+        the lock released. None when the run changed nothing (no folder was made). Waits for a
+        record under way; nothing is recorded after."""
+        with self.lock:
+            self.closed = True
+            return self._finish(status, extra)
+
+    def _finish(self, status: int | None, extra: dict[str, object] | None) -> dict[str, object] | None:
         if self.records_fd < 0:
             return None
         import json
@@ -435,6 +481,20 @@ def path_stamp(path: str) -> list[int] | None:
     return [stat.S_IFMT(info.st_mode), info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode)]
 
 
+def _holds_entries(folder: int, name: str) -> bool:
+    try:
+        listing = beneath.open_listing(name, folder)
+    except OSError:
+        return False
+    try:
+        with os.scandir(listing) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+    finally:
+        os.close(listing)
+
+
 def same_state(before: list[int] | None, now: list[int] | None) -> bool:
     """Two stamps of one path name the same state: kind and mode, and a file's size and mtime. A
     file put back by undo is a new inode of the same state; a folder's mtime moves with any entry
@@ -448,36 +508,60 @@ def same_state(before: list[int] | None, now: list[int] | None) -> bool:
 
 def _meta(info: os.stat_result) -> dict[str, object]:
     """A path's mode, owner and mtime; for a file with more names, its inode (undo links them again)."""
-    meta: dict[str, object] = {"m": stat.S_IMODE(info.st_mode), "u": info.st_uid, "g": info.st_gid, "t": info.st_mtime_ns}
+    meta: dict[str, object] = {"m": stat.S_IMODE(info.st_mode), "u": info.st_uid, "g": info.st_gid, "t": info.st_mtime_ns, "c": info.st_ctime_ns}
     if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
         meta["i"] = [info.st_dev, info.st_ino]
     return meta
 
 
-def walk(listing: int, path: str) -> Iterator[tuple[str, os.stat_result, int, str]]:
+MAX_DEPTH = 256  # folders below this many levels are not walked (each level holds an fd open)
+
+
+def walk(listing: int, path: str, cut: list[str] | None = None, descend: Callable[[str], bool] | None = None) -> Iterator[Walked]:
     """(path, its lstat, the fd of its folder, its name) of everything under the folder open at
     `listing` (named `path`), folders before what they hold; links never followed, each folder
-    opened from the one above it."""
+    opened from the one above it, without recursion. A folder MAX_DEPTH levels down is listed but
+    not walked: it goes into `cut`. `descend(path)` False: a folder listed, not walked."""
+    stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
     try:
-        entries = list(os.scandir(listing))
+        stack.append((listing, path, iter(list(os.scandir(listing)))))
     except OSError:
         return
-    for entry in entries:
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        inner = path.rstrip("/") + "/" + entry.name
-        yield inner, info, listing, entry.name
-        if stat.S_ISDIR(info.st_mode):
+    try:
+        while stack:
+            folder, folder_path, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                if folder != listing:
+                    os.close(folder)
+                continue
             try:
-                child = beneath.open_listing(entry.name, listing)
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            inner = folder_path.rstrip("/") + "/" + entry.name
+            yield inner, info, folder, entry.name
+            if not stat.S_ISDIR(info.st_mode) or (descend is not None and not descend(inner)):
+                continue
+            if len(stack) >= MAX_DEPTH:
+                if cut is not None:
+                    cut.append(inner)
+                continue
+            try:
+                child = beneath.open_listing(entry.name, folder)
             except OSError:
                 continue
             try:
-                yield from walk(child, inner)
-            finally:
+                listed = list(os.scandir(child))
+            except OSError:
                 os.close(child)
+                continue
+            stack.append((child, inner, iter(listed)))
+    finally:
+        for folder, _path, _entries in stack:
+            if folder != listing:
+                os.close(folder)
 
 
 def _copy_file(source: str, target: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from stockade.checkpoints import history, restore, store
 from stockade.core.errors import UsageError
 from stockade.core.locations import locate
 from stockade.profiles.text import shown
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _project(state_dir: str) -> str:
@@ -204,8 +207,9 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
     roots = target.meta.get("roots")
     places = tuple(str(root) for root in roots) if isinstance(roots, list) and roots else (project,)
     recorder = store.Recorder(folder, project, restore.UNLIMITED, meta, places)
+    began = target.meta.get("began")
     try:
-        outcome = restore.undo(target, recorder)
+        outcome = restore.undo(target, recorder, _floor_guard(places, began if isinstance(began, int) else None))
     finally:
         recorder.finish(0)
     target.update(undone_by=recorder.number)
@@ -215,10 +219,37 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
     else:
         again = f"; `stockade undo {recorder.number}` makes its changes again" if recorder.number else ""
         print(f"stockade: {_named(target)} undone: {done}{again}")
+    for path, why in outcome.refused:
+        print(f"stockade: not put back: {_relative(path, project)}: {why}")
     failed = dict(line.split(": ", 1) for line in outcome.failed)
     for path in outcome.lost:
         why = failed.get(path, "the run's checkpoint did not keep it")
         print(f"stockade: could not put back {_relative(path, project)}: {why}")
+
+
+def _floor_guard(places: tuple[str, ...], began: int | None) -> Callable[[str, dict[str, object]], str | None]:
+    """Undo puts back no file that runs code later (a hook, .envrc, an agent's settings, what the
+    floor sweeps) that the run itself made or changed before its record was taken: a sandbox
+    that slips a change past its record (a race, a path the thread cannot follow) would have
+    undo plant it past the sweep. Such a record's file changed after the run began (its ctime,
+    which nobody can set back); a file there before the run, and stockade's own records (git's
+    config carried back), are put back."""
+    import re
+
+    from stockade.profiles.floor import swept_patterns
+    from stockade.profiles.paths import glob_to_regex
+
+    matchers = [re.compile(glob_to_regex(pattern)) for place in places for pattern in swept_patterns(place)]
+
+    def refuse(path: str, entry: dict[str, object]) -> str | None:
+        if entry.get("by") == "stockade" or not any(matcher.match(path) for matcher in matchers):
+            return None
+        changed = entry.get("c")
+        if began is not None and isinstance(changed, int) and changed < began:
+            return None  # there, as it was, before the run began
+        return "a file that runs code later, made or changed by the run itself before its checkpoint saw it"
+
+    return refuse
 
 
 def _lock(folder: str) -> int:

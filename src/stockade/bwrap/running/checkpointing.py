@@ -46,7 +46,6 @@ RENAME_EXCHANGE = 2
 OPENAT2 = 437
 RESOLVE_IN_ROOT = 0x10
 O_PATH = 0o10000000
-MAGIC = ("/proc/self/", "/proc/thread-self/", "/dev/fd/")
 
 WRITABLE_BINDS = frozenset({b"--bind", b"--bind-try", b"--dev-bind", b"--dev-bind-try"})
 TWO_WORDS = frozenset({b"--ro-bind", b"--ro-bind-try", b"--bind-data", b"--ro-bind-data", b"--symlink", b"--setenv", b"--file", b"--chmod"})
@@ -98,6 +97,10 @@ class Places:
                 return source + rest if source != "/" else (rest or "/")
         return None
 
+    def mount_point(self, inside: str) -> bool:
+        """Something is mounted right at `inside` (the project, a staged .git, a file bound alone)."""
+        return any(dest == inside for dest, _source in self.mounts)
+
     @property
     def sources(self) -> tuple[str, ...]:
         """The host folders and files the sandbox writes through its binds."""
@@ -108,9 +111,13 @@ class Checkpointing:
     """One run's watch: made before the fork, `child` in the forked child, `attach` once bwrap runs,
     `stop` when it has ended."""
 
-    def __init__(self, recorder: store.Recorder, places: Places, bwrap: str) -> None:
+    def __init__(self, recorder: store.Recorder, places: Places, bwrap: str, traced: bool = False) -> None:
         self.recorder = recorder
         self.bwrap = bwrap  # its own calls, setting the sandbox up, are never the user's changes
+        # how far below the spawned process the sandbox's own bwrap processes are: bwrap and its
+        # child that becomes the sandbox's pid 1; one more under --trace (strace above them)
+        self.setup_depth = 2 if traced else 1
+        self.spawned = -1
         self.places = places
         self.arch = write_notify.machine()
         self.load = write_notify.loader(self.arch)
@@ -136,8 +143,8 @@ class Checkpointing:
             fd = self.load()
         except OSError as exc:
             channel.sendall(f"E{exc.errno}".encode())
-        else:
-            channel.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("i", fd))])
+        else:  # with this process's pid: bwrap, or (under --trace) strace, is this process
+            channel.sendmsg([b"L%d" % os.getpid()], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("i", fd))])
             os.close(fd)
         channel.detach()
         os.close(self.child_channel_fd)
@@ -162,6 +169,8 @@ class Checkpointing:
             code = message[1:].decode(errors="replace")
             self.unloaded = os.strerror(int(code)) if code.isdigit() else "no listener came"
             return
+        word = message[1:].decode(errors="replace")
+        self.spawned = int(word) if word.isdigit() else -1
         try:
             fcntl.ioctl(self.listener, NOTIF_SET_FLAGS, SYNC_WAKE_UP)
         except OSError:
@@ -230,11 +239,11 @@ class Checkpointing:
             return
         if pid not in self._sandboxed:
             try:
-                if os.readlink(f"/proc/{pid}/exe") == self.bwrap:
-                    return  # bwrap making its mount points, writing its maps
+                if os.readlink(f"/proc/{pid}/exe") == self.bwrap and self._setting_up(pid):
+                    return  # the sandbox's own bwrap making its mount points, writing its maps
             except OSError:
                 return
-            self._sandboxed.add(pid)  # a process of the sandbox (one that runs bwrap later is judged as any)
+            self._sandboxed.add(pid)  # a process of the sandbox: any bwrap it runs is judged as any program
         for target in self._targets(name, a, pid):
             dirfd, pointer, how, follow = target
             if how == "fd":
@@ -252,6 +261,17 @@ class Checkpointing:
                         self._record_inside(ident, pid, path, how, follow=False)
                 continue
             self._record_inside(ident, pid, self._absolute(pid, dirfd, os.fsdecode(raw)), how, follow=follow)
+
+    def _setting_up(self, pid: int) -> bool:
+        """`pid` is the bwrap stockade started, or its child that becomes the sandbox's pid 1 (not a
+        bwrap the command runs, which an LD_PRELOAD could make write anything)."""
+        for _level in range(self.setup_depth + 1):
+            if pid == self.spawned:
+                return True
+            pid = _parent(pid)
+            if pid <= 0:
+                return False
+        return False
 
     def _targets(self, name: str, a: tuple[int, ...], pid: int) -> list[tuple[int, int, str, bool]]:
         """(dirfd, path pointer, how, follow the last link) of each path the call changes."""
@@ -326,12 +346,8 @@ class Checkpointing:
 
     def _record_inside(self, ident: int, pid: int, inside: str, how: str, *, follow: bool) -> None:
         """Record the host's file that the sandbox's `inside` names, if it is the user's and writable."""
-        if inside.startswith(MAGIC):
-            rest = inside.split("/", 3)[3] if not inside.startswith("/dev/fd/") else "fd/" + inside[len("/dev/fd/") :]
-            path = self._fd_path(pid, int(rest[3:])) if rest.startswith("fd/") and rest[3:].isdigit() else None
-            if path is None:
-                return
-            inside, follow = path, False
+        if inside.startswith(("/proc/", "/dev/")):
+            inside = self._through_magic(pid, inside)
         root = os.open(f"/proc/{pid}/root", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             found = self._host_of(root, inside, follow)
@@ -339,7 +355,51 @@ class Checkpointing:
             os.close(root)
         if found is None or not self._still_waiting(ident):
             return
-        self.recorder.changing(found[0], how)
+        host, seen = found
+        if how in (store.MOVE, store.RMDIR, store.REMOVE) and self.places.mount_point(seen):
+            return  # the call fails (EBUSY): a mount point (the project itself, a staged .git) stays
+        self.recorder.cancelled = lambda: not self._still_waiting(ident)
+        try:
+            self.recorder.changing(host, how)
+        finally:
+            self.recorder.cancelled = None
+
+    def _through_magic(self, pid: int, inside: str) -> str:
+        """A path through /proc's links (/proc/self/cwd/x, /proc/N/root/x, /dev/fd/3/x) as the
+        sandbox names what they lead to; other paths as they are."""
+        parts = inside.split("/")  # "", "proc", who, ...
+        if inside.startswith("/dev/fd/"):
+            parts = ["", "proc", "self", "fd", *parts[3:]]
+        elif parts[:3] in (["", "dev", "stdin"], ["", "dev", "stdout"], ["", "dev", "stderr"]):
+            parts = ["", "proc", "self", "fd", str(("stdin", "stdout", "stderr").index(parts[2])), *parts[3:]]
+        if len(parts) < 4 or parts[1] != "proc":
+            return inside
+        who, rest = parts[2], parts[3:]
+        if rest[:1] == ["task"] and len(rest) >= 3:
+            rest = rest[2:]  # /proc/PID/task/TID/cwd: a thread's own, the same links
+        if rest[:1] in (["cwd"], ["root"]):
+            link, tail = rest[0], rest[1:]
+        elif rest[:1] == ["fd"] and len(rest) >= 2 and rest[1].isdigit():
+            link, tail = f"fd/{rest[1]}", rest[2:]
+        else:
+            return inside
+        if who in ("self", "thread-self"):
+            where = f"/proc/{pid}/{link}"  # the caller's own, through the host's /proc
+        elif who.isdigit():
+            where = f"/proc/{pid}/root/proc/{who}/{link}"  # another process, by its pid inside
+        else:
+            return inside
+        try:
+            fd = os.open(where, O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return inside
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        if not target.startswith("/") or target.endswith(" (deleted)"):
+            return inside
+        return "/".join([target.rstrip("/"), *tail]) if tail else target
 
     def _host_of(self, root: int, inside: str, follow: bool) -> tuple[str, str] | None:
         """(the host's path, the sandbox's) of what `inside` names, or None when it is not the user's."""
@@ -353,10 +413,31 @@ class Checkpointing:
             found = self._resolve(root, parts)
             if found is not None:
                 return self._checked(found, "")
+            dangling = self._dangling(root, parts) if name else None
+            if dangling is not None:  # an open through a link to nothing makes what it names
+                return self._host_of(root, dangling, False)
         found = self._resolve(root, parent or "/", directory=True)
         if found is None:
             return None
         return self._checked(found, name)
+
+    def _dangling(self, root: int, inside: str) -> str | None:
+        """Where a chain of links from `inside` ends, as the sandbox names it, when that is absent."""
+        for _hop in range(40):  # the kernel's own limit
+            parent, _, name = inside.rpartition("/")
+            folder = self._resolve(root, parent or "/", directory=True)
+            if folder is None:
+                return None
+            try:
+                target = os.readlink(name, dir_fd=folder)
+                where = os.readlink(f"/proc/self/fd/{folder}")
+            except OSError:
+                return inside if inside != parent else None  # no link (more): the name to be made
+            finally:
+                os.close(folder)
+            inside = target if target.startswith("/") else where.rstrip("/") + "/" + target
+            inside = os.path.normpath(inside)
+        return None
 
     def _resolve(self, root: int, inside: str, *, directory: bool = False) -> int | None:
         """An O_PATH fd on what `inside` names in the sandbox, links resolved as there; None if absent."""
@@ -397,6 +478,15 @@ class Checkpointing:
         except OSError:
             return False
         return True
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def _fd(value: int) -> int:

@@ -349,7 +349,7 @@ def _supervised(
         tail += [bw.FdOption("--seccomp", seccomp_fd), bw.FdOption("--json-status-fd", info_write)]
         args_fd = _args_fd(launch.args + staged + bw.encode(tail))  # the stages over the plan's mounts
         errors: tuple[int, int, int] | None = None
-        watch = checkpoint.watch() if checkpoint is not None else None
+        watch = checkpoint.watch(tracer is not None) if checkpoint is not None else None
         try:
             console = signals.new_console() if signals is not None else None
             passed = (args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies))
@@ -431,10 +431,10 @@ class Checkpoint:
         self.bwrap = os.path.realpath(launch.bwrap)
         self.unloaded = ""
 
-    def watch(self) -> Checkpointing:
+    def watch(self, traced: bool) -> Checkpointing:
         from stockade.bwrap.running.checkpointing import Checkpointing
 
-        return Checkpointing(self.recorder, self.places, self.bwrap)
+        return Checkpointing(self.recorder, self.places, self.bwrap, traced)
 
     def finish(self, status: int | None, launch: Launch) -> None:
         """The record closed; older checkpoints pruned to the policy's bounds."""
@@ -597,8 +597,8 @@ def _carry_back(launch: Launch, stages: list[Stage], session: str, checkpoint: C
 
         recorder = checkpoint.recorder
 
-        def before(path: str) -> None:
-            recorder.changing(path, REMOVE)
+        def before(path: str) -> None:  # stockade's own act: undo may put these back where the floor protects
+            recorder.changing(path, REMOVE, by="stockade")
 
     for stage in stages:
         lines, judged = gitstage.carry_back(stage, session, before)
