@@ -398,3 +398,17 @@ def test_a_bwrap_the_command_runs_is_watched_like_any_program(vbox: Box) -> None
     assert "1 new" in stockade(vbox, "runs").stdout  # recorded: that bwrap is the command's, not the sandbox's own
     assert stockade(vbox, "undo").returncode == 0
     assert not (vbox.project / "planted.txt").exists()
+
+
+def test_a_file_a_checkpoint_shares_is_not_taken_for_a_link_elsewhere(vbox: Box) -> None:
+    (vbox.project / "a.txt").write_text("a\n")
+    (vbox.project / "run.sh").write_text("echo hi\n")
+    assert vbox.run("mv a.txt b.txt && chmod +x run.sh").returncode == 0
+    assert os.stat(vbox.project / "b.txt").st_nlink == 2  # its old name's record shares the inode
+    second = vbox.run("true")
+    assert "its own" not in second.stderr, second  # not a uv store's link: nothing copied, nothing said
+    assert os.stat(vbox.project / "b.txt").st_nlink == 2
+    write = vbox.run("echo changed > b.txt")  # a write in place: the checkpoint's copy is its own first
+    assert write.returncode == 0
+    assert stockade(vbox, "undo").returncode == 0 and stockade(vbox, "undo").returncode == 0
+    assert (vbox.project / "a.txt").read_text() == "a\n" and not (vbox.project / "b.txt").exists()

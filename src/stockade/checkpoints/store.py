@@ -47,6 +47,7 @@ META = "run.json"
 DATA = "data"
 FICLONE = 0x40049409  # ioctl: share the source's extents (btrfs, xfs), where the filesystem can
 PACK = "pack"
+KEPT_LINKS = "kept-links"  # in the project's folder: "dev inode data-path" of inodes a checkpoint shares with the project
 CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module names no constant for it
 
 # how a path is about to change (what the caller saw the run ask for)
@@ -98,7 +99,9 @@ class Recorder:
         self.kinds: dict[str, str] = {}  # path: kind recorded
         self.modes: dict[str, dict[str, object]] = {}  # path: the first record (for a folder recorded again whole)
         self.covering: set[str] = set()
-        self.linked: dict[tuple[int, int], list[str]] = {}  # (dev, inode) held by hard links: their data names
+        # (dev, inode) held by hard links: their data files, this run's and (from KEPT_LINKS) earlier runs'
+        self.linked: dict[tuple[int, int], list[str]] = kept_links(folder, paths=True)  # type: ignore[assignment]
+        self._mine: set[str] = set()  # this run's own data files among them
         self.size = 0
         self.lost: list[str] = []
         self.failed = ""  # why nothing more could be recorded (the state folder unwritable), once
@@ -343,7 +346,8 @@ class Recorder:
                 pass
             else:
                 if self._same(self._data(data), info):
-                    self.linked.setdefault((info.st_dev, info.st_ino), []).append(data)
+                    self.linked.setdefault((info.st_dev, info.st_ino), []).append(self._data(data))
+                    self._mine.add(self._data(data))
                     self.size += max(info.st_size, info.st_blocks * 512)  # a copy before a write in place costs the whole
                     return {"d": data}
                 os.unlink(self._data(data))  # swapped meanwhile: not the file that was looked at
@@ -381,9 +385,9 @@ class Recorder:
         for data in self.linked.pop((info.st_dev, info.st_ino), ()):
             self._unshare_data(data)
 
-    def _unshare_data(self, name: str) -> None:
-        """The data folder's link becomes a copy of its own (the inode is about to change)."""
-        data = self._data(name)
+    def _unshare_data(self, data: str) -> None:
+        """A data file's link becomes a copy of its own (the inode is about to change); an earlier
+        run's too, which still shared the inode with the project."""
         copy = data + ".copy"
         try:
             _copy_file(data, copy)
@@ -453,6 +457,7 @@ class Recorder:
             remove_any(self.run_dir)
             return None
         meta = read_meta(self.run_dir)
+        self._note_kept_links()
         try:
             write_atomic(os.path.join(self.run_dir, AFTER), ("\n".join(lines) + "\n").encode())
             meta.update({"ended": time.time(), "status": status, "counts": counts, "size": self.size, **(extra or {})})
@@ -461,6 +466,31 @@ class Recorder:
             pass
         self._close()
         return meta
+
+    def _note_kept_links(self) -> None:
+        """Files of the project that still share their inode with this checkpoint's data (a file
+        renamed, or whose mode changed) are listed in the project's KEPT_LINKS, so that the next
+        run does not take them for hard links into another place (bwrap/parts/hardlinks.py)."""
+        lines = []
+        for (dev, inode), datas in self.linked.items():
+            for data in datas:
+                if data not in self._mine:
+                    continue  # an earlier run's line is there already
+                try:
+                    if os.stat(data, follow_symlinks=False).st_nlink > 1:
+                        lines.append(f"{dev} {inode} {data}\n")
+                except OSError:
+                    continue
+        if not lines:
+            return
+        try:
+            fd = os.open(os.path.join(self.folder, KEPT_LINKS), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, "".join(lines).encode("utf-8", "surrogateescape"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
 
     def _close(self) -> None:
         for fd in (self.records_fd, self._pack_fd):
@@ -493,6 +523,33 @@ def _holds_entries(folder: int, name: str) -> bool:
         return False
     finally:
         os.close(listing)
+
+
+def kept_links(folder: str, *, paths: bool = False) -> dict[tuple[int, int], int] | dict[tuple[int, int], list[str]]:
+    """The project's inodes that checkpoints hold links to, each counted once per data file that
+    still is that inode (a pruned or undone checkpoint's lines no longer count); `paths`: the
+    data files themselves."""
+    try:
+        with open(os.path.join(folder, KEPT_LINKS), "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+    except OSError:
+        return {}
+    found: dict[tuple[int, int], int] = {}
+    files: dict[tuple[int, int], list[str]] = {}
+    for line in text.splitlines():
+        dev, _, rest = line.partition(" ")
+        inode, _, data = rest.partition(" ")
+        if not (dev.isdigit() and inode.isdigit() and data.startswith(folder + "/")):
+            continue
+        key = (int(dev), int(inode))
+        try:
+            info = os.stat(data, follow_symlinks=False)
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == key and data not in files.get(key, ()):
+            found[key] = found.get(key, 0) + 1
+            files.setdefault(key, []).append(data)
+    return files if paths else found
 
 
 def same_state(before: list[int] | None, now: list[int] | None) -> bool:

@@ -31,10 +31,13 @@ import tempfile
 MAX_COPY_BYTES = 256 << 20  # data one run copies to make files its own; the rest stay linked, named
 
 
-def to_copy(paths: list[str]) -> list[str]:
+def to_copy(paths: list[str], kept: dict[tuple[int, int], int] | None = None) -> list[str]:
     """Of the walk's multiply linked files, those a write could spread from: not a file whose
     every link is one of `paths` (linked only within the project, where a write changes nothing
-    outside it; a run that links one file many times costs no copy)."""
+    outside it; a run that links one file many times costs no copy), nor one whose other links
+    are a checkpoint's (`kept`: inode -> links in stockade's hidden store, which a run copies
+    before any write in place, checkpoints/store.py)."""
+    kept = kept or {}
     candidates = list(paths)
     names: dict[tuple[int, int], list[str]] = {}
     links: dict[tuple[int, int], int] = {}
@@ -46,7 +49,7 @@ def to_copy(paths: list[str]) -> list[str]:
         key = (info.st_dev, info.st_ino)
         names.setdefault(key, []).append(path)
         links[key] = info.st_nlink
-    inside_only = {path for key, group in names.items() if len(group) >= links[key] for path in group}
+    inside_only = {path for key, group in names.items() if len(group) + kept.get(key, 0) >= links[key] for path in group}
     return [path for path in candidates if path not in inside_only]
 
 

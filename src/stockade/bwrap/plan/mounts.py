@@ -277,7 +277,8 @@ def plan_view(
 
     own = [*floor.hidden, *generations(policy.audit.log), *_audit_folder(policy, locations, project, cwd)]
     _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)), own)
-    view.shared_files = [path for path in hardlinks.to_copy(shared) if _root_of(path, roots) is not None]
+    kept = _kept_links(str(locations.state), project) if shared else {}
+    view.shared_files = [path for path in hardlinks.to_copy(shared, kept) if _root_of(path, roots) is not None]
     for path in extra_read_only:
         view.reasons.setdefault(os.path.realpath(path), "floor: a CI runner's channel into later steps")
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
@@ -308,6 +309,13 @@ def plan_view(
     _drop_inside_hidden(view)
     view.staged_git = _stageable(view, repositories, roots)
     return view
+
+
+def _kept_links(state: str, project: str) -> dict[tuple[int, int], int]:
+    """Inodes of the project that its checkpoints hold too (a file a run renamed or chmodded)."""
+    from stockade.checkpoints.store import kept_links, project_folder
+
+    return kept_links(project_folder(state, project))
 
 
 def _layer_caches(view: View, roots: list[str], home: str, cache: str, project: str) -> None:
