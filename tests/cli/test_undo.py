@@ -113,3 +113,16 @@ def test_undo_puts_back_a_runs_later_file_only_if_it_was_there_before_the_run(
     assert code == 0 and (project / ".envrc").read_text() == "the user's own\n", out
     assert not (project / ".mise.toml").exists()
     assert "not put back: .mise.toml: a file that runs code later, made or changed by the run itself" in out, out
+
+
+def test_runs_lists_the_recent_ones_and_all_on_request(project: Path, locations: Locations, capsys: pytest.CaptureFixture[str]) -> None:
+    for number in range(25):
+        (project / f"f{number}").write_text("x")
+        _gone = project / "gone"
+        _gone.write_text("kept")
+        _changed(locations, project, ["true", str(number)])
+        (project / "new").unlink()
+    code, out, _err = run_cli(capsys, "runs")
+    assert code == 0 and "(5 older runs: `stockade runs --all` lists them)" in out and out.count("true ") == 20, out
+    code, out, _err = run_cli(capsys, "runs", "--all")
+    assert code == 0 and "older" not in out and out.count("true ") == 25, out

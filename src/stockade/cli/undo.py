@@ -88,8 +88,12 @@ def _find(found: list[history.Run], number: int) -> history.Run:
     raise UsageError(f"no run {number} has a checkpoint in this project (the latest: {known}); `stockade runs` lists them")
 
 
+RECENT = 20  # runs listed without --all
+
+
 def runs(
     run: Annotated[str | None, typer.Argument(help="A run's number: what it changed, path by path.", metavar="RUN")] = None,
+    every: Annotated[bool, typer.Option("--all", help=f"List every checkpoint kept, not only the last {RECENT}.")] = False,
 ) -> None:
     state = str(locate().state)
     project = _project(state)
@@ -101,7 +105,10 @@ def runs(
         print(f"stockade: no run has changed {shown(project)} yet (or their checkpoints were pruned)")
         return
     print(f"runs that changed {shown(project)}, the newest last:")
-    for entry in found:
+    older = 0 if every else max(0, len(found) - RECENT)
+    if older:
+        print(f"  ({older} older {'run' if older == 1 else 'runs'}: `stockade runs --all` lists them)")
+    for entry in found[older:]:
         state_words = "running" if entry.live() else ("undone" if entry.undone_by is not None else "")
         status = entry.meta.get("status")
         exit_words = "killed" if entry.meta.get("killed") else (f"exit {status}" if isinstance(status, int) else "")
