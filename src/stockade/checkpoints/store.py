@@ -100,7 +100,7 @@ class Recorder:
         self.modes: dict[str, dict[str, object]] = {}  # path: the first record (for a folder recorded again whole)
         self.covering: set[str] = set()
         # (dev, inode) held by hard links: their data files, this run's and (from KEPT_LINKS) earlier runs'
-        self.linked: dict[tuple[int, int], list[str]] = kept_links(folder, paths=True)  # type: ignore[assignment]
+        self.linked: dict[tuple[int, int], list[str]] = kept_link_files(folder)
         self._mine: set[str] = set()  # this run's own data files among them
         self.size = 0
         self.lost: list[str] = []
@@ -525,16 +525,19 @@ def _holds_entries(folder: int, name: str) -> bool:
         os.close(listing)
 
 
-def kept_links(folder: str, *, paths: bool = False) -> dict[tuple[int, int], int] | dict[tuple[int, int], list[str]]:
+def kept_links(folder: str) -> dict[tuple[int, int], int]:
     """The project's inodes that checkpoints hold links to, each counted once per data file that
-    still is that inode (a pruned or undone checkpoint's lines no longer count); `paths`: the
-    data files themselves."""
+    still is that inode (a pruned or undone checkpoint's lines no longer count)."""
+    return {key: len(files) for key, files in kept_link_files(folder).items()}
+
+
+def kept_link_files(folder: str) -> dict[tuple[int, int], list[str]]:
+    """The data files of `kept_links`, by inode."""
     try:
         with open(os.path.join(folder, KEPT_LINKS), "rb") as handle:
             text = handle.read().decode("utf-8", "surrogateescape")
     except OSError:
         return {}
-    found: dict[tuple[int, int], int] = {}
     files: dict[tuple[int, int], list[str]] = {}
     for line in text.splitlines():
         dev, _, rest = line.partition(" ")
@@ -547,9 +550,8 @@ def kept_links(folder: str, *, paths: bool = False) -> dict[tuple[int, int], int
         except OSError:
             continue
         if (info.st_dev, info.st_ino) == key and data not in files.get(key, ()):
-            found[key] = found.get(key, 0) + 1
             files.setdefault(key, []).append(data)
-    return files if paths else found
+    return files
 
 
 def same_state(before: list[int] | None, now: list[int] | None) -> bool:
