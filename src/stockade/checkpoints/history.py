@@ -114,6 +114,15 @@ class Run:
                 found[entry["p"]] = stamp if isinstance(stamp, list) else None
         return found
 
+    def floor_before(self) -> dict[str, list[int]]:
+        """The runs-later files planning found before the run, path: [inode, size, mtime, ctime]."""
+        try:
+            with open(os.path.join(self.folder, store.FLOOR_BEFORE), "rb") as handle:
+                data = json.loads(handle.read().decode("utf-8", "surrogateescape"))
+        except (OSError, ValueError):
+            return {}
+        return {str(path): stamp for path, stamp in data.items() if isinstance(stamp, list)} if isinstance(data, dict) else {}
+
     def data(self, name: str) -> str:
         return os.path.join(self.folder, store.DATA, name)
 

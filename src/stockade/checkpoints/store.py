@@ -47,6 +47,7 @@ META = "run.json"
 DATA = "data"
 FICLONE = 0x40049409  # ioctl: share the source's extents (btrfs, xfs), where the filesystem can
 PACK = "pack"
+FLOOR_BEFORE = "floor-before"  # the run's: stamps of the files that run code later, as planning found them before it
 KEPT_LINKS = "kept-links"  # in the project's folder: "dev inode data-path" of inodes a checkpoint shares with the project
 CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module names no constant for it
 
@@ -85,10 +86,19 @@ class Cancelled(Exception):
 class Recorder:
     """The checkpoint of one run (or of one undo): `changing` before each change."""
 
-    def __init__(self, folder: str, project: str, max_size: int, meta: dict[str, object], roots: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        folder: str,
+        project: str,
+        max_size: int,
+        meta: dict[str, object],
+        roots: tuple[str, ...] = (),
+        floor_before: dict[str, object] | None = None,
+    ) -> None:
         self.folder = folder  # the project's checkpoints folder; the run's own is made at the first change
         self.project = project
         self.roots = roots or (project,)  # where the run writes: other names of a file written in place are there
+        self.floor_before = floor_before or {}  # path: (inode, size, mtime, ctime) of each runs-later file before the run
         # the kernel's coarse clock, which stamps files: whatever the run makes or changes has a ctime after it
         self.began = time.clock_gettime_ns(CLOCK_REALTIME_COARSE) if hasattr(time, "clock_gettime_ns") else time.time_ns()
         self.max_size = max_size
@@ -133,6 +143,10 @@ class Recorder:
             meta = {**self.meta, "number": self.number, "started": time.time(), "pid": os.getpid(), "roots": list(self.roots)}
             meta["began"] = self.began
             write_meta(self.run_dir, meta)
+            if self.floor_before:  # the planning walk's own: what undo may put back where the floor protects
+                import json
+
+                write_atomic(os.path.join(self.run_dir, FLOOR_BEFORE), json.dumps(self.floor_before).encode("utf-8", "surrogateescape"))
         except OSError as exc:
             self.failed = f"{self.folder}: {exc.strerror or exc}"
             return False
@@ -568,6 +582,7 @@ def same_state(before: list[int] | None, now: list[int] | None) -> bool:
 def _meta(info: os.stat_result) -> dict[str, object]:
     """A path's mode, owner and mtime; for a file with more names, its inode (undo links them again)."""
     meta: dict[str, object] = {"m": stat.S_IMODE(info.st_mode), "u": info.st_uid, "g": info.st_gid, "t": info.st_mtime_ns, "c": info.st_ctime_ns}
+    meta["s"] = [info.st_ino, info.st_size]
     if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
         meta["i"] = [info.st_dev, info.st_ino]
     return meta

@@ -214,9 +214,8 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
     roots = target.meta.get("roots")
     places = tuple(str(root) for root in roots) if isinstance(roots, list) and roots else (project,)
     recorder = store.Recorder(folder, project, restore.UNLIMITED, meta, places)
-    began = target.meta.get("began")
     try:
-        outcome = restore.undo(target, recorder, _floor_guard(places, began if isinstance(began, int) else None))
+        outcome = restore.undo(target, recorder, _floor_guard(places, target.floor_before()))
     finally:
         recorder.finish(0)
     target.update(undone_by=recorder.number)
@@ -234,13 +233,13 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
         print(f"stockade: could not put back {_relative(path, project)}: {why}")
 
 
-def _floor_guard(places: tuple[str, ...], began: int | None) -> Callable[[str, dict[str, object]], str | None]:
-    """Undo puts back no file that runs code later (a hook, .envrc, an agent's settings, what the
-    floor sweeps) that the run itself made or changed before its record was taken: a sandbox
-    that slips a change past its record (a race, a path the thread cannot follow) would have
-    undo plant it past the sweep. Such a record's file changed after the run began (its ctime,
-    which nobody can set back); a file there before the run, and stockade's own records (git's
-    config carried back), are put back."""
+def _floor_guard(places: tuple[str, ...], before: dict[str, list[int]]) -> Callable[[str, dict[str, object]], str | None]:
+    """Undo puts back a file that runs code later (a hook, .envrc, an agent's settings: what the
+    floor sweeps) only as planning found it before the run (same inode, size and mtime), or as
+    stockade itself recorded it (git's config carried back, what an undo moved aside). A sandbox
+    that slipped a change past its checkpoint (a race, a path the thread cannot follow, a folder
+    renamed over the file's name) and then had it recorded would otherwise have undo plant it
+    past the floor's sweep."""
     import re
 
     from stockade.profiles.floor import swept_patterns
@@ -251,10 +250,10 @@ def _floor_guard(places: tuple[str, ...], began: int | None) -> Callable[[str, d
     def refuse(path: str, entry: dict[str, object]) -> str | None:
         if entry.get("by") == "stockade" or not any(matcher.match(path) for matcher in matchers):
             return None
-        changed = entry.get("c")
-        if began is not None and isinstance(changed, int) and changed < began:
-            return None  # there, as it was, before the run began
-        return "a file that runs code later, made or changed by the run itself before its checkpoint saw it"
+        found, recorded = before.get(path), entry.get("s")
+        if found is not None and isinstance(recorded, list) and [*recorded, entry.get("t")] == [found[0], found[1], found[2]]:
+            return None  # there, as it was, before the run
+        return "a file that runs code later which was not there like this before the run"
 
     return refuse
 

@@ -427,7 +427,8 @@ class Checkpoint:
         self.places = Places((launch.args + staged).split(b"\0"), own)
         meta: dict[str, object] = {"kind": "run", "command": list(launch.command), "cwd": launch.cwd, "project": launch.project}
         folder = project_folder(launch.state_dir, launch.project)
-        self.recorder = Recorder(folder, launch.project, self.max_size, meta, self.places.sources)
+        floor_before: dict[str, object] = {**launch.reported, **launch.swept}  # planning's walk: before the run
+        self.recorder = Recorder(folder, launch.project, self.max_size, meta, self.places.sources, floor_before)
         self.bwrap = os.path.realpath(launch.bwrap)
         self.unloaded = ""
 
