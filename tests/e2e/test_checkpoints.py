@@ -422,3 +422,22 @@ def test_undo_never_plants_a_file_brought_under_a_protected_name_by_its_folder(v
     assert "DONE" in run.stdout, run
     stockade(vbox, "undo")
     assert not (vbox.project / ".claude" / "settings.json").exists()
+
+
+def test_undo_works_with_the_checkpoints_on_another_filesystem(vbox: Box) -> None:
+    state = Path("/dev/shm") / f"stockade-test-state-{os.getpid()}-{vbox.root.name}"
+    if not Path("/dev/shm").is_dir() or os.stat("/dev/shm").st_dev == os.stat(vbox.project).st_dev:
+        pytest.skip("no second filesystem here")
+    try:
+        vbox.env["XDG_STATE_HOME"] = str(state)
+        _project(vbox)
+        before = snapshot(vbox.project)
+        run = vbox.run("rm -rf src && mkdir made && echo x > made/f && echo new > README")
+        assert run.returncode == 0, run
+        undo = stockade(vbox, "undo")
+        assert undo.returncode == 0, undo
+        assert snapshot(vbox.project) == before
+        redo = stockade(vbox, "undo", undo.stdout.split("`stockade undo ")[1].split("`")[0])
+        assert redo.returncode == 0 and (vbox.project / "made" / "f").read_text() == "x\n", redo
+    finally:
+        shutil.rmtree(state, ignore_errors=True)

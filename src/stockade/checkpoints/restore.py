@@ -102,16 +102,19 @@ def undo(run: Run, recorder: store.Recorder, refuse: Callable[[str, dict[str, ob
     for path, entry in sorted(records.items(), key=lambda item: -_depth(item[0])):
         kind = entry.get("k")
         there = _kind_at(path, recorder.roots)
-        if kind == "moved":
-            if there is not None:
-                recorder.take_away(path)  # replaced by what the checkpoint holds: not counted as removed
-        elif kind == "tree":
-            _clear_tree(path, wanted, recorder, outcome, whole=there not in (None, "dir"))
-        elif there is None or (kind == "dir" and there == "dir"):
-            continue
-        else:
-            recorder.take_away(path)
-            outcome.removed += kind == "absent"
+        try:
+            if kind == "moved":
+                if there is not None:
+                    recorder.take_away(path)  # replaced by what the checkpoint holds: not counted as removed
+            elif kind == "tree":
+                _clear_tree(path, wanted, recorder, outcome, whole=there not in (None, "dir"))
+            elif there is None or (kind == "dir" and there == "dir"):
+                continue
+            else:
+                recorder.take_away(path)
+                outcome.removed += kind == "absent"
+        except OSError as exc:  # left as it is, named; what was moved before is in the undo's checkpoint
+            outcome.failed.append(f"{path}: {exc.strerror or exc}")
     placed: dict[tuple[int, int], str] = {}  # a file's inode before the run: where it was put back
     for path, entry in sorted(records.items(), key=lambda item: _depth(item[0])):  # put back, parents first
         kind = entry.get("k")
@@ -166,7 +169,13 @@ def _put_back(run: Run, path: str, entry: dict[str, object], recorder: store.Rec
             except OSError as exc:
                 if exc.errno != errno.EXDEV:
                     raise
-                raise OSError(errno.EXDEV, "the checkpoint is on another filesystem than the file") from None
+                data_folder = os.open(os.path.dirname(data), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # the checkpoint's own
+                try:  # the checkpoints on another filesystem: a copy, the data kept until the checkpoint goes
+                    store.copy_at(data_folder, os.path.basename(data), folder, name)
+                except RecursionError:
+                    raise OSError(errno.ELOOP, "too many folders deep to copy") from None
+                finally:
+                    os.close(data_folder)
         elif kind == "link":
             os.symlink(str(entry.get("l")), name, dir_fd=folder)
         elif kind == "fifo":

@@ -253,9 +253,10 @@ class Recorder:
             elif how in (MOVE, RMDIR, REMOVE):
                 self._record_tree(path, info, folder, name)
         else:
-            if how in WRITES:
-                self._unshare(info)
-            self._record_one(path, info, how, folder, name)
+            links = info.st_nlink
+            if how in WRITES and self._unshare(info):
+                links = os.stat(name, dir_fd=folder, follow_symlinks=False).st_nlink  # without its links to checkpoints
+            self._record_one(path, info, how, folder, name, links)
 
     def take_away(self, path: str) -> None:
         """Undo's own: move `path` (whatever it is, a tree whole) into the checkpoint, recorded as
@@ -282,7 +283,16 @@ class Recorder:
             data = self._data_name()
             data_folder = os.open(os.path.join(self.run_dir, DATA), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
-                os.rename(name, data, src_dir_fd=folder, dst_dir_fd=data_folder)
+                try:
+                    os.rename(name, data, src_dir_fd=folder, dst_dir_fd=data_folder)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    try:  # the checkpoints on another filesystem
+                        copy_at(folder, name, data_folder, data)
+                        _remove_at(folder, name)
+                    except RecursionError:
+                        raise OSError(errno.ELOOP, "too many folders deep to copy") from None
             finally:
                 os.close(data_folder)
             self.size += _size_of(self._data(data))
@@ -302,7 +312,7 @@ class Recorder:
         self.lost.append(path)
         self._record({"p": path, "k": "lost", "why": why})
 
-    def _record_one(self, path: str, info: os.stat_result, how: str, folder: int, name: str) -> None:
+    def _record_one(self, path: str, info: os.stat_result, how: str, folder: int, name: str, links: int = 0) -> None:
         if stat.S_ISLNK(info.st_mode):
             try:
                 target = os.readlink(name, dir_fd=folder)
@@ -326,7 +336,7 @@ class Recorder:
             self._lose(path, exc.strerror or str(exc))
             return
         self._record({"p": path, "k": "file", **where, **_meta(info)})
-        if how in WRITES and info.st_nlink > 1:  # the write changes the file under its other names too
+        if how in WRITES and (links or info.st_nlink) > 1:  # the write changes the file under its other names too
             for other, other_info in self._other_names(path, info):
                 if other not in self.kinds and not self.covered(other):
                     self._record({"p": other, "k": "file", **where, **_meta(other_info)})
@@ -394,10 +404,13 @@ class Recorder:
         self._pack_end = offset + (length + 4095) // 4096 * 4096
         return offset, length
 
-    def _unshare(self, info: os.stat_result) -> None:
-        """Before a write in place: an inode the checkpoint holds by a link gets a copy of its own."""
-        for data in self.linked.pop((info.st_dev, info.st_ino), ()):
+    def _unshare(self, info: os.stat_result) -> bool:
+        """Before a write in place: an inode the checkpoint holds by a link gets a copy of its own.
+        True when there was one."""
+        datas = self.linked.pop((info.st_dev, info.st_ino), ())
+        for data in datas:
             self._unshare_data(data)
+        return bool(datas)
 
     def _unshare_data(self, data: str) -> None:
         """A data file's link becomes a copy of its own (the inode is about to change); an earlier
@@ -636,6 +649,56 @@ def walk(listing: int, path: str, cut: list[str] | None = None, descend: Callabl
         for folder, _path, _entries in stack:
             if folder != listing:
                 os.close(folder)
+
+
+def copy_at(folder: int, name: str, target_folder: int, target: str) -> None:
+    """Copy `name` in `folder` (a file, link or whole tree; modes and times kept) to `target` in
+    `target_folder`, never through a link."""
+    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(name, dir_fd=folder), target, dir_fd=target_folder)
+        return
+    if stat.S_ISDIR(info.st_mode):
+        os.mkdir(target, 0o700, dir_fd=target_folder)
+        source = beneath.open_listing(name, folder)
+        inner = os.open(target, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=target_folder)
+        try:
+            for entry in list(os.scandir(source)):
+                copy_at(source, entry.name, inner, entry.name)
+        finally:
+            os.close(source)
+            os.close(inner)
+    elif stat.S_ISREG(info.st_mode):
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        try:
+            dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=target_folder)
+            try:
+                _copy_range(src, dst, 0)
+            finally:
+                os.close(dst)
+        finally:
+            os.close(src)
+    elif stat.S_ISFIFO(info.st_mode):
+        os.mkfifo(target, 0o600, dir_fd=target_folder)
+    else:
+        return  # a socket or device: nothing to keep of it
+    os.chmod(target, stat.S_IMODE(info.st_mode), dir_fd=target_folder)  # stockade's own new entry: no link
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=target_folder, follow_symlinks=False)
+
+
+def _remove_at(folder: int, name: str) -> None:
+    """Remove `name` in `folder`, a whole tree without following a link."""
+    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    if stat.S_ISDIR(info.st_mode):
+        listing = beneath.open_listing(name, folder)
+        try:
+            for entry in list(os.scandir(listing)):
+                _remove_at(listing, entry.name)
+        finally:
+            os.close(listing)
+        os.rmdir(name, dir_fd=folder)
+    else:
+        os.unlink(name, dir_fd=folder)
 
 
 def _copy_file(source: str, target: str) -> None:
