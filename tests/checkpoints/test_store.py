@@ -73,14 +73,15 @@ def test_a_link_in_a_folder_s_place_is_never_followed(tmp_path: Path) -> None:
 
 def test_an_inode_kept_by_a_link_is_copied_before_a_write_in_place(tmp_path: Path) -> None:
     recorder, project = _recorder(tmp_path)
-    (project / "a").write_text("original")
+    original = "original" + "." * store.LINK_ABOVE  # large: kept by a link (a small one is copied)
+    (project / "a").write_text(original)
     recorder.changing(str(project / "a"), store.MOVE)
     os.rename(project / "a", project / "b")
     recorder.changing(str(project / "b"), store.REMOVE)  # absent before: covered
     recorder.changing(str(project / "b"), store.WRITE)  # the same inode: the checkpoint's copy is made its own
     (project / "b").write_text("changed!")
     data = [entry for entry in _records(recorder) if entry["p"] == str(project / "a")][0]
-    assert Path(recorder.run_dir, "data", str(data["d"])).read_text() == "original"
+    assert Path(recorder.run_dir, "data", str(data["d"])).read_text() == original
 
 
 def test_a_folder_removed_or_renamed_is_recorded_whole(tmp_path: Path) -> None:

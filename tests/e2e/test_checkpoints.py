@@ -400,8 +400,17 @@ def test_a_bwrap_the_command_runs_is_watched_like_any_program(vbox: Box) -> None
     assert not (vbox.project / "planted.txt").exists()
 
 
-def test_a_file_a_checkpoint_shares_is_not_taken_for_a_link_elsewhere(vbox: Box) -> None:
+def test_a_small_file_renamed_or_chmodded_keeps_its_link_count_inside(vbox: Box) -> None:
     (vbox.project / "a.txt").write_text("a\n")
+    run = vbox.run("mv a.txt b.txt && chmod +x b.txt && ln b.txt c.txt && stat -c %h b.txt")
+    assert run.stdout == "2\n", run  # as without a sandbox: the checkpoint's copies are no links
+    assert stockade(vbox, "undo").returncode == 0
+    assert (vbox.project / "a.txt").read_text() == "a\n" and not (vbox.project / "b.txt").exists()
+
+
+def test_a_file_a_checkpoint_shares_is_not_taken_for_a_link_elsewhere(vbox: Box) -> None:
+    large = "a\n" * (1 << 20)  # over LINK_ABOVE: a rename keeps its inode by a link
+    (vbox.project / "a.txt").write_text(large)
     (vbox.project / "run.sh").write_text("echo hi\n")
     assert vbox.run("mv a.txt b.txt && chmod +x run.sh").returncode == 0
     assert os.stat(vbox.project / "b.txt").st_nlink == 2  # its old name's record shares the inode
@@ -411,7 +420,7 @@ def test_a_file_a_checkpoint_shares_is_not_taken_for_a_link_elsewhere(vbox: Box)
     write = vbox.run("echo changed > b.txt")  # a write in place: the checkpoint's copy is its own first
     assert write.returncode == 0
     assert stockade(vbox, "undo").returncode == 0 and stockade(vbox, "undo").returncode == 0
-    assert (vbox.project / "a.txt").read_text() == "a\n" and not (vbox.project / "b.txt").exists()
+    assert (vbox.project / "a.txt").read_text() == large and not (vbox.project / "b.txt").exists()
 
 
 def test_undo_never_plants_a_file_brought_under_a_protected_name_by_its_folder(vbox: Box) -> None:

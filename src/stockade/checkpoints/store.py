@@ -49,6 +49,7 @@ FICLONE = 0x40049409  # ioctl: share the source's extents (btrfs, xfs), where th
 PACK = "pack"
 FLOOR_BEFORE = "floor-before"  # the run's: stamps of the files that run code later, as planning found them before it
 KEPT_LINKS = "kept-links"  # in the project's folder: "dev inode data-path" of inodes a checkpoint shares with the project
+LINK_ABOVE = 1 << 20  # a file renamed or chmodded this large is kept by a link, not a copy (its link count shows)
 CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module names no constant for it
 
 # how a path is about to change (what the caller saw the run ask for)
@@ -57,6 +58,7 @@ TRUNCATE_OPEN = "truncate-open"  # opened with O_TRUNC
 TRUNCATE = "truncate"  # truncate(2) to some length
 REMOVE = "remove"  # unlinked, or replaced by a rename onto it
 MOVE = "move"  # renamed away
+TREE_MOVE = "tree-move"  # in a folder renamed or removed whole: kept by a link, whatever its size
 RMDIR = "rmdir"
 META_CHANGE = "meta"  # chmod, chown
 CREATE = "create"  # mkdir, link, symlink, mknod: the name must be new
@@ -362,7 +364,10 @@ class Recorder:
     def _keep(self, info: os.stat_result, how: str, folder: int, name: str) -> dict[str, object]:
         """Keep the file's content: {"d": data name} (the inode itself, linked into the data folder)
         or {"o": offset, "n": length} (copied into the pack)."""
-        if info.st_dev == self._data_dev and how not in WRITES:
+        # a link keeps the inode at no cost, but where the file stays in sight (renamed, its mode
+        # changed, given a name more) the sandbox would see one link more: a small one is copied
+        stays = how in (MOVE, META_CHANGE) and info.st_size <= LINK_ABOVE
+        if info.st_dev == self._data_dev and how not in WRITES and not stays:
             data = self._data_name()
             try:
                 os.link(name, self._data(data), src_dir_fd=folder, follow_symlinks=False)
@@ -443,7 +448,7 @@ class Recorder:
                     if stat.S_ISDIR(inner_info.st_mode):
                         self._record({"p": inner, "k": "dir", **_meta(inner_info)})
                     else:
-                        self._record_one(inner, inner_info, MOVE, inner_folder, inner_name)
+                        self._record_one(inner, inner_info, TREE_MOVE, inner_folder, inner_name)
             finally:
                 os.close(listing)
             for deep in cut:

@@ -730,7 +730,9 @@ def _execute(
         try:
             tmp, named, made, folder = _tmp_pieces(launch, agent_session)
             stages, staged = _git_stages(launch, session)
-            checkpoint = Checkpoint(launch, staged) if launch.checkpoints is not None else None
+            # not under --trace: strace's filter sends it the same calls, and the kernel gives each call
+            # to the checkpoint's listener instead (a notification outranks a trace)
+            checkpoint = Checkpoint(launch, staged) if launch.checkpoints is not None and tracer is None else None
             try:
                 copies = [*((p, d, True) for p, d in files), *named]
                 aliases = {stage.git_dir: stage.alias for stage in stages}
@@ -830,6 +832,8 @@ def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict
             return
     for line in report(found, dropped, fixes):
         say(f"stockade: {line}")
+    if launch.checkpoints is not None:
+        say("stockade: --trace: this run kept no checkpoint (strace needs the calls a checkpoint waits on): `stockade undo` cannot reach it")
 
 
 def _fixes(launch: Launch, refused: list[dict[str, object]]) -> dict[str, str]:
