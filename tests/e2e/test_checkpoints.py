@@ -450,3 +450,42 @@ def test_undo_works_with_the_checkpoints_on_another_filesystem(vbox: Box) -> Non
         assert redo.returncode == 0 and (vbox.project / "made" / "f").read_text() == "x\n", redo
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_write_through_a_link_into_proc_is_followed(vbox: Box) -> None:
+    (vbox.project / "keep.txt").write_text("mine\n")
+    run = vbox.run("ln -s /proc/self/cwd /tmp/l && printf hacked > /tmp/l/keep.txt && ln -s /proc/self/root/proc/self/cwd /tmp/m && touch /tmp/m/new")
+    assert run.returncode == 0 and (vbox.project / "keep.txt").read_text() == "hacked", run
+    assert stockade(vbox, "undo").returncode == 0
+    assert (vbox.project / "keep.txt").read_text() == "mine\n" and not (vbox.project / "new").exists()
+
+
+DEEP = """
+import os
+near, far = ["d" * 100] * 30, ["e" * 100] * 15
+os.makedirs("/".join(near))
+os.rename("big.bin", "/".join(near) + "/moved.bin")  # recorded: its path is under 4096 bytes
+for name in near:
+    os.chdir(name)
+os.makedirs("/".join(far))
+os.rename("moved.bin", "/".join(far) + "/moved.bin")  # relative: fine for the kernel, past 4096 bytes in full
+for name in far:
+    os.chdir(name)
+with open("moved.bin", "r+b") as handle:  # its folder's name is past 4096 bytes: the thread cannot follow
+    handle.write(b"XXXX")
+print("DONE")
+"""
+
+
+def test_a_change_the_checkpoint_cannot_follow_is_counted_and_a_spoiled_copy_is_not_handed_back(vbox: Box) -> None:
+    big = vbox.project / "big.bin"
+    content = os.urandom(2 << 20)  # kept by a link when renamed
+    big.write_bytes(content)
+    run = vbox.run(None, argv=["python3", "-c", DEEP])
+    assert "DONE" in run.stdout, run
+    listed = stockade(vbox, "runs")
+    assert "not followed" in listed.stdout, listed
+    undo = stockade(vbox, "undo")
+    assert "its checkpoint could not follow" in undo.stdout, undo
+    assert "could not put back big.bin: its kept copy was changed after it was kept" in undo.stdout, undo
+    assert not big.exists() or big.read_bytes() == content  # never the spoiled bytes as the user's

@@ -164,6 +164,8 @@ def _put_back(run: Run, path: str, entry: dict[str, object], recorder: store.Rec
             os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
         elif kind in ("file", "moved"):
             data = run.data(str(entry.get("d")))
+            if kind == "file":
+                _check_kept(data, entry)
             try:
                 os.rename(data, name, dst_dir_fd=folder)
             except OSError as exc:
@@ -185,6 +187,15 @@ def _put_back(run: Run, path: str, entry: dict[str, object], recorder: store.Rec
             placed.setdefault(inode, path)
     finally:
         os.close(folder)
+
+
+def _check_kept(data: str, entry: dict[str, object]) -> None:
+    """A file kept by a link is as it was when kept (its size and mtime): a write the checkpoint
+    could not follow would have changed it, and undo must not hand that back as the user's."""
+    recorded = entry.get("s")
+    info = os.stat(data, follow_symlinks=False)
+    if isinstance(recorded, list) and len(recorded) == 2 and [info.st_size, info.st_mtime_ns] != [recorded[1], entry.get("t")]:
+        raise OSError(errno.ESTALE, "its kept copy was changed after it was kept, by a write its checkpoint could not follow")
 
 
 def _kind_at(path: str, roots: tuple[str, ...]) -> str | None:

@@ -422,7 +422,9 @@ class Recorder:
         run's too, which still shared the inode with the project."""
         copy = data + ".copy"
         try:
+            kept = os.stat(data, follow_symlinks=False)
             _copy_file(data, copy)
+            os.utime(copy, ns=(kept.st_atime_ns, kept.st_mtime_ns))  # undo checks a kept file by its size and mtime
             os.rename(copy, data)
         except OSError:
             _unlink_quietly(copy)

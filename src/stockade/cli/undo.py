@@ -65,6 +65,9 @@ def _counts(run: history.Run) -> str:
     words = [f"{counts[key]} {key}" for key in ("new", "changed", "removed") if counts.get(key)]
     if counts.get("lost"):
         words.append(f"{counts['lost']} not kept")
+    unseen = run.meta.get("unseen")
+    if isinstance(unseen, int) and unseen:
+        words.append(f"{unseen} not followed")
     return ", ".join(words) or "nothing"
 
 
@@ -227,6 +230,12 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
         print(f"stockade: {_named(target)} undone: {done}{again}")
     for path, why in outcome.refused:
         print(f"stockade: not put back: {_relative(path, project)}: {why}")
+    unseen = target.meta.get("unseen")
+    if isinstance(unseen, int) and unseen:
+        print(
+            f"stockade: run {target.run} made {unseen} call{'s' if unseen != 1 else ''} its checkpoint could not follow "
+            "(a path through a link into /proc, or too long): what they changed is not put back"
+        )
     failed = dict(line.split(": ", 1) for line in outcome.failed)
     for path in outcome.lost:
         why = failed.get(path, "the run's checkpoint did not keep it")

@@ -127,7 +127,7 @@ class Checkpointing:
         self.listener = -1
         self.done = _thread.allocate_lock()  # held while the thread serves
         self.serving = False
-        self.missed = 0  # notifications answered without a record (an error judging them)
+        self.unseen = 0  # calls that may have changed a path this thread could not follow (runs, undo say so)
         self.unloaded = ""  # why the filter could not be loaded: the run goes on without a checkpoint
         self._numbers = {number: name for name, (number, _flags) in write_notify.CALLS[self.arch].items()}
         self._nofollow = write_notify.O_NOFOLLOW[self.arch]
@@ -217,7 +217,7 @@ class Checkpointing:
             try:
                 self._judge(ident, pid, number, arguments)
             except Exception:  # noqa: BLE001 - a checkpoint never stops the run
-                self.missed += 1
+                self.unseen += 1
             try:
                 fcntl.ioctl(self.listener, NOTIF_SEND, struct.pack("=QqiI", ident, 0, 0, FLAG_CONTINUE))
             except OSError:
@@ -346,11 +346,14 @@ class Checkpointing:
 
     def _record_inside(self, ident: int, pid: int, inside: str, how: str, *, follow: bool) -> None:
         """Record the host's file that the sandbox's `inside` names, if it is the user's and writable."""
-        if inside.startswith(("/proc/", "/dev/")):
-            inside = self._through_magic(pid, inside)
+        inside = self._unmagic(pid, inside)
         root = os.open(f"/proc/{pid}/root", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             found = self._host_of(root, inside, follow)
+            if found is None:  # a link into /proc on the way, which RESOLVE_IN_ROOT refuses: one name at a time
+                canonical = self._canonical(pid, root, inside, follow)
+                if canonical is not None and canonical != inside:
+                    found = self._host_of(root, canonical, False)
         finally:
             os.close(root)
         if found is None or not self._still_waiting(ident):
@@ -363,6 +366,17 @@ class Checkpointing:
             self.recorder.changing(host, how)
         finally:
             self.recorder.cancelled = None
+
+    def _unmagic(self, pid: int, inside: str) -> str:
+        """_through_magic until no link into /proc is left at the front (/proc/self/root/proc/self/cwd)."""
+        for _hop in range(8):
+            if not inside.startswith(("/proc/", "/dev/")):
+                break
+            through = self._through_magic(pid, os.path.normpath(inside))
+            if through == os.path.normpath(inside):
+                break
+            inside = through
+        return inside
 
     def _through_magic(self, pid: int, inside: str) -> str:
         """A path through /proc's links (/proc/self/cwd/x, /proc/N/root/x, /dev/fd/3/x) as the
@@ -421,6 +435,41 @@ class Checkpointing:
             return None
         return self._checked(found, name)
 
+    def _canonical(self, pid: int, root: int, inside: str, follow: bool, hops: int = 0) -> str | None:
+        """The path the kernel would reach from `inside`, resolved here one name at a time: a link
+        whose target is in /proc (/tmp/l -> /proc/self/cwd) goes through _through_magic. None when
+        a folder on the way is missing (the call fails too)."""
+        parts = [part for part in inside.split("/") if part not in ("", ".")]
+        done = "/"
+        for index, name in enumerate(parts):
+            if name == "..":
+                done = os.path.dirname(done.rstrip("/")) or "/"
+                continue
+            last = index == len(parts) - 1
+            folder = self._resolve(root, done, directory=True)
+            if folder is None:
+                return None
+            try:
+                try:
+                    target = os.readlink(name, dir_fd=folder)
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT and not last:
+                        return None
+                    target = None  # no link (or a name still to be made)
+            finally:
+                os.close(folder)
+            if target is None or (last and not follow):
+                done = done.rstrip("/") + "/" + name
+                continue
+            hops += 1
+            if hops > 40:
+                return None
+            target = self._unmagic(pid, target)
+            rest = "/".join(parts[index + 1 :])
+            joined = target if target.startswith("/") else done.rstrip("/") + "/" + target
+            return self._canonical(pid, root, joined + ("/" + rest if rest else ""), follow, hops)
+        return done
+
     def _dangling(self, root: int, inside: str) -> str | None:
         """Where a chain of links from `inside` ends, as the sandbox names it, when that is absent."""
         for _hop in range(40):  # the kernel's own limit
@@ -449,7 +498,13 @@ class Checkpointing:
         how = struct.pack("=QQQ", flags, 0, RESOLVE_IN_ROOT)
         relative = inside.lstrip("/") or "."
         fd = self._openat2(OPENAT2, root, os.fsencode(relative), how, len(how))
-        return int(fd) if fd >= 0 else None
+        if fd < 0:
+            import _ctypes
+
+            if _ctypes.get_errno() in (errno.EXDEV, errno.ELOOP, errno.ENAMETOOLONG):
+                self.unseen += 1  # a link into /proc on the way (RESOLVE_IN_ROOT refuses those), or too long
+            return None
+        return int(fd)
 
     def _checked(self, fd: int, name: str) -> tuple[str, str] | None:
         """The host's and the sandbox's path of `fd` (then `name` in it), if it is on a writable

@@ -396,6 +396,7 @@ def _supervised(
             if watch is not None:
                 watch.stop()
                 checkpoint.unloaded = watch.unloaded  # type: ignore[union-attr]
+                checkpoint.unseen += watch.unseen  # type: ignore[union-attr]
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -431,6 +432,7 @@ class Checkpoint:
         self.recorder = Recorder(folder, launch.project, self.max_size, meta, self.places.sources, floor_before)
         self.bwrap = os.path.realpath(launch.bwrap)
         self.unloaded = ""
+        self.unseen = 0
 
     def watch(self, traced: bool) -> Checkpointing:
         from stockade.bwrap.running.checkpointing import Checkpointing
@@ -439,7 +441,7 @@ class Checkpoint:
 
     def finish(self, status: int | None, launch: Launch) -> None:
         """The record closed; older checkpoints pruned to the policy's bounds."""
-        meta = self.recorder.finish(status)
+        meta = self.recorder.finish(status, {"unseen": self.unseen} if self.unseen else None)
         if meta is None:
             return
         from stockade.checkpoints.history import prune
