@@ -160,3 +160,14 @@ def test_a_failing_rmdir_records_nothing(tmp_path: Path) -> None:
     (project / "src" / "main.py").write_text("x")
     recorder.changing(str(project / "src"), store.RMDIR)  # not empty: the call fails
     assert recorder.kinds == {}
+
+
+def test_a_folder_whose_caller_is_gone_leaves_no_record(tmp_path: Path) -> None:
+    recorder, project = _recorder(tmp_path)
+    (project / "big").mkdir()
+    for number in range(1200):
+        (project / "big" / f"f{number}").write_text("x")
+    recorder.cancelled = lambda: True  # the caller died while its folder was being kept
+    recorder.changing(str(project / "big"), store.MOVE)
+    assert recorder.kinds == {} and recorder.finish(0) is None  # no record, no checkpoint
+    assert not list(Path(recorder.folder).rglob("data/*"))

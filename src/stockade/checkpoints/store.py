@@ -121,6 +121,7 @@ class Recorder:
         self._count = 0
         self._pack_fd = -1
         self._pack_end = 0
+        self._held: list[dict[str, object]] | None = None
         self.lock = _thread.allocate_lock()  # the checkpoint's thread records while the run's end may come
         self.closed = False
         self.cancelled: Callable[[], bool] | None = None  # set around one call: whether its caller is gone
@@ -163,6 +164,9 @@ class Recorder:
 
         if self.by:
             entry["by"] = self.by
+        if self._held is not None:  # a folder's records, written once all of it is kept
+            self._held.append(entry)
+            return
         os.write(self.records_fd, (json.dumps(entry, ensure_ascii=True) + "\n").encode())
         path = str(entry["p"])
         self.kinds[path] = str(entry["k"])
@@ -441,6 +445,7 @@ class Recorder:
             listing = -1
         if listing >= 0:
             cut: list[str] = []
+            self._held = []
             try:
                 for count, (inner, inner_info, inner_folder, inner_name) in enumerate(walk(listing, path, cut)):
                     if count % 512 == 511 and self.cancelled is not None and self.cancelled():
@@ -451,12 +456,30 @@ class Recorder:
                         self._record({"p": inner, "k": "dir", **_meta(inner_info)})
                     else:
                         self._record_one(inner, inner_info, TREE_MOVE, inner_folder, inner_name)
+            except BaseException:
+                self._drop_held()  # nothing of a folder whose call never happened
+                raise
             finally:
                 os.close(listing)
+            held, self._held = self._held, None
+            for entry in held:
+                self._record(entry)
             for deep in cut:
                 self._lose(deep, f"more than {MAX_DEPTH} folders down")
         meta = {key: value for key, value in (first or _meta(info)).items() if key in ("m", "u", "g", "t")}
         self._record({"p": path, "k": "tree", **meta})
+
+    def _drop_held(self) -> None:
+        held, self._held = self._held or [], None
+        for entry in held:
+            if "d" in entry:
+                data = self._data(str(entry["d"]))
+                _unlink_quietly(data)
+                self._mine.discard(data)
+                for datas in self.linked.values():
+                    if data in datas:
+                        datas.remove(data)
+            self.lost = [path for path in self.lost if path != entry["p"]]
 
     # -- the end ---------------------------------------------------------------------------
 
