@@ -12,32 +12,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stockade.checkpoints import history, restore, store
+from tests.treesnap import snapshot
 
 NAMES = ["a", "b", "c", "d/e", "d/f", "d/g/h", "x"]
-
-
-def snapshot(root: Path, *, times: bool = True) -> dict[str, tuple[object, ...]]:
-    found: dict[str, tuple[object, ...]] = {}
-    for folder, names, files in os.walk(root):
-        for name in [*names, *files]:
-            path = Path(folder) / name
-            info = path.lstat()
-            key = str(path.relative_to(root))
-            if stat.S_ISLNK(info.st_mode):
-                found[key] = ("link", os.readlink(path))
-            elif stat.S_ISDIR(info.st_mode):
-                found[key] = ("dir", stat.S_IMODE(info.st_mode))
-            else:
-                found[key] = ("file", stat.S_IMODE(info.st_mode), path.read_bytes(), *((info.st_mtime_ns,) if times else ()))
-        names[:] = [name for name in names if not (Path(folder) / name).is_symlink()]
-    return found
 
 
 def _tree(root: Path) -> None:

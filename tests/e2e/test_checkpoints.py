@@ -21,26 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.boxes import Box
-
-Snapshot = dict[str, tuple[object, ...]]
-
-
-def snapshot(root: Path, *, times: bool = True) -> Snapshot:
-    """Every entry under `root`: (kind, mode, content or target[, mtime])."""
-    found: Snapshot = {}
-    for folder, names, files in os.walk(root):
-        for name in [*names, *files]:
-            path = Path(folder) / name
-            info = path.lstat()
-            relative = str(path.relative_to(root))
-            if stat.S_ISLNK(info.st_mode):
-                found[relative] = ("link", os.readlink(path))
-            elif stat.S_ISDIR(info.st_mode):
-                found[relative] = ("dir", stat.S_IMODE(info.st_mode))
-            else:
-                found[relative] = ("file", stat.S_IMODE(info.st_mode), path.read_bytes(), *((info.st_mtime_ns,) if times else ()))
-        names[:] = [name for name in names if not (Path(folder) / name).is_symlink()]
-    return found
+from tests.treesnap import snapshot
 
 
 def stockade(box: Box, *words: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

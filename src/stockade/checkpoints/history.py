@@ -82,36 +82,14 @@ class Run:
         """Each path's record, in the order first recorded; a later record of the same path (a folder
         recorded again whole) replaces the earlier one's kind. A last line cut short is left out: the
         change it was written for never went on."""
-        found: dict[str, dict[str, object]] = {}
-        try:
-            with open(os.path.join(self.folder, store.RECORDS), "rb") as handle:
-                data = handle.read()
-        except OSError:
-            return found
-        for line in data.split(b"\n"):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("p"), str):
-                found[entry["p"]] = entry
-        return found
+        return {str(entry["p"]): entry for entry in _entries(os.path.join(self.folder, store.RECORDS))}
 
     def after(self) -> dict[str, list[int] | None]:
+        """Each recorded path's state when the run ended (None: absent)."""
         found: dict[str, list[int] | None] = {}
-        try:
-            with open(os.path.join(self.folder, store.AFTER), "rb") as handle:
-                data = handle.read()
-        except OSError:
-            return found
-        for line in data.split(b"\n"):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("p"), str):
-                stamp = entry.get("s")
-                found[entry["p"]] = stamp if isinstance(stamp, list) else None
+        for entry in _entries(os.path.join(self.folder, store.AFTER)):
+            stamp = entry.get("s")
+            found[str(entry["p"])] = stamp if isinstance(stamp, list) else None
         return found
 
     def floor_before(self) -> dict[str, list[int]]:
@@ -207,6 +185,24 @@ def prune(state_dir: str, project: str, max_size: int, max_age: float, keep: int
         if now - run.started > max_age or (total > max_size and run.kind != "undo"):
             total -= run.size
             shutil.rmtree(run.folder, ignore_errors=True)
+
+
+def _entries(path: str) -> list[dict[str, object]]:
+    """The JSON objects with a path ("p") of a file of lines; a line cut short is left out."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return []
+    found = []
+    for line in data.split(b"\n"):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("p"), str):
+            found.append(entry)
+    return found
 
 
 def _mtime(path: str) -> float:
