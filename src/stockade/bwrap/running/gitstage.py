@@ -43,6 +43,7 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ LINKED_WHEN_ABSENT = ("packed-refs", "shallow")
 BOUND = ("objects", "refs", "modules", "worktrees")
 NEVER_CARRIED = frozenset({"commondir"})  # it names where git reads config and hooks
 KEPT_SUFFIX = ".kept"  # a stage set aside: not carried back again
+BUSY_INFIX = ".busy-"  # a stage being made or removed, under its run's lock: never judged abandoned
 MAX_STAGES = 8  # repositories staged in one run
 MAX_COPY_BYTES = 64 << 20  # what one stage copies, either way
 MAX_COPY_ENTRIES = 10000
@@ -186,10 +188,15 @@ def _prepare_one(folder: str, git_dir: str, alias: str, project: str) -> Stage |
     if not identity:
         return None
     os.makedirs(os.path.dirname(folder), mode=0o700, exist_ok=True)
-    os.mkdir(folder, 0o700)
+    # made under a name no other run looks at, locked, then named: another run starting now finds
+    # no stage of ours whose lock it could take for a killed run's (finish_abandoned)
+    making = f"{folder}{BUSY_INFIX}{os.getpid()}"
+    os.mkdir(making, 0o700)
+    lock_fd = os.open(os.path.join(making, "lock"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    os.rename(making, folder)
     stage = Stage(folder, git_dir, alias, identity, project)
-    stage.lock_fd = os.open(os.path.join(folder, "lock"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    fcntl.flock(stage.lock_fd, fcntl.LOCK_EX)
+    stage.lock_fd = lock_fd
     os.mkdir(stage.staged, stat.S_IMODE(os.lstat(git_dir).st_mode) | 0o700)
     budget = _Budget()
     with os.scandir(git_dir) as listing:
@@ -302,9 +309,20 @@ def carry_back(stage: Stage, session: str, before: Callable[[str], None] | None 
     except Exception as exc:  # noqa: BLE001 - whatever the sandbox left, the checks after the run still run
         lines.append(f"stockade: git's changes to {stage.git_dir} inside could not all be carried back ({exc}); the rest are in {_keep(stage)}")
         return lines, judged
-    _release(stage)
-    _remove(stage.folder)
+    _finish(stage)
     return lines, judged
+
+
+def _finish(stage: Stage) -> None:
+    """The stage carried back: renamed out of sight while still locked (another run's
+    finish_abandoned must never take a half-removed stage for a killed run's), then removed."""
+    gone = f"{stage.folder}{BUSY_INFIX}{os.getpid()}"
+    try:
+        os.rename(stage.folder, gone)
+    except OSError:
+        gone = stage.folder
+    _release(stage)
+    _remove(gone)
 
 
 def _keep(stage: Stage) -> str:
@@ -730,6 +748,29 @@ def _remove(folder: str) -> None:
         pass
 
 
+def _remove_unlocked(folder: str) -> None:
+    """A stage being made or removed whose run is gone (its lock free): nothing in it to carry back."""
+    try:
+        lock = os.open(os.path.join(folder, "lock"), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        try:
+            old = time.time() - os.lstat(folder).st_mtime > 60  # not one a run is making this moment
+        except OSError:
+            return
+        if old:
+            _remove(folder)
+        return
+    except OSError:
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # its run is still at it
+    finally:
+        os.close(lock)
+    _remove(folder)
+
+
 def finish_abandoned(state_dir: str, session: str) -> list[str]:
     """Carry back each stage whose run is gone (its lock free); the lines to say. Called before
     journal.finish_abandoned, whose sweeps then judge what came back."""
@@ -741,6 +782,9 @@ def finish_abandoned(state_dir: str, session: str) -> list[str]:
     lines: list[str] = []
     for name in names:
         if name.endswith(KEPT_SUFFIX):
+            continue
+        if BUSY_INFIX in name:  # a run's own being made or removed: what a killed one left goes
+            _remove_unlocked(os.path.join(root, name))
             continue
         folder = os.path.join(root, name)
         try:
