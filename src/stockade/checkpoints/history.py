@@ -11,9 +11,6 @@ import time
 
 from stockade.checkpoints import store
 
-DEFAULT_MAX_SIZE = 2 * 1024**3  # all of one project's checkpoints together
-DEFAULT_MAX_AGE = 7 * 24 * 3600.0
-
 
 class Run:
     """One checkpoint: a run's (kind "run") or an undo's (kind "undo")."""
@@ -131,22 +128,9 @@ def runs(state_dir: str, project: str) -> list[Run]:
 
 def settle(run: Run) -> None:
     """A run killed before it finished (its stockade gone): its states after taken now, counted."""
-    counts = {"new": 0, "changed": 0, "removed": 0, "lost": 0}
-    lines = []
-    for path, entry in run.records().items():
-        stamp = store.path_stamp(path)
-        lines.append(json.dumps({"p": path, "s": stamp}, ensure_ascii=True))
-        kind = entry.get("k")
-        if kind == "lost":
-            counts["lost"] += 1
-        elif kind == "absent":
-            counts["new"] += stamp is not None
-        elif stamp is None:
-            counts["removed"] += 1
-        else:
-            counts["changed"] += 1
+    after, counts = store.states_after((path, str(entry.get("k"))) for path, entry in run.records().items())
     try:
-        store.write_atomic(os.path.join(run.folder, store.AFTER), ("\n".join(lines) + "\n").encode())
+        store.write_atomic(os.path.join(run.folder, store.AFTER), after)
         run.update(ended=_mtime(os.path.join(run.folder, store.RECORDS)), status=None, counts=counts, killed=True)
     except OSError:
         pass

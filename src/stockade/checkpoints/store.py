@@ -36,7 +36,7 @@ from stockade.checkpoints import beneath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     Walked = tuple[str, os.stat_result, int, str]
 
@@ -494,21 +494,7 @@ class Recorder:
     def _finish(self, status: int | None, extra: dict[str, object] | None) -> dict[str, object] | None:
         if self.records_fd < 0:
             return None
-        import json
-
-        counts = {"new": 0, "changed": 0, "removed": 0, "lost": len(self.lost)}
-        lines = []
-        for path, kind in self.kinds.items():
-            stamp = path_stamp(path)
-            lines.append(json.dumps({"p": path, "s": stamp}, ensure_ascii=True))
-            if kind == "lost":
-                continue
-            if kind == "absent":
-                counts["new"] += stamp is not None  # made and removed again: nothing to undo
-            elif stamp is None:
-                counts["removed"] += 1
-            else:
-                counts["changed"] += 1
+        after, counts = states_after(self.kinds.items())
         if not any(counts.values()):  # only files made and removed again (a compiler's temporaries)
             self._close()
             remove_any(self.run_dir)
@@ -516,7 +502,7 @@ class Recorder:
         meta = read_meta(self.run_dir)
         self._note_kept_links()
         try:
-            write_atomic(os.path.join(self.run_dir, AFTER), ("\n".join(lines) + "\n").encode())
+            write_atomic(os.path.join(self.run_dir, AFTER), after)
             meta.update({"ended": time.time(), "status": status, "counts": counts, "size": self.size, **(extra or {})})
             write_meta(self.run_dir, meta)
         except OSError:
@@ -557,6 +543,27 @@ class Recorder:
 
 
 # -- files -----------------------------------------------------------------------------------
+
+
+def states_after(kinds: Iterable[tuple[str, str]]) -> tuple[bytes, dict[str, int]]:
+    """(the AFTER file: each recorded path's state now, the counts `stockade runs` shows) from
+    (path, kind recorded) pairs."""
+    import json
+
+    counts = {"new": 0, "changed": 0, "removed": 0, "lost": 0}
+    lines = []
+    for path, kind in kinds:
+        stamp = path_stamp(path)
+        lines.append(json.dumps({"p": path, "s": stamp}, ensure_ascii=True) + "\n")
+        if kind == "lost":
+            counts["lost"] += 1
+        elif kind == "absent":
+            counts["new"] += stamp is not None  # made and removed again: nothing to undo
+        elif stamp is None:
+            counts["removed"] += 1
+        else:
+            counts["changed"] += 1
+    return "".join(lines).encode(), counts
 
 
 def path_stamp(path: str) -> list[int] | None:
@@ -739,19 +746,8 @@ def _copy_file(source: str, target: str) -> None:
         try:
             try:
                 fcntl.ioctl(dst, FICLONE, src)
-                return
             except OSError:
-                pass
-            while True:
-                try:
-                    done = os.copy_file_range(src, dst, 1 << 30)
-                except OSError as exc:
-                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                        raise
-                    _copy_by_reading(src, dst)
-                    return
-                if done == 0:
-                    return
+                _copy_range(src, dst, 0)
         finally:
             os.close(dst)
     finally:
@@ -800,14 +796,6 @@ def unpack(pack: str, offset: int, length: int, folder: int, name: str) -> None:
             os.close(fd)
     finally:
         os.close(source)
-
-
-def _copy_by_reading(src: str | int, dst: int) -> None:
-    while True:
-        chunk = os.read(src, 1 << 20)  # type: ignore[arg-type]
-        if not chunk:
-            return
-        os.write(dst, chunk)
 
 
 def remove_any(path: str) -> None:
