@@ -36,7 +36,7 @@ class Outcome:
         self.restored = 0
         self.removed = 0
         self.lost: list[str] = []
-        self.failed: list[str] = []  # why a path could not be put back
+        self.failed: dict[str, str] = {}  # path: why it could not be moved aside or put back
         self.refused: list[tuple[str, str]] = []  # (path, why) of records undo must not put back
 
 
@@ -114,7 +114,7 @@ def undo(run: Run, recorder: store.Recorder, refuse: Callable[[str, dict[str, ob
                 recorder.take_away(path)
                 outcome.removed += kind == "absent"
         except OSError as exc:  # left as it is, named; what was moved before is in the undo's checkpoint
-            outcome.failed.append(f"{path}: {exc.strerror or exc}")
+            outcome.failed[path] = str(exc.strerror or exc)
     placed: dict[tuple[int, int], str] = {}  # a file's inode before the run: where it was put back
     for path, entry in sorted(records.items(), key=lambda item: _depth(item[0])):  # put back, parents first
         kind = entry.get("k")
@@ -131,7 +131,7 @@ def undo(run: Run, recorder: store.Recorder, refuse: Callable[[str, dict[str, ob
             _put_back(run, path, entry, recorder, placed)
         except OSError as exc:
             outcome.lost.append(path)
-            outcome.failed.append(f"{path}: {exc.strerror or exc}")
+            outcome.failed[path] = str(exc.strerror or exc)
             continue
         outcome.restored += kind != "dir"
     return outcome

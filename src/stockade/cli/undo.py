@@ -236,10 +236,12 @@ def _undo(target: history.Run, found: list[history.Run], folder: str, project: s
             f"stockade: run {target.run} made {unseen} call{'s' if unseen != 1 else ''} its checkpoint could not follow "
             "(a path through a link into /proc, or too long): what they changed is not put back"
         )
-    failed = dict(line.split(": ", 1) for line in outcome.failed)
     for path in outcome.lost:
-        why = failed.get(path, "the run's checkpoint did not keep it")
+        why = outcome.failed.get(path, "the run's checkpoint did not keep it")
         print(f"stockade: could not put back {_relative(path, project)}: {why}")
+    for path, why in outcome.failed.items():
+        if path not in outcome.lost:
+            print(f"stockade: could not move {_relative(path, project)} aside: {why}")
 
 
 def _floor_guard(places: tuple[str, ...], before: dict[str, list[int]]) -> Callable[[str, dict[str, object]], str | None]:
