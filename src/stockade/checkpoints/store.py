@@ -723,6 +723,11 @@ def copy_at(folder: int, name: str, target_folder: int, target: str) -> None:
     os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=target_folder, follow_symlinks=False)
 
 
+def remove_at(folder: int, name: str) -> None:
+    """Remove `name` in `folder`, a whole tree without following a link (accept.py's)."""
+    _remove_at(folder, name)
+
+
 def _remove_at(folder: int, name: str) -> None:
     """Remove `name` in `folder`, a whole tree without following a link."""
     info = os.stat(name, dir_fd=folder, follow_symlinks=False)
@@ -859,11 +864,20 @@ def write_atomic(path: str, data: bytes) -> None:
     os.rename(temporary, path)
 
 
+def new_run_dir(folder: str) -> tuple[int, str]:
+    """The next number in `folder`, taken by mkdir (a stage's, stage.py)."""
+    return _new_run_dir(folder)
+
+
 def read_meta(run_dir: str) -> dict[str, object]:
+    return read_meta_named(run_dir, META)
+
+
+def read_meta_named(run_dir: str, name: str) -> dict[str, object]:
     import json
 
     try:
-        with open(os.path.join(run_dir, META), "rb") as handle:
+        with open(os.path.join(run_dir, name), "rb") as handle:
             data = json.loads(handle.read())
     except (OSError, ValueError):
         return {}
@@ -871,6 +885,10 @@ def read_meta(run_dir: str) -> dict[str, object]:
 
 
 def write_meta(run_dir: str, meta: dict[str, object]) -> None:
+    write_meta_named(run_dir, META, meta)
+
+
+def write_meta_named(run_dir: str, name: str, meta: dict[str, object]) -> None:
     import json
 
-    write_atomic(os.path.join(run_dir, META), json.dumps(meta, ensure_ascii=True).encode())
+    write_atomic(os.path.join(run_dir, name), json.dumps(meta, ensure_ascii=True).encode("utf-8", "surrogateescape"))

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, trust, undo
+from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, review, trust, undo
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.cli.version import VERSION
 from stockade.core.errors import ExitCode, StockadeError, UsageError
@@ -62,6 +62,7 @@ def run(
     trace: Annotated[bool, typer.Option("--trace", help=_help("trace"))] = False,
     approve: Annotated[bool, typer.Option("--approve", help=_help("approve"))] = False,
     no_approve: Annotated[bool, typer.Option("--no-approve", help=_help("no_approve"))] = False,
+    stage: Annotated[bool, typer.Option("--stage", help=_help("stage"))] = False,
     agent_session: Annotated[str | None, typer.Option("--agent-session", help=_help("agent_session"), metavar="ID")] = None,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
@@ -76,7 +77,7 @@ def run(
         if value is not None:
             argv += [flag, str(value)]
     argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci + ["--verbose"] * verbose + ["--trace"] * trace
-    argv += ["--approve"] * approve + ["--no-approve"] * no_approve
+    argv += ["--approve"] * approve + ["--no-approve"] * no_approve + ["--stage"] * stage
     raise typer.Exit(lean_run([*argv, "--", *ctx.args]) if ctx.args or shell else lean_run(argv))
 
 
@@ -98,6 +99,9 @@ app.command(name="runs", help="List the runs that changed this project (RUN: wha
 app.command(
     name="undo", help="Put back what the last run changed in this project (RUN: a given one); undoing that undo makes the run's changes again."
 )(undo.undo)
+app.command(name="review", help="Show a staged run's changes to the project, marked ones first, with diffs.")(review.review)
+app.command(name="accept", help="Apply a staged run's changes (PATH: only those; marked ones only when named or with --marked).")(review.accept)
+app.command(name="reject", help="Drop a staged run's changes (PATH: only those).")(review.reject)
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(
     install.install

@@ -173,10 +173,15 @@ def _checkpoint_words(policy: Policy) -> str:
     rules = policy.checkpoints
     if not rules.enabled:
         return "off: runs keep no checkpoint ([checkpoints] enabled = false)"
-    return (
+    words = (
         f"every run keeps what it changes, up to {format_size(rules.max_size)} for the project, for {format_duration(rules.max_age)}: "
         "`stockade undo` puts the last run's back"
     )
+    if rules.stage:
+        words += "; the project's changes are staged: `stockade review` shows them, `stockade accept` applies them" + (
+            " (all but files that run code later are applied at once)" if rules.accept == "unmarked" else ""
+        )
+    return words
 
 
 def explain(

@@ -69,6 +69,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "Hold a request to a host the policy does not allow until you answer (at this terminal, or `stockade approve` "
         "from another); the default when stdin and stderr are a terminal.",
     ),
+    RunOption(
+        "stage",
+        ("--stage",),
+        False,
+        "Keep the command's changes to the project in a stage: `stockade review` shows them, `stockade accept` applies them.",
+    ),
     RunOption("no_approve", ("--no-approve",), False, "Refuse such a request at once, as without a terminal (agents' and CI runs)."),
     RunOption(
         "agent_session",
@@ -99,6 +105,7 @@ class RunArgs:
         self.trace = False
         self.approve = False
         self.no_approve = False
+        self.stage = False
         self.agent_session: str | None = None
         self.command: list[str] = []
 

@@ -27,7 +27,7 @@ class Invocation:
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "additions", "approve", "want_findings", "agent_session",
+        "additions", "approve", "want_findings", "agent_session", "stage",
     )  # fmt: skip
 
     def __init__(
@@ -48,6 +48,7 @@ class Invocation:
         want_findings: bool = False,
         approve: int = 0,
         agent_session: str | None = None,
+        stage: bool = False,
     ) -> None:
         self.command = command
         self.cwd = cwd  # as the user's shell spells it (os.getcwd())
@@ -66,6 +67,7 @@ class Invocation:
         self.agent_session = agent_session  # the agent session's id (core/notices.py): its notices are said once
         # the run's refusals as data in its result (RunResult.findings): stockade learn, --ci, --report
         self.want_findings = want_findings
+        self.stage = stage  # --stage: the project's changes wait in a stage for review (checkpoints/stage.py)
 
 
 class RunResult:

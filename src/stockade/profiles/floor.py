@@ -106,3 +106,28 @@ def floor_summary() -> list[str]:
         "with no network rule at all, the network is off",
         "stockade's own state (audit logs, filter cache, control socket) is hidden from the sandbox",
     ]
+
+
+def stage_marks(project: str, deny_write: tuple[str, ...]) -> list[tuple[str, str]]:
+    """What a stage's review marks, and no automatic accept applies (checkpoints/stage.py): each as
+    (a regular expression over the absolute path, why). Files that run code later anywhere in the
+    project, git's config and hooks in every repository it holds, and deny_write's matches."""
+    from stockade.profiles.paths import glob_to_regex
+
+    root = project.rstrip("/")
+    marks: list[tuple[str, str]] = []
+    for name in RUNS_LATER_IN_PROJECT:
+        why = f"runs code later ({name})"
+        marks.append((glob_to_regex(f"{root}/**/{name}"), why))
+        if name in FOLDER_NAMES:
+            marks.append((glob_to_regex(f"{root}/**/{name}/**"), why))
+    git = "git runs it later"
+    for name in ("info/attributes", "hooks/**", "modules/**/config", "modules/**/hooks", "modules/**/hooks/**"):
+        marks.append((glob_to_regex(f"{root}/**/.git/{name}"), git))
+    for name in ("commondir", "config.worktree"):
+        marks.append((glob_to_regex(f"{root}/**/.git/worktrees/*/{name}"), git))
+    marks.append((glob_to_regex(f"{root}/**/.git"), "a repository's git dir, or a link to one elsewhere"))
+    for pattern in deny_write:
+        marks.append((glob_to_regex(pattern), "deny_write"))
+        marks.append((glob_to_regex(pattern.rstrip("/") + "/**"), "deny_write"))
+    return marks

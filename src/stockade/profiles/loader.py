@@ -12,7 +12,7 @@ from typing import Any
 
 from stockade.core.errors import PolicyError
 from stockade.profiles import units
-from stockade.profiles.model import HOME_MODES, NetworkMode
+from stockade.profiles.model import ACCEPT_MODES, HOME_MODES, NetworkMode
 from stockade.profiles.paths import normalise_path
 from stockade.profiles.schema import LIST_KINDS, TABLES, Kind
 from stockade.profiles.toml_lines import KeyLines
@@ -372,6 +372,10 @@ class _Checker:
             if not isinstance(value, str) or value not in {m.value for m in NetworkMode}:
                 raise ValueError(f"must be {kind.value}, not {value!r}")
             return NetworkMode(value)
+        if kind is Kind.ACCEPT:
+            if not isinstance(value, str) or value not in ACCEPT_MODES:
+                raise ValueError(f"must be {kind.value}, not {value!r}")
+            return value
         if kind is Kind.HOME:
             if not isinstance(value, str) or value not in HOME_MODES:
                 raise ValueError(f"must be {kind.value}, not {value!r}")

@@ -25,6 +25,7 @@ class NetworkMode(str, Enum):
 
 
 HOME_MODES = ("private", "host")
+ACCEPT_MODES = ("review", "unmarked")
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,11 @@ class CheckpointRules:
     enabled: bool = True
     max_size: int = 2 * 1024**3  # bytes, all of the project's checkpoints together
     max_age: float = 7 * 24 * 3600.0  # seconds
+    # the project's changes land in a stage of their own, applied by `stockade accept` (stages/)
+    stage: bool = False
+    # after a staged run: "review" keeps every change for `stockade review`; "unmarked" applies at once
+    # all but the marked ones (files that run code later, deny_write matches), which wait for review
+    accept: str = "review"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from stockade.profiles.credentials import Credential
 from stockade.profiles.domains import overlaps, parse_rule
-from stockade.profiles.model import EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
+from stockade.profiles.model import CheckpointRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
 from stockade.profiles.paths import is_within
 
 
@@ -35,6 +35,8 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
             network=_narrow_network(base.network, project.network, notes),
             env=_narrow_env(base.env, project.env, notes),
             limits=_narrow_limits(base.limits, project.limits),
+            # a project may stage its runs, and keep every change for review; never the reverse
+            checkpoints=_narrow_checkpoints(base.checkpoints, project.checkpoints),
             credentials=_narrow_credentials(base, project, notes),
             project_dir=project.project_dir,
             origin=project.origin,
@@ -197,6 +199,13 @@ def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules
         set=tuple(sorted(merged_set.items())),
         passthrough=tuple(n for n in base.passthrough if n in project.passthrough or not project.passthrough),
     )
+
+
+def _narrow_checkpoints(base: CheckpointRules, project: CheckpointRules) -> CheckpointRules:
+    """A project may stage its runs, and keep every change for review; never the reverse."""
+    if not project.stage:
+        return base
+    return replace(base, stage=True, accept="review" if "review" in (base.accept, project.accept) else base.accept)
 
 
 def _narrow_limits(base: Limits, project: Limits) -> Limits:

@@ -260,4 +260,9 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     note = untrusted_note(resolution)
     if note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, note):
         say(note)
-    return RunRequest.of(invocation, resolution.policy, locations), note
+    policy = resolution.policy
+    if invocation.stage:  # --stage: every change waits for review, whatever the policy would accept at once
+        from dataclasses import replace
+
+        policy = replace(policy, checkpoints=replace(policy.checkpoints, stage=True, accept="review"))
+    return RunRequest.of(invocation, policy, locations), note

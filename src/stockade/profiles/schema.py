@@ -12,6 +12,7 @@ class Kind(str, Enum):
     HOST_RULES = "list of host rules"
     MODE = '"none", "allowlist" or "open"'
     HOME = '"private" or "host"'
+    ACCEPT = '"review" or "unmarked"'
     ENV_GLOBS = "list of variable-name globs"
     ENV_NAMES = "list of variable names"
     ENV_TABLE = 'table of NAME = "value"'
@@ -50,7 +51,7 @@ TABLES: dict[str, dict[str, Kind]] = {
         "tmp_size": Kind.SIZE,
     },
     "audit": {"log": Kind.PATH},
-    "checkpoints": {"enabled": Kind.BOOL, "max_size": Kind.SIZE, "max_age": Kind.DURATION},
+    "checkpoints": {"enabled": Kind.BOOL, "max_size": Kind.SIZE, "max_age": Kind.DURATION, "stage": Kind.BOOL, "accept": Kind.ACCEPT},
 }
 
 LIST_KINDS = frozenset({Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES})

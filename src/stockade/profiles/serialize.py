@@ -54,6 +54,8 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "enabled": policy.checkpoints.enabled,
             "max_size": policy.checkpoints.max_size,
             "max_age": policy.checkpoints.max_age,
+            "stage": policy.checkpoints.stage,
+            "accept": policy.checkpoints.accept,
         },
         "credentials": {c.name: _credential(c) for c in policy.credentials},
     }
@@ -101,6 +103,8 @@ def policy_to_toml(policy: Policy) -> str:
         "enabled": checkpoints.enabled,
         "max_size": format_size(checkpoints.max_size),
         "max_age": format_duration(checkpoints.max_age),
+        "stage": checkpoints.stage,
+        "accept": checkpoints.accept,
     }
     out = [f"# effective policy from {policy.origin}", f"# built from: {', '.join(policy.sources)}"]
     http = data["network"].pop("http")

@@ -101,12 +101,21 @@ def _layer(place: str, base: str) -> Layer:
     return (place, f"{folder}/upper", f"{folder}/work", f"{folder}/mount")
 
 
-def enter(layers: Sequence[Layer], uid: int, gid: int, *, in_own_user_namespace: bool) -> list[str]:
+def enter(layers: Sequence[Layer], uid: int, gid: int, *, in_own_user_namespace: bool, stage: Layer | None = None) -> list[str]:
     """In the child, before exec: a mount namespace of its own (and a user namespace, unless the
     network's was made already), where each layer's mount point shows its overlay. Runs as the
     user, so every folder it makes is the user's own; any failure but overlay's refusal raises.
-    Returns why each layer that is not an overlay is not (its upper folder is bound alone)."""
+    Returns why each layer that is not an overlay is not (its upper folder is bound alone).
+    `stage`, a staged run's project (checkpoints/stage.py), is an overlay or the run does not start."""
     enter_private_mounts(uid, gid, in_own_user_namespace=in_own_user_namespace)  # nothing mounted here reaches the host
+    if stage is not None:
+        place, upper, work, mount_point = stage
+        lower = _open_lower(place)
+        why = "it is no longer a folder of its own" if lower is None else _overlay(f"/proc/self/fd/{lower}", upper, work, mount_point)
+        if lower is not None:
+            os.close(lower)
+        if why is not None:
+            raise OSError(f"cannot stage the project {place}: {why}; run it without --stage (or [checkpoints] stage = false)")
     refused: list[str] = []
     for place, upper, work, mount_point in layers:
         for folder in (upper, work, mount_point):

@@ -22,6 +22,7 @@ from stockade.bwrap.after.sweep import LINK_PIN
 from stockade.bwrap.parts import folders, globs, hardlinks, host_sockets, layers, private_home
 from stockade.bwrap.parts.args import Bind, BindFrom, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, RemountReadOnly, Symlink, Tmpfs
 from stockade.bwrap.parts.marker import MARKER_PATH, MARKER_TARGET
+from stockade.checkpoints import stage as stages
 from stockade.core.errors import SandboxSetupError
 from stockade.core.locations import Locations
 from stockade.profiles import gitdirs
@@ -77,6 +78,7 @@ class View:
     reasons: dict[str, str] = field(default_factory=dict)
     staged_git: list[str] = field(default_factory=list)  # git dirs shown through a stage (gitstage.py)
     cache_layers: list[layers.Layer] = field(default_factory=list)  # writable package caches, each seen through its own layer
+    stage_mount: str | None = None  # a staged run's: where the child mounts the project's overlay (checkpoints/stage.py)
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
@@ -259,11 +261,16 @@ def plan_view(
         tuple(r for r in roots if r not in linked), locations.with_home(type(locations.home)(real_home)), policy.protected_files, tuple(anchors)
     )
     _note_reasons(view, policy, matches, floor, locations)
+    # a staged run's project changes wait for review (checkpoints/stage.py), which marks these: inside
+    # the project the floor holds nothing read-only, and git writes its own config and hooks there
+    staged = policy.checkpoints.stage and any(is_within(project, root) for root in roots)
     for path in floor.read_only:
-        if not _behind_linked_git(path):
+        if not _behind_linked_git(path) and not (staged and is_within(path, project)):
             _protect(view, path, roots, watch_absent=True)
     held = gitdirs.protected_paths([*repositories, *(layout for layout in elsewhere_repositories if layout is not None)], real_home, env)
     for path in held + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
+        if staged and is_within(path, project):
+            continue
         view.reasons.setdefault(path, f"floor: git's {os.path.basename(path)} runs code later (git)")
         _protect(view, path, roots, watch_absent=True)
     for path in deny_write:
@@ -278,7 +285,9 @@ def plan_view(
     own = [*floor.hidden, *generations(policy.audit.log), *_audit_folder(policy, locations, project, cwd)]
     _show_home(view, policy, locations, real_home, roots, real_denied, path_dirs, env, (project, os.path.realpath(cwd)), own)
     kept = _kept_links(str(locations.state), project) if shared else {}
-    view.shared_files = [path for path in hardlinks.to_copy(shared, kept) if _root_of(path, roots) is not None]
+    view.shared_files = [
+        path for path in hardlinks.to_copy(shared, kept) if _root_of(path, roots) is not None and not (staged and is_within(path, project))
+    ]  # a staged project's files are copied up by overlay before their first write: the host's links hold
     for path in extra_read_only:
         view.reasons.setdefault(os.path.realpath(path), "floor: a CI runner's channel into later steps")
         _protect(view, os.path.realpath(path), roots, watch_absent=False)
@@ -306,9 +315,27 @@ def plan_view(
     for path in sockets:
         _mask(view, path, roots, socket=True)
     _layer_caches(view, roots, real_home, str(locations.cache), project)
+    if staged:
+        _stage_project(view, project, stages.mount_point(str(locations.state), project))
     _drop_inside_hidden(view)
-    view.staged_git = _stageable(view, repositories, roots)
+    view.staged_git = [] if staged else _stageable(view, repositories, roots)
     return view
+
+
+def _stage_project(view: View, project: str, mount: str) -> None:
+    """The project seen through its stage's overlay, mounted at `mount` by the child before bwrap
+    (layers.enter): every writable bind inside it is bound from the overlay instead, so that no
+    write of the run reaches the host's project; read-only binds and masks stay the host's."""
+    kept: list[Mount] = []
+    for item in view.mounts:
+        if type(item.piece) is Bind and is_within(item.path, project):
+            if item.path != project:
+                kept.append(Mount(item.path, item.rank, BindFrom(mount + item.path[len(project) :], item.path)))
+        else:
+            kept.append(item)
+    view.mounts = kept
+    view.add(project, 0, BindFrom(mount, project))
+    view.stage_mount = mount
 
 
 def _kept_links(state: str, project: str) -> dict[tuple[int, int], int]:

@@ -371,7 +371,20 @@ def launch_of(plan: BwrapPlan) -> Launch:
         ],  # fmt: skip
         layers=list(view.cache_layers),
         checkpoints=(plan.policy.checkpoints.max_size, plan.policy.checkpoints.max_age) if plan.policy.checkpoints.enabled else None,
+        stage=_stage_of(plan) if view.stage_mount else None,
     )
+
+
+def _stage_of(plan: BwrapPlan) -> dict[str, object]:
+    """A staged run's: where its overlay is mounted, what the review marks, and what is accepted at once."""
+    from stockade.profiles.floor import stage_marks
+
+    view = plan.view
+    return {
+        "mount": view.stage_mount,
+        "marks": stage_marks(view.project, plan.policy.filesystem.deny_write),
+        "accept": plan.policy.checkpoints.accept,
+    }
 
 
 def walls_of(view: View) -> dict[str, object]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.running.freeze import Freeze
     from stockade.bwrap.running.gitstage import Stage
     from stockade.bwrap.running.network import Bridge
+    from stockade.bwrap.running.staging import StagedRun
     from stockade.bwrap.running.trace import Tracer
     from stockade.proxy.client.asking import Asker
 
@@ -83,6 +84,7 @@ class Launch:
     git_stages: list[tuple[str, str, bytes, bytes, list[tuple[str, bytes]]]]
     layers: list[tuple[str, str, str, str]]  # package caches seen through a layer of their own (layers.py)
     checkpoints: tuple[int, float] | None  # [checkpoints] max_size, max_age; None: off (checkpointing.py)
+    stage: dict[str, object] | None  # a staged run's overlay mount, marks and accept mode (planner._stage_of); None: not staged
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -146,7 +148,11 @@ def _seccomp_fd(launch: Launch) -> int:
 
 
 def _preexec(
-    limits: LimitPlan, bridge: Bridge | None, layers: Sequence[tuple[str, str, str, str]] = (), then: Callable[[], None] | None = None
+    limits: LimitPlan,
+    bridge: Bridge | None,
+    layers: Sequence[tuple[str, str, str, str]] = (),
+    then: Callable[[], None] | None = None,
+    stage: tuple[str, str, str, str] | None = None,
 ) -> Callable[[], None]:
     """What the child does between fork and exec: join limits, enter its own network, then a mount
     namespace of its own that receives nothing from the host's (ESCAPES 96), with the caches'
@@ -156,7 +162,7 @@ def _preexec(
     joins = limits if (limits.cgroup_procs or limits.rlimits) else None
     uid, gid = os.getuid(), os.getgid()
     forwards = [(address, port) for _entry, address, port in bridge.listens()] if bridge is not None else []
-    if layers:
+    if layers or stage:
         from stockade.bwrap.parts import layers as _layers  # noqa: F401 - imported once here, not in each forked child
     if bridge is not None:
         from stockade.bwrap.parts.interception import prepare  # imported here, not in each forked child
@@ -168,10 +174,10 @@ def _preexec(
             from stockade.bwrap.parts.netns import enter_private_network
 
             enter_private_network(bridge.child_channel_fd, uid, gid, forwards, intercept=prepare)
-        if layers:
+        if layers or stage:
             from stockade.bwrap.parts.layers import enter
 
-            enter(layers, uid, gid, in_own_user_namespace=bridge is not None)
+            enter(layers, uid, gid, in_own_user_namespace=bridge is not None, stage=stage)
         else:
             enter_private_mounts(uid, gid, in_own_user_namespace=bridge is not None)
         if then is not None:
@@ -189,7 +195,8 @@ def _watched_roots(launch: Launch) -> tuple[str, ...]:
     """Where the run's writes are checked after it: the project when the run could write it, and
     the other writable places the plan walked."""
     project = launch.project
-    writable = any(_within(project, root) for root in launch.writable)
+    # a staged run's project is the host's as it was: its changes wait in the stage, marked there
+    writable = launch.stage is None and any(_within(project, root) for root in launch.writable)
     return (*((project,) if writable else ()), *launch.watch_roots)
 
 
@@ -323,6 +330,7 @@ def _supervised(
     staged: bytes = b"",
     aliases: dict[str, str] | None = None,
     checkpoint: Checkpoint | None = None,
+    stage: tuple[str, str, str, str] | None = None,
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
@@ -364,7 +372,7 @@ def _supervised(
                 close_after_spawn=(args_fd, seccomp_fd, info_write, *(fd for _path, fd, _writable in copies)),
                 wall_time=launch.wall_time,
                 new_session=not launch.interactive,
-                preexec=_preexec(limits, bridge, launch.layers, watch.child if watch is not None else None),
+                preexec=_preexec(limits, bridge, launch.layers, watch.child if watch is not None else None, stage),
                 after_spawn=_after_spawn(bridge, watch),
                 watch=bridge.handover if bridge else None,
                 relay=signals.relay if signals is not None else None,
@@ -412,6 +420,15 @@ def _after_spawn(bridge: Bridge | None, watch: Checkpointing | None) -> Callable
             bridge.attach()
 
     return both
+
+
+def _staging(launch: Launch) -> StagedRun | None:
+    """A staged run's stage, made before bwrap starts (bwrap/running/staging.py)."""
+    if launch.stage is None:
+        return None
+    from stockade.bwrap.running.staging import StagedRun
+
+    return StagedRun(launch.state_dir, launch.project, list(launch.command), launch.cwd, launch.stage)
 
 
 class Checkpoint:
@@ -735,13 +752,17 @@ def _execute(
             # not under --trace: strace's filter sends it the same calls, and the kernel gives each call
             # to the checkpoint's listener instead (a notification outranks a trace)
             checkpoint = Checkpoint(launch, staged) if launch.checkpoints is not None and tracer is None else None
+            staging = _staging(launch)
             try:
                 copies = [*((p, d, True) for p, d in files), *named]
                 aliases = {stage.git_dir: stage.alias for stage in stages}
-                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases, checkpoint)
+                layer = staging.layer if staging is not None else None
+                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases, checkpoint, layer)
             except StartFailed:
                 if journal is not None:  # nothing ran: nothing to sweep
                     journal.close()
+                if staging is not None:
+                    staging.discard()
                 raise
             finally:
                 if folder is not None:
@@ -750,6 +771,8 @@ def _execute(
                     for path in made:
                         remove_mount_point(folder, path)
                 _carry_back(launch, stages, session, checkpoint)
+                if staging is not None:
+                    staging.finish(checkpoint.recorder if checkpoint is not None else None, list(launch.command), launch.cwd)
                 if checkpoint is not None and not checkpoint.recorder.recorded:
                     checkpoint = None  # nothing changed: nothing to finish
             signals.outcome = outcome
@@ -798,6 +821,9 @@ def _execute(
             limits=[*hits, *(["wall_time"] if outcome.timed_out else [])],
         )  # fmt: skip
     code = outcome.exit_code
+    if staging is not None:
+        for line in staging.lines:
+            say(line)
     if checkpoint is not None:
         checkpoint.finish(128 - code if code < 0 else code, launch)
     phases.mark("after")

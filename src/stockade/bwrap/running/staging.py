@@ -1,0 +1,101 @@
+"""A staged run: its stage made before bwrap starts, read after it ends, and accepted at once where
+the policy says so ([checkpoints] accept = "unmarked"); the lines the user reads about it."""
+
+from __future__ import annotations
+
+import os
+
+from stockade.checkpoints import stage
+from stockade.core.errors import SandboxSetupError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stockade.checkpoints.store import Recorder
+
+HELD_SHOWN = 5  # marked paths named in the line after an automatic accept
+
+
+class StagedRun:
+    """One run's stage (checkpoints/stage.py): `layer` is the overlay the child mounts."""
+
+    def __init__(self, state_dir: str, project: str, command: list[str], cwd: str, rules: dict[str, object]) -> None:
+        self.project = project
+        self.state_dir = state_dir
+        marks = rules.get("marks")
+        self.marks: list[tuple[str, str]] = [(str(p), str(w)) for p, w in marks] if isinstance(marks, list) else []
+        self.accept = str(rules.get("accept", "review"))
+        try:
+            self.stage, self.lock = stage.begin(state_dir, project, {"command": command, "cwd": cwd, "marks": self.marks})
+        except OSError as exc:
+            raise SandboxSetupError(
+                f"cannot make the stage for a staged run in {stage.stages_folder(state_dir, project)}: {exc.strerror or exc}; "
+                "stockade's state folder must be yours and writable"
+            ) from None
+        self.layer = (project, self.stage.upper, os.path.join(self.stage.folder, stage.WORK), str(rules["mount"]))
+        self.lines: list[str] = []
+        self.done = False
+
+    def discard(self) -> None:
+        """The run never started: its stage goes."""
+        import shutil
+
+        self.done = True
+        os.close(self.lock)
+        shutil.rmtree(self.stage.folder, ignore_errors=True)
+
+    def finish(self, recorder: Recorder | None, command: list[str], cwd: str) -> None:
+        """Read the stage; accept what the policy accepts at once (recorded in `recorder`, the run's
+        checkpoint, or one of its own); say what waits."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            units = stage.finish(self.stage, self.project, self.marks, self.lock)
+        except OSError as exc:
+            self.lines.append(f"stockade: this run's stage {self.stage.folder} could not be read ({exc.strerror or exc}); it is kept as it is")
+            return
+        if not units:
+            return
+        applied = 0
+        if self.accept == "unmarked":
+            applied, units = self._accept_unmarked(units, recorder, command, cwd)
+        self._say(units, applied)
+
+    def _accept_unmarked(
+        self, units: list[dict[str, object]], recorder: Recorder | None, command: list[str], cwd: str
+    ) -> tuple[int, list[dict[str, object]]]:
+        from stockade.checkpoints import accept
+        from stockade.checkpoints.restore import UNLIMITED
+        from stockade.checkpoints.store import Recorder, project_folder
+
+        own = recorder is None
+        if recorder is None:
+            meta: dict[str, object] = {"kind": "run", "command": command, "cwd": cwd, "project": self.project}
+            recorder = Recorder(project_folder(self.state_dir, self.project), self.project, UNLIMITED, meta, (self.project,))
+        elif self.project not in recorder.roots:
+            recorder.roots = (*recorder.roots, self.project)
+        chosen = accept.with_parents([unit for unit in units if not unit.get("mark") and unit["a"] != stage.SKIP], units)
+        outcome = accept.accept(self.stage, self.project, units, chosen, recorder, force=False)
+        if own:
+            recorder.finish(0)
+        for path, why in outcome.conflicts + outcome.failed:
+            self.lines.append(f"stockade: not applied: {path}: {why}")
+        return len(outcome.applied), self.stage.units if os.path.isdir(self.stage.folder) else []
+
+    def _say(self, units: list[dict[str, object]], applied: int) -> None:
+        number = self.stage.number
+        if applied:
+            self.lines.append(f"stockade: applied {applied} change{'s' if applied != 1 else ''} to the project (`stockade undo` takes them back)")
+        if not units:
+            return
+        marked = [str(unit["p"]) for unit in units if unit.get("mark")]
+        if applied and marked:
+            shown = ", ".join(marked[:HELD_SHOWN]) + (f" and {len(marked) - HELD_SHOWN} more" if len(marked) > HELD_SHOWN else "")
+            self.lines.append(f"stockade: held for review (they run code later): {shown}; `stockade review` shows them (stage {number})")
+            return
+        count = len(units)
+        what = f"{count} change{'s' if count != 1 else ''}" + (f", {len(marked)} marked" if marked else "")
+        self.lines.append(
+            f"stockade: this run's changes to the project are staged ({what}, stage {number}): "
+            "`stockade review` shows them, `stockade accept` applies them, `stockade reject` drops them"
+        )
