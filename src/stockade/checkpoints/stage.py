@@ -113,13 +113,27 @@ class Stage:
     def save(self, units: list[dict[str, object]]) -> None:
         """The manifest with these units; the stage's folder removed when none is left."""
         if not units:
-            import shutil
-
-            shutil.rmtree(self.folder, ignore_errors=True)
+            remove(self.folder)
             self.meta["units"] = []
             return
         self.meta["units"] = units
         store.write_meta_named(self.folder, MANIFEST, self.meta)
+
+
+def remove(folder: str) -> None:
+    """A stage's folder, gone: overlay leaves its work folder's own folder unreadable (mode 000),
+    which the user may still open up and remove."""
+    import shutil
+
+    def opened_up(_function: object, path: str, _error: object) -> None:
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(folder, onerror=opened_up)
 
 
 def begin(state_dir: str, project: str, meta: dict[str, object]) -> tuple[Stage, int]:
@@ -183,6 +197,8 @@ def read_upper(upper: str, project: str, marks: Marks) -> list[dict[str, object]
     """The units the upper folder holds against the project as it is now, parents first."""
     compiled = [(re.compile(pattern), why) for pattern, why in marks]
     units: list[dict[str, object]] = []
+    if not os.path.isdir(upper):
+        return units  # a stage made and never used (its run did not start), or one applied and removed halfway
     _read_folder(upper, "", project, True, compiled, units, 0)
     return units
 

@@ -37,11 +37,9 @@ class StagedRun:
 
     def discard(self) -> None:
         """The run never started: its stage goes."""
-        import shutil
-
         self.done = True
         os.close(self.lock)
-        shutil.rmtree(self.stage.folder, ignore_errors=True)
+        stage.remove(self.stage.folder)
 
     def finish(self, recorder: Recorder | None, command: list[str], cwd: str) -> None:
         """Read the stage; accept what the policy accepts at once (recorded in `recorder`, the run's
