@@ -48,6 +48,7 @@ WORK = "work"
 OVERLAY_XATTR = "user.overlay."
 OPAQUE = "user.overlay.opaque"
 ORIGIN = "user.overlay.origin"
+DENY_WRITE = "deny_write"  # profiles/floor.stage_marks's reason for a deny_write match
 PUT = "put"
 REMOVE = "remove"
 SKIP = "skip"  # a fifo, socket or device the run made: never applied, named in the review
@@ -223,10 +224,10 @@ def _read_folder(
         mark = _mark(host, info, marks)
         if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:  # a whiteout: the run removed it
             if there is not None:
-                units.append({"p": path, "a": REMOVE, "k": _kind(there), "was": _kind(there), "mark": _mark(host, there, marks)})
+                units.append({"p": path, "a": REMOVE, "k": _kind(there), "was": _kind(there), "mark": _removal_mark(host, there, marks)})
             continue
-        if stat.S_ISDIR(info.st_mode):
-            _read_dir(upper, path, host, info, there, mark, project, marks, units, depth)
+        if stat.S_ISDIR(info.st_mode):  # a folder runs nothing itself: what it holds is marked
+            _read_dir(upper, path, host, info, there, "", project, marks, units, depth)
         elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
             if there is not None and _same(os.path.join(upper, path), info, host, there):
                 continue
@@ -256,7 +257,9 @@ def _read_dir(
                 lost = _lstat(os.path.join(host, name))
                 if lost is not None:
                     kind = _kind(lost)
-                    units.append({"p": f"{path}/{name}", "a": REMOVE, "k": kind, "was": kind, "mark": _mark(os.path.join(host, name), lost, marks)})
+                    units.append(
+                        {"p": f"{path}/{name}", "a": REMOVE, "k": kind, "was": kind, "mark": _removal_mark(os.path.join(host, name), lost, marks)}
+                    )
         _read_folder(upper, path, project, True, marks, units, depth + 1)
         return
     inside: list[dict[str, object]] = []
@@ -298,6 +301,12 @@ def files_of(upper: str, unit: dict[str, object]) -> Iterator[str]:
         folders.sort()
         for name in sorted(files):
             yield os.path.relpath(os.path.join(root, name), upper)
+
+
+def _removal_mark(host: str, info: os.stat_result, marks: list[tuple[re.Pattern[str], str]]) -> str:
+    """A removal runs nothing later: only a deny_write rule marks it."""
+    why = _mark(host, info, marks)
+    return why if why == DENY_WRITE else ""
 
 
 def _mark(host: str, info: os.stat_result, marks: list[tuple[re.Pattern[str], str]]) -> str:

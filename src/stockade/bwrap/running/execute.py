@@ -422,6 +422,31 @@ def _after_spawn(bridge: Bridge | None, watch: Checkpointing | None) -> Callable
     return both
 
 
+def _pending_note(launch: Launch, staging: StagedRun | None, agent_session: str | None) -> None:
+    """One line when earlier staged runs' changes wait for review: this run did not see them."""
+    from stockade.checkpoints.store import project_folder
+
+    folder = os.path.join(project_folder(launch.state_dir, launch.project), "stages")
+    try:
+        names = [name for name in os.listdir(folder) if name.isdigit()]
+    except OSError:
+        return
+    own = str(staging.stage.number) if staging is not None else ""
+    waiting = sorted(int(name) for name in names if name != own and os.path.exists(os.path.join(folder, name, "stage.json")))
+    if not waiting:
+        return
+    from stockade.checkpoints.stage import Stage
+    from stockade.core.notices import first_time
+
+    waiting = [number for number in waiting if not Stage(os.path.join(folder, str(number))).live()]
+    if not waiting:
+        return
+    numbers = ", ".join(str(number) for number in waiting)
+    line = f"stockade: changes of earlier staged runs wait for review in this project (stage {numbers}); this run did not see them: `stockade review`"
+    if first_time(launch.state_dir, agent_session, line):
+        say(line)
+
+
 def _staging(launch: Launch) -> StagedRun | None:
     """A staged run's stage, made before bwrap starts (bwrap/running/staging.py)."""
     if launch.stage is None:
@@ -824,6 +849,8 @@ def _execute(
     if staging is not None:
         for line in staging.lines:
             say(line)
+    if not launch.quiet:
+        _pending_note(launch, staging, agent_session)
     if checkpoint is not None:
         checkpoint.finish(128 - code if code < 0 else code, launch)
     phases.mark("after")

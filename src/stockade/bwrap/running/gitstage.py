@@ -605,6 +605,24 @@ def _refusal(key: str, value: str, before: list[tuple[str, str]]) -> str | None:
     return None
 
 
+def inert_change(before: str, after: str) -> bool:
+    """Whether the config at `after` differs from the one at `before` (absent: empty) only by
+    entries that may reach the host (_refusal): a staged run's git config that needs no review."""
+    from stockade.profiles.gitconfig import read
+
+    old = read(before) if os.path.lexists(before) else []
+    new = read(after)
+    if old is None or new is None:
+        return False
+    left = _count(old)
+    for key, value in new:
+        if left.get((key, value), 0) > 0:
+            left[(key, value)] -= 1
+        elif _refusal(key, value, old) is not None:
+            return False
+    return True
+
+
 def _host_mode(host: str, inside: str) -> int:
     """The mode a carried file gets: the host's own, else the stage's; never writable by others
     (a config others may write is a config others may plant fsmonitor in)."""

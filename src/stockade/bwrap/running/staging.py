@@ -54,10 +54,34 @@ class StagedRun:
             return
         if not units:
             return
+        if self._unmark_inert_configs(units):
+            self.stage.save(units)
         applied = 0
         if self.accept == "unmarked":
             applied, units = self._accept_unmarked(units, recorder, command, cwd)
         self._say(units, applied)
+
+    def _unmark_inert_configs(self, units: list[dict[str, object]]) -> bool:
+        """A git config the run changed only as git's ordinary work does (a remote added, a branch's
+        upstream set: gitstage.inert_change) needs no review; any other change stays marked."""
+        from stockade.bwrap.after.gitcheck import inert_config
+        from stockade.bwrap.running.gitstage import inert_change
+
+        changed = False
+        for unit in units:
+            path = str(unit["p"])
+            if not unit.get("mark") or unit["a"] != stage.PUT or unit["k"] != "file":
+                continue
+            staged, host = os.path.join(self.stage.upper, path), os.path.join(self.project, path)
+            if path == ".git/config" or path.endswith("/.git/config"):
+                # a new repository's (git init, git clone) judged whole, as the check after an unstaged run does
+                inert = inert_config(staged) if unit.get("was") is None else inert_change(host, staged)
+            else:
+                inert = "/.git/hooks/" in f"/{path}" and path.endswith(".sample")  # git never runs a sample
+            if inert:
+                unit["mark"] = ""
+                changed = True
+        return changed
 
     def _accept_unmarked(
         self, units: list[dict[str, object]], recorder: Recorder | None, command: list[str], cwd: str
