@@ -101,34 +101,45 @@ def test_a_git_checkout_of_another_branch_lands_whole(vbox: Box) -> None:
     assert (vbox.project / "added.txt").read_text() == "added\n"
 
 
-def test_git_writes_its_own_config_in_a_stage_and_the_review_marks_it(vbox: Box) -> None:
+def test_git_writes_its_own_config_in_a_stage_and_the_review_marks_what_runs_later(vbox: Box) -> None:
     _project(vbox)
     _git(vbox, "init", "-q", "-b", "main")
     time.sleep(0.02)
     hooks = vbox.project / ".git/hooks"
     run = vbox.run(
-        "git remote add origin https://example.invalid/x.git && echo '#!/bin/sh' > .git/hooks/pre-commit && "
+        "git config core.fsmonitor 'touch /tmp/ran' && echo '#!/bin/sh' > .git/hooks/pre-commit && "
         "mkdir -p .vscode && echo '{}' > .vscode/tasks.json && echo code > src/new.py && echo OK",
         options=STAGE,
     )
     assert run.stdout == "OK\n", run  # the control: inside, git's config and the hooks folder are writable
-    assert "origin" not in (vbox.project / ".git/config").read_text() and not (hooks / "pre-commit").exists()
+    assert "fsmonitor" not in (vbox.project / ".git/config").read_text() and not (hooks / "pre-commit").exists()
     review = stockade(vbox, "review", "--names")
     lines = review.stdout.splitlines()
     marked = [line for line in lines if line.startswith("  !")]
     assert any(".git/hooks/pre-commit" in line for line in marked) and any(".git/config" in line for line in marked), review
-    assert any(".vscode" in line for line in marked), review
-    assert lines.index(marked[-1]) < next(i for i, line in enumerate(lines) if line.startswith("   ") and "src/new.py" in line), (
-        "marked ones come first"
-    )
+    assert any(".vscode/tasks.json" in line for line in marked), review
+    assert lines.index(marked[-1]) < next(i for i, line in enumerate(lines) if line.startswith("   ") and "src/new.py" in line), "marked first"
     accepted = stockade(vbox, "accept")
-    assert accepted.returncode == 0 and "held 4 marked changes" in accepted.stdout, accepted
+    assert accepted.returncode == 0 and "held 3 marked changes" in accepted.stdout, accepted
     assert (vbox.project / "src/new.py").exists() and not (hooks / "pre-commit").exists()
-    assert "origin" not in (vbox.project / ".git/config").read_text()
+    assert "fsmonitor" not in (vbox.project / ".git/config").read_text()
     named = stockade(vbox, "accept", ".git/config")
-    assert named.returncode == 0 and "origin" in (vbox.project / ".git/config").read_text(), named
+    assert named.returncode == 0 and "fsmonitor" in (vbox.project / ".git/config").read_text(), named
     assert stockade(vbox, "reject").returncode == 0
     assert not (hooks / "pre-commit").exists() and "nothing staged" in stockade(vbox, "review").stdout
+
+
+def test_git_s_ordinary_config_writes_need_no_review(vbox: Box) -> None:
+    _project(vbox)
+    _git(vbox, "init", "-q", "-b", "main")
+    time.sleep(0.02)
+    policy = '[checkpoints]\nstage = true\naccept = "unmarked"\n[filesystem]\nallow_write = ["."]\n'
+    run = vbox.run("git remote add origin https://example.invalid/x.git && git init -q sub && echo OK", policy=policy)
+    assert run.stdout == "OK\n", run
+    assert "origin" in (vbox.project / ".git/config").read_text(), run
+    assert (vbox.project / "sub/.git/config").exists() and _git(vbox, "-C", "sub", "config", "--local", "--list")
+    assert not [p for p in (vbox.project / "sub/.git/hooks").iterdir() if not p.name.endswith(".sample")]
+    assert "held for review" not in run.stderr, run
 
 
 def test_a_build_writing_node_modules_lands_in_one_move(vbox: Box) -> None:
