@@ -48,7 +48,8 @@ HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
 WORKLOADS = (
-    "startup", "terminal", "tools", "git", "place", "caches", "checkpoints", "phases", "first", "loop", "files", "json", "download", "keepalive",
+    "startup", "terminal", "tools", "git", "place", "caches", "checkpoints", "staging", "phases", "first", "loop", "files", "json",
+    "download", "keepalive",
 )  # fmt: skip
 
 BARE = "bare (no sandbox)"
@@ -308,6 +309,58 @@ def checkpoints(bench: Bench) -> list[Section]:
     ]
 
 
+def staging(bench: Bench) -> list[Section]:
+    """What a staged run costs (checkpoints/stage.py): `true` with and without --stage, the rewrite of 1,000 files of
+    100 KB staged and not, and `stockade accept` of the staged rewrite."""
+    runs, heavy = bench.plan.startup_runs, bench.plan.file_runs
+    progress(f"staging: `true`, {count_of(runs, 'round')}; a rewrite and its accept, {count_of(heavy, 'round')}")
+    plain = bench.contenders("staging", [OFF], lambda tool, project: [TRUE])
+    if not plain:
+        return []
+    base = plain[0]
+    project = base.cwd
+    (project / "big").mkdir(exist_ok=True)
+    script = bench.world.write("rewrite-staged.py", REWRITE)
+    words = list(base.argv[: base.argv.index("--profile")])
+    stockade_words = words[: words.index("run")]
+    state = Path(bench.world.env["HOME"]) / ".local" / "state" / "stockade" / "checkpoints"
+    staged = replace(base, name=f"{OFF}, --stage", argv=[*words, "--stage", "--profile", "offline", "--", TRUE],
+                     after=lambda: shutil.rmtree(state, ignore_errors=True))  # fmt: skip
+
+    def fresh(_project: Path | None = None) -> None:
+        """The files to rewrite, no checkpoint or stage kept, everything on disk."""
+        shutil.rmtree(state, ignore_errors=True)
+        run_checked([HOST_PYTHON, str(script)], cwd=project)
+        time.sleep(0.01)  # past the coarse clock's tick: the files are older than the run
+        os.sync()
+
+    rewrite = [HOST_PYTHON, str(script)]
+    rewrite_plain = replace(base, name=f"{OFF}, rewrite", argv=[*words, "--profile", "offline", "--", *rewrite], before=fresh)
+    rewrite_staged = replace(base, name=f"{OFF}, --stage, rewrite", argv=[*words, "--stage", "--profile", "offline", "--", *rewrite], before=fresh)
+
+    def staged_rewrite() -> None:
+        fresh()
+        run_checked(rewrite_staged.argv, cwd=project, env=base.env)
+
+    accept = replace(base, name="stockade accept of the staged rewrite", argv=[*stockade_words, "accept"], before=staged_rewrite)
+    note = f"Wall time, median of {count_of(runs, 'interleaved round')}: one `true` with the network off, staged and not."
+    heavy_note = (f"One sandboxed `python3` that rewrites {REWRITTEN:,} files of {REWRITTEN_SIZE // 1000} KB (each truncated and "
+                  f"written again), staged and not, median of {count_of(heavy, 'round')}; before each sample (untimed) the files "
+                  "are written afresh, checkpoints and stages removed, everything synced. Then `stockade accept` of the staged "
+                  "rewrite (the run untimed).")  # fmt: skip
+    return [
+        Section("Staging: `true`", note, MS, timed_rounds([base, staged], runs), base.name, []),
+        Section(
+            f"Staging: a run rewriting {REWRITTEN:,} files of {REWRITTEN_SIZE // 1000} KB, and its accept",
+            heavy_note,
+            MS,
+            timed_rounds([rewrite_plain, rewrite_staged, accept], heavy, warmup=0),
+            rewrite_plain.name,
+            [],
+        ),
+    ]
+
+
 LAYERED = ("~/.cargo/git", "~/.cargo/registry", "~/.cache/pip")  # seen through layers of the project's (bwrap/parts/layers.py)
 
 
@@ -560,6 +613,7 @@ def keepalive(bench: Bench) -> list[Section]:
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
     "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place, "caches": caches, "checkpoints": checkpoints,
+    "staging": staging,
     "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 

@@ -196,7 +196,7 @@ def finish(stage: Stage, project: str, marks: Marks, lock: int = -1) -> list[dic
 
 def read_upper(upper: str, project: str, marks: Marks) -> list[dict[str, object]]:
     """The units the upper folder holds against the project as it is now, parents first."""
-    compiled = [(re.compile(pattern), why) for pattern, why in marks]
+    compiled = Matcher(marks)
     units: list[dict[str, object]] = []
     if not os.path.isdir(upper):
         return units  # a stage made and never used (its run did not start), or one applied and removed halfway
@@ -204,9 +204,7 @@ def read_upper(upper: str, project: str, marks: Marks) -> list[dict[str, object]
     return units
 
 
-def _read_folder(
-    upper: str, rel: str, project: str, host_is_folder: bool, marks: list[tuple[re.Pattern[str], str]], units: list[dict[str, object]], depth: int
-) -> None:
+def _read_folder(upper: str, rel: str, project: str, host_is_folder: bool, marks: Matcher, units: list[dict[str, object]], depth: int) -> None:
     if depth > store.MAX_DEPTH:
         units.append({"p": rel, "a": SKIP, "k": "dir", "why": f"more than {store.MAX_DEPTH} folders deep"})
         return
@@ -240,7 +238,7 @@ def _read_folder(
 
 def _read_dir(
     upper: str, path: str, host: str, info: os.stat_result, there: os.stat_result | None, mark: str,
-    project: str, marks: list[tuple[re.Pattern[str], str]], units: list[dict[str, object]], depth: int,
+    project: str, marks: Matcher, units: list[dict[str, object]], depth: int,
 ) -> None:  # fmt: skip
     source = os.path.join(upper, path)
     mode = stat.S_IMODE(info.st_mode)
@@ -278,7 +276,7 @@ def tree_units(upper: str, unit: dict[str, object]) -> list[dict[str, object]]:
     """A whole new tree's unit as one unit per entry (the folder first): to take part of it."""
     path = str(unit["p"])
     inside: list[dict[str, object]] = []
-    _read_folder(upper, path, "/nonexistent", False, [], inside, 0)
+    _read_folder(upper, path, "/nonexistent", False, Matcher([]), inside, 0)
     for item in inside:
         item["was"] = None
     return [{"p": path, "a": PUT, "k": "dir", "m": unit.get("m", 0o755), "was": unit.get("was"), "mark": ""}, *_flatten_trees(upper, inside)]
@@ -303,16 +301,32 @@ def files_of(upper: str, unit: dict[str, object]) -> Iterator[str]:
             yield os.path.relpath(os.path.join(root, name), upper)
 
 
-def _removal_mark(host: str, info: os.stat_result, marks: list[tuple[re.Pattern[str], str]]) -> str:
+def _removal_mark(host: str, info: os.stat_result, marks: Matcher) -> str:
     """A removal runs nothing later: only a deny_write rule marks it."""
     why = _mark(host, info, marks)
     return why if why == DENY_WRITE else ""
 
 
-def _mark(host: str, info: os.stat_result, marks: list[tuple[re.Pattern[str], str]]) -> str:
-    for pattern, why in marks:
-        if pattern.fullmatch(host):
-            return why
+class Matcher:
+    """The marks' patterns, compiled at the first path they judge (a run that changed nothing pays none)."""
+
+    def __init__(self, marks: Marks) -> None:
+        self.marks = marks
+        self.compiled: list[tuple[re.Pattern[str], str]] | None = None
+
+    def why(self, path: str) -> str:
+        if self.compiled is None:
+            self.compiled = [(re.compile(pattern), why) for pattern, why in self.marks]
+        for pattern, why in self.compiled:
+            if pattern.fullmatch(path):
+                return why
+        return ""
+
+
+def _mark(host: str, info: os.stat_result, marks: Matcher) -> str:
+    why = marks.why(host)
+    if why:
+        return why
     if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
         return "setuid or setgid"
     return ""
