@@ -312,15 +312,17 @@ class Matcher:
 
     def __init__(self, marks: Marks) -> None:
         self.marks = marks
-        self.compiled: list[tuple[re.Pattern[str], str]] | None = None
+        self.compiled: re.Pattern[str] | None = None
 
     def why(self, path: str) -> str:
-        if self.compiled is None:
-            self.compiled = [(re.compile(pattern), why) for pattern, why in self.marks]
-        for pattern, why in self.compiled:
-            if pattern.fullmatch(path):
-                return why
-        return ""
+        if not self.marks:
+            return ""
+        if self.compiled is None:  # one pattern of them all: one call per path, not one per mark
+            self.compiled = re.compile("|".join(f"(?P<m{index}>{pattern})" for index, (pattern, _why) in enumerate(self.marks)))
+        found = self.compiled.fullmatch(path)
+        if found is None or found.lastgroup is None:
+            return ""
+        return self.marks[int(found.lastgroup[1:])][1]
 
 
 def _mark(host: str, info: os.stat_result, marks: Matcher) -> str:
@@ -371,8 +373,10 @@ def _same(staged: str, info: os.stat_result, host: str, there: os.stat_result) -
         return False
     try:
         with open(staged, "rb") as one, open(host, "rb") as other:
+            size = 1 << 13  # most changed files differ early: a small first read
             while True:
-                a, b = one.read(1 << 20), other.read(1 << 20)
+                a, b = one.read(size), other.read(size)
+                size = 1 << 20
                 if a != b:
                     return False
                 if not a:
