@@ -263,3 +263,33 @@ def test_odd_names_go_through_the_stage(vbox: Box, name: str) -> None:
     assert run.returncode == 0, run
     assert stockade(vbox, "accept").returncode == 0
     assert (vbox.project / name).read_text() == "odd\n"
+
+
+def test_a_run_started_while_a_stage_waits_does_not_see_it_and_says_so(vbox: Box) -> None:
+    _project(vbox)
+    assert vbox.run("echo staged > README", options=STAGE).returncode == 0
+    plain = vbox.run("cat README")
+    assert plain.stdout == "readme\n", plain
+    assert "wait for review in this project (stage 1)" in plain.stderr, plain
+    quiet = vbox.run("cat README", options=["--quiet"])
+    assert "wait for review" not in quiet.stderr, quiet
+
+
+def test_accept_after_the_user_edited_other_files_then_undo_twice(vbox: Box) -> None:
+    _project(vbox)
+    assert vbox.run("echo staged > README && rm src/main.py", options=STAGE).returncode == 0
+    time.sleep(0.02)
+    (vbox.project / "src/run.sh").write_text("#!/bin/sh\necho mine\n")  # another file: no conflict
+    before_accept = snapshot(vbox.project)
+    accepted = stockade(vbox, "accept")
+    assert accepted.returncode == 0, accepted
+    after_accept = snapshot(vbox.project)
+    assert (vbox.project / "README").read_text() == "staged\n" and not (vbox.project / "src/main.py").exists()
+    assert (vbox.project / "src/run.sh").read_text() == "#!/bin/sh\necho mine\n"
+    assert stockade(vbox, "undo").returncode == 0
+    assert snapshot(vbox.project) == before_accept
+    again = stockade(vbox, "undo")
+    assert again.returncode == 1 and "`stockade undo 2` makes run 1's changes again" in again.stdout, again
+    redo = stockade(vbox, "undo", "2")
+    assert redo.returncode == 0, redo
+    assert snapshot(vbox.project) == after_accept, "undoing the undo makes the accept again"
