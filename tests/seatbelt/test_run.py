@@ -41,8 +41,12 @@ class FakePlanner:
         return f"explained {plan}"
 
 
-def request(mode: NetworkMode, quiet: bool = False, credentials: tuple[Credential, ...] = ()) -> Any:
-    policy = SimpleNamespace(network=SimpleNamespace(mode=mode), origin="policy.toml", credentials=credentials)
+def request(mode: NetworkMode, quiet: bool = False, credentials: tuple[Credential, ...] = (), checkpoints: bool = False) -> Any:
+    policy = SimpleNamespace(
+        network=SimpleNamespace(mode=mode), origin="policy.toml", credentials=credentials, project_dir="/p",
+        checkpoints=SimpleNamespace(enabled=checkpoints, stage=False, max_size=1 << 30, max_age=3600.0),
+        filesystem=SimpleNamespace(allow_write=("/p",)),
+    )  # fmt: skip
     return SimpleNamespace(policy=policy, locations="where", command=("curl", "x"), cwd="/p", quiet=quiet, host_env={"HOST_T": "v4lue"})
 
 
@@ -158,3 +162,45 @@ def test_the_runs_approve_goes_to_its_session(world: SimpleNamespace) -> None:
     assert world.approve == 30
     run.MacOSBackend().run(invocation())
     assert world.approve == 0
+
+
+class FakeCloned:
+    made: list[FakeCloned] = []
+
+    def __init__(self, state: str, project: str, max_size: int, meta: dict[str, object]) -> None:
+        self.project, self.meta, self.finished = project, meta, None
+        FakeCloned.made.append(self)
+
+    def take(self) -> str | None:
+        return None
+
+    def finish(self, status: int) -> dict[str, object]:
+        self.finished = status
+        return {"number": 3, "counts": {"removed": 2}}
+
+
+@pytest.mark.parametrize("mode", [NetworkMode.NONE, NetworkMode.ALLOWLIST])
+def test_each_run_is_checkpointed_by_a_clone_and_its_removals_named(
+    world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, mode: NetworkMode
+) -> None:
+    from stockade.checkpoints import clone, history
+
+    FakeCloned.made = []
+    monkeypatch.setattr(clone, "Cloned", FakeCloned)
+    monkeypatch.setattr(history, "prune", lambda *args, **kwargs: None)
+    world.request = request(mode, checkpoints=True)
+    world.request.locations = SimpleNamespace(state="/state")
+    FakePlanner.status = 4
+    assert run.MacOSBackend().run(invocation()).status == 4
+    (cloned,) = FakeCloned.made
+    assert cloned.finished == 4 and cloned.meta["command"] == ["curl", "x"]
+    assert any("this run removed 2 paths; `stockade undo`" in line for line in world.said), world.said
+
+
+def test_stage_is_refused_on_macos_with_a_line_saying_why(world: SimpleNamespace) -> None:
+    from stockade.core.errors import UsageError
+
+    staged = Invocation(["true"], "/p", {}, session_id="abc123abc123", stage=True)
+    with pytest.raises(UsageError, match="--stage is not built on macOS yet"):
+        run.MacOSBackend().run(staged)
+    assert FakePlanner.made == []

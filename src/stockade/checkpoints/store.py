@@ -264,6 +264,37 @@ class Recorder:
                 links = os.stat(name, dir_fd=folder, follow_symlinks=False).st_nlink  # without its links to checkpoints
             self._record_one(path, info, how, folder, name, links)
 
+    def was(self, path: str, folder: int | None, name: str) -> None:
+        """`path`'s state before the run as `name` in `folder` holds it (a clone taken before the run,
+        clone.py): absent where `folder` is None or `name` is not there; a folder whole; a file kept
+        by a link where it can (the clone is stockade's own)."""
+        with self.lock:
+            if self.closed or path in self.kinds or self.covered(path) or not self._open():
+                return
+            info: os.stat_result | None = None
+            if folder is not None:
+                try:
+                    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    self._lose(path, exc.strerror or str(exc))
+                    return
+            if info is None:
+                self._record({"p": path, "k": "absent"})
+            elif stat.S_ISDIR(info.st_mode):
+                assert folder is not None
+                self._record_tree(path, info, folder, name)
+            else:
+                assert folder is not None
+                self._record_one(path, info, REMOVE, folder, name)
+
+    def was_folder(self, path: str, info: os.stat_result) -> None:
+        """A folder whose mode or owner the run changed, as it was (`info`, the clone's)."""
+        with self.lock:
+            if not self.closed and path not in self.kinds and not self.covered(path) and self._open():
+                self._record({"p": path, "k": "dir", **_meta(info)})
+
     def take_away(self, path: str) -> None:
         """Undo's own: move `path` (whatever it is, a tree whole) into the checkpoint, recorded as
         moved, unless it is covered already; nothing there is recorded as absent. The caller then

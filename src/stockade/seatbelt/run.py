@@ -7,7 +7,7 @@ daemon a listener instead: bwrap/running/network.py).
 
 from __future__ import annotations
 
-from stockade.core.errors import StockadeError
+from stockade.core.errors import StockadeError, UsageError
 from stockade.core.invocation import Invocation, RunResult
 from stockade.profiles.model import NetworkMode
 from stockade.profiles.resolve import request_for
@@ -16,6 +16,10 @@ from stockade.seatbelt.planner import SeatbeltPlanner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from stockade.checkpoints.clone import Cloned
+    from stockade.core.backend import RunRequest
     from stockade.core.locations import Locations
     from stockade.proxy.client.asking import Asker
 
@@ -35,10 +39,12 @@ class MacOSBackend:
     def _run(self, invocation: Invocation, result: RunResult) -> int:
         request, note = request_for(invocation)
         result.policy, result.locations, result.policy_note = request.policy, request.locations, note or ""
+        if invocation.stage:
+            raise UsageError("--stage is not built on macOS yet: run without it (each run's checkpoint lets `stockade undo` take it back)")
         if request.policy.network.mode is NetworkMode.NONE:
             offline = SeatbeltPlanner()
             try:
-                return offline.run(offline.build(request))
+                return _checkpointed(request, lambda: offline.run(offline.build(request)))
             finally:
                 _hand_over(offline, result, [])
         from stockade.proxy.client import api
@@ -54,7 +60,8 @@ class MacOSBackend:
                 proxy_port=ticket.port, session_id=session, proxy_token=ticket.token,
                 placeholders={credential.name: credential.placeholder for credential in credentials},
             )  # fmt: skip
-            return planner.run(planner.build(request))
+            built = planner
+            return _checkpointed(request, lambda: built.run(built.build(request)))
         finally:
             if asker is not None:
                 asker.stop()
@@ -78,6 +85,52 @@ class MacOSBackend:
         request, _note = request_for(invocation)
         planner = SeatbeltPlanner()
         return planner.explain(planner.build(request))
+
+
+def _checkpointed(request: RunRequest, run: Callable[[], int]) -> int:
+    """The run, with the project cloned before it and its changes kept after it (checkpoints/clone.py),
+    when the policy keeps checkpoints and the run may write the project."""
+    import os
+
+    policy = request.policy
+    project = os.path.realpath(policy.project_dir)
+    rules = policy.checkpoints
+    writable = any(project == place or project.startswith(place.rstrip("/") + "/") for place in policy.filesystem.allow_write)
+    if not rules.enabled or not writable:
+        return run()
+    if rules.stage and not request.quiet:
+        say("stockade: staging is not built on macOS yet: this run's changes land in the project, and `stockade undo` takes them back")
+    from stockade.checkpoints.clone import Cloned
+
+    meta: dict[str, object] = {"kind": "run", "command": list(request.command), "cwd": str(request.cwd), "project": project}
+    cloned = Cloned(str(request.locations.state), project, rules.max_size, meta)
+    why = cloned.take()
+    if why and not request.quiet:
+        say(f"stockade: this run keeps no checkpoint: {why}")
+    status = 125
+    try:
+        status = run()
+        return status
+    finally:
+        _finish_checkpoint(cloned, status, request, project)
+
+
+def _finish_checkpoint(cloned: Cloned, status: int, request: RunRequest, project: str) -> None:
+    from stockade.checkpoints.history import prune
+
+    meta = cloned.finish(status)
+    if meta is None:
+        return
+    rules = request.policy.checkpoints
+    try:
+        prune(str(request.locations.state), project, rules.max_size, rules.max_age, keep=int(str(meta.get("number", 0))))
+    except OSError:
+        pass
+    counts = meta.get("counts")
+    removed = counts.get("removed", 0) if isinstance(counts, dict) else 0
+    if removed and not request.quiet:
+        paths = "path" if removed == 1 else "paths"
+        say(f"stockade: this run removed {removed} {paths}; `stockade undo` puts back everything it changed (run {meta.get('number')})")
 
 
 def _asker(locations: Locations, session: str, approve: int) -> Asker | None:
