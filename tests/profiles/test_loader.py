@@ -171,3 +171,17 @@ def test_push_patterns_are_checked_with_their_line(tmp_path: Path) -> None:
     assert ":3" in str(caught.value)
     with pytest.raises(PolicyError, match="must be a list of"):
         parse_layer('[network.http."git.test"]\npush = "refs/heads/x"\n', "p.toml", base=tmp_path, home=tmp_path)
+
+
+def test_devices_gpus_are_gpu_numbers(tmp_path: Path) -> None:
+    from stockade.core.errors import PolicyError
+    from stockade.profiles.loader import load_file
+
+    good = tmp_path / "good.toml"
+    good.write_text('[devices]\ngpu = true\ngpus = ["0", "3"]\n')
+    assert load_file(good, home=tmp_path).values["devices"] == {"gpu": True, "gpus": ("0", "3")}
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[devices]\ngpu = true\ngpus = ["all"]\n')
+    with pytest.raises(PolicyError, match="not a GPU number") as raised:
+        load_file(bad, home=tmp_path)
+    assert raised.value.line == 3

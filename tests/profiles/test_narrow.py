@@ -304,3 +304,33 @@ def test_a_project_keeps_only_the_push_patterns_your_own_tables_list() -> None:
     assert any('push "refs/heads/main"' in note for note in notes)
     effective, notes = narrow(policy(()), theirs)  # your table lists no push: none of theirs is kept
     assert effective.network.push == ()
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "gpu", "gpus", "noted"),
+    [
+        ((False, ()), (True, ()), False, (), True),  # an untrusted project cannot give itself the GPUs
+        ((True, ()), (True, ()), True, (), False),
+        ((True, ()), (False, ()), False, (), False),  # it may take them away
+        ((True, ()), (True, ("1",)), True, ("1",), False),  # or choose fewer
+        ((True, ("0",)), (True, ("0", "1")), True, ("0",), False),  # never more than mine
+        ((True, ("0",)), (True, ("1",)), False, (), False),
+    ],
+)
+def test_gpus_only_as_the_user_gives_them(mine: tuple, theirs: tuple, gpu: bool, gpus: tuple[str, ...], noted: bool) -> None:
+    from stockade.profiles.model import DeviceRules
+
+    base = Policy(devices=DeviceRules(gpu=mine[0], gpus=mine[1]))
+    project = Policy(devices=DeviceRules(gpu=theirs[0], gpus=theirs[1]))
+    effective, notes = narrow(base, project)
+    assert (effective.devices.gpu, effective.devices.gpus) == (gpu, gpus)
+    assert ("[devices] gpu = true" in notes) is noted
+
+
+def test_a_project_may_stage_its_runs_and_keep_every_change_for_review() -> None:
+    from stockade.profiles.model import CheckpointRules
+
+    base = Policy(checkpoints=CheckpointRules(stage=True, accept="unmarked"))
+    assert narrow(base, Policy(checkpoints=CheckpointRules(stage=True, accept="review")))[0].checkpoints.accept == "review"
+    assert narrow(Policy(), Policy(checkpoints=CheckpointRules(stage=True)))[0].checkpoints.stage is True
+    assert narrow(base, Policy())[0].checkpoints == base.checkpoints, "a project that says nothing changes nothing"

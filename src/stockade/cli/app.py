@@ -63,6 +63,7 @@ def run(
     approve: Annotated[bool, typer.Option("--approve", help=_help("approve"))] = False,
     no_approve: Annotated[bool, typer.Option("--no-approve", help=_help("no_approve"))] = False,
     stage: Annotated[bool, typer.Option("--stage", help=_help("stage"))] = False,
+    gpu: Annotated[bool, typer.Option("--gpu", help=_help("gpu"))] = False,
     agent_session: Annotated[str | None, typer.Option("--agent-session", help=_help("agent_session"), metavar="ID")] = None,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
@@ -77,7 +78,7 @@ def run(
         if value is not None:
             argv += [flag, str(value)]
     argv += ["--dry-run"] * dry_run + ["--quiet"] * quiet + ["--ci"] * ci + ["--verbose"] * verbose + ["--trace"] * trace
-    argv += ["--approve"] * approve + ["--no-approve"] * no_approve + ["--stage"] * stage
+    argv += ["--approve"] * approve + ["--no-approve"] * no_approve + ["--stage"] * stage + ["--gpu"] * gpu
     raise typer.Exit(lean_run([*argv, "--", *ctx.args]) if ctx.args or shell else lean_run(argv))
 
 

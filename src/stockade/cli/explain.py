@@ -169,6 +169,21 @@ def _limits_words(policy: Policy) -> str:
     return ", ".join(p for p in parts if p) or "none set"
 
 
+def _device_words(policy: Policy) -> str:
+    rules = policy.devices
+    if not rules.gpu:
+        return "none of the host's: /dev holds only null, zero, random, tty and the like"
+    which = f"GPUs {', '.join(rules.gpus)}" if rules.gpus else "every GPU"
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return f"{which}: not built on macOS yet (no device is added)"
+    from stockade.bwrap.parts.devices import gpu_nodes
+
+    nodes = gpu_nodes(rules.gpus)
+    return f"{which}: " + (", ".join(nodes) if nodes else "this machine has no GPU device nodes, so none")
+
+
 def _checkpoint_words(policy: Policy) -> str:
     rules = policy.checkpoints
     if not rules.enabled:
@@ -227,6 +242,7 @@ def explain(
         ("environment set", ", ".join(f"{k}={v}" for k, v in p.env.set) or "-"),
         ("limits", _limits_words(p)),
         ("undo", _checkpoint_words(p)),
+        ("devices", _device_words(p)),
     ]
     for what, rule in rows:
         table.add_row(what, rule)

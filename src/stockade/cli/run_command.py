@@ -65,6 +65,7 @@ def invocation_of(args: RunArgs) -> Invocation:
         reuse_plans=not (args.dry_run or args.ci or args.report or args.platform),
         trace=args.trace,
         stage=args.stage,
+        gpu=args.gpu,
         want_findings=bool(args.ci or args.report),  # the report carries the sandbox's refusals
         approve=approve_seconds(args, os.environ),
         agent_session=session_name(args.agent_session),

@@ -75,6 +75,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         False,
         "Keep the command's changes to the project in a stage: `stockade review` shows them, `stockade accept` applies them.",
     ),
+    RunOption(
+        "gpu",
+        ("--gpu",),
+        False,
+        "Give the sandbox the host's GPUs: their device nodes and nothing else of /dev (as [devices] gpu = true).",
+    ),
     RunOption("no_approve", ("--no-approve",), False, "Refuse such a request at once, as without a terminal (agents' and CI runs)."),
     RunOption(
         "agent_session",
@@ -106,6 +112,7 @@ class RunArgs:
         self.approve = False
         self.no_approve = False
         self.stage = False
+        self.gpu = False
         self.agent_session: str | None = None
         self.command: list[str] = []
 

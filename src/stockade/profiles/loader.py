@@ -363,6 +363,8 @@ class _Checker:
                 raise ValueError(f"{value!r} is not a variable name or glob (letters, digits, _, * and ?)")
             if kind is Kind.ENV_NAMES and not _ENV_NAME.match(value):
                 raise ValueError(f"{value!r} is not a variable name")
+            if kind is Kind.GPU_NUMBERS and not (value.isascii() and value.isdigit() and len(value) <= 4):
+                raise ValueError(f"{value!r} is not a GPU number (0, 1, ... as nvidia-smi numbers them)")
             return value
         except ValueError as exc:
             raise self.fail(f"'{name}': {exc}", table, key, item=value) from None

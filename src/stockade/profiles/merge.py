@@ -11,6 +11,7 @@ from stockade.profiles.loader import Layer
 from stockade.profiles.model import (
     AuditRules,
     CheckpointRules,
+    DeviceRules,
     EnvRules,
     FilesystemRules,
     Limits,
@@ -84,6 +85,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
         limits=Limits(**limits),
         audit=AuditRules(log=audit.get("log")),
         checkpoints=CheckpointRules(**values.get("checkpoints", {})),
+        devices=DeviceRules(**values.get("devices", {})),
         credentials=credentials,
         project_dir=project_dir,
         origin=origin,

@@ -84,6 +84,14 @@ class CheckpointRules:
 
 
 @dataclass(frozen=True)
+class DeviceRules:
+    """Host devices the sandbox gets beyond /dev's basics (bwrap/parts/devices.py)."""
+
+    gpu: bool = False  # the NVIDIA device nodes and the render nodes the host has, and nothing else of /dev
+    gpus: tuple[str, ...] = ()  # only these GPUs (nvidia-smi's numbers); empty: every one
+
+
+@dataclass(frozen=True)
 class AuditRules:
     log: str | None = None  # absolute path of the JSON-lines audit log
 
@@ -98,6 +106,7 @@ class Policy:
     limits: Limits = field(default_factory=Limits)
     audit: AuditRules = field(default_factory=AuditRules)
     checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
+    devices: DeviceRules = field(default_factory=DeviceRules)
     credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/filter/placeholders.py)
     project_dir: Path = Path("/")  # where "." of built-in profiles points, and the run's default cwd
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy

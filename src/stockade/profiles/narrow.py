@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from stockade.profiles.credentials import Credential
 from stockade.profiles.domains import overlaps, parse_rule
-from stockade.profiles.model import CheckpointRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
+from stockade.profiles.model import CheckpointRules, DeviceRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
 from stockade.profiles.paths import is_within
 
 
@@ -37,6 +37,7 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
             limits=_narrow_limits(base.limits, project.limits),
             # a project may stage its runs, and keep every change for review; never the reverse
             checkpoints=_narrow_checkpoints(base.checkpoints, project.checkpoints),
+            devices=_narrow_devices(base.devices, project.devices, notes),
             credentials=_narrow_credentials(base, project, notes),
             project_dir=project.project_dir,
             origin=project.origin,
@@ -199,6 +200,20 @@ def _narrow_env(base: EnvRules, project: EnvRules, notes: list[str]) -> EnvRules
         set=tuple(sorted(merged_set.items())),
         passthrough=tuple(n for n in base.passthrough if n in project.passthrough or not project.passthrough),
     )
+
+
+def _narrow_devices(base: DeviceRules, project: DeviceRules, notes: list[str]) -> DeviceRules:
+    """A project may give the sandbox fewer devices, never more: no GPU the user's own policy does not give."""
+    if project.gpu and not base.gpu:
+        notes.append("[devices] gpu = true")
+    if not (base.gpu and project.gpu):
+        return DeviceRules()
+    if not project.gpus:
+        return base
+    if base.gpus:
+        kept = tuple(number for number in project.gpus if number in base.gpus)
+        return DeviceRules(gpu=bool(kept), gpus=kept)
+    return project
 
 
 def _narrow_checkpoints(base: CheckpointRules, project: CheckpointRules) -> CheckpointRules:

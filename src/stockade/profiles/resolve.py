@@ -261,8 +261,11 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     if note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, note):
         say(note)
     policy = resolution.policy
-    if invocation.stage:  # --stage: every change waits for review, whatever the policy would accept at once
+    if invocation.stage or invocation.gpu:
         from dataclasses import replace
 
-        policy = replace(policy, checkpoints=replace(policy.checkpoints, stage=True, accept="review"))
+        if invocation.stage:  # every change waits for review, whatever the policy would accept at once
+            policy = replace(policy, checkpoints=replace(policy.checkpoints, stage=True, accept="review"))
+        if invocation.gpu:  # the user's own flag: every GPU unless the policy chose some
+            policy = replace(policy, devices=replace(policy.devices, gpu=True))
     return RunRequest.of(invocation, policy, locations), note

@@ -13,6 +13,7 @@ class Kind(str, Enum):
     MODE = '"none", "allowlist" or "open"'
     HOME = '"private" or "host"'
     ACCEPT = '"review" or "unmarked"'
+    GPU_NUMBERS = 'list of GPU numbers such as "0"'
     ENV_GLOBS = "list of variable-name globs"
     ENV_NAMES = "list of variable names"
     ENV_TABLE = 'table of NAME = "value"'
@@ -51,7 +52,8 @@ TABLES: dict[str, dict[str, Kind]] = {
         "tmp_size": Kind.SIZE,
     },
     "audit": {"log": Kind.PATH},
+    "devices": {"gpu": Kind.BOOL, "gpus": Kind.GPU_NUMBERS},
     "checkpoints": {"enabled": Kind.BOOL, "max_size": Kind.SIZE, "max_age": Kind.DURATION, "stage": Kind.BOOL, "accept": Kind.ACCEPT},
 }
 
-LIST_KINDS = frozenset({Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES})
+LIST_KINDS = frozenset({Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES, Kind.GPU_NUMBERS})

@@ -57,6 +57,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "stage": policy.checkpoints.stage,
             "accept": policy.checkpoints.accept,
         },
+        "devices": {"gpu": policy.devices.gpu, "gpus": list(policy.devices.gpus)},
         "credentials": {c.name: _credential(c) for c in policy.credentials},
     }
 
@@ -106,10 +107,11 @@ def policy_to_toml(policy: Policy) -> str:
         "stage": checkpoints.stage,
         "accept": checkpoints.accept,
     }
+    data["devices"] = {"gpu": policy.devices.gpu, "gpus": list(policy.devices.gpus)}
     out = [f"# effective policy from {policy.origin}", f"# built from: {', '.join(policy.sources)}"]
     http = data["network"].pop("http")
     credentials = data.pop("credentials")
-    for table in ("filesystem", "network", "env", "limits", "audit", "checkpoints"):
+    for table in ("filesystem", "network", "env", "limits", "audit", "checkpoints", "devices"):
         out.append(f"\n[{table}]")
         for key, value in data[table].items():
             if value is None or value == {} and key != "set":

@@ -41,6 +41,8 @@ class MacOSBackend:
         result.policy, result.locations, result.policy_note = request.policy, request.locations, note or ""
         if invocation.stage:
             raise UsageError("--stage is not built on macOS yet: run without it (each run's checkpoint lets `stockade undo` take it back)")
+        if request.policy.devices.gpu and not request.quiet:
+            say("stockade: [devices] gpu is not built on macOS yet: the sandbox gets no device beyond the profile's")
         if request.policy.network.mode is NetworkMode.NONE:
             offline = SeatbeltPlanner()
             try:

@@ -335,8 +335,8 @@ def test_check_proxy_daemon(monkeypatch: pytest.MonkeyPatch, home: Path) -> None
 
 def test_linux_checks_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     names = [
-        "check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_cache_layers", "check_interception",
-        "check_proxy_daemon",
+        "check_bwrap", "check_userns", "check_libseccomp", "check_limits", "check_folders", "check_cache_layers", "check_staging",
+        "check_interception", "check_gpu", "check_proxy_daemon",
     ]  # fmt: skip
     for name in names:
         monkeypatch.setattr(probe, name, lambda name=name: Check(name, True, ""))

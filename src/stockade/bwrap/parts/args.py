@@ -114,13 +114,17 @@ class Dev(Piece):
     memory), so a writable one would be scratch space around tmp_size (ESCAPES 70). The devices
     are mounts of their own and stay usable; /dev/shm gets its sized tmpfs after this."""
 
-    __slots__ = ("path",)
+    __slots__ = ("path", "devices")
 
-    def __init__(self, path: str = "/dev") -> None:
+    def __init__(self, path: str = "/dev", devices: tuple[str, ...] = ()) -> None:
         self.path = path
+        self.devices = devices  # host device nodes bound in before it turns read-only (bwrap/parts/devices.py)
 
     def to_args(self) -> Iterator[str]:
-        yield from ("--dev", self.path, "--remount-ro", self.path)
+        yield from ("--dev", self.path)
+        for device in self.devices:
+            yield from ("--dev-bind", device, device)
+        yield from ("--remount-ro", self.path)
 
 
 # What of /proc a process run as root could write to change the host, read-only inside (as runc and

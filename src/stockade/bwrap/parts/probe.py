@@ -203,6 +203,37 @@ def check_cache_layers() -> Check:
     )
 
 
+def check_staging() -> Check:
+    """Whether a staged run's overlay can be made in stockade's state folder (checkpoints/stage.py)."""
+    from stockade.bwrap.parts.layers import probe
+    from stockade.core.locations import locate
+
+    store = os.path.join(str(locate().state), "checkpoints")
+    try:
+        why = probe(store)
+    except OSError as error:
+        why = error.strerror or str(error)
+    if why is None:
+        return Check("staging", True, f"overlays under {store}: `stockade run --stage` keeps a run's changes for review", required=False)
+    return Check(
+        "staging",
+        False,
+        f"no overlay ({why}): a staged run (`--stage`, [checkpoints] stage = true) would not start",
+        "keep stockade's state folder (XDG_STATE_HOME) on a local file system such as ext4, xfs or btrfs, on Linux 5.11 or later",
+        required=False,
+    )
+
+
+def check_gpu() -> Check:
+    """The GPU device nodes `--gpu` would bind (bwrap/parts/devices.py): a fact, never a failure."""
+    from stockade.bwrap.parts.devices import gpu_nodes
+
+    nodes = gpu_nodes()
+    if nodes:
+        return Check("GPUs", True, f"{len(nodes)} device nodes ({', '.join(nodes)}): `--gpu` or [devices] gpu = true binds them", required=False)
+    return Check("GPUs", True, "no GPU device nodes (/dev/nvidia*, /dev/dri/renderD*): `--gpu` has nothing to bind", required=False)
+
+
 def check_interception() -> Check:
     """Whether programs that ignore the proxy variables reach the filter (bwrap/parts/interception.py)."""
     from stockade.bwrap.parts.interception import probe
@@ -224,6 +255,6 @@ def check_interception() -> Check:
 
 def linux_checks() -> list[Check]:
     return [
-        check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_folders(), check_cache_layers(), check_interception(),
-        check_proxy_daemon(),
+        check_bwrap(), check_userns(), check_libseccomp(), check_limits(), check_folders(), check_cache_layers(), check_staging(),
+        check_interception(), check_gpu(), check_proxy_daemon(),
     ]  # fmt: skip

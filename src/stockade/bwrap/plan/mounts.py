@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from stockade.bwrap.after import changes
 from stockade.bwrap.after.sweep import LINK_PIN
-from stockade.bwrap.parts import folders, globs, hardlinks, host_sockets, layers, private_home
+from stockade.bwrap.parts import devices, folders, globs, hardlinks, host_sockets, layers, private_home
 from stockade.bwrap.parts.args import Bind, BindFrom, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, RemountReadOnly, Symlink, Tmpfs
 from stockade.bwrap.parts.marker import MARKER_PATH, MARKER_TARGET
 from stockade.checkpoints import stage as stages
@@ -78,10 +78,11 @@ class View:
     reasons: dict[str, str] = field(default_factory=dict)
     staged_git: list[str] = field(default_factory=list)  # git dirs shown through a stage (gitstage.py)
     cache_layers: list[layers.Layer] = field(default_factory=list)  # writable package caches, each seen through its own layer
+    devices: list[str] = field(default_factory=list)  # host device nodes bound into /dev ([devices], bwrap/parts/devices.py)
     stage_mount: str | None = None  # a staged run's: where the child mounts the project's overlay (checkpoints/stage.py)
 
     def pieces(self) -> list[Piece]:
-        base: list[Piece] = [ReadOnlyBind("/"), Dev(), Proc()]
+        base: list[Piece] = [ReadOnlyBind("/"), Dev(devices=tuple(self.devices)), Proc()]
         base += [Tmpfs(path, size=self.tmp_size, mode="1777") for path in SCRATCH_DIRS if os.path.isdir(path) or path == "/dev/shm"]
         hidden = [path for path in HIDDEN_SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
         base += [Tmpfs(path, size=self.tmp_size, mode="0755") for path in hidden]  # RAM-backed: sized like /tmp
@@ -210,6 +211,8 @@ def plan_view(
     folders could not be made (make_write_places)."""
     env = host_env if host_env is not None else {}
     view = View(tmp_size=policy.limits.tmp_size or DEFAULT_TMP_SIZE)
+    if policy.devices.gpu:
+        _bind_gpus(view, policy.devices.gpus)
     fs = policy.filesystem
     project = os.path.realpath(policy.project_dir)
     view.project = project
@@ -320,6 +323,18 @@ def plan_view(
     _drop_inside_hidden(view)
     view.staged_git = [] if staged else _stageable(view, repositories, roots)
     return view
+
+
+def _bind_gpus(view: View, gpus: tuple[str, ...]) -> None:
+    view.devices = devices.gpu_nodes(gpus)
+    chosen = f"GPU {', '.join(gpus)}" if gpus else "GPU"
+    if view.devices:
+        view.details.append(f"[devices] gpu: {chosen} device nodes bound: {', '.join(view.devices)}")
+    else:
+        view.notes.append(
+            f"[devices] gpu = true, but this machine has no {chosen} device nodes (/dev/nvidia*, /dev/dri/renderD*): "
+            "the run has no GPU (is the driver loaded? `nvidia-smi` on the host says)"
+        )
 
 
 def _stage_project(view: View, project: str, mount: str) -> None:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.parts.globs import Tree
     from stockade.core.invocation import Invocation
 
-FORMAT = 12  # bump when what a plan holds, or how it is checked, changes
+FORMAT = 13  # bump when what a plan holds, or how it is checked, changes
 MAX_PLANS = 64  # plans kept per user; the oldest go first
 UNCACHEABLE_ROOTS = ("/proc/", "/sys/")
 DISABLE_VARIABLE = "STOCKADE_NO_PLAN_CACHE"
@@ -85,7 +85,8 @@ def run_key(invocation: Invocation) -> bytes:
     """
     interactive = sys.stdin is not None and _isatty(0)
     return repr((
-        FORMAT, __file__, invocation.policy_file, invocation.profile, invocation.quiet, invocation.verbose, invocation.stage, invocation.cwd,
+        FORMAT, __file__, invocation.policy_file, invocation.profile, invocation.quiet, invocation.verbose, invocation.cwd,
+        invocation.stage, invocation.gpu,
         sorted(invocation.env.items()),
         os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups()), interactive,
     )).encode("utf-8", "surrogateescape")  # fmt: skip

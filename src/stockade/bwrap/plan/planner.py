@@ -146,6 +146,10 @@ def _environment(request: RunRequest, view: View, terminates: bool) -> dict[str,
     if tmpdir and not any(is_within(os.path.realpath(tmpdir), root) for root in view.writable):
         env["TMPDIR"] = "/tmp"
     env["STOCKADE_SANDBOX"] = "1"
+    if request.policy.devices.gpu and view.devices:
+        from stockade.bwrap.parts.devices import gpu_environment
+
+        env.update(gpu_environment(request.policy.devices.gpus, env))
     if request.policy.network.mode is not NetworkMode.NONE:
         from stockade.bwrap.running.network import proxy_environment
 

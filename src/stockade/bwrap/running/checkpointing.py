@@ -48,6 +48,7 @@ RESOLVE_IN_ROOT = 0x10
 O_PATH = 0o10000000
 
 WRITABLE_BINDS = frozenset({b"--bind", b"--bind-try", b"--dev-bind", b"--dev-bind-try"})
+DEVICE_BINDS = frozenset({b"--dev-bind", b"--dev-bind-try"})
 TWO_WORDS = frozenset({b"--ro-bind", b"--ro-bind-try", b"--bind-data", b"--ro-bind-data", b"--symlink", b"--setenv", b"--file", b"--chmod"})
 ONE_WORD_MOUNTS = frozenset({b"--tmpfs", b"--dev", b"--proc", b"--mqueue", b"--remount-ro", b"--dir", b"--tmp-overlay", b"--ro-overlay"})
 ONE_WORD = frozenset(
@@ -69,7 +70,8 @@ class Places:
             word = words[index]
             if word in WRITABLE_BINDS and index + 2 < len(words):
                 source, dest = os.fsdecode(words[index + 1]), os.fsdecode(words[index + 2])
-                mine = any(store.within(source, folder) for folder in own)
+                # stockade's own folders, and device nodes (a GPU's, opened for writing by every CUDA process)
+                mine = word in DEVICE_BINDS or any(store.within(source, folder) for folder in own)
                 mounts.append((dest.rstrip("/") or "/", None if mine else source.rstrip("/") or "/"))
                 index += 3
             elif word in TWO_WORDS or word == b"--overlay":
