@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, review, trust, undo
+from stockade.cli import allow, approve, audit_cmd, check, doctor, explain, init, install, learn, mcp, review, trust, undo
 from stockade.cli.run_options import RUN_OPTIONS
 from stockade.cli.version import VERSION
 from stockade.core.errors import ExitCode, StockadeError, UsageError
@@ -64,6 +64,7 @@ def run(
     no_approve: Annotated[bool, typer.Option("--no-approve", help=_help("no_approve"))] = False,
     stage: Annotated[bool, typer.Option("--stage", help=_help("stage"))] = False,
     gpu: Annotated[bool, typer.Option("--gpu", help=_help("gpu"))] = False,
+    mcp_server: Annotated[str | None, typer.Option("--mcp", help=_help("mcp"), metavar="NAME")] = None,
     agent_session: Annotated[str | None, typer.Option("--agent-session", help=_help("agent_session"), metavar="ID")] = None,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
@@ -73,7 +74,7 @@ def run(
     argv: list[str] = []
     for flag, value in (
         ("--policy", policy), ("--profile", profile), ("-c", shell), ("--platform", platform),
-        ("--max-output", max_output), ("--report", report), ("--agent-session", agent_session),
+        ("--max-output", max_output), ("--report", report), ("--agent-session", agent_session), ("--mcp", mcp_server),
     ):  # fmt: skip
         if value is not None:
             argv += [flag, str(value)]
@@ -103,6 +104,7 @@ app.command(
 app.command(name="review", help="Show a staged run's changes to the project, marked ones first, with diffs.")(review.review)
 app.command(name="accept", help="Apply a staged run's changes (PATH: only those; marked ones only when named or with --marked).")(review.accept)
 app.command(name="reject", help="Drop a staged run's changes (PATH: only those).")(review.reject)
+app.add_typer(mcp.app, name="mcp")
 app.command(name="audit", help="Show the network audit log: what sandboxed commands tried to reach.")(audit_cmd.audit)
 app.command(name="install", help="Add stockade's shell hook to a coding agent's settings (claude, codex, gemini, cursor), or --remove it.")(
     install.install

@@ -311,6 +311,8 @@ def project_root(start: Path) -> Path:
     return start
 
 
+MCP_AGENTS = ("claude", "codex", "gemini")  # whose MCP servers `install` wraps (cli/agents/mcp_config.py)
+
 AFTER_INSTALL = {
     "claude": "restart Claude Code (or run /hooks) so it loads the hook",
     "codex": "restart Codex; project hooks run only in projects Codex trusts",
@@ -359,6 +361,12 @@ def install(
         print(f"stockade: note: {note}")
     if agent == "codex" and not remove:
         print(f"stockade: {_codex_trust(home, outcome, limit, stockade)}")
+    if agent in MCP_AGENTS:  # the MCP servers the agent starts run sandboxed too (cli/mcp.py)
+        from stockade.cli.agents import mcp_config
+
+        done = mcp_config.rewrite(home, project_root(Path(os.getcwd())), (agent,), None if remove else stockade)
+        for line in mcp_config.report_lines(done):
+            print(line)
     if not remove and outcome.action in ("added", "updated"):
         print(f"stockade: {AFTER_INSTALL[agent]}")
 

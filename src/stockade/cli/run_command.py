@@ -53,12 +53,19 @@ def run(argv: list[str]) -> int:
 
 def invocation_of(args: RunArgs) -> Invocation:
     """The parsed options as plain inputs: no backend sees a CLI type."""
+    policy_file, profile = args.policy, args.profile
+    if args.mcp is not None:
+        from stockade.cli.mcp_policy import server_policy
+
+        if policy_file or profile:
+            raise UsageError("run: --mcp chooses the server's own policy; give it without --policy or --profile")
+        policy_file, profile = server_policy(args.mcp, os.environ)
     return Invocation(
         list(args.command),
         os.getcwd(),
         os.environ,
-        policy_file=args.policy,
-        profile=args.profile,
+        policy_file=policy_file,
+        profile=profile,
         quiet=args.quiet,
         verbose=args.verbose,
         dry_run=args.dry_run,

@@ -81,6 +81,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         False,
         "Give the sandbox the host's GPUs: their device nodes and nothing else of /dev (as [devices] gpu = true).",
     ),
+    RunOption(
+        "mcp",
+        ("--mcp",),
+        True,
+        "Run an agent's MCP server NAME under its own policy (~/.config/stockade/mcp/NAME.toml, else the built-in mcp profile).",
+        "NAME",
+    ),
     RunOption("no_approve", ("--no-approve",), False, "Refuse such a request at once, as without a terminal (agents' and CI runs)."),
     RunOption(
         "agent_session",
@@ -113,6 +120,7 @@ class RunArgs:
         self.no_approve = False
         self.stage = False
         self.gpu = False
+        self.mcp: str | None = None
         self.agent_session: str | None = None
         self.command: list[str] = []
 

@@ -139,7 +139,9 @@ def resolve(
     extra = [parse_layer(additions, LEARNED_SOURCE, base=project_dir, home=locations.home)] if additions else []
     if policy_file is not None:
         path = policy_file if policy_file.is_absolute() else cwd / policy_file
-        layers = _Expander(project_dir, locations, implicit=implicit).from_file(path)
+        # a file of the user's config folder (an MCP server's, cli/mcp_policy.py) means the project by ".", as config.toml does
+        relative = project_dir if path.parent.parent == locations.config or path.parent == locations.config else None
+        layers = _Expander(project_dir, locations, relative_base=relative, implicit=implicit).from_file(path)
         named = compose([*layers, *extra], project_dir=project_dir, origin=str(path))
         from stockade.profiles.citrust import doubt
 

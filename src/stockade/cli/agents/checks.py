@@ -47,7 +47,29 @@ def hook_checks(home: Path, project: Path) -> list[Check]:
                             required=False,
                         )
                     )
-    return checks + codex_trust_checks(home, project)
+    return checks + codex_trust_checks(home, project) + mcp_checks(home, project)
+
+
+def mcp_checks(home: Path, project: Path) -> list[Check]:
+    """One check per stdio MCP server an agent would start unsandboxed (added after `stockade install`)."""
+    from stockade.cli.agents.mcp_config import servers
+    from stockade.core.errors import UsageError
+
+    try:
+        found = servers(home, project)
+    except UsageError as error:
+        return [Check("MCP servers", False, str(error), "fix the file it names", required=False)]
+    return [
+        Check(
+            f"{server.place.agent} MCP server {server.name}",
+            False,
+            f"{server.place.label} starts it on the host with your whole home and network: {server.shown}",
+            f"stockade mcp wrap {server.place.agent}",
+            required=False,
+        )
+        for server in found
+        if not server.remote and not server.wrapped and "command" in server.entry
+    ]
 
 
 def codex_trust_checks(home: Path, project: Path) -> list[Check]:

@@ -1,0 +1,100 @@
+"""An agent's MCP server, wrapped: the same JSON-RPC stream, inside a sandbox of its own.
+
+A small stdio server (tests/e2e/mcp/server.py) is started the way an agent
+starts it, once as it is and once wrapped (`stockade run --mcp NAME -- ...`, the
+command `stockade mcp wrap` writes). The stream must be byte-identical where
+the tools do what the sandbox allows, and the tools that read ~/.ssh, write
+outside the project or the project itself, or reach a host must be refused
+wrapped while the unwrapped control succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.boxes import Box
+
+SERVER = Path(__file__).parent / "mcp" / "server.py"
+
+
+def _messages(*calls: tuple[str, dict[str, str]]) -> bytes:
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    for number, (name, arguments) in enumerate(calls, start=3):
+        lines.append({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def _serve(box: Box, wrapped: bool, stdin: bytes, name: str = "probe") -> subprocess.CompletedProcess[bytes]:
+    command = [sys.executable, str(SERVER)]
+    if wrapped:
+        command = [sys.executable, "-m", "stockade.cli.main", "run", "--mcp", name, "--", *command]
+    return subprocess.run(command, input=stdin, cwd=box.project, env=box.env, capture_output=True, timeout=120)
+
+
+def _texts(stdout: bytes) -> dict[int, str]:
+    out = {}
+    for line in stdout.decode().splitlines():
+        message = json.loads(line)  # every line of stdout is JSON-RPC: nothing of stockade's
+        if "result" in message and "content" in message["result"]:
+            out[message["id"]] = message["result"]["content"][0]["text"]
+    return out
+
+
+def test_the_stream_is_byte_identical_where_the_sandbox_allows(vbox: Box) -> None:
+    (vbox.project / "notes.txt").write_text("project notes\n")
+    stdin = _messages(("read", {"path": str(vbox.project / "notes.txt")}))
+    plain = _serve(vbox, False, stdin)
+    wrapped = _serve(vbox, True, stdin)
+    assert plain.returncode == 0 and wrapped.returncode == 0, wrapped
+    assert wrapped.stdout == plain.stdout, (wrapped.stdout, plain.stdout)
+    assert _texts(wrapped.stdout)[3] == "read: project notes"
+
+
+def test_a_wrapped_server_cannot_read_secrets_write_or_reach_the_network(vbox: Box) -> None:
+    stdin = _messages(
+        ("read", {"path": str(vbox.home / ".ssh" / "id_test")}),
+        ("write", {"path": str(vbox.outside / "planted.txt")}),
+        ("write", {"path": str(vbox.project / "planted.txt")}),
+        ("fetch", {"url": "http://127.0.0.1:9/"}),
+    )
+    plain = _texts(_serve(vbox, False, stdin).stdout)
+    assert plain[3] == "read: CANARY-SSH" and plain[4] == plain[5] == "wrote", plain  # the control: unwrapped, all of it works
+    (vbox.outside / "planted.txt").unlink()
+    (vbox.project / "planted.txt").unlink()
+    wrapped = _serve(vbox, True, stdin)
+    texts = _texts(wrapped.stdout)
+    assert texts[3].startswith("refused:") and "CANARY" not in texts[3], texts
+    assert texts[4].startswith("refused:") and texts[5].startswith("refused:"), texts
+    assert texts[6].startswith("refused:"), texts
+    assert not (vbox.outside / "planted.txt").exists() and not (vbox.project / "planted.txt").exists()
+
+
+def test_a_server_s_own_policy_is_the_user_s_file(vbox: Box) -> None:
+    config = vbox.home / ".config" / "stockade" / "mcp"
+    config.mkdir(parents=True)
+    (config / "writer.toml").write_text('extends = ["mcp"]\n[filesystem]\nallow_write = ["."]\n')
+    stdin = _messages(("write", {"path": str(vbox.project / "out.txt")}))
+    assert _texts(_serve(vbox, True, stdin, "writer").stdout)[3] == "wrote"
+    assert _texts(_serve(vbox, True, stdin, "other").stdout)[3].startswith("refused:"), "another server keeps the default"
+    (vbox.project / ".stockade.toml").write_text('[filesystem]\nallow_write = ["."]\n')
+    assert _texts(_serve(vbox, True, _messages(("write", {"path": str(vbox.project / "o2.txt")})), "other").stdout)[3].startswith("refused:"), (
+        "a project's own policy never loosens its servers"
+    )
+
+
+def test_a_bad_server_name_is_one_line_and_exit_2(vbox: Box) -> None:
+    bad = subprocess.run(
+        [sys.executable, "-m", "stockade.cli.main", "run", "--mcp", "../x", "--", "true"],
+        cwd=vbox.project,
+        env=vbox.env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "an MCP server's name is" in bad.stderr and "Traceback" not in bad.stderr, bad
