@@ -51,7 +51,7 @@ def main() -> int:
     loopback_up()
     if os.geteuid() != 0:
         drop_ambient_capabilities()
-    script = Script(command=spec["command"])
+    script = Script(command=spec["command"], mcp_tool=spec.get("mcp_tool"), mcp_arguments=spec.get("mcp_arguments") or {})
     with ModelServer(script) as server:
         env = {key: value.replace("{url}", server.url) for key, value in spec["env"].items()}
         argv = [word.replace("{url}", server.url) for word in spec["argv"]]

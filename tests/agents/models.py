@@ -25,12 +25,35 @@ class Script:
     """What the model asks the agent to run, and what came back."""
 
     command: str
+    # an MCP tool to call instead of the shell: the tool's name as its server declares it, and its arguments;
+    # each agent names it its own way (mcp__probe__read, probe__read, read), found by that suffix
+    mcp_tool: str | None = None
+    mcp_arguments: dict[str, Any] = field(default_factory=dict)
     tool_results: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # method and path of every request, in order
     asked: int = 0  # how many times the tool call was handed out
 
     def record(self, text: str) -> None:
         self.tool_results.append(text)
+
+
+def _mcp_name(script: Script, offered: list[Any]) -> str | None:
+    """The name the agent gave the MCP tool the script calls, among the tools it offers."""
+    if script.mcp_tool is None:
+        return None
+    names = [str(name) for name in offered if isinstance(name, str)]
+    return next((name for name in names if name == script.mcp_tool or (name.endswith(script.mcp_tool) and "probe" in name)), None)
+
+
+def _codex_mcp(script: Script, tools: list[Any]) -> tuple[str | None, str] | None:
+    """(namespace, name) of the MCP tool Codex offers: in a namespace of the server's (mcp__probe), or flat."""
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "namespace" and "probe" in str(tool.get("name")):
+            names = [t.get("name") for t in tool.get("tools") or [] if isinstance(t, dict)]
+            if script.mcp_tool in names:
+                return str(tool["name"]), str(script.mcp_tool)
+    flat = _mcp_name(script, [t.get("name") for t in tools if isinstance(t, dict)])
+    return (None, flat) if flat is not None else None
 
 
 def _sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
@@ -126,7 +149,11 @@ class _Handler(BaseHTTPRequestHandler):
                 script.record(_text_of(part.get("content")))
             block: dict[str, Any] = {"type": "text", "text": FINAL_TEXT}
             stop = "end_turn"
-        elif "Bash" in tools and script.asked == 0:
+        elif script.mcp_tool is not None and script.asked == 0 and (mcp := _mcp_name(script, tools)):
+            script.asked += 1
+            block = {"type": "tool_use", "id": "toolu_stockade_1", "name": mcp, "input": dict(script.mcp_arguments)}
+            stop = "tool_use"
+        elif script.mcp_tool is None and "Bash" in tools and script.asked == 0:
             script.asked += 1
             block = {"type": "tool_use", "id": "toolu_stockade_1", "name": "Bash", "input": {"command": script.command, "description": "run it"}}
             stop = "tool_use"
@@ -186,7 +213,19 @@ class _Handler(BaseHTTPRequestHandler):
                 "id": "msg_1",
                 "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}],
             }
-        elif shell and script.asked == 0:
+        elif script.mcp_tool is not None and script.asked == 0 and (found := _codex_mcp(script, body.get("tools") or [])):
+            script.asked += 1
+            namespace, mcp = found
+            item_out = {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_stockade_1",
+                "name": mcp,
+                "arguments": json.dumps(script.mcp_arguments),
+            }
+            if namespace:
+                item_out["namespace"] = namespace
+        elif script.mcp_tool is None and shell and script.asked == 0:
             script.asked += 1
             arguments = (
                 {"command": ["bash", "-lc", script.command]}
@@ -241,7 +280,10 @@ class _Handler(BaseHTTPRequestHandler):
             for response in responses:
                 script.record(_text_of(response.get("response")))
             parts: list[dict[str, Any]] = [{"text": FINAL_TEXT}]
-        elif "run_shell_command" in declared and script.asked == 0:
+        elif script.mcp_tool is not None and script.asked == 0 and (mcp := _mcp_name(script, list(declared))):
+            script.asked += 1
+            parts = [{"functionCall": {"name": mcp, "args": dict(script.mcp_arguments)}}]
+        elif script.mcp_tool is None and "run_shell_command" in declared and script.asked == 0:
             script.asked += 1
             parts = [{"functionCall": {"name": "run_shell_command", "args": {"command": script.command, "description": "run it"}}}]
         else:

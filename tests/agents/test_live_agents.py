@@ -28,6 +28,7 @@ from tests.sandboxed import require_sandbox
 from tests.visible import VISIBLE_BASE, force_rmtree
 
 HERE = Path(__file__).resolve().parent
+MCP_SERVER = HERE.parent / "e2e" / "mcp" / "server.py"
 
 STOCKADE = Path(sys.executable).with_name("stockade")
 WORK = VISIBLE_BASE / "agents"
@@ -113,8 +114,25 @@ class Desk:
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 
-    def run(self, command: str, *, codex_sandbox: str = "danger-full-access", timeout: int = 120) -> Outcome:
+    def add_mcp_server(self) -> None:
+        """The test's stdio MCP server (tests/e2e/mcp/server.py) in the agent's own user config, as `claude mcp add` and the like write it."""
+        command, args = sys.executable, [str(MCP_SERVER)]
+        if self.agent == "claude":
+            self.merge_settings(".claude.json", {"mcpServers": {"probe": {"type": "stdio", "command": command, "args": args, "env": {}}}})
+        elif self.agent == "gemini":
+            self.merge_settings(".gemini/settings.json", {"mcpServers": {"probe": {"command": command, "args": args, "trust": True}}})
+        else:
+            config = self.home / ".codex" / "config.toml"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            with config.open("a") as handle:
+                handle.write(f"\n[mcp_servers.probe]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
+
+    def run(
+        self, command: str, *, codex_sandbox: str = "danger-full-access", timeout: int = 120, mcp: tuple[str, dict[str, str]] | None = None
+    ) -> Outcome:
         spec = {"command": command, "cwd": str(self.project), "argv": self._argv(codex_sandbox), "env": self._agent_env(), "timeout": timeout}
+        if mcp is not None:
+            spec.update(mcp_tool=mcp[0], mcp_arguments=mcp[1])
         spec_path, result_path = self.root / "spec.json", self.root / "result.json"
         spec_path.write_text(json.dumps(spec))
         result_path.unlink(missing_ok=True)
@@ -133,7 +151,7 @@ class Desk:
     def _argv(self, codex_sandbox: str) -> list[str]:
         program = str(self.program)
         if self.agent == "claude":
-            return [program, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash"]
+            return [program, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash,mcp__probe"]
         if self.agent == "codex":
             sandbox = ["--dangerously-bypass-approvals-and-sandbox"] if codex_sandbox == "danger-full-access" else ["--sandbox", codex_sandbox]
             provider = 'model_providers.fake={name="fake",base_url="{url}/v1",wire_api="responses",env_key="FAKE_API_KEY"}'
@@ -155,7 +173,11 @@ class Desk:
     def _agent_env(self) -> dict[str, str]:
         if self.agent == "claude":
             return self.env(
-                ANTHROPIC_BASE_URL="{url}", ANTHROPIC_API_KEY="sk-live-test", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1"
+                ANTHROPIC_BASE_URL="{url}",
+                ANTHROPIC_API_KEY="sk-live-test",
+                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                DISABLE_AUTOUPDATER="1",
+                ENABLE_TOOL_SEARCH="false",  # every MCP tool offered at once, not behind a search
             )
         if self.agent == "codex":
             return self.env(FAKE_API_KEY="sk-live-test")
@@ -297,3 +319,24 @@ def test_doctor_reports_a_codex_hook_codex_does_not_trust(desk_for) -> None:
     hooks.write_text(hooks.read_text().replace(" hook codex ", " hook codex --max-output 2048 "))  # a hand edit changes the hash
     changed = subprocess.run(doctor, cwd=desk.project, env=desk_env, capture_output=True, text=True, timeout=120)
     assert "Codex reports the hook modified, so it skips it" in changed.stdout, changed.stdout
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_an_mcp_server_the_agent_starts_runs_in_a_sandbox_of_its_own(desk_for, agent: str) -> None:
+    desk = desk_for(agent)
+    desk.add_mcp_server()
+    (desk.project / "notes.txt").write_text("project notes\n")
+    secret = {"path": str(desk.home / ".ssh" / "id_ed25519")}
+    control = desk.run("", mcp=("read", secret))
+    assert SECRET in control.tool_result, control.tool_result  # unwrapped, the server reads the key: what wrapping stops
+    said = desk.install_hook()
+    assert "MCP server probe now runs sandboxed" in said.stdout, said.stdout
+    read = desk.run("", mcp=("read", secret)).tool_result
+    assert SECRET not in read and "refused" in read, read
+    planted = desk.outside / "planted.txt"
+    wrote = desk.run("", mcp=("write", {"path": str(planted)})).tool_result
+    assert "refused" in wrote and not planted.exists(), wrote
+    fetched = desk.run("", mcp=("fetch", {"url": "http://127.0.0.1:9/"})).tool_result
+    assert "refused" in fetched, fetched
+    allowed = desk.run("", mcp=("read", {"path": str(desk.project / "notes.txt")})).tool_result
+    assert "read: project notes" in allowed, allowed  # the control: what the server may do still works, through the agent
