@@ -46,7 +46,7 @@ def with_parents(chosen: Sequence[Unit], units: Sequence[Unit]) -> list[Unit]:
     wanted = set(paths)
     for path in paths:
         parent = os.path.dirname(path)
-        while parent:
+        while parent and parent not in ("/", "."):
             if parent in folders:
                 wanted.add(parent)
             parent = os.path.dirname(parent)
@@ -89,6 +89,8 @@ def _conflict(unit: Unit, project: str, began: int, making: set[str]) -> str:
                 return "its folder changed on the host after the run began (removed there?)"
             return ""
         if unit["a"] == stage.PUT and unit["k"] == "dir" and stat.S_ISDIR(info.st_mode):
+            if unit.get("was") == "dir" and info.st_ctime_ns >= began:  # its mode: the run's, or the host's chmod since?
+                return "the folder changed on the host after the run began (its mode may be the host's own)"
             return ""  # a folder already there: its entries are units of their own
         if unit.get("was") is None and unit["a"] == stage.PUT:
             return "made on the host after the run began"
@@ -121,9 +123,13 @@ def accept(the_stage: stage.Stage, project: str, units: Sequence[Unit], chosen: 
     """Apply `chosen` (of `units`, the stage's with any tree split by stage.select; with_parents
     already added), removals first, then puts parents first; the manifest keeps the rest."""
     outcome = Outcome()
+    done: set[str] = set()
+    for unit in chosen:  # put in place already by an accept killed halfway: nothing left to move
+        if unit["a"] == stage.PUT and unit["k"] != "dir" and not os.path.lexists(os.path.join(the_stage.upper, str(unit["p"]))):
+            done.add(str(unit["p"]))
+    chosen = [unit for unit in chosen if str(unit["p"]) not in done]
     found = {} if force else conflicts(chosen, project, the_stage.began)
     order = sorted(chosen, key=lambda unit: (unit["a"] != stage.REMOVE, str(unit["p"]).count("/"), str(unit["p"])))
-    done: set[str] = set()
     blocked: list[str] = []
     for unit in order:
         path = str(unit["p"])
@@ -131,7 +137,8 @@ def accept(the_stage: stage.Stage, project: str, units: Sequence[Unit], chosen: 
             continue
         if path in found:
             outcome.conflicts.append((path, found[path]))
-            blocked.append(path)
+            if not (unit["k"] == "dir" and unit.get("was") == "dir"):  # a folder's mode alone: what is in it goes on
+                blocked.append(path)
             continue
         if any(path.startswith(other + "/") for other in blocked):
             outcome.conflicts.append((path, "its folder is in conflict"))

@@ -48,6 +48,7 @@ WORK = "work"
 OVERLAY_XATTR = "user.overlay."
 OPAQUE = "user.overlay.opaque"
 ORIGIN = "user.overlay.origin"
+REMOVAL_WALK_LIMIT = 200_000  # entries of a removed folder looked at for what the floor protects
 DENY_WRITE = "deny_write"  # profiles/floor.stage_marks's reason for a deny_write match
 PUT = "put"
 REMOVE = "remove"
@@ -70,6 +71,18 @@ class Stage:
         self.folder = folder
         self.number = int(os.path.basename(folder))
         self.meta = store.read_meta_named(folder, MANIFEST)
+
+    def damaged(self) -> str:
+        """Why the manifest cannot be trusted (unreadable, not stockade's shape), or "": such a stage
+        is left as it is, never read again without its marks, never removed."""
+        if not self.meta:
+            return "its manifest is missing or unreadable"
+        if not isinstance(self.meta.get("began"), int):
+            return "its manifest is damaged"
+        units = self.meta.get("units")
+        if units is not None and (not isinstance(units, list) or not all(_valid_unit(unit) for unit in units)):
+            return "its manifest is damaged"
+        return ""
 
     @property
     def upper(self) -> str:
@@ -137,6 +150,30 @@ def remove(folder: str) -> None:
     shutil.rmtree(folder, onerror=opened_up)
 
 
+UNIT_ACTIONS = frozenset({PUT, REMOVE, SKIP})
+UNIT_KINDS = frozenset({"file", "link", "dir", "tree", "other"})
+
+
+def _valid_unit(unit: object) -> bool:
+    """A unit as read_upper writes it: a path inside the project, relative and plain."""
+    if not isinstance(unit, dict):
+        return False
+    path = unit.get("p")
+    return (
+        isinstance(path, str) and path != "" and not path.startswith("/") and os.path.normpath(path) == path
+        and not any(part in ("..", ".") for part in path.split("/"))
+        and unit.get("a") in UNIT_ACTIONS and unit.get("k") in UNIT_KINDS
+    )  # fmt: skip
+
+
+def _identity(path: str) -> list[int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return [info.st_dev, info.st_ino]
+
+
 def begin(state_dir: str, project: str, meta: dict[str, object]) -> tuple[Stage, int]:
     """A new stage for a run about to start, and the lock it holds while it lives (closed by
     `finish`). Its `began` is taken before the overlay is mounted."""
@@ -148,7 +185,8 @@ def begin(state_dir: str, project: str, meta: dict[str, object]) -> tuple[Stage,
     lock = os.open(os.path.join(run_dir, LOCK), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)
     began = time.clock_gettime_ns(store.CLOCK_REALTIME_COARSE)
-    store.write_meta_named(run_dir, MANIFEST, {**meta, "began": began, "started": time.time(), "pid": os.getpid(), "project": project})
+    meta = {**meta, "began": began, "started": time.time(), "pid": os.getpid(), "project": project, "project_id": _identity(project)}
+    store.write_meta_named(run_dir, MANIFEST, meta)
     return Stage(run_dir), lock
 
 
@@ -162,18 +200,33 @@ def stages(state_dir: str, project: str) -> list[Stage]:
     return [Stage(os.path.join(folder, name)) for name in names]
 
 
-def pending(state_dir: str, project: str) -> list[Stage]:
-    """Stages waiting for review: their runs ended (a killed run's stage is read here, late)."""
+def pending(state_dir: str, project: str, troubles: list[tuple[Stage, str]] | None = None) -> list[Stage]:
+    """Stages waiting for review: their runs ended (a killed run's stage is read here, late). A stage
+    that cannot be used is left as it is and named in `troubles`: one whose manifest is damaged or
+    unreadable, whose folder cannot be read, or that was made for an earlier folder at this path."""
     found: list[Stage] = []
+    here = _identity(project)
     for stage in stages(state_dir, project):
         if stage.live():
             continue
-        if not stage.read:
+        why = stage.damaged()
+        made_for = stage.meta.get("project_id")
+        if not why and isinstance(made_for, list) and here is not None and made_for != here:
+            why = "it was made for an earlier folder at this path"
+        if not why and not stage.read:
             marks = stage.meta.get("marks")
             patterns = [(str(p), str(w)) for p, w in marks] if isinstance(marks, list) else []
-            finish(stage, project, patterns)
-            if not os.path.isdir(stage.folder):
-                continue
+            try:
+                finish(stage, project, patterns)
+            except OSError as exc:
+                why = f"its folder cannot be read ({exc.strerror or exc})"
+            else:
+                if not os.path.isdir(stage.folder):
+                    continue
+        if why:
+            if troubles is not None:
+                troubles.append((stage, why))
+            continue
         if stage.units:
             found.append(stage)
     return found
@@ -198,8 +251,9 @@ def read_upper(upper: str, project: str, marks: Marks) -> list[dict[str, object]
     """The units the upper folder holds against the project as it is now, parents first."""
     compiled = Matcher(marks)
     units: list[dict[str, object]] = []
-    if not os.path.isdir(upper):
+    if not os.path.lexists(upper):
         return units  # a stage made and never used (its run did not start), or one applied and removed halfway
+    os.listdir(upper)  # OSError where it cannot be read: the stage is left, never taken for an empty one
     _read_folder(upper, "", project, True, compiled, units, 0)
     return units
 
@@ -302,9 +356,25 @@ def files_of(upper: str, unit: dict[str, object]) -> Iterator[str]:
 
 
 def _removal_mark(host: str, info: os.stat_result, marks: Matcher) -> str:
-    """A removal runs nothing later: only a deny_write rule marks it."""
+    """A removal runs nothing later, but one the floor would have stopped is marked: a deny_write
+    match, or a folder holding what the floor protects (a repository's git dir, hooks, settings),
+    which an unstaged run could not have removed either."""
     why = _mark(host, info, marks)
-    return why if why == DENY_WRITE else ""
+    if why == DENY_WRITE or not stat.S_ISDIR(info.st_mode):
+        return why if why == DENY_WRITE else ""
+    if os.path.basename(host) == ".git" or why:
+        return f"removes {os.path.basename(host)}, which the floor protects ({why or 'a git dir'})"
+    seen = 0
+    for root, folders, files in os.walk(host):
+        for name in (*folders, *files):
+            seen += 1
+            inner = os.path.join(root, name)
+            inner_why = marks.why(inner) or ("a git dir" if name == ".git" else "")
+            if inner_why and inner_why != DENY_WRITE:
+                return f"removes {os.path.relpath(inner, os.path.dirname(host))}, which the floor protects ({inner_why})"
+        if seen > REMOVAL_WALK_LIMIT:
+            return f"removes a folder of more than {REMOVAL_WALK_LIMIT:,} entries (not all looked at)"
+    return ""
 
 
 class Matcher:

@@ -40,7 +40,10 @@ def _where() -> tuple[str, str]:
 
 
 def _stages(state: str, project: str, number: int | None) -> list[stage.Stage]:
-    found = stage.pending(state, project)
+    troubles: list[tuple[stage.Stage, str]] = []
+    found = stage.pending(state, project, troubles)
+    for one, why in troubles:
+        print(f"stockade: stage {one.number} is left as it is: {why} ({one.folder}; remove that folder to drop it)")
     if number is not None:
         found = [one for one in found if one.number == number]
         if not found:
@@ -53,6 +56,8 @@ def _stages(state: str, project: str, number: int | None) -> list[stage.Stage]:
 def _absolute(paths: list[str] | None, project: str) -> list[str]:
     out: list[str] = []
     for given in paths or []:
+        if not given:
+            raise UsageError("an empty path names nothing: give the project's folder (.) to mean all of it")
         path = os.path.normpath(os.path.join(os.getcwd(), given))
         real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path)) if path != "/" else path
         for candidate in (path, real):
@@ -197,7 +202,16 @@ def _detail(upper: str, unit: Unit, project: str) -> list[str]:
         return [f"--- {shown(path)}: {mode}"]
     if len(lines) > DIFF_LINES:
         lines = [*lines[:DIFF_LINES], f"... {len(lines) - DIFF_LINES} more lines"]
-    return [*header, *([f"# {mode}"] if mode else []), *(shown(line) if not line.startswith(("+", "-", " ", "@")) else line for line in lines)]
+    return [*header, *([f"# {mode}"] if mode else []), *(_diff_line(line) for line in lines)]
+
+
+def _diff_line(line: str) -> str:
+    """A diff line as the terminal may print it: the staged file chose its bytes, so every control
+    character (an escape that clears the screen or hides the marked lines above) is shown escaped;
+    a tab stays a tab."""
+    if line.isprintable():
+        return line
+    return "".join(ch if ch == "\t" or ch.isprintable() else shown(ch) for ch in line)
 
 
 def _mode_change(host: str, unit: Unit) -> str:

@@ -171,6 +171,7 @@ def undo(
         if target.undone_by is not None:
             print(_already(target, found))
             raise typer.Exit(1)
+        _say_pending_stages(state, project)
         problems = restore.conflicts(target, found)
         if dry_run:
             for path, what in restore.plan(target):
@@ -190,6 +191,15 @@ def undo(
         _undo(target, found, folder, project)
     finally:
         os.close(lock)
+
+
+def _say_pending_stages(state: str, project: str) -> None:
+    """Undo acts on what reached the project; a staged run's changes did not (cli/review.py)."""
+    from stockade.checkpoints.stage import pending
+
+    waiting = [str(one.number) for one in pending(state, project)]
+    if waiting:
+        print(f"stockade: note: stage {', '.join(waiting)} waits for review and is not in the project: undo leaves it; `stockade reject` drops it")
 
 
 def _named(entry: history.Run) -> str:

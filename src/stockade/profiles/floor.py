@@ -108,7 +108,7 @@ def floor_summary() -> list[str]:
     ]
 
 
-def stage_marks(project: str, deny_write: tuple[str, ...]) -> list[tuple[str, str]]:
+def stage_marks(project: str, deny_write: tuple[str, ...], home: str | None = None) -> list[tuple[str, str]]:
     """What a stage's review marks, and no automatic accept applies (checkpoints/stage.py): each as
     (a regular expression over the absolute path, why). Files that run code later anywhere in the
     project, git's config and hooks in every repository it holds, and deny_write's matches."""
@@ -121,8 +121,14 @@ def stage_marks(project: str, deny_write: tuple[str, ...]) -> list[tuple[str, st
         marks.append((glob_to_regex(f"{root}/**/{name}"), why))
         if name in FOLDER_NAMES:
             marks.append((glob_to_regex(f"{root}/**/{name}/**"), why))
+    if home is not None and (home == root or home.startswith(root + "/")):  # a project that holds the home: its files too
+        for name in RUNS_LATER_IN_HOME:
+            why = f"runs code later (~/{name})"
+            marks.append((glob_to_regex(f"{home.rstrip('/')}/{name}"), why))
+            marks.append((glob_to_regex(f"{home.rstrip('/')}/{name}/**"), why))
     git = "git runs it later"
-    for name in ("info/attributes", "hooks/**", "modules/**/config", "modules/**/hooks", "modules/**/hooks/**"):
+    git_files = ("info/attributes", "hooks/**", "modules/**/config", "modules/**/hooks", "modules/**/hooks/**", "modules/**/commondir")
+    for name in (*git_files, "modules/**/config.worktree", "modules/**/info/attributes"):
         marks.append((glob_to_regex(f"{root}/**/.git/{name}"), git))
     for name in ("commondir", "config.worktree"):
         marks.append((glob_to_regex(f"{root}/**/.git/worktrees/*/{name}"), git))

@@ -80,6 +80,7 @@ class View:
     cache_layers: list[layers.Layer] = field(default_factory=list)  # writable package caches, each seen through its own layer
     devices: list[str] = field(default_factory=list)  # host device nodes bound into /dev ([devices], bwrap/parts/devices.py)
     stage_mount: str | None = None  # a staged run's: where the child mounts the project's overlay (checkpoints/stage.py)
+    stage_marks: list[tuple[str, str]] = field(default_factory=list)  # (path, why): what the floor would protect, marked instead
 
     def pieces(self) -> list[Piece]:
         base: list[Piece] = [ReadOnlyBind("/"), Dev(devices=tuple(self.devices)), Proc()]
@@ -254,6 +255,12 @@ def plan_view(
     elsewhere_repositories = [gitdirs.locate(os.path.dirname(entry)) for root in others for entry in matches.get(f"{root}/**/.git", [])]
     repositories += _git_dirs_holding(fs.allow_write)
     linked = _linked_git_dirs(repositories, fs.allow_write)
+    if policy.checkpoints.stage and linked:  # a staged run changes nothing outside its stage: no worktree's git data either
+        view.notes.append(
+            f"a staged run keeps git's data outside the project read-only ({', '.join(linked)}): git can read it here, but "
+            "commits, branch moves and the index of this worktree need a run without staging"
+        )
+        linked = []
     deny_write = [p for pattern in fs.deny_write for p in (matches[pattern] or _literal(pattern))]
     roots, anchors = _writable_roots(
         view, fs.allow_write, real_denied, project, linked, unmade or {}, policy.sources, str(locations.home),
@@ -268,11 +275,14 @@ def plan_view(
     # the project the floor holds nothing read-only, and git writes its own config and hooks there
     staged = policy.checkpoints.stage and any(is_within(project, root) for root in roots)
     for path in floor.read_only:
-        if not _behind_linked_git(path) and not (staged and is_within(path, project)):
+        if staged and is_within(path, project):
+            _mark_for_stage(view, path, project, view.reasons.get(path) or "the floor holds it read-only in an unstaged run")
+        elif not _behind_linked_git(path):
             _protect(view, path, roots, watch_absent=True)
     held = gitdirs.protected_paths([*repositories, *(layout for layout in elsewhere_repositories if layout is not None)], real_home, env)
     for path in held + _linked_git_dir_locks(repositories, linked, project) + matches[nested[1]]:
         if staged and is_within(path, project):
+            _mark_for_stage(view, path, project, f"git runs it later ({os.path.basename(path)})")
             continue
         view.reasons.setdefault(path, f"floor: git's {os.path.basename(path)} runs code later (git)")
         _protect(view, path, roots, watch_absent=True)
@@ -335,6 +345,15 @@ def _bind_gpus(view: View, gpus: tuple[str, ...]) -> None:
             f"[devices] gpu = true, but this machine has no {chosen} device nodes (/dev/nvidia*, /dev/dri/renderD*): "
             "the run has no GPU (is the driver loaded? `nvidia-smi` on the host says)"
         )
+
+
+def _mark_for_stage(view: View, path: str, project: str, why: str) -> None:
+    """A path the floor would hold read-only, marked in a staged run's review instead (and where it
+    is a link on the host, the path it leads to in the project, which a write through it changes);
+    a folder's contents with it."""
+    for place in dict.fromkeys((path, os.path.realpath(path))):
+        if is_within(place, project):
+            view.stage_marks.append((place, why))
 
 
 def _stage_project(view: View, project: str, mount: str) -> None:

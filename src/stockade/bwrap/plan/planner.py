@@ -381,12 +381,15 @@ def launch_of(plan: BwrapPlan) -> Launch:
 
 def _stage_of(plan: BwrapPlan) -> dict[str, object]:
     """A staged run's: where its overlay is mounted, what the review marks, and what is accepted at once."""
+    import re
+
     from stockade.profiles.floor import stage_marks
 
     view = plan.view
+    exact = [(re.escape(path) + "(?:/.*)?", why) for path, why in view.stage_marks]  # a folder's contents with it
     return {
         "mount": view.stage_mount,
-        "marks": stage_marks(view.project, plan.policy.filesystem.deny_write),
+        "marks": [*exact, *stage_marks(view.project, plan.policy.filesystem.deny_write, str(plan.locations.home))],
         "accept": plan.policy.checkpoints.accept,
     }
 

@@ -24,6 +24,12 @@ class StagedRun:
         marks = rules.get("marks")
         self.marks: list[tuple[str, str]] = [(str(p), str(w)) for p, w in marks] if isinstance(marks, list) else []
         self.accept = str(rules.get("accept", "review"))
+        inside = _mount_points_in(project)
+        if inside:
+            raise SandboxSetupError(
+                f"cannot stage the project {project}: it holds a mount point ({inside[0]}), which an overlay of the project "
+                "cannot show; run it without --stage (or [checkpoints] stage = false)"
+            )
         try:
             self.stage, self.lock = stage.begin(state_dir, project, {"command": command, "cwd": cwd, "marks": self.marks})
         except OSError as exc:
@@ -54,12 +60,49 @@ class StagedRun:
             return
         if not units:
             return
-        if self._unmark_inert_configs(units):
+        units, found = self._mark_git_dirs(units)
+        if self._unmark_inert_configs(units) or found:
             self.stage.save(units)
         applied = 0
         if self.accept == "unmarked":
             applied, units = self._accept_unmarked(units, recorder, command, cwd)
         self._say(units, applied)
+
+    def _mark_git_dirs(self, units: list[dict[str, object]]) -> tuple[list[dict[str, object]], bool]:
+        """A git dir under any name (a bare repository in src/, a module's): its config, hooks,
+        commondir and attributes run code when the host's git works there, as bwrap/after/gitcheck.py
+        judges for an unstaged run. A whole new tree holding one is taken apart to mark them."""
+        changed = False
+        out: list[dict[str, object]] = []
+        for unit in units:
+            if unit["k"] == "tree" and self._holds_git_dir(str(unit["p"])):
+                out += stage.tree_units(self.stage.upper, unit)
+                changed = True
+            else:
+                out.append(unit)
+        for unit in out:
+            if unit.get("mark") or unit["a"] != stage.PUT or unit["k"] not in ("file", "link"):
+                continue
+            folder = _git_dir_of(str(unit["p"]))
+            if folder is not None and self._git_dir_like(folder):
+                unit["mark"] = f"git runs it later (the repository in {folder or '.'})"
+                changed = True
+        return out, changed
+
+    def _holds_git_dir(self, path: str) -> bool:
+        for root, folders, _files in os.walk(os.path.join(self.stage.upper, path)):
+            if "objects" in folders and "refs" in folders and os.path.isfile(os.path.join(root, "HEAD")):
+                return True
+        return False
+
+    def _git_dir_like(self, folder: str) -> bool:
+        """HEAD, objects and refs in the folder as the host will see it (the stage over the project)."""
+        places = [os.path.join(base, folder) for base in (self.stage.upper, self.project)]
+        return (
+            any(os.path.isfile(os.path.join(place, "HEAD")) for place in places)
+            and any(os.path.isdir(os.path.join(place, "objects")) for place in places)
+            and any(os.path.isdir(os.path.join(place, "refs")) for place in places)
+        )
 
     def _unmark_inert_configs(self, units: list[dict[str, object]]) -> bool:
         """A git config the run changed only as git's ordinary work does (a remote added, a branch's
@@ -73,11 +116,11 @@ class StagedRun:
             if not unit.get("mark") or unit["a"] != stage.PUT or unit["k"] != "file":
                 continue
             staged, host = os.path.join(self.stage.upper, path), os.path.join(self.project, path)
-            if path == ".git/config" or path.endswith("/.git/config"):
+            if os.path.basename(path) == "config" and _git_dir_of(path) is not None:
                 # a new repository's (git init, git clone) judged whole, as the check after an unstaged run does
                 inert = inert_config(staged) if unit.get("was") is None else inert_change(host, staged)
             else:
-                inert = "/.git/hooks/" in f"/{path}" and path.endswith(".sample")  # git never runs a sample
+                inert = "/hooks/" in f"/{path}" and path.endswith(".sample") and _git_dir_of(path) is not None  # never run
             if inert:
                 unit["mark"] = ""
                 changed = True
@@ -113,7 +156,10 @@ class StagedRun:
         marked = [str(unit["p"]) for unit in units if unit.get("mark")]
         if applied and marked:
             shown = ", ".join(marked[:HELD_SHOWN]) + (f" and {len(marked) - HELD_SHOWN} more" if len(marked) > HELD_SHOWN else "")
-            self.lines.append(f"stockade: held for review (they run code later): {shown}; `stockade review` shows them (stage {number})")
+            self.lines.append(
+                f"stockade: held for review (marked: they run code later, or a rule holds them): {shown}; "
+                f"`stockade review` shows them (stage {number})"
+            )
             return
         count = len(units)
         what = f"{count} change{'s' if count != 1 else ''}" + (f", {len(marked)} marked" if marked else "")
@@ -121,3 +167,44 @@ class StagedRun:
             f"stockade: this run's changes to the project are staged ({what}, stage {number}): "
             "`stockade review` shows them, `stockade accept` applies them, `stockade reject` drops them"
         )
+
+
+GIT_DIR_FILES = ("config", "commondir", "config.worktree")
+
+
+def _git_dir_of(path: str) -> str | None:
+    """The folder that would be the git dir if `path` is one of the files in it git runs code from
+    (config, commondir, config.worktree, hooks/*, info/attributes); None for any other path."""
+    parts = path.split("/")
+    if parts[-1] in GIT_DIR_FILES:
+        return "/".join(parts[:-1])
+    if len(parts) >= 2 and parts[-2] == "hooks":
+        return "/".join(parts[:-2])
+    if parts[-2:] == ["info", "attributes"]:
+        return "/".join(parts[:-2])
+    return None
+
+
+def _mount_points_in(project: str) -> list[str]:
+    """The mount points strictly inside the project, as this process sees them (/proc/self/mountinfo)."""
+    prefix = project.rstrip("/") + "/"
+    found: list[str] = []
+    try:
+        with open("/proc/self/mountinfo", "rb") as handle:
+            lines = handle.read().decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 4:
+            point = _unescape(fields[4])
+            if point.startswith(prefix):
+                found.append(point)
+    return found
+
+
+def _unescape(field: str) -> str:
+    """mountinfo's octal escapes (\\040 for a space) back to the characters."""
+    import re
+
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
