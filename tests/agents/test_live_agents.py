@@ -116,7 +116,9 @@ class Desk:
 
     def add_mcp_server(self) -> None:
         """The test's stdio MCP server (tests/e2e/mcp/server.py) in the agent's own user config, as `claude mcp add` and the like write it."""
-        command, args = sys.executable, [str(MCP_SERVER)]
+        server = self.root / "mcp-server.py"  # where a sandbox sees it (never /var/tmp or /tmp)
+        shutil.copyfile(MCP_SERVER, server)
+        command, args = "/usr/bin/python3", [str(server)]
         if self.agent == "claude":
             self.merge_settings(".claude.json", {"mcpServers": {"probe": {"type": "stdio", "command": command, "args": args, "env": {}}}})
         elif self.agent == "gemini":

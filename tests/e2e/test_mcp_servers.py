@@ -11,6 +11,7 @@ wrapped while the unwrapped control succeeds.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,8 +32,16 @@ def _messages(*calls: tuple[str, dict[str, str]]) -> bytes:
     return "".join(json.dumps(line) + "\n" for line in lines).encode()
 
 
+def _server(box: Box) -> Path:
+    """The server where a sandbox can see it (not under /var/tmp or /tmp, each a sandbox's own)."""
+    copy = box.root / "mcp-server.py"
+    if not copy.exists():
+        shutil.copyfile(SERVER, copy)
+    return copy
+
+
 def _serve(box: Box, wrapped: bool, stdin: bytes, name: str = "probe") -> subprocess.CompletedProcess[bytes]:
-    command = [sys.executable, str(SERVER)]
+    command = ["/usr/bin/python3", str(_server(box))]  # stdlib only: the system's python, seen in every sandbox
     if wrapped:
         command = [sys.executable, "-m", "stockade.cli.main", "run", "--mcp", name, "--", *command]
     return subprocess.run(command, input=stdin, cwd=box.project, env=box.env, capture_output=True, timeout=120)
