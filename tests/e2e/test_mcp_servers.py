@@ -107,3 +107,29 @@ def test_a_bad_server_name_is_one_line_and_exit_2(vbox: Box) -> None:
         text=True,
     )
     assert bad.returncode == 2 and "an MCP server's name is" in bad.stderr and "Traceback" not in bad.stderr, bad
+
+
+def test_a_server_s_refused_requests_are_audited_with_its_name(vbox: Box) -> None:
+    config = vbox.home / ".config" / "stockade" / "mcp"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "probe.toml").write_text('extends = ["mcp"]\n[network]\nallow = ["allowed.test"]\n')
+    done = _serve(vbox, True, _messages(("fetch", {"url": "http://blocked.test/"})))
+    assert _texts(done.stdout)[3].startswith("refused:"), done
+    assert b"stockade allow blocked.test --mcp probe" in done.stderr, done.stderr
+    audit = subprocess.run(
+        [sys.executable, "-m", "stockade.cli.main", "audit", "--mcp", "probe", "--json"],
+        cwd=vbox.project,
+        env=vbox.env,
+        capture_output=True,
+        text=True,
+    )
+    records = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
+    assert any(r["host"] == "blocked.test" and r["decision"] == "deny" and r["mcp"] == "probe" for r in records), audit
+    other = subprocess.run(
+        [sys.executable, "-m", "stockade.cli.main", "audit", "--mcp", "other", "--json"],
+        cwd=vbox.project,
+        env=vbox.env,
+        capture_output=True,
+        text=True,
+    )
+    assert other.stdout.strip() == "", "the control: another server's filter shows none of them"

@@ -37,6 +37,7 @@ def audit(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON record per line.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records.")] = False,
     log: Annotated[Path | None, typer.Option("--log", help="Audit log file (default: the policy's).")] = None,
+    mcp: Annotated[str | None, typer.Option("--mcp", help="Only this MCP server's runs (`stockade run --mcp NAME`).", metavar="NAME")] = None,
 ) -> None:
     from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
 
@@ -46,7 +47,7 @@ def audit(
         raise UsageError(f"no audit log at {log}; runs write to {locate().default_audit_log} unless [audit] log names another")
     if session is not None and not follow:
         session = _whole_session(path, session)
-    where = AuditFilter(session=session, denied_only=denied, host=host, since=since_time)
+    where = AuditFilter(session=session, denied_only=denied, host=host, since=since_time, mcp=mcp)
     records = follow_records(path, where) if follow else read_records(path, where)
     if as_json or follow:
         for record in records:

@@ -73,6 +73,7 @@ def invocation_of(args: RunArgs) -> Invocation:
         trace=args.trace,
         stage=args.stage,
         gpu=args.gpu,
+        mcp=args.mcp,
         want_findings=bool(args.ci or args.report),  # the report carries the sandbox's refusals
         approve=approve_seconds(args, os.environ),
         agent_session=session_name(args.agent_session),

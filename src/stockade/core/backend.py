@@ -34,6 +34,7 @@ class RunRequest:
     verbose: bool = False  # the summary also says what the plan skipped
     session_id: str = ""  # names this run in the audit log (core.invocation.new_session_id)
     dry_run: bool = False  # only the plan is wanted: change nothing on the host
+    mcp: str = ""  # the agent's MCP server this run is (`--mcp NAME`): named in its audit records
 
     @classmethod
     def of(cls, invocation: Invocation, policy: Policy, locations: Locations) -> RunRequest:
@@ -47,6 +48,7 @@ class RunRequest:
             verbose=invocation.verbose,
             session_id=invocation.session_id,
             dry_run=invocation.dry_run,
+            mcp=invocation.mcp or "",
         )
 
 

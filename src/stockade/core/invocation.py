@@ -27,7 +27,7 @@ class Invocation:
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "additions", "approve", "want_findings", "agent_session", "stage", "gpu",
+        "additions", "approve", "want_findings", "agent_session", "stage", "gpu", "mcp",
     )  # fmt: skip
 
     def __init__(
@@ -50,6 +50,7 @@ class Invocation:
         agent_session: str | None = None,
         stage: bool = False,
         gpu: bool = False,
+        mcp: str | None = None,
     ) -> None:
         self.command = command
         self.cwd = cwd  # as the user's shell spells it (os.getcwd())
@@ -68,6 +69,7 @@ class Invocation:
         self.agent_session = agent_session  # the agent session's id (core/notices.py): its notices are said once
         # the run's refusals as data in its result (RunResult.findings): stockade learn, --ci, --report
         self.want_findings = want_findings
+        self.mcp = mcp  # --mcp NAME: the agent's MCP server this run is (cli/mcp_policy.py), named in the audit
         self.gpu = gpu  # --gpu: the host's GPU device nodes inside ([devices], bwrap/parts/devices.py)
         self.stage = stage  # --stage: the project's changes wait in a stage for review (checkpoints/stage.py)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shlex
 
@@ -81,9 +82,19 @@ def allow_command(hint: str, origin: str) -> str:
         name = origin.removeprefix("builtin:")
         if name != "default":
             words += ["--profile", name]
+    elif origin and _mcp_server_of(origin):
+        words += ["--mcp", _mcp_server_of(origin)]
     elif origin:
         words += ["--policy", origin]
     return shlex.join(words)
+
+
+def _mcp_server_of(origin: str) -> str:
+    """The MCP server whose own policy file `origin` is (~/.config/stockade/mcp/NAME.toml), or ""."""
+    folder, name = os.path.split(origin)
+    if os.path.basename(folder) == "mcp" and os.path.basename(os.path.dirname(folder)) == "stockade" and name.endswith(".toml"):
+        return name[: -len(".toml")]
+    return ""
 
 
 def listed_in(path: str, rule: str) -> bool:

@@ -129,12 +129,15 @@ class AuditRecord:
     # same reason `repeats` more times, up to `last_time` (written when the session ends).
     repeats: int = 0
     last_time: str | None = None
+    mcp: str | None = None  # the agent's MCP server the run was (`stockade run --mcp NAME`); left out of the line when None
 
     def to_line(self) -> bytes:
         """One line of JSON, ASCII only, ending in exactly one newline, its fields cut to FIELD_LIMITS
         (a `truncated` list names the ones that were): a sandbox chooses its paths and host names,
         and must not grow the log by what it sends."""
         data = vars(self)  # not asdict: no deep copy
+        if data.get("mcp") is None:
+            data = {name: value for name, value in data.items() if name != "mcp"}
         cut = [name for name, limit in FIELD_LIMITS.items() if isinstance(data.get(name), str) and len(data[name]) > limit]
         if cut or _command_length(self.command) > COMMAND_LIMIT:
             data = {**data, **{name: data[name][: FIELD_LIMITS[name]] for name in cut}}
@@ -278,8 +281,11 @@ class AuditFilter:
     denied_only: bool = False
     host: str | None = None  # a name, "*.suffix" or an address
     since: datetime | None = None
+    mcp: str | None = None  # only this MCP server's runs
 
     def matches(self, record: dict[str, object]) -> bool:
+        if self.mcp is not None and record.get("mcp") != self.mcp:
+            return False
         if self.session is not None and not str(record.get("session", "")).startswith(self.session):
             return False  # a unique start of the id, as the table shows it (cli/audit_cmd.py)
         if self.denied_only and record.get("decision") != "deny":

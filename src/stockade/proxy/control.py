@@ -178,6 +178,7 @@ class SessionSpec:
     # the allow entry each listener after the proxy's forwards to, as a CONNECT (bwrap/parts/forwards.py, proxy/daemon/door.py)
     forwards: tuple[str, ...]
     intercept: int  # sockets more, one of INTERCEPTION_SOCKETS (0: none): the transparent listeners, DNS's, the packet log
+    mcp: str  # the agent's MCP server the run is (`stockade run --mcp NAME`), named in each audit record; "" for any other run
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -195,11 +196,12 @@ class SessionSpec:
         approve: int = 0,
         forwards: tuple[str, ...] = (),
         intercept: int = 0,
+        mcp: str = "",
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (
             session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve, tuple(forwards),
-            intercept,
+            intercept, mcp,
         )  # fmt: skip
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
@@ -280,6 +282,12 @@ class SessionSpec:
                 raise ValueError("spec.credentials: names and placeholders must differ")
             return found
 
+        def server_name() -> str:
+            value = text("mcp", required=False)
+            if len(value) > 100 or not all(c.isalnum() or c in "._-" for c in value):
+                raise ValueError("spec.mcp must be an MCP server's name (letters, digits, '.', '_', '-')")
+            return value
+
         def forwards() -> tuple[str, ...]:
             value = tuple(strings("forwards"))
             allowed = set(strings("allow"))
@@ -301,6 +309,7 @@ class SessionSpec:
             approve=seconds(),
             forwards=forwards(),
             intercept=interception(),
+            mcp=server_name(),
         )
 
 

@@ -86,7 +86,7 @@ def run_key(invocation: Invocation) -> bytes:
     interactive = sys.stdin is not None and _isatty(0)
     return repr((
         FORMAT, __file__, invocation.policy_file, invocation.profile, invocation.quiet, invocation.verbose, invocation.cwd,
-        invocation.stage, invocation.gpu,
+        invocation.stage, invocation.gpu, invocation.mcp,
         sorted(invocation.env.items()),
         os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups()), interactive,
     )).encode("utf-8", "surrogateescape")  # fmt: skip

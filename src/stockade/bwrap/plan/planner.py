@@ -59,6 +59,7 @@ class BwrapPlan:
     ca_bundle: str | None = None  # the CA bundle bound at SANDBOX_CA (hosts with HTTP rules): proxy/client/cabundle.py
     ssh_files: tuple[str, ...] = ()  # the ssh ProxyCommand, config and known hosts (raw-TCP allow rules): proxy/client/sshroute.py
     tool_files: list[tuple[str, str, str]] = field(default_factory=list)  # the user's tool configuration (profiles/toolconfig.py)
+    mcp: str = ""  # the agent's MCP server this run is (--mcp), named in its audit records
 
     @property
     def network(self) -> bool:
@@ -231,6 +232,7 @@ class BwrapPlanner:
             ca_bundle=ca_bundle,
             ssh_files=ssh_files,
             tool_files=tool_files,
+            mcp=request.mcp,
         )
 
     def explain(self, plan: BwrapPlan) -> str:
@@ -417,6 +419,7 @@ def _session_rules(plan: BwrapPlan) -> dict[str, object]:
     from stockade.proxy.client.api import session_rules
 
     rules = session_rules(plan.policy, plan.locations)
+    rules["mcp"] = plan.mcp
     rules["forwards"] = loopback_forwards(plan.policy.network.allow, PROXY_PORT, (TRANSPARENT_PORT, DNS_PORT))
     return rules
 

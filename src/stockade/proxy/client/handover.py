@@ -252,4 +252,5 @@ def spec_message(
         "http": [[str(table[0]), *(list(rules) for rules in table[1:])] for table in rules.get("http", [])],
         "credentials": [credential.to_dict() for credential in credentials],
         "approve": approve,
+        "mcp": str(rules.get("mcp") or ""),
     }

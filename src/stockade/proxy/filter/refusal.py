@@ -32,6 +32,7 @@ def track(flow: http.HTTPFlow, session: Session, decision: Decision, *, scheme: 
     record = AuditRecord(
         session=session.spec.session_id,
         command=list(session.spec.command),
+        mcp=session.spec.mcp or None,
         scheme=scheme,
         host=decision.host or shown_host(request.host),
         port=request.port,
