@@ -48,8 +48,8 @@ HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
 WORKLOADS = (
-    "startup", "terminal", "tools", "git", "place", "caches", "checkpoints", "staging", "phases", "first", "loop", "files", "json",
-    "download", "keepalive",
+    "startup", "terminal", "tools", "git", "place", "caches", "checkpoints", "staging", "mcp", "phases", "first", "loop", "files",
+    "json", "download", "keepalive",
 )  # fmt: skip
 
 BARE = "bare (no sandbox)"
@@ -361,6 +361,33 @@ def staging(bench: Bench) -> list[Section]:
     ]
 
 
+MCP_INITIALIZE = '{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}'
+
+
+def mcp_server(bench: Bench) -> list[Section]:
+    """An agent's stdio MCP server answering `initialize`, unwrapped and as `stockade mcp wrap` runs it (`stockade run
+    --mcp NAME`): with its default policy (network off) and with one allowed host (a warm daemon)."""
+    runs = bench.plan.startup_runs
+    progress(f"mcp: an MCP server's first answer, {count_of(runs, 'round')}")
+    plain = bench.contenders("mcp", [OFF], lambda tool, project: [TRUE])
+    if not plain:
+        return []
+    base = plain[0]
+    server = bench.world.write("mcp-server.py", (Path(__file__).resolve().parent.parent / "tests" / "e2e" / "mcp" / "server.py").read_text())
+    words = list(base.argv[: base.argv.index("run")])
+    config = Path(bench.world.env["HOME"]) / ".config" / "stockade" / "mcp"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "bench-net.toml").write_text('extends = ["mcp"]\n[network]\nallow = ["bench.test"]\n')
+    feed = ["sh", "-c", f"printf '%s\\n' '{MCP_INITIALIZE}' | exec \"$@\"", "sh"]
+    serve = [HOST_PYTHON, str(server)]
+    unwrapped = replace(base, name="the server, unwrapped", argv=[*feed, *serve])
+    offline = replace(base, name="wrapped, its default policy (network off)", argv=[*feed, *words, "run", "--mcp", "bench", "--", *serve])
+    networked = replace(base, name="wrapped, one allowed host (warm daemon)", argv=[*feed, *words, "run", "--mcp", "bench-net", "--", *serve])
+    note = (f"Wall time, median of {count_of(runs, 'interleaved round')}: a stdio MCP server started, sent `initialize`, its "
+            "answer read and the server ended (stdin closed), unwrapped and wrapped. The goal: within 50 ms of the unwrapped one.")  # fmt: skip
+    return [Section("An MCP server's first answer", note, MS, timed_rounds([unwrapped, offline, networked], runs), unwrapped.name, [])]
+
+
 LAYERED = ("~/.cargo/git", "~/.cargo/registry", "~/.cache/pip")  # seen through layers of the project's (bwrap/parts/layers.py)
 
 
@@ -613,7 +640,7 @@ def keepalive(bench: Bench) -> list[Section]:
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
     "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place, "caches": caches, "checkpoints": checkpoints,
-    "staging": staging,
+    "staging": staging, "mcp": mcp_server,
     "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 
