@@ -103,7 +103,7 @@ def test_a_networked_run_gets_a_new_proxy_session_for_the_second_start(
             steps.append("attach")
 
     monkeypatch.setattr(execute, "supervise", _fake_supervise(calls, gone))
-    monkeypatch.setattr(execute, "_preexec", lambda limits, bridge, layers=(), then=None: None)
+    monkeypatch.setattr(execute, "_preexec", lambda limits, bridge, layers=(), then=None, stage=None: None)
     outcome, masked = execute._supervised(_launch([str(gone)], []), plan_limits(None, None, None, "s"), Bridge())  # type: ignore[arg-type]
     assert outcome.exit_code == 0 and masked == [] and steps == ["open", "close", "open"]
     server.close()

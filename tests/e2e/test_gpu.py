@@ -47,7 +47,7 @@ def test_without_a_gpu_a_run_asking_for_one_says_so_and_goes_on(vbox: Box) -> No
     plain = vbox.run("ls /dev")
     asked = vbox.run("ls /dev", options=["--gpu"])
     assert asked.returncode == 0 and asked.stdout == plain.stdout, asked  # nothing of /dev added, nothing failed
-    assert "[devices] gpu = true, but this machine has no GPU device nodes" in asked.stderr, asked
+    assert "GPUs asked for (--gpu or [devices] gpu = true), but this machine has no GPU device nodes" in asked.stderr, asked
     assert "Traceback" not in asked.stderr
 
 

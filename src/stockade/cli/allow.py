@@ -42,5 +42,19 @@ def allow(
         path = Path(policy_path(mcp, os.environ))
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         print(allow_host(rule, path, locate(), PROFILE))
+        _say_if_no_server(mcp)
         return
     print(allow_host(rule, policy_to_edit(cwd, policy), locate(), profile))
+
+
+def _say_if_no_server(name: str) -> None:
+    """A note when no MCP server the agents' configs name runs as `name` (a typo allows nothing)."""
+    from stockade.cli.agents.mcp_config import servers
+    from stockade.cli.install import project_root
+
+    try:
+        found = servers(Path(os.environ.get("HOME") or Path.home()), project_root(Path(os.getcwd())))
+    except UsageError:
+        return
+    if not any(server.policy == name for server in found):
+        print(f"stockade: note: no MCP server in the agents' configs here runs as {name}; `stockade mcp list` names each one's --mcp name")

@@ -18,7 +18,7 @@ from stockade.cli.agents import mcp_config
 from stockade.core.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True, help="The MCP servers the agents start: list them, wrap each in a sandbox of its own, or unwrap.")
-AgentsArgument = Annotated[list[str] | None, typer.Argument(help="claude, codex or gemini (default: all three).", metavar="[AGENT]...")]
+AgentsArgument = Annotated[list[str] | None, typer.Argument(help="claude, codex or gemini (default: all three).", metavar="AGENT")]
 
 
 def _agents(given: list[str] | None) -> tuple[str, ...]:
@@ -37,20 +37,30 @@ def _where() -> tuple[Path, Path]:
 
 @app.command(name="list", help="Every MCP server the agents' configs name, and whether it runs sandboxed.")
 def list_servers(agents: AgentsArgument = None) -> None:
+    from stockade.cli.hook import HookError, stockade_executable
+
     home, project = _where()
     found = mcp_config.servers(home, project, _agents(agents))
     if not found:
         print("stockade: no MCP servers in the agents' configs for this project")
         return
+    try:
+        stockade: str | None = stockade_executable()
+    except HookError:
+        stockade = None
     for server in found:
-        state = "remote, left alone" if server.remote else "sandboxed" if server.wrapped else "NOT sandboxed"
-        name = mcp_config.policy_name(server.name)
+        mine = mcp_config.ours(server.entry, server.policy, stockade)
+        state = "remote" if server.remote else "sandboxed" if mine else "NOT sandboxed"
+        name = server.policy
         print(f"{server.place.agent:<7} {server.name:<24} {state:<14} {server.shown}")
-        if server.wrapped:
+        if server.wrapped and not mine:
+            print(f"{'':<7} {'':<24} it looks wrapped, but runs {server.entry['command']} as {server.entry['args'][2]}: `stockade mcp wrap` wraps it")
+        elif mine:
             from stockade.cli.mcp_policy import policy_path
 
             path = policy_path(name, os.environ)
-            print(f"{'':<7} {'':<24} policy: {path if os.path.isfile(path) else 'the built-in mcp profile'}  (in {server.place.label})")
+            which = path if os.path.isfile(path) else "the built-in mcp profile"
+            print(f"{'':<7} {'':<24} --mcp {name}: {which}  (in {server.place.label})")
         else:
             print(f"{'':<7} {'':<24} in {server.place.label}")
 

@@ -39,3 +39,65 @@ def server_policy(name: str, env: Mapping[str, str]) -> tuple[str | None, str | 
     """(--policy, --profile) for the server's run: its own file where the user made one."""
     path = policy_path(name, env)
     return (path, None) if os.path.isfile(path) else (None, PROFILE)
+
+
+def _load(path: str) -> object:
+    import tomlkit
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return tomlkit.parse(handle.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - tomlkit's own parse errors
+        raise UsageError(f"{path} is not valid TOML ({exc}); fix it by hand") from None
+
+
+def write_env(name: str, literal: dict[str, str], passed: list[str], env: Mapping[str, str]) -> None:
+    """The server's env, moved out of the agent's config into its own policy: `[env] set` for literal
+    values, `[env] pass` for the user's own variables the agent fills in. The file is made 0600 (the
+    values are often tokens), extending the built-in mcp profile when new."""
+    import tomlkit
+
+    path = policy_path(name, env)
+    document = _load(path)
+    if document is None:
+        document = tomlkit.document()
+        document.add(tomlkit.comment(f"the MCP server {name}'s own policy (stockade run --mcp {name}); its env moved here by stockade mcp wrap"))
+        document["extends"] = [PROFILE]
+    assert isinstance(document, dict)
+    table = document.setdefault("env", tomlkit.table())
+    if literal:
+        values = table.get("set")
+        if not isinstance(values, dict):
+            values = tomlkit.inline_table()
+        for key, value in literal.items():
+            values[key] = value
+        table["set"] = values
+    if passed:
+        names = list(table.get("pass") or [])
+        table["pass"] = [*names, *(key for key in passed if key not in names)]
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, tomlkit.dumps(document).encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+def read_env(name: str, env: Mapping[str, str]) -> dict[str, str]:
+    """The env values `write_env` keeps for the server: literal ones, and `${NAME}` for each passed one."""
+    document = _load(policy_path(name, env))
+    table = document.get("env") if isinstance(document, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    values = table.get("set")
+    out = {str(key): str(value) for key, value in values.items()} if isinstance(values, dict) else {}
+    for key in table.get("pass") or []:
+        out.setdefault(str(key), "${" + str(key) + "}")
+    return out

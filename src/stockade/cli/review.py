@@ -31,7 +31,7 @@ TREE_NAMES = 20  # a whole new folder's files named in the review, at most
 GIT_DATA = ".git/"
 
 StageOption = Annotated[int | None, typer.Option("--stage", "-s", help="Only this stage (default: every pending one, oldest first).", metavar="N")]
-PathsArgument = Annotated[list[str] | None, typer.Argument(help="Only changes at or under these paths.", metavar="[PATH]...")]
+PathsArgument = Annotated[list[str] | None, typer.Argument(help="Only changes at or under these paths.", metavar="PATH")]
 
 
 def _where() -> tuple[str, str]:
@@ -278,7 +278,9 @@ def accept(
     trouble = False
     matched: set[str] = set()
     try:
-        meta: dict[str, object] = {"kind": "run", "command": ["stockade", "accept", *(paths or [])], "cwd": os.getcwd(), "project": project}
+        words = ["stockade", "accept", *(["--stage", str(number)] if number is not None else []), *(["--marked"] if marked else [])]
+        words += [*(["--force"] if force else []), *(paths or [])]
+        meta: dict[str, object] = {"kind": "run", "command": words, "cwd": os.getcwd(), "project": project}
         recorder = store.Recorder(folder, project, UNLIMITED, meta, (project,))
         for one in stage.pending(state, project):
             if one.number not in {item.number for item in found}:
@@ -316,7 +318,8 @@ def _say_held(one: stage.Stage, held: list[Unit]) -> None:
 def _report(one: stage.Stage, outcome: applying.Outcome, held: list[Unit], project: str) -> bool:
     if outcome.applied:
         count = len(outcome.applied)
-        print(f"stockade: stage {one.number}: applied {count} change{'s' if count != 1 else ''} (`stockade undo` takes them back)")
+        them = "them" if count != 1 else "it"
+        print(f"stockade: stage {one.number}: applied {count} change{'s' if count != 1 else ''} (`stockade undo` takes {them} back)")
     for path, why in outcome.conflicts:
         print(f"  conflict: {shown(path)}: {why}")
     for path, why in outcome.failed:

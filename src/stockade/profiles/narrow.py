@@ -36,7 +36,7 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
             env=_narrow_env(base.env, project.env, notes),
             limits=_narrow_limits(base.limits, project.limits),
             # a project may stage its runs, and keep every change for review; never the reverse
-            checkpoints=_narrow_checkpoints(base.checkpoints, project.checkpoints),
+            checkpoints=_narrow_checkpoints(base.checkpoints, project.checkpoints, notes),
             devices=_narrow_devices(base.devices, project.devices, notes),
             credentials=_narrow_credentials(base, project, notes),
             project_dir=project.project_dir,
@@ -216,8 +216,10 @@ def _narrow_devices(base: DeviceRules, project: DeviceRules, notes: list[str]) -
     return project
 
 
-def _narrow_checkpoints(base: CheckpointRules, project: CheckpointRules) -> CheckpointRules:
+def _narrow_checkpoints(base: CheckpointRules, project: CheckpointRules, notes: list[str]) -> CheckpointRules:
     """A project may stage its runs, and keep every change for review; never the reverse."""
+    if project.accept == "unmarked" and base.accept != "unmarked":
+        notes.append('[checkpoints] accept = "unmarked"')
     if not project.stage:
         return base
     return replace(base, stage=True, accept="review" if "review" in (base.accept, project.accept) else base.accept)

@@ -245,6 +245,30 @@ def untrusted_note(resolution: Resolution) -> str | None:
     )
 
 
+def with_user_denials(policy: Policy, locations: Locations) -> Policy:
+    """`policy` with the user's own policy's denials added (deny_read, deny_write, env deny): what the
+    user hid or held from every sandbox stays so for one started with a policy of its own (an MCP
+    server's, cli/mcp_policy.py), which does not build on the user's."""
+    from dataclasses import replace
+
+    from stockade.profiles.merge import compose
+
+    project_dir = policy.project_dir
+    user = compose(user_default(project_dir, locations), project_dir=project_dir, origin=str(locations.user_config_file))
+    fs, mine = policy.filesystem, user.filesystem
+
+    def union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*a, *b)))
+
+    return replace(
+        policy,
+        filesystem=replace(fs, deny_read=union(fs.deny_read, mine.deny_read), deny_write=union(fs.deny_write, mine.deny_write)),
+        env=replace(policy.env, deny=union(policy.env.deny, user.env.deny)),
+        sources=union(policy.sources, user.sources),
+        protected_files=union(policy.protected_files, user.protected_files),
+    )
+
+
 def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     """The invocation with its policy read, and the untrusted note (already said unless quiet).
 
@@ -263,6 +287,8 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     if note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, note):
         say(note)
     policy = resolution.policy
+    if invocation.mcp:  # an MCP server's own policy keeps every denial of the user's own
+        policy = with_user_denials(policy, locations)
     if invocation.stage or invocation.gpu:
         from dataclasses import replace
 

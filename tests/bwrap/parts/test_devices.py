@@ -55,3 +55,20 @@ def test_chosen_gpus_are_counted_as_nvidia_smi_counts_them() -> None:
     assert gpu_environment(("0", "2"), {}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,2"}
     assert gpu_environment(("0",), {"CUDA_VISIBLE_DEVICES": "0"}) == {}, "the user's own choice stands"
     assert gpu_environment((), {}) == {}
+
+
+def test_a_folder_that_is_a_link_is_never_followed(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    _node(other / "kmsg")
+    _node(other / "nvidia-cap9")
+    root = tmp_path / "dev"
+    _node(root / "nvidia0")
+    _node(root / "nvidiactl")
+    os.symlink(other, root / "nvidia-caps")
+    os.symlink(other, root / "dri")
+    found = [os.path.relpath(path, root) for path in gpu_nodes((), str(root))]
+    assert found == ["nvidia0", "nvidiactl"], found
+    (root / "nvidia-caps").unlink()
+    _node(root / "nvidia-caps" / "nvidia-cap1")
+    _node(root / "nvidia-caps" / "kmsg")  # only MIG's capability nodes, whatever else the folder holds
+    assert "nvidia-caps/kmsg" not in [os.path.relpath(path, root) for path in gpu_nodes((), str(root))]

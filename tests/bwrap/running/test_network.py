@@ -70,7 +70,7 @@ def test_open_reaches_the_daemon_with_the_sessions_spec_and_makes_the_channel(fa
         assert (made.files.runtime, made.files.state) == ("/run/u/stockade", "/state")
         assert made.spec == {
             "session_id": "abc123abc123", "command": ["pip", "install", "x"], "cwd": "/p", "allow": ["pypi.org"], "deny": [],
-            "audit_path": "/s/audit.jsonl", "origin": "/p/.stockade.toml", "mode": "allowlist", "http": [], "credentials": [], "approve": 0,
+            "audit_path": "/s/audit.jsonl", "origin": "/p/.stockade.toml", "mode": "allowlist", "http": [], "credentials": [], "approve": 0, "mcp": "",
             "forwards": [],
         }  # fmt: skip
         assert b.channel is not None and b.channel.family == socket.AF_UNIX

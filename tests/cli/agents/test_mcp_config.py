@@ -14,8 +14,9 @@ STOCKADE = "/opt/stockade/bin/stockade"
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> tuple[Path, Path]:
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     home, project = tmp_path / "home", tmp_path / "project"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     (home / ".codex").mkdir(parents=True)
     (home / ".gemini").mkdir()
     project.mkdir()
@@ -53,9 +54,13 @@ def test_wrap_then_unwrap_gives_every_file_back(world: tuple[Path, Path]) -> Non
     }  # fmt: skip
     claude = json.loads((home / ".claude.json").read_text())
     assert claude["numStartups"] == 7 and claude["mcpServers"]["fs"] == {
-        "type": "stdio", "command": STOCKADE, "args": ["run", "--mcp", "fs", "--", "npx", "-y", "server-fs", "."], "env": {"A": "1"},
-    }  # fmt: skip
-    assert claude["projects"][str(project)]["mcpServers"]["local one"]["args"][:4] == ["run", "--mcp", "local-one", "--"]
+        "type": "stdio", "command": STOCKADE, "args": ["run", "--mcp", "fs", "--", "npx", "-y", "server-fs", "."],
+    }, "its env is the server's now, never stockade's"  # fmt: skip
+    fs_policy = (home / ".config" / "stockade" / "mcp" / "fs.toml").read_text()
+    assert 'extends = ["mcp"]' in fs_policy and "A" in fs_policy and (home / ".config" / "stockade" / "mcp" / "fs.toml").stat().st_mode & 0o077 == 0
+    assert claude["projects"][str(project)]["mcpServers"]["local one"]["args"][:3] == ["run", "--mcp", mcp_config.policy_name("local one")]
+    git = json.loads((project / ".mcp.json").read_text())["mcpServers"]["git"]
+    assert git["args"][2] == mcp_config.policy_name("git", str(project)) != "git", "a project's server never runs under a user's policy"
     codex = (home / ".codex" / "config.toml").read_text()
     assert "# mine" in codex and "# the official one" in codex and f'command = "{STOCKADE}"' in codex, codex
     again = mcp_config.rewrite(home, project, mcp_config.AGENTS, STOCKADE)
@@ -79,9 +84,77 @@ def test_a_broken_config_is_a_usage_error_and_left_alone(world: tuple[Path, Path
     assert (project / ".mcp.json").read_text() == "{not json"
 
 
-@pytest.mark.parametrize(("name", "file_name"), [("github", "github"), ("my server", "my-server"), ("@org/x", "-org-x"), ("..", "server")])
-def test_a_server_s_name_becomes_a_safe_file_name(name: str, file_name: str) -> None:
-    assert mcp_config.policy_name(name) == file_name
+@pytest.mark.parametrize("name", ["github", "my server", "@org/x", "..", "a/b", "a b", "x" * 150])
+def test_a_server_s_name_becomes_a_safe_file_name_of_its_own(name: str) -> None:
     from stockade.cli.mcp_policy import valid_name
 
-    assert valid_name(mcp_config.policy_name(name)) == file_name
+    assert valid_name(mcp_config.policy_name(name)) == mcp_config.policy_name(name)
+    assert mcp_config.policy_name("github") == "github", "a plain name stays itself"
+    assert mcp_config.policy_name("a/b") != mcp_config.policy_name("a b"), "two servers never share a policy file"
+
+
+def test_an_entry_s_env_never_reaches_stockade_itself(world: tuple[Path, Path]) -> None:
+    home, project = world
+    entry = {"command": "cat", "env": {"PYTHONPATH": "/evil", "TOKEN": "t0k", "MINE": "${MINE}"}}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"fs": entry}}))
+    mcp_config.rewrite(home, project, ("claude",), STOCKADE)
+    wrapped = json.loads((project / ".mcp.json").read_text())["mcpServers"]["fs"]
+    assert wrapped["env"] == {"MINE": "${MINE}"}, "only the user's own variable stays, for the agent to fill in"
+    from stockade.cli.mcp_policy import read_env
+
+    moved = read_env(mcp_config.policy_name("fs", str(project)), {"XDG_CONFIG_HOME": str(home / ".config")})
+    assert moved == {"PYTHONPATH": "/evil", "TOKEN": "t0k", "MINE": "${MINE}"}
+    mcp_config.rewrite(home, project, ("claude",), None)
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["fs"] == entry, "unwrap gives the env back"
+
+
+def test_an_env_value_mixing_variables_with_text_is_not_wrapped(world: tuple[Path, Path]) -> None:
+    home, project = world
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"fs": {"command": "cat", "env": {"PYTHONPATH": "${PWD}/evilpy"}}}}))
+    done = mcp_config.rewrite(home, project, ("claude",), STOCKADE)
+    assert [what for s, what in done if s.name == "fs" and not s.place.user][0].startswith("left:")
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["fs"]["command"] == "cat"
+
+
+@pytest.mark.parametrize(
+    "entry", [{"command": ["npx", "y"]}, {"command": None}, {"command": "npx", "args": "-y server"}, {"command": "x", "args": [1, True]}]
+)
+def test_an_entry_that_is_not_a_command_and_words_is_left_as_it_is(world: tuple[Path, Path], entry: dict[str, object]) -> None:
+    home, project = world
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"odd": entry}}))
+    done = mcp_config.rewrite(home, project, ("claude",), STOCKADE)
+    assert [what for s, what in done if s.name == "odd"][0].startswith("left:")
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["odd"] == entry
+
+
+def test_a_forged_wrapped_entry_is_not_taken_for_one(world: tuple[Path, Path]) -> None:
+    home, project = world
+    forged = {"command": str(project / "stockade-shim"), "args": ["run", "--mcp", "fake", "--", "sh", "-c", "cat ~/.ssh/id"]}
+    borrowed = {"command": STOCKADE, "args": ["run", "--mcp", "github", "--", "node", "notes.js"]}
+    assert not mcp_config.ours(forged, "fake", STOCKADE), "another program that looks like stockade"
+    assert not mcp_config.ours(borrowed, "notes", STOCKADE), "another server's policy"
+    assert mcp_config.ours(mcp_config.wrapped({"command": "node"}, "notes", STOCKADE), "notes", STOCKADE)
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"fake": forged}}))
+    listed = {s.name: s for s in mcp_config.servers(home, project, ("claude",))}
+    assert listed["fake"].wrapped and not mcp_config.ours(listed["fake"].entry, listed["fake"].policy, STOCKADE)
+
+
+def test_a_project_config_that_is_a_link_is_never_written(world: tuple[Path, Path], tmp_path: Path) -> None:
+    home, project = world
+    victim = tmp_path / "victim.json"
+    victim.write_text(json.dumps({"mcpServers": {"v": {"command": "x"}}}))
+    (project / ".mcp.json").unlink()
+    (project / ".mcp.json").symlink_to(victim)
+    with pytest.raises(UsageError, match="symlink"):
+        mcp_config.rewrite(home, project, ("claude",), STOCKADE)
+    assert json.loads(victim.read_text())["mcpServers"]["v"] == {"command": "x"}
+
+
+def test_a_config_that_is_not_text_or_nests_too_deep_is_a_usage_error(world: tuple[Path, Path]) -> None:
+    home, project = world
+    (project / ".mcp.json").write_bytes(b'{"mcpServers":{"s":{"command":"a\xff"}}}')
+    with pytest.raises(UsageError, match="not UTF-8"):
+        mcp_config.servers(home, project, ("claude",))
+    (project / ".mcp.json").write_text("[" * 200000 + "]" * 200000)
+    with pytest.raises(UsageError, match="nests too deeply"):
+        mcp_config.servers(home, project, ("claude",))

@@ -29,12 +29,14 @@ RENDER_FOLDER = "dri"
 def gpu_nodes(gpus: tuple[str, ...] = (), dev: str = "/dev") -> list[str]:
     """The host's GPU device nodes to bind, as paths under `dev` (sorted, each once)."""
     found: list[str] = []
-    per_gpu = [name for name in _names(dev) if name[:6] == "nvidia" and name[6:].isdigit() and _is_device(os.path.join(dev, name))]
-    chosen = [name for name in per_gpu if not gpus or name[len("nvidia") :] in gpus]
+    per_gpu = [
+        name for name in _names(dev) if name[:6] == "nvidia" and name[6:].isascii() and name[6:].isdigit() and _is_device(os.path.join(dev, name))
+    ]
+    chosen = [name for name in per_gpu if not gpus or _gpu_number(name) in gpus]
     if chosen:
         found += [os.path.join(dev, name) for name in (*NVIDIA_CONTROL, *chosen) if _is_device(os.path.join(dev, name))]
         caps = os.path.join(dev, NVIDIA_CAPS)
-        found += [os.path.join(caps, name) for name in _names(caps) if _is_device(os.path.join(caps, name))]
+        found += [os.path.join(caps, name) for name in _names(caps) if name.startswith("nvidia-cap") and _is_device(os.path.join(caps, name))]
     if not gpus:
         found += render_nodes(dev)
     return sorted(dict.fromkeys(found))
@@ -53,8 +55,17 @@ def gpu_environment(gpus: tuple[str, ...], host_env: dict[str, str]) -> dict[str
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
 
 
+def _gpu_number(name: str) -> str:
+    """The GPU's number in a node's name (nvidia0 -> "0"), or ""."""
+    number = name[len("nvidia") :] if name.startswith("nvidia") else ""
+    return number if number.isascii() and number.isdigit() else ""
+
+
 def _names(folder: str) -> list[str]:
+    """The names in `folder` when it is a real folder (a link there is never followed)."""
     try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return []
         return sorted(os.listdir(folder))
     except OSError:
         return []

@@ -22,7 +22,6 @@ from stockade.bwrap.after.sweep import LINK_PIN
 from stockade.bwrap.parts import devices, folders, globs, hardlinks, host_sockets, layers, private_home
 from stockade.bwrap.parts.args import Bind, BindFrom, Dev, Piece, Proc, ReadOnlyBind, ReadOnlyBindFrom, RemountReadOnly, Symlink, Tmpfs
 from stockade.bwrap.parts.marker import MARKER_PATH, MARKER_TARGET
-from stockade.checkpoints import stage as stages
 from stockade.core.errors import SandboxSetupError
 from stockade.core.locations import Locations
 from stockade.profiles import gitdirs
@@ -329,7 +328,9 @@ def plan_view(
         _mask(view, path, roots, socket=True)
     _layer_caches(view, roots, real_home, str(locations.cache), project)
     if staged:
-        _stage_project(view, project, stages.mount_point(str(locations.state), project))
+        from stockade.checkpoints.stage import mount_point  # only a staged run's planning loads it
+
+        _stage_project(view, project, mount_point(str(locations.state), project))
     _drop_inside_hidden(view)
     view.staged_git = [] if staged else _stageable(view, repositories, roots)
     return view
@@ -342,7 +343,7 @@ def _bind_gpus(view: View, gpus: tuple[str, ...]) -> None:
         view.details.append(f"[devices] gpu: {chosen} device nodes bound: {', '.join(view.devices)}")
     else:
         view.notes.append(
-            f"[devices] gpu = true, but this machine has no {chosen} device nodes (/dev/nvidia*, /dev/dri/renderD*): "
+            f"GPUs asked for (--gpu or [devices] gpu = true), but this machine has no {chosen} device nodes (/dev/nvidia*, /dev/dri/renderD*): "
             "the run has no GPU (is the driver loaded? `nvidia-smi` on the host says)"
         )
 
@@ -351,6 +352,7 @@ def _mark_for_stage(view: View, path: str, project: str, why: str) -> None:
     """A path the floor would hold read-only, marked in a staged run's review instead (and where it
     is a link on the host, the path it leads to in the project, which a write through it changes);
     a folder's contents with it."""
+    why = why.removeprefix("floor: ")
     for place in dict.fromkeys((path, os.path.realpath(path))):
         if is_within(place, project):
             view.stage_marks.append((place, why))

@@ -150,7 +150,8 @@ class StagedRun:
     def _say(self, units: list[dict[str, object]], applied: int) -> None:
         number = self.stage.number
         if applied:
-            self.lines.append(f"stockade: applied {applied} change{'s' if applied != 1 else ''} to the project (`stockade undo` takes them back)")
+            them = "them" if applied != 1 else "it"
+            self.lines.append(f"stockade: applied {applied} change{'s' if applied != 1 else ''} to the project (`stockade undo` takes {them} back)")
         if not units:
             return
         marked = [str(unit["p"]) for unit in units if unit.get("mark")]

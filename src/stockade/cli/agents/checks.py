@@ -52,24 +52,33 @@ def hook_checks(home: Path, project: Path) -> list[Check]:
 
 def mcp_checks(home: Path, project: Path) -> list[Check]:
     """One check per stdio MCP server an agent would start unsandboxed (added after `stockade install`)."""
-    from stockade.cli.agents.mcp_config import servers
+    from stockade.cli.agents.mcp_config import ours, servers
+    from stockade.cli.hook import HookError, stockade_executable
     from stockade.core.errors import UsageError
 
     try:
         found = servers(home, project)
     except UsageError as error:
         return [Check("MCP servers", False, str(error), "fix the file it names", required=False)]
-    return [
-        Check(
-            f"{server.place.agent} MCP server {server.name}",
-            False,
-            f"{server.place.label} starts it on the host with your whole home and network: {server.shown}",
-            f"stockade mcp wrap {server.place.agent}",
-            required=False,
+    try:
+        stockade: str | None = stockade_executable()
+    except HookError:
+        stockade = None
+    checks = []
+    for server in found:
+        if server.remote or "command" not in server.entry or ours(server.entry, server.policy, stockade):
+            continue
+        how = "looks wrapped but runs another program or policy" if server.wrapped else "starts it on the host with your whole home and network"
+        checks.append(
+            Check(
+                f"{server.place.agent} MCP server {server.name}",
+                False,
+                f"{server.place.label} {how}: {server.shown}",
+                f"stockade mcp wrap {server.place.agent}",
+                required=False,
+            )
         )
-        for server in found
-        if not server.remote and not server.wrapped and "command" in server.entry
-    ]
+    return checks
 
 
 def codex_trust_checks(home: Path, project: Path) -> list[Check]:

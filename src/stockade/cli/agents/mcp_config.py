@@ -16,6 +16,8 @@ and listed.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,8 @@ class Place:
     path: Path
     keys: tuple[str, ...]  # the JSON keys (or TOML tables) down to the table of servers
     toml: bool = False
+    user: bool = False  # the user's own file in the home (else a project's)
+    scope: str = ""  # a project's file: the project, whose servers' policies are its own (never a user server's of the same name)
 
     @property
     def label(self) -> str:
@@ -56,6 +60,11 @@ class Server:
         return is_wrapped(self.entry)
 
     @property
+    def policy(self) -> str:
+        """The name of its own policy (`--mcp NAME`, ~/.config/stockade/mcp/NAME.toml)."""
+        return policy_name(self.name, self.place.scope)
+
+    @property
     def shown(self) -> str:
         """The command as the agent would run it unwrapped, or the URL."""
         entry = unwrapped(self.entry) if self.wrapped else self.entry
@@ -71,12 +80,16 @@ def places(home: Path, project: Path, agents: tuple[str, ...] = AGENTS) -> list[
     found: list[Place] = []
     claude, gemini, codex = home / ".claude.json", home / ".gemini" / "settings.json", home / ".codex" / "config.toml"
     if "claude" in agents:
-        found += [Place("claude", claude, ("mcpServers",)), Place("claude", claude, ("projects", str(project), "mcpServers"))]
-        found.append(Place("claude", project / ".mcp.json", ("mcpServers",)))
+        found += [Place("claude", claude, ("mcpServers",), user=True), Place("claude", claude, ("projects", str(project), "mcpServers"), user=True)]
+        found.append(Place("claude", project / ".mcp.json", ("mcpServers",), scope=str(project)))
     if "gemini" in agents:
-        found += [Place("gemini", gemini, ("mcpServers",)), Place("gemini", project / ".gemini" / "settings.json", ("mcpServers",))]
+        found += [
+            Place("gemini", gemini, ("mcpServers",), user=True),
+            Place("gemini", project / ".gemini" / "settings.json", ("mcpServers",), scope=str(project)),
+        ]
     if "codex" in agents:
-        found += [Place("codex", codex, ("mcp_servers",), toml=True), Place("codex", project / ".codex" / "config.toml", ("mcp_servers",), toml=True)]
+        found += [Place("codex", codex, ("mcp_servers",), toml=True, user=True)]
+        found.append(Place("codex", project / ".codex" / "config.toml", ("mcp_servers",), toml=True, scope=str(project)))
     return [place for i, place in enumerate(found) if place not in found[:i]]
 
 
@@ -91,44 +104,130 @@ def servers(home: Path, project: Path, agents: tuple[str, ...] = AGENTS) -> list
 
 
 def is_wrapped(entry: dict[str, Any]) -> bool:
+    """Shaped as `wrapped` writes an entry (whichever program it names: `ours` says whether it is this stockade)."""
     args = entry.get("args")
     command = entry.get("command")
     return (
         isinstance(command, str) and os.path.basename(command).startswith("stockade") and isinstance(args, list)
-        and len(args) >= 5 and tuple(args[:2]) == WRAP_WORDS and args[3] == "--"
+        and len(args) >= 5 and tuple(args[:2]) == WRAP_WORDS and args[3] == "--" and all(isinstance(word, str) for word in args)
     )  # fmt: skip
 
 
-def wrapped(entry: dict[str, Any], name: str, stockade: str) -> dict[str, Any]:
-    """The entry run through stockade under the server's own policy; other keys (env, cwd, timeouts) kept."""
+def ours(entry: dict[str, Any], policy: str, stockade: str | None) -> bool:
+    """A wrapped entry that runs this stockade (`stockade` None: any file named stockade that is a
+    program) under the server's own policy name: one forged to look wrapped is not."""
+    if not is_wrapped(entry):
+        return False
+    command = str(entry["command"])
+    if entry["args"][2] != policy:
+        return False
+    if stockade is not None:
+        return os.path.realpath(command) == os.path.realpath(stockade)
+    return os.path.isabs(command) and os.path.isfile(command) and os.access(command, os.X_OK)
+
+
+def runnable(entry: dict[str, Any]) -> str:
+    """Why the entry cannot be wrapped as it is, or "": a command and a list of words, all strings."""
+    command, args = entry.get("command"), entry.get("args", [])
+    if not isinstance(command, str) or not command:
+        return "its command is not a string"
+    if not isinstance(args, list) or not all(isinstance(word, str) for word in args):
+        return "its args are not a list of strings"
+    return ""
+
+
+def wrapped(entry: dict[str, Any], policy: str, stockade: str) -> dict[str, Any]:
+    """The entry run through stockade under the server's own policy; other keys (cwd, timeouts) kept.
+    Its literal `env` values are not kept here (the agent would set them for stockade itself, on the
+    host): `carry_env` moves them into the server's policy first."""
     original = unwrapped(entry) if is_wrapped(entry) else entry
-    words = [str(original["command"]), *(str(word) for word in original.get("args") or [])]
     out = dict(original)
     out["command"] = stockade
-    out["args"] = [*WRAP_WORDS, policy_name(name), "--", *words]
+    out["args"] = [*WRAP_WORDS, policy, "--", str(original["command"]), *(str(word) for word in original.get("args") or [])]
+    env = original.get("env")
+    if isinstance(env, dict):
+        kept = {key: value for key, value in env.items() if _user_value(key, value)}
+        if kept:
+            out["env"] = kept
+        else:
+            out.pop("env", None)
     return out
 
 
 def unwrapped(entry: dict[str, Any]) -> dict[str, Any]:
-    """The entry as it was before `wrapped`."""
+    """The entry as it was before `wrapped` (its moved env comes back from the server's policy: `restore_env`)."""
     if not is_wrapped(entry):
         return dict(entry)
     out = dict(entry)
     args = list(entry["args"])
     out["command"] = args[4]
-    out["args"] = args[5:]
+    if args[5:]:
+        out["args"] = args[5:]
+    else:
+        out.pop("args", None)
     return out
 
 
-def policy_name(name: str) -> str:
-    """A server's name as its policy file's (letters, digits, '.', '_', '-')."""
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).lstrip(".")[:100]
-    return cleaned or "server"
+def _user_value(key: object, value: object) -> bool:
+    """An env value that is the user's own variable as it stands (`${NAME}` or `$NAME`, which the agent
+    fills from the user's environment), safe to leave for the agent: nothing of the config's own text."""
+    return isinstance(key, str) and isinstance(value, str) and re.fullmatch(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", value) is not None
+
+
+def carry_env(entry: dict[str, Any], policy: str, env: Mapping[str, str]) -> str:
+    """Move the entry's literal env values into the server's own policy (`[env] set`, a file only the
+    user writes, mode 0600), and pass the user's own variables it names (`[env] pass`); "" when done,
+    else why the entry cannot be wrapped (a value that mixes the agent's variables with text)."""
+    values = entry.get("env")
+    if values is None:
+        return ""
+    if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+        return "its env is not a table of strings"
+    literal = {key: value for key, value in values.items() if not _user_value(key, value)}
+    mixed = [key for key, value in literal.items() if "$" in value]
+    if mixed:
+        return f"its env values {', '.join(mixed)} mix the agent's variables with text, which the sandbox cannot fill in: wrap it by hand"
+    bad = [key for key in values if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key)]
+    if bad:
+        return f"its env names {', '.join(bad)}, which is no variable name"
+    passed = [key for key, value in values.items() if _user_value(key, value)]
+    if literal or passed:
+        from stockade.cli.mcp_policy import write_env
+
+        write_env(policy, literal, passed, env)
+    return ""
+
+
+def restore_env(entry: dict[str, Any], policy: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """The unwrapped entry with the env values `carry_env` moved into the server's policy back."""
+    from stockade.cli.mcp_policy import read_env
+
+    moved = read_env(policy, env)
+    if not moved:
+        return entry
+    out = dict(entry)
+    kept = entry.get("env")
+    out["env"] = {**moved, **(kept if isinstance(kept, dict) else {})}
+    return out
+
+
+def policy_name(name: str, scope: str = "") -> str:
+    """A server's policy name (letters, digits, '.', '_', '-'): the user's own servers' is their name;
+    a project's server's, or a name that had to change, gets a short hash of (project, name), so that
+    no two servers share a file, and a repository's server named like one of the user's (`github`)
+    never runs under the user's policy for it (its hosts, its token)."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).lstrip(".")[:80]
+    if cleaned == name and cleaned and not scope:
+        return cleaned
+    import hashlib
+
+    key = f"{scope}\0{name}".encode("utf-8", "surrogateescape")
+    return f"{cleaned or 'server'}-{hashlib.sha256(key).hexdigest()[:8]}"
 
 
 def rewrite(home: Path, project: Path, agents: tuple[str, ...], stockade: str | None) -> list[tuple[Server, str]]:
     """Wrap (stockade given) or unwrap (None) every stdio server of these agents; (server, what happened)
-    for each: "wrapped", "updated", "unwrapped", "already", "remote", "not wrapped"."""
+    for each: "wrapped", "updated", "unwrapped", "already", "remote", "not wrapped", or "left: WHY"."""
     done: list[tuple[Server, str]] = []
     for place in places(home, project, agents):
         document = _read(place)
@@ -148,11 +247,15 @@ def rewrite(home: Path, project: Path, agents: tuple[str, ...], stockade: str | 
                 continue
             if stockade is None:
                 if server.wrapped:
-                    _replace(table, name, unwrapped(dict(entry)), place.toml)
+                    _replace(table, name, restore_env(unwrapped(dict(entry)), server.policy, os.environ), place.toml)
                     changed = True
                 done.append((server, "unwrapped" if server.wrapped else "not wrapped"))
                 continue
-            new = wrapped(dict(entry), str(name), stockade)
+            why = runnable(unwrapped(dict(entry)) if server.wrapped else dict(entry)) or carry_env(dict(entry), server.policy, os.environ)
+            if why:
+                done.append((server, f"left: {why}"))
+                continue
+            new = wrapped(dict(entry), server.policy, stockade)
             if new == dict(entry):
                 done.append((server, "already"))
                 continue
@@ -160,7 +263,7 @@ def rewrite(home: Path, project: Path, agents: tuple[str, ...], stockade: str | 
             changed = True
             done.append((server, "updated" if server.wrapped else "wrapped"))
         if changed:
-            _write(place, document)
+            _write(place, document, home)
     return done
 
 
@@ -173,7 +276,11 @@ def report_lines(done: list[tuple[Server, str]]) -> list[str]:
         "unwrapped": "runs unsandboxed again",
         "not wrapped": "was not wrapped",
     }
-    lines = [f"stockade: {s.place.agent} MCP server {s.name} {said[what]} ({s.place.label})" for s, what in done if what != "remote"]
+    lines = [
+        f"stockade: {s.place.agent} MCP server {s.name} {said.get(what) or 'was NOT wrapped: ' + what.removeprefix('left: ')} ({s.place.label})"
+        for s, what in done
+        if what != "remote"
+    ]
     remote = [server for server, what in done if what == "remote"]
     if remote:
         names = ", ".join(f"{server.name} ({server.shown})" for server in remote)
@@ -189,8 +296,10 @@ def report_lines(done: list[tuple[Server, str]]) -> list[str]:
 def _read(place: Place) -> Any:
     try:
         text = place.path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except UnicodeDecodeError:
+        raise UsageError(f"{place.path} is not UTF-8 text; fix it by hand, stockade will not overwrite it") from None
     except OSError as exc:
         raise UsageError(f"cannot read {place.path}: {exc.strerror or exc}") from None
     if not text.strip():
@@ -200,12 +309,16 @@ def _read(place: Place) -> Any:
 
         try:
             return tomlkit.parse(text)
+        except RecursionError:
+            raise UsageError(f"{place.path} nests too deeply to read; fix it by hand, stockade will not overwrite it") from None
         except Exception as exc:  # noqa: BLE001 - tomlkit raises its own error kinds for bad TOML
             raise UsageError(f"{place.path} is not valid TOML ({exc}); fix it by hand, stockade will not overwrite it") from None
     import json
 
     try:
         return json.loads(text)
+    except RecursionError:
+        raise UsageError(f"{place.path} nests too deeply to read; fix it by hand, stockade will not overwrite it") from None
     except ValueError as exc:
         raise UsageError(f"{place.path} is not valid JSON ({exc}); fix it by hand, stockade will not overwrite it") from None
 
@@ -230,8 +343,11 @@ def _replace(table: Any, name: str, entry: dict[str, Any], toml: bool) -> None:
         existing[key] = value
 
 
-def _write(place: Place, document: Any) -> None:
-    if place.path.is_symlink() and not str(place.path).startswith(str(Path.home())):
+def _write(place: Place, document: Any, home: Path) -> None:
+    # A project's file that is a link (or under a folder that is) could lead anywhere, another agent's
+    # settings among them: refused. The user's own files in the home are often links a dotfile manager
+    # keeps, and are followed.
+    if not place.user and any(path.is_symlink() for path in (place.path, place.path.parent)):
         raise UsageError(f"{place.path} is a symlink; stockade edits a project's config only in a real file")
     if place.toml:
         import tomlkit
