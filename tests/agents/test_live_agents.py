@@ -340,5 +340,13 @@ def test_an_mcp_server_the_agent_starts_runs_in_a_sandbox_of_its_own(desk_for, a
     assert "refused" in wrote and not planted.exists(), wrote
     fetched = desk.run("", mcp=("fetch", {"url": "http://127.0.0.1:9/"})).tool_result
     assert "refused" in fetched, fetched
+    own = desk.home / ".config" / "stockade" / "mcp"
+    own.mkdir(parents=True, exist_ok=True)
+    (own / "probe.toml").write_text('extends = ["mcp"]\n[network]\nallow = ["allowed.test"]\n')  # a network, and a host it may not reach
+    blocked = desk.run("", mcp=("fetch", {"url": "http://blocked.test/"})).tool_result
+    assert "refused" in blocked and "403" in blocked, blocked
+    audit = subprocess.run([str(STOCKADE), "audit", "--mcp", "probe", "--json"], env=desk.env(), capture_output=True, text=True, timeout=60)
+    records = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
+    assert any(r["host"] == "blocked.test" and r["decision"] == "deny" for r in records), audit.stdout + audit.stderr
     allowed = desk.run("", mcp=("read", {"path": str(desk.project / "notes.txt")})).tool_result
     assert "read: project notes" in allowed, allowed  # the control: what the server may do still works, through the agent
