@@ -158,3 +158,12 @@ def test_a_config_that_is_not_text_or_nests_too_deep_is_a_usage_error(world: tup
     (project / ".mcp.json").write_text("[" * 200000 + "]" * 200000)
     with pytest.raises(UsageError, match="nests too deeply"):
         mcp_config.servers(home, project, ("claude",))
+
+
+@pytest.mark.parametrize("value", ["${PWD}", "$HOME", "${PWD}/evilpy", "x${A}"])
+def test_another_variable_s_value_under_a_name_is_never_left_for_the_agent(world: tuple[Path, Path], value: str) -> None:
+    home, project = world
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"fs": {"command": "cat", "env": {"PYTHONPATH": value}}}}))
+    done = mcp_config.rewrite(home, project, ("claude",), STOCKADE)
+    assert [what for s, what in done if s.name == "fs" and not s.place.user][0].startswith("left:"), done
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["fs"]["command"] == "cat"

@@ -169,9 +169,11 @@ def unwrapped(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _user_value(key: object, value: object) -> bool:
-    """An env value that is the user's own variable as it stands (`${NAME}` or `$NAME`, which the agent
-    fills from the user's environment), safe to leave for the agent: nothing of the config's own text."""
-    return isinstance(key, str) and isinstance(value, str) and re.fullmatch(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", value) is not None
+    """An env value that is the user's own variable of the same name (`K = "${K}"`, which the agent
+    fills from the user's environment as it stands), safe to leave for the agent: nothing of the
+    config's own text, and no other variable's value under this name (`PYTHONPATH = "${PWD}"` would
+    make stockade's own Python import the project's files, on the host)."""
+    return isinstance(key, str) and isinstance(value, str) and value in ("${" + key + "}", "$" + key)
 
 
 def carry_env(entry: dict[str, Any], policy: str, env: Mapping[str, str]) -> str:
