@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import shutil
@@ -63,17 +61,7 @@ class Run:
 
     def live(self) -> bool:
         """A run still going (its stockade holds the lock on its records)."""
-        try:
-            fd = os.open(os.path.join(self.folder, store.RECORDS), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
-        finally:
-            os.close(fd)
-        return False
+        return store.held(os.path.join(self.folder, store.RECORDS))
 
     def records(self) -> dict[str, dict[str, object]]:
         """Each path's record, in the order first recorded; a later record of the same path (a folder

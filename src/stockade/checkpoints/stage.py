@@ -26,7 +26,6 @@ automatic accept, leaves marked units for review.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import re
@@ -112,17 +111,7 @@ class Stage:
 
     def live(self) -> bool:
         """The staged run still going (its stockade holds the lock)."""
-        try:
-            fd = os.open(os.path.join(self.folder, LOCK), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
-        finally:
-            os.close(fd)
-        return False
+        return store.held(os.path.join(self.folder, LOCK))
 
     def save(self, units: list[dict[str, object]]) -> None:
         """The manifest with these units; the stage's folder removed when none is left."""

@@ -895,6 +895,21 @@ def write_atomic(path: str, data: bytes) -> None:
     os.rename(temporary, path)
 
 
+def held(path: str) -> bool:
+    """Whether a live stockade holds the lock on `path` (a run's records, a stage's lock file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)
+    return False
+
+
 def new_run_dir(folder: str) -> tuple[int, str]:
     """The next number in `folder`, taken by mkdir (a stage's, stage.py)."""
     return _new_run_dir(folder)

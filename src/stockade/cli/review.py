@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -282,12 +283,7 @@ def accept(
         words += [*(["--force"] if force else []), *(paths or [])]
         meta: dict[str, object] = {"kind": "run", "command": words, "cwd": os.getcwd(), "project": project}
         recorder = store.Recorder(folder, project, UNLIMITED, meta, (project,))
-        for one in stage.pending(state, project):
-            if one.number not in {item.number for item in found}:
-                continue
-            units, _unmatched = stage.select(one.units, one.upper, wanted, project)
-            chosen = [unit for unit in units if not wanted or stage.named(unit, wanted, project)]
-            matched |= {given for given in wanted if any(stage.named(unit, [given], project) for unit in chosen)}
+        for one, units, chosen in _chosen(state, project, found, wanted, matched):
             held = [unit for unit in chosen if unit.get("mark") and not marked and not stage.named_exactly(unit, wanted, project)]
             chosen = [unit for unit in chosen if unit not in held and unit["a"] != stage.SKIP]
             if not chosen:
@@ -304,6 +300,21 @@ def accept(
         trouble = True
     if trouble:
         raise typer.Exit(1)
+
+
+def _chosen(
+    state: str, project: str, found: list[stage.Stage], wanted: list[str], matched: set[str]
+) -> Iterator[tuple[stage.Stage, list[Unit], list[Unit]]]:
+    """Each of the found stages, read again under the project's lock: (stage, its units with any tree a
+    path names split, the units the paths name); the paths some unit answers are added to `matched`."""
+    numbers = {item.number for item in found}
+    for one in stage.pending(state, project):
+        if one.number not in numbers:
+            continue
+        units, _unmatched = stage.select(one.units, one.upper, wanted, project)
+        chosen = [unit for unit in units if not wanted or stage.named(unit, wanted, project)]
+        matched |= {given for given in wanted if any(stage.named(unit, [given], project) for unit in chosen)}
+        yield one, units, chosen
 
 
 def _say_held(one: stage.Stage, held: list[Unit]) -> None:
@@ -343,12 +354,7 @@ def reject(paths: PathsArgument = None, number: StageOption = None) -> None:
     lock = _lock(store.project_folder(state, project))
     matched: set[str] = set()
     try:
-        for one in stage.pending(state, project):
-            if one.number not in {item.number for item in found}:
-                continue
-            units, _unmatched = stage.select(one.units, one.upper, wanted, project)
-            chosen = [unit for unit in units if not wanted or stage.named(unit, wanted, project)]
-            matched |= {given for given in wanted if any(stage.named(unit, [given], project) for unit in chosen)}
+        for one, units, chosen in _chosen(state, project, found, wanted, matched):
             if chosen:
                 dropped = applying.reject(one, units, chosen)
                 print(f"stockade: stage {one.number}: dropped {len(dropped)} change{'s' if len(dropped) != 1 else ''}")

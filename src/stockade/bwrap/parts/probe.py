@@ -184,44 +184,38 @@ def check_folders() -> Check:
 
 def check_cache_layers() -> Check:
     """Whether the package caches a policy makes writable can be overlays (bwrap/parts/layers.py)."""
-    from stockade.bwrap.parts.layers import probe
     from stockade.core.locations import locate
 
-    store = os.path.join(str(locate().cache), "layers")
-    try:
-        why = probe(store)
-    except OSError as error:
-        why = error.strerror or str(error)
-    if why is None:
-        return Check("cache layers", True, f"overlays under {store}: a writable package cache keeps the sandbox's writes apart", required=False)
-    return Check(
-        "cache layers",
-        False,
-        f"no overlay ({why}): a writable package cache is a private one per project, empty at first (never the host's)",
-        "keep stockade's cache (XDG_CACHE_HOME) on a local file system such as ext4, xfs or btrfs, on Linux 5.11 or later",
-        required=False,
-    )
+    return _overlay_check(
+        "cache layers", os.path.join(str(locate().cache), "layers"),
+        "a writable package cache keeps the sandbox's writes apart",
+        "a writable package cache is a private one per project, empty at first (never the host's)", "stockade's cache (XDG_CACHE_HOME)",
+    )  # fmt: skip
 
 
 def check_staging() -> Check:
     """Whether a staged run's overlay can be made in stockade's state folder (checkpoints/stage.py)."""
-    from stockade.bwrap.parts.layers import probe
     from stockade.core.locations import locate
 
-    store = os.path.join(str(locate().state), "checkpoints")
+    return _overlay_check(
+        "staging", os.path.join(str(locate().state), "checkpoints"),
+        "`stockade run --stage` keeps a run's changes for review",
+        "a staged run (`--stage`, [checkpoints] stage = true) would not start", "stockade's state folder (XDG_STATE_HOME)",
+    )  # fmt: skip
+
+
+def _overlay_check(name: str, store: str, when_ok: str, when_not: str, folder: str) -> Check:
+    """Whether an overlay can be made under `store`, tried as a run makes one (layers.probe)."""
+    from stockade.bwrap.parts.layers import probe
+
     try:
         why = probe(store)
     except OSError as error:
         why = error.strerror or str(error)
     if why is None:
-        return Check("staging", True, f"overlays under {store}: `stockade run --stage` keeps a run's changes for review", required=False)
-    return Check(
-        "staging",
-        False,
-        f"no overlay ({why}): a staged run (`--stage`, [checkpoints] stage = true) would not start",
-        "keep stockade's state folder (XDG_STATE_HOME) on a local file system such as ext4, xfs or btrfs, on Linux 5.11 or later",
-        required=False,
-    )
+        return Check(name, True, f"overlays under {store}: {when_ok}", required=False)
+    fix = f"keep {folder} on a local file system such as ext4, xfs or btrfs, on Linux 5.11 or later"
+    return Check(name, False, f"no overlay ({why}): {when_not}", fix, required=False)
 
 
 def check_gpu() -> Check:
