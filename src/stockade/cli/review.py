@@ -54,6 +54,16 @@ def _stages(state: str, project: str, number: int | None) -> list[stage.Stage]:
     return found
 
 
+def _asked(paths: list[str] | None, number: int | None) -> tuple[str, str, list[str], list[stage.Stage]]:
+    """(state folder, project, the paths as absolute ones, the stages asked for); a line when none is pending."""
+    state, project = _where()
+    wanted = _absolute(paths, project)
+    found = _stages(state, project, number)
+    if not found:
+        _nothing(project, state)
+    return state, project, wanted, found
+
+
 def _absolute(paths: list[str] | None, project: str) -> list[str]:
     out: list[str] = []
     for given in paths or []:
@@ -86,11 +96,8 @@ def review(
     number: StageOption = None,
     names: Annotated[bool, typer.Option("--names", help="Only name the changed paths, no diffs.")] = False,
 ) -> None:
-    state, project = _where()
-    wanted = _absolute(paths, project)
-    found = _stages(state, project, number)
+    state, project, wanted, found = _asked(paths, number)
     if not found:
-        _nothing(project, state)
         return
     for one in found:
         units, _unmatched = stage.select(one.units, one.upper, wanted, project)
@@ -268,11 +275,8 @@ def accept(
 ) -> None:
     from stockade.checkpoints.restore import UNLIMITED
 
-    state, project = _where()
-    wanted = _absolute(paths, project)
-    found = _stages(state, project, number)
+    state, project, wanted, found = _asked(paths, number)
     if not found:
-        _nothing(project, state)
         raise typer.Exit(1)
     folder = store.project_folder(state, project)
     lock = _lock(folder)
@@ -345,11 +349,8 @@ def _report(one: stage.Stage, outcome: applying.Outcome, held: list[Unit], proje
 
 
 def reject(paths: PathsArgument = None, number: StageOption = None) -> None:
-    state, project = _where()
-    wanted = _absolute(paths, project)
-    found = _stages(state, project, number)
+    state, project, wanted, found = _asked(paths, number)
     if not found:
-        _nothing(project, state)
         raise typer.Exit(1)
     lock = _lock(store.project_folder(state, project))
     matched: set[str] = set()

@@ -362,16 +362,7 @@ def _write(place: Place, document: Any, home: Path) -> None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    import tempfile
+    """Through a temporary file and a rename (profiles/editing.py), into the file a user's dotfile link names."""
+    from stockade.profiles.editing import replace_text
 
-    target = Path(os.path.realpath(path))
-    mode = target.stat().st_mode & 0o777
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    replace_text(Path(os.path.realpath(path)), text)
