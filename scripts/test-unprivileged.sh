@@ -10,7 +10,7 @@ WORK=${STOCKADE_UNPRIVILEGED_WORK:-/var/tmp/stockade-unprivileged}
 PHASE=${STOCKADE_UNPRIVILEGED_PHASE:-all}
 
 if [ "$PHASE" != run ]; then
-    id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
+    id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(getent group "$TEST_USER" >/dev/null && echo --gid "$TEST_USER") "$TEST_USER"
     rm -rf "$WORK"
     mkdir -p "$WORK"
     tar -C "$ROOT" --exclude=.venv --exclude=.git --exclude='*.egg-info' --exclude=__pycache__ --exclude=./tests/projects/.cache --exclude=./tests/agents/.cache -cf - . | tar -C "$WORK" -xf -
