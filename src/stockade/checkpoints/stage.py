@@ -69,7 +69,7 @@ class Stage:
     def __init__(self, folder: str) -> None:
         self.folder = folder
         self.number = int(os.path.basename(folder))
-        self.meta = store.read_meta_named(folder, MANIFEST)
+        self.meta = store.read_meta(folder, MANIFEST)
 
     def damaged(self) -> str:
         """Why the manifest cannot be trusted (unreadable, not stockade's shape), or "": such a stage
@@ -120,7 +120,7 @@ class Stage:
             self.meta["units"] = []
             return
         self.meta["units"] = units
-        store.write_meta_named(self.folder, MANIFEST, self.meta)
+        store.write_meta(self.folder, self.meta, MANIFEST)
 
 
 def remove(folder: str) -> None:
@@ -175,7 +175,7 @@ def begin(state_dir: str, project: str, meta: dict[str, object]) -> tuple[Stage,
     fcntl.flock(lock, fcntl.LOCK_EX)
     began = time.clock_gettime_ns(store.CLOCK_REALTIME_COARSE)
     meta = {**meta, "began": began, "started": time.time(), "pid": os.getpid(), "project": project, "project_id": _identity(project)}
-    store.write_meta_named(run_dir, MANIFEST, meta)
+    store.write_meta(run_dir, meta, MANIFEST)
     return Stage(run_dir), lock
 
 

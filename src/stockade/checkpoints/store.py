@@ -137,7 +137,7 @@ class Recorder:
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
             _write_once(os.path.join(self.folder, "project"), self.project)
-            self.number, self.run_dir = _new_run_dir(self.folder)
+            self.number, self.run_dir = new_run_dir(self.folder)
             os.mkdir(os.path.join(self.run_dir, DATA), 0o700)
             fd = os.open(os.path.join(self.run_dir, RECORDS), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -327,7 +327,7 @@ class Recorder:
                         raise
                     try:  # the checkpoints on another filesystem
                         copy_at(folder, name, data_folder, data)
-                        _remove_at(folder, name)
+                        remove_at(folder, name)
                     except RecursionError:
                         raise OSError(errno.ELOOP, "too many folders deep to copy") from None
             finally:
@@ -755,18 +755,13 @@ def copy_at(folder: int, name: str, target_folder: int, target: str) -> None:
 
 
 def remove_at(folder: int, name: str) -> None:
-    """Remove `name` in `folder`, a whole tree without following a link (accept.py's)."""
-    _remove_at(folder, name)
-
-
-def _remove_at(folder: int, name: str) -> None:
     """Remove `name` in `folder`, a whole tree without following a link."""
     info = os.stat(name, dir_fd=folder, follow_symlinks=False)
     if stat.S_ISDIR(info.st_mode):
         listing = beneath.open_listing(name, folder)
         try:
             for entry in list(os.scandir(listing)):
-                _remove_at(listing, entry.name)
+                remove_at(listing, entry.name)
         finally:
             os.close(listing)
         os.rmdir(name, dir_fd=folder)
@@ -867,7 +862,7 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def _new_run_dir(folder: str) -> tuple[int, str]:
+def new_run_dir(folder: str) -> tuple[int, str]:
     """The next run number in the project's folder, taken by mkdir (two runs at once get two)."""
     highest = max((int(name) for name in os.listdir(folder) if name.isdigit()), default=0)
     for number in range(highest + 1, highest + 1000):
@@ -910,16 +905,8 @@ def held(path: str) -> bool:
     return False
 
 
-def new_run_dir(folder: str) -> tuple[int, str]:
-    """The next number in `folder`, taken by mkdir (a stage's, stage.py)."""
-    return _new_run_dir(folder)
-
-
-def read_meta(run_dir: str) -> dict[str, object]:
-    return read_meta_named(run_dir, META)
-
-
-def read_meta_named(run_dir: str, name: str) -> dict[str, object]:
+def read_meta(run_dir: str, name: str = META) -> dict[str, object]:
+    """A run's meta (or a stage's manifest, `name`); {} where it is missing or not a JSON object."""
     import json
 
     try:
@@ -930,11 +917,7 @@ def read_meta_named(run_dir: str, name: str) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def write_meta(run_dir: str, meta: dict[str, object]) -> None:
-    write_meta_named(run_dir, META, meta)
-
-
-def write_meta_named(run_dir: str, name: str, meta: dict[str, object]) -> None:
+def write_meta(run_dir: str, meta: dict[str, object], name: str = META) -> None:
     import json
 
     write_atomic(os.path.join(run_dir, name), json.dumps(meta, ensure_ascii=True).encode("utf-8", "surrogateescape"))
