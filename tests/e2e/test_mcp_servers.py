@@ -133,3 +133,33 @@ def test_a_server_s_refused_requests_are_audited_with_its_name(vbox: Box) -> Non
         text=True,
     )
     assert other.stdout.strip() == "", "the control: another server's filter shows none of them"
+
+
+def test_a_plugin_s_server_runs_wrapped_from_its_own_folder_and_no_further(vbox: Box) -> None:
+    """A server a Claude Code plugin installs lives in the home the mcp profile hides: wrapped, it
+    reads its own folder (and starts), and still nothing else of the home."""
+    from stockade.cli.agents import mcp_config
+
+    root = vbox.home / ".claude" / "plugins" / "cache" / "market" / "probe" / "1.0.0"
+    root.mkdir(parents=True)
+    shutil.copyfile(SERVER, root / "server.py")
+    (root / "data.txt").write_text("plugin data\n")
+    (root / ".mcp.json").write_text(json.dumps({"probe": {"command": "/usr/bin/python3", "args": [str(root / "server.py")]}}))
+    registry = {"version": 2, "plugins": {"probe@market": [{"scope": "user", "installPath": str(root)}]}}
+    (vbox.home / ".claude" / "plugins" / "installed_plugins.json").write_text(json.dumps(registry))
+    wrap = subprocess.run(
+        [sys.executable, "-m", "stockade.cli.main", "mcp", "wrap", "claude"],
+        cwd=vbox.project,
+        env=vbox.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrap.returncode == 0 and "probe now runs sandboxed" in wrap.stdout, wrap
+    entry = json.loads((root / ".mcp.json").read_text())["probe"]
+    stdin = _messages(("read", {"path": str(root / "data.txt")}), ("read", {"path": str(vbox.home / ".ssh" / "id_test")}))
+    ran = subprocess.run([entry["command"], *entry["args"]], input=stdin, cwd=vbox.project, env=vbox.env, capture_output=True, timeout=120)
+    texts = _texts(ran.stdout)
+    assert texts[3] == "read: plugin data", (texts, ran.stderr[-2000:])
+    assert texts[4].startswith("refused:") and "CANARY" not in texts[4], texts
+    assert mcp_config.servers(vbox.home, vbox.project, ("claude",))[-1].wrapped

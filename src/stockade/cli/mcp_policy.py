@@ -17,6 +17,7 @@ from stockade.core.errors import UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
 PROFILE = "mcp"
 FOLDER = "mcp"
@@ -62,12 +63,7 @@ def write_env(name: str, literal: dict[str, str], passed: list[str], env: Mappin
     import tomlkit
 
     path = policy_path(name, env)
-    document = _load(path)
-    if document is None:
-        document = tomlkit.document()
-        document.add(tomlkit.comment(f"the MCP server {name}'s own policy (stockade run --mcp {name}); its env moved here by stockade mcp wrap"))
-        document["extends"] = [PROFILE]
-    assert isinstance(document, dict)
+    document = _policy_document(path, name, "its env moved here by stockade mcp wrap")
     table = document.setdefault("env", tomlkit.table())
     if literal:
         values = table.get("set")
@@ -79,6 +75,38 @@ def write_env(name: str, literal: dict[str, str], passed: list[str], env: Mappin
     if passed:
         names = list(table.get("pass") or [])
         table["pass"] = [*names, *(key for key in passed if key not in names)]
+    _write(path, document)
+
+
+def read_folder(name: str, folder: str, env: Mapping[str, str]) -> None:
+    """Let the server read the folder it is installed in (a plugin's or an extension's, in the home the
+    built-in profile hides): `[filesystem] allow_read` of its own policy, made when new."""
+    import tomlkit
+
+    path = policy_path(name, env)
+    document = _policy_document(path, name, "the folder it is installed in is readable")
+    table = document.setdefault("filesystem", tomlkit.table())
+    readable = list(table.get("allow_read") or [])
+    if folder not in readable:
+        table["allow_read"] = [*readable, folder]
+        _write(path, document)
+
+
+def _policy_document(path: str, name: str, why: str) -> dict[str, Any]:
+    import tomlkit
+
+    document = _load(path)
+    if document is None:
+        document = tomlkit.document()
+        document.add(tomlkit.comment(f"the MCP server {name}'s own policy (stockade run --mcp {name}); {why}"))
+        document["extends"] = [PROFILE]
+    assert isinstance(document, dict)
+    return document
+
+
+def _write(path: str, document: dict[str, Any]) -> None:
+    import tomlkit
+
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     temporary = f"{path}.{os.getpid()}.tmp"

@@ -167,3 +167,70 @@ def test_another_variable_s_value_under_a_name_is_never_left_for_the_agent(world
     done = mcp_config.rewrite(home, project, ("claude",), STOCKADE)
     assert [what for s, what in done if s.name == "fs" and not s.place.user][0].startswith("left:"), done
     assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["fs"]["command"] == "cat"
+
+
+def _install_plugin(home: Path, root: Path, files: dict[str, object]) -> None:
+    registry = home / ".claude" / "plugins" / "installed_plugins.json"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    known = json.loads(registry.read_text()) if registry.exists() else {"version": 2, "plugins": {}}
+    known["plugins"][f"{root.parent.name}@market"] = [{"scope": "user", "installPath": str(root), "version": "1.0.0"}]
+    registry.write_text(json.dumps(known))
+    for name, document in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(json.dumps(document))
+
+
+def test_the_servers_of_installed_plugins_and_extensions_are_found_wrapped_and_given_back(world: tuple[Path, Path]) -> None:
+    from stockade.cli.mcp_policy import policy_path, read_env
+
+    home, project = world
+    cache = home / ".claude" / "plugins" / "cache" / "market"
+    flat = {
+        "db": {"command": "${CLAUDE_PLUGIN_ROOT}/servers/db", "args": ["--config", "${CLAUDE_PLUGIN_ROOT}/c.json"], "env": {"DB_URL": "${DB_URL}"}}
+    }
+    _install_plugin(home, cache / "flat" / "1.0.0", {".mcp.json": flat})
+    _install_plugin(home, cache / "nested" / "2.0.0", {".mcp.json": {"mcpServers": {"search": {"command": "node", "args": ["s.js"]}}}})
+    inline = {"name": "inline", "mcpServers": {"api": {"command": "python3", "args": ["api.py"]}}}
+    _install_plugin(home, cache / "inline" / "1.0.0", {".claude-plugin/plugin.json": inline})
+    named = {"name": "named", "mcpServers": "./servers.json"}
+    _install_plugin(
+        home, cache / "named" / "1.0.0", {".claude-plugin/plugin.json": named, "servers.json": {"mcpServers": {"tool": {"command": "tool"}}}}
+    )
+    escaping = {"name": "escaping", "mcpServers": "../../flat/1.0.0/.mcp.json"}
+    _install_plugin(home, cache / "escaping" / "1.0.0", {".claude-plugin/plugin.json": escaping})
+    extension = home / ".gemini" / "extensions" / "weather"
+    extension.mkdir(parents=True)
+    (extension / "gemini-extension.json").write_text(
+        json.dumps({"name": "weather", "version": "1", "mcpServers": {"wx": {"command": "node", "args": ["${extensionPath}/wx.js"]}}})
+    )
+    source = project.parent / "my-extension"
+    source.mkdir()
+    (source / "gemini-extension.json").write_text(
+        json.dumps({"name": "mine", "version": "1", "mcpServers": {"dev": {"command": "python3", "args": ["dev.py"]}}})
+    )
+    (home / ".gemini" / "extensions" / "mine").mkdir()
+    (home / ".gemini" / "extensions" / "mine" / ".gemini-extension-install.json").write_text(json.dumps({"type": "link", "source": str(source)}))
+    before = {
+        path: json.loads(path.read_text()) for path in [*cache.rglob("*.json"), extension / "gemini-extension.json", source / "gemini-extension.json"]
+    }
+
+    found = {s.name: s for s in mcp_config.servers(home, project)}
+    assert {"db", "search", "api", "tool", "wx", "dev"} <= set(found)
+    assert [s.place.path for s in mcp_config.servers(home, project) if s.name == "db"] == [cache / "flat" / "1.0.0" / ".mcp.json"]  # not twice
+    assert found["db"].place.installed_in == str(cache / "flat" / "1.0.0")
+    assert found["dev"].place.installed_in == str(source)
+    assert found["db"].place.label.endswith("from a Claude Code plugin") and found["wx"].place.label.endswith("from a Gemini CLI extension")
+    assert found["db"].policy != "db" and found["db"].policy.startswith("db-")  # a policy of its own, never the user's server named db
+
+    done = dict((s.name, what) for s, what in mcp_config.rewrite(home, project, mcp_config.AGENTS, STOCKADE))
+    assert all(done[name] == "wrapped" for name in ("db", "search", "api", "tool", "wx", "dev")), done
+    db = json.loads((cache / "flat" / "1.0.0" / ".mcp.json").read_text())["db"]
+    assert db["command"] == STOCKADE and db["args"][4:] == ["${CLAUDE_PLUGIN_ROOT}/servers/db", "--config", "${CLAUDE_PLUGIN_ROOT}/c.json"]
+    assert db["env"] == {"DB_URL": "${DB_URL}"}
+    assert json.loads((cache / "inline" / "1.0.0" / ".claude-plugin" / "plugin.json").read_text())["name"] == "inline"
+    policy = Path(policy_path(found["db"].policy, {"XDG_CONFIG_HOME": str(home / ".config")}))
+    assert str(cache / "flat" / "1.0.0") in policy.read_text()  # the server reads its own plugin's files
+    assert read_env(found["db"].policy, {"XDG_CONFIG_HOME": str(home / ".config")}) == {"DB_URL": "${DB_URL}"}
+
+    mcp_config.rewrite(home, project, mcp_config.AGENTS, None)
+    assert {path: json.loads(path.read_text()) for path in before} == before  # every file given back

@@ -3,7 +3,13 @@
 Claude Code keeps servers in `~/.claude.json` (`mcpServers`, and per project
 under `projects.PATH.mcpServers`) and a project's `.mcp.json`; Gemini CLI in
 `settings.json` (`mcpServers`, the user's and the project's); Codex in
-`config.toml` (`[mcp_servers.NAME]`, the user's and a project's). A stdio
+`config.toml` (`[mcp_servers.NAME]`, the user's and a project's). Servers
+also come with what the user installs: a Claude Code plugin's `.mcp.json` (or
+the `mcpServers` of its `.claude-plugin/plugin.json`), found through
+`~/.claude/plugins/installed_plugins.json`, and a Gemini CLI extension's
+`gemini-extension.json` under `~/.gemini/extensions` (or the folder a linked
+extension names). An update replaces those files, and `doctor` then names the
+server as unwrapped again. A stdio
 server is a command the agent runs on the host with the user's whole home and
 network; wrapped, the same entry runs `stockade run --mcp NAME -- COMMAND
 ARGS...`, so it gets its own policy (cli/mcp_policy.py) and nothing else
@@ -42,7 +48,15 @@ class Place:
     @property
     def label(self) -> str:
         inner = ".".join(self.keys)
-        return f"{self.path} ({inner})" if len(self.keys) > 1 else str(self.path)
+        where = f"{self.path} ({inner})" if len(self.keys) > 1 else str(self.path)
+        kind = {"claude plugin": "a Claude Code plugin", "gemini extension": "a Gemini CLI extension"}.get(self.scope.split(" /", 1)[0])
+        return f"{where}, from {kind}" if kind and self.installed_in else where
+
+    @property
+    def installed_in(self) -> str:
+        """A plugin's or an extension's folder (its servers run from there), or ""."""
+        kind, _, root = self.scope.partition(" /")
+        return "/" + root if kind in ("claude plugin", "gemini extension") and root else ""
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,79 @@ def places(home: Path, project: Path, agents: tuple[str, ...] = AGENTS) -> list[
     if "codex" in agents:
         found += [Place("codex", codex, ("mcp_servers",), toml=True, user=True)]
         found.append(Place("codex", project / ".codex" / "config.toml", ("mcp_servers",), toml=True, scope=str(project)))
+    if "claude" in agents:
+        found += plugin_places(home)
+    if "gemini" in agents:
+        found += extension_places(home)
     return [place for i, place in enumerate(found) if place not in found[:i]]
+
+
+def plugin_places(home: Path) -> list[Place]:
+    """The MCP server files of every Claude Code plugin the user installed (any scope): a plugin
+    declares its servers in `.mcp.json` at its root (flat, or under `mcpServers`), or in
+    `.claude-plugin/plugin.json` as a table or the name of a file of its own."""
+    registry = _json_quietly(home / ".claude" / "plugins" / "installed_plugins.json")
+    plugins = registry.get("plugins") if isinstance(registry, dict) else None
+    roots: list[Path] = []
+    for installs in plugins.values() if isinstance(plugins, dict) else []:
+        for install in installs if isinstance(installs, list) else [installs]:
+            where = install.get("installPath") if isinstance(install, dict) else None
+            if isinstance(where, str) and os.path.isabs(where):
+                roots.append(Path(where))
+    found: list[Place] = []
+    for root in dict.fromkeys(roots):
+        scope = f"claude plugin {root}"
+        manifest = _json_quietly(root / ".claude-plugin" / "plugin.json")
+        named = manifest.get("mcpServers") if isinstance(manifest, dict) else None
+        files = [root / ".mcp.json"]
+        if isinstance(named, dict):
+            found.append(Place("claude", root / ".claude-plugin" / "plugin.json", ("mcpServers",), user=True, scope=scope))
+        for extra in [named] if isinstance(named, str) else named if isinstance(named, list) else []:
+            if isinstance(extra, str) and _inside(root, root / extra):
+                files.append(root / extra)
+        for path in files:
+            document = _json_quietly(path)
+            if isinstance(document, dict):
+                keys = ("mcpServers",) if isinstance(document.get("mcpServers"), dict) else ()
+                found.append(Place("claude", path, keys, user=True, scope=scope))
+    return found
+
+
+def extension_places(home: Path) -> list[Place]:
+    """Every Gemini CLI extension's `gemini-extension.json` (`mcpServers`); a linked extension's is in
+    the folder its install record names."""
+    folder = home / ".gemini" / "extensions"
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+    except OSError:
+        return []
+    found: list[Place] = []
+    for name in names:
+        root = folder / name
+        record = _json_quietly(root / ".gemini-extension-install.json")
+        if isinstance(record, dict) and record.get("type") == "link" and isinstance(record.get("source"), str) and os.path.isabs(record["source"]):
+            root = Path(record["source"])
+        path = root / "gemini-extension.json"
+        if path.is_file():
+            found.append(Place("gemini", path, ("mcpServers",), user=True, scope=f"gemini extension {root}"))
+    return found
+
+
+def _inside(root: Path, path: Path) -> bool:
+    return os.path.normpath(path).startswith(str(root).rstrip("/") + "/")
+
+
+def _json_quietly(path: Path) -> Any:
+    """A JSON file's contents, or None where it is missing or unreadable (an install record or a
+    manifest that names no servers is nothing to wrap; the server files themselves are read by `_read`,
+    which says what is wrong)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.loads(file.read(4 << 20))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def servers(home: Path, project: Path, agents: tuple[str, ...] = AGENTS) -> list[Server]:
@@ -257,6 +343,11 @@ def rewrite(home: Path, project: Path, agents: tuple[str, ...], stockade: str | 
             if why:
                 done.append((server, f"left: {why}"))
                 continue
+            installed = place.installed_in
+            if installed:
+                from stockade.cli.mcp_policy import read_folder
+
+                read_folder(server.policy, installed, os.environ)
             new = wrapped(dict(entry), server.policy, stockade)
             if new == dict(entry):
                 done.append((server, "already"))
