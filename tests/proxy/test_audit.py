@@ -157,6 +157,7 @@ def test_full_disk_raises() -> None:
     writer = AuditWriter.__new__(AuditWriter)
     writer.path, writer.broken, writer._fd, writer._size = Path("/dev/full"), None, os.open("/dev/full", os.O_WRONLY), 0
     writer._ino = (os.stat("/dev/full").st_dev, os.stat("/dev/full").st_ino)
+    writer._link, writer._link_at, writer.head = "0" * 64, 0, "0" * 64
     with pytest.raises(AuditError, match="No space"):
         writer.write(record())
     assert writer.broken

@@ -38,11 +38,15 @@ def audit(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records.")] = False,
     log: Annotated[Path | None, typer.Option("--log", help="Audit log file (default: the policy's).")] = None,
     mcp: Annotated[str | None, typer.Option("--mcp", help="Only this MCP server's runs (`stockade run --mcp NAME`).", metavar="NAME")] = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Check that no line of the log (or an older file of it) was changed or removed.")] = False,
 ) -> None:
     from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
 
     since_time = parse_since(since) if since else None
     path = _log_path(log)
+    if verify:
+        _verify(path, given=log is not None)
+        return
     if log is not None and not follow and not os.path.lexists(path):  # a mistyped --log is no empty log (--follow waits for it)
         raise UsageError(f"no audit log at {log}; runs write to {locate().default_audit_log} unless [audit] log names another")
     if session is not None and not follow:
@@ -165,3 +169,26 @@ def _short(value: object) -> str:
 
 def _line(record: dict[str, object]) -> str:
     return "  ".join(cell for cell in _cells(record) if cell)
+
+
+def _verify(path: Path, given: bool) -> None:
+    """`--verify`: each generation's hash chain (proxy/audit_chain.py), oldest first."""
+    from stockade.proxy.audit import KEEP_ROTATED, rotated_path
+    from stockade.proxy.audit_chain import verify
+
+    files = [rotated_path(path, generation) for generation in range(KEEP_ROTATED, -1, -1)]
+    try:
+        verdict = verify(files)
+    except OSError as exc:
+        raise UsageError(f"cannot read audit log {path}: {exc.strerror or exc}") from None
+    if not verdict.files:
+        if given:
+            raise UsageError(f"no audit log at {path}")
+        print(f"stockade: no audit log at {path} yet: nothing to verify")
+        return
+    torn = f"; {verdict.torn} line(s) cut short by a failed write, skipped" if verdict.torn else ""
+    older = f"; {verdict.unchained} line(s) from before chaining began, unchecked" if verdict.unchained else ""
+    if not verdict.ok:
+        say(f"stockade: audit log NOT intact: {verdict.broken}")
+        raise typer.Exit(1)
+    print(f"stockade: audit log intact: {verdict.records} line(s) in {len(verdict.files)} file(s) chained, head {verdict.head}{torn}{older}")

@@ -15,6 +15,9 @@ time) was deleted to make room: the loss, if any, is itself recorded.
 Readers take the generations oldest first, so a session that spans a rotation
 reads whole.
 
+Tamper evidence: each line ends in a hash chained to the line before it
+(audit_chain.py; `stockade audit --verify`).
+
 Reading (for `stockade audit`): filters and follow mode, with no import
 heavier than the standard library, since the CLI loads this on demand.
 """
@@ -36,6 +39,7 @@ from urllib.parse import unquote_plus
 
 from stockade.core.errors import StockadeError
 from stockade.profiles.domains import canonical_name
+from stockade.proxy.audit_chain import ZERO, last_link, seal
 
 REDACTED = "REDACTED"
 # Query keys whose values are credentials more often than not (compared
@@ -160,12 +164,14 @@ class AuditWriter:
         self._fd = -1
         self._ino: tuple[int, int] | None = None
         self._size = 0
+        self._link, self._link_at = ZERO, -1  # the last line this writer sealed, and where the file then ended
+        self.head = ZERO  # the chain's head after this writer's last line (audit_chain.py)
         self._open()
 
     def _open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 os.close(fd)
@@ -177,6 +183,7 @@ class AuditWriter:
             os.close(self._fd)
         self._fd, self._ino = fd, (info.st_dev, info.st_ino)
         self._size = info.st_size
+        self._link_at = -1  # another file: its own last line is read before the next is sealed
         self._fence(info.st_size)
 
     def _fence(self, size: int) -> None:
@@ -226,6 +233,8 @@ class AuditWriter:
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             start = os.fstat(self._fd).st_size  # O_APPEND: where this record begins
+            previous = self._link if self._link_at == start else last_link(self._fd, start)  # another writer, or a torn tail
+            data, link = seal(data, previous)
             view = memoryview(data)
             try:
                 while view:
@@ -243,6 +252,8 @@ class AuditWriter:
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         self._size += len(data)
+        self._link, self._link_at = link, start + len(data)
+        self.head = link
 
     def _rotate(self) -> None:
         """Shift the generations up one, dropping the oldest, and say so in the new file's first line."""
@@ -261,8 +272,30 @@ class AuditWriter:
             except FileNotFoundError:
                 pass
         self._open()
-        note = {"event": "rotated", "time": now_iso(), "previous": rotated_path(self.path, 1).name, "dropped": dropped}
+        older = rotated_path(self.path, 1)
+        note = {"event": "rotated", "time": now_iso(), "previous": older.name, "dropped": dropped, "previous_head": self._head_of(older)}
         self._write(json.dumps(note, ensure_ascii=True).encode() + b"\n")
+
+    def write_event(self, event: dict[str, object]) -> None:
+        """A line that is no record (readers skip lines with an "event"), chained like one."""
+        self.write_line(json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n")
+
+    def write_line(self, data: bytes) -> None:
+        if self.broken:
+            raise AuditError(self.broken)
+        try:
+            self._write(data)
+        except OSError as exc:
+            self.broken = f"cannot write audit log {self.path}: {exc}"
+            raise AuditError(self.broken) from exc
+
+    @staticmethod
+    def _head_of(path: Path) -> str:
+        try:
+            with _open_regular(path) as handle:
+                return last_link(handle.fileno(), os.fstat(handle.fileno()).st_size)
+        except OSError:
+            return ZERO
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stockade.proxy.audit import AuditError, AuditRecord, AuditWriter
+from stockade.proxy.audit import AuditError, AuditRecord, AuditWriter, now_iso
 from stockade.proxy.control import SessionSpec
 from stockade.proxy.rules.budget import Pace
 from stockade.proxy.rules.decide import Decision, SessionRules
@@ -176,11 +176,13 @@ class Registry:
         session.ended = True
         for flow in list(session.open_flows.values()):
             flow.finish(error=ENDED_WITH_RUN)  # its end now, not whenever the cut connection notices
-        for record in session.repeat_records():
-            try:
+        try:
+            for record in session.repeat_records():
                 session.writer.write(record)
-            except AuditError:
-                break  # the writer is broken; the run's end says the audit failed
+            # The chain's head as the session ends (proxy/audit_chain.py), a line no reader takes for a record.
+            session.writer.write_event({"event": "session-end", "time": now_iso(), "session": session_id, "head": session.writer.head})
+        except AuditError:
+            pass  # the writer is broken; the run's end says the audit failed
         self._by_digest = {d: s for d, s in self._by_digest.items() if s is not session}
         if not any(s.writer is session.writer for s in self._by_id.values()):
             # Not closed here: tunnels cut by the end still write their final record.
