@@ -33,6 +33,7 @@ class Layer:
     text: str = ""
     names_extends: bool = False  # the file has an `extends` key (`extends = []` included)
     implicit: bool = False  # not named by the file: the user's default it builds on (resolve.py)
+    required: bool = False  # a system baseline's `required = true` (profiles/baseline.py)
 
     @property
     def is_builtin(self) -> bool:
@@ -103,8 +104,10 @@ def read_policy(path: Path) -> str:
         raise PolicyError(f"is not UTF-8 text (byte 0x{data[exc.start]:02x})", file=path, line=line) from None
 
 
-def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
-    """Validate a policy document against the schema and normalise its values."""
+def parse_layer(text: str, source: str, *, base: Path, home: Path, system: bool = False) -> Layer:
+    """Validate a policy document against the schema and normalise its values. A `system` one (an
+    administrator's baseline, profiles/baseline.py) may say `required`, and extends nothing and
+    holds no credentials."""
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -117,8 +120,18 @@ def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
     checker = _Checker(source, lines, base=base, home=home)
     values: dict[str, dict[str, Any]] = {}
     extends: tuple[str, ...] = ()
+    required = False
     for key, value in document.items():
-        if key == "credentials":
+        if key == "required":
+            if not system:
+                raise checker.fail("'required' is a key of the system baseline (/etc/stockade/policy.toml) only; remove it", "", key)
+            if not isinstance(value, bool):
+                raise checker.fail(f"required must be true or false, not {_type_name(value)}", "", key)
+            required = value
+        elif system and key in ("extends", "credentials"):
+            what = "extends nothing: write its rules in full" if key == "extends" else "holds no credentials: they are each user's own"
+            raise checker.fail(f"a system baseline {what}", *(("", key) if key == "extends" else (key, "")))
+        elif key == "credentials":
             values[key] = checker.credentials(value)
         elif isinstance(value, dict):
             if key not in TABLES or key == "":
@@ -128,7 +141,7 @@ def parse_layer(text: str, source: str, *, base: Path, home: Path) -> Layer:
             extends = tuple(checker.table("", {key: value})[key])
         else:
             checker.unknown_key("", key)
-    return Layer(source=source, extends=extends, values=values, text=text, names_extends="extends" in document)
+    return Layer(source=source, extends=extends, values=values, text=text, names_extends="extends" in document, required=required)
 
 
 def _deep_line(text: str, limit: int = 64) -> int | None:

@@ -261,3 +261,87 @@ def kept_notes(base: Policy, effective: Policy) -> list[str]:
     if limits:
         notes.append("tighter " + ", ".join(limits))
     return notes
+
+
+def within_bound(bound: Policy, said: frozenset[str], policy: Policy) -> tuple[Policy, list[str]]:
+    """`policy` within an administrator's baseline (profiles/baseline.py): each key `said` ("table.key")
+    bounds the policy as an untrusted project file is bounded by the user's own; a key the baseline
+    leaves out bounds nothing; its denials are always added. One note per allowance lost."""
+    notes: list[str] = []
+    fs, cap = policy.filesystem, bound.filesystem
+    filesystem = FilesystemRules(
+        deny_read=_union(fs.deny_read, cap.deny_read),
+        allow_write=_intersect_roots(cap.allow_write, fs.allow_write, notes) if "filesystem.allow_write" in said else fs.allow_write,
+        deny_write=_union(fs.deny_write, cap.deny_write),
+        home=_narrow_home(cap.home, fs.home, notes) if "filesystem.home" in said else fs.home,
+        allow_read=_intersect_reads(cap.allow_read, fs.allow_read, notes) if "filesystem.allow_read" in said else fs.allow_read,
+        tool_config=fs.tool_config and (cap.tool_config or "filesystem.tool_config" not in said),
+    )
+    return (
+        replace(
+            policy,
+            filesystem=filesystem,
+            network=_bound_network(bound.network, policy.network, said, notes),
+            env=_bound_env(bound.env, policy.env, said, notes),
+            limits=_narrow_limits(policy.limits, bound.limits),
+            audit=bound.audit if "audit.log" in said else policy.audit,
+            checkpoints=_bound_checkpoints(bound.checkpoints, policy.checkpoints, said, notes),
+            devices=_bound_devices(bound.devices, policy.devices, said, notes),
+        ),
+        notes,
+    )
+
+
+def _bound_network(cap: NetworkRules, net: NetworkRules, said: frozenset[str], notes: list[str]) -> NetworkRules:
+    out = replace(net, deny=_union(net.deny, cap.deny))
+    if "network.mode" in said or "network.allow" in said:
+        reach = _narrow_network(
+            replace(cap, unix_sockets=net.unix_sockets, unix_datagram=net.unix_datagram, http=(), push=()), replace(net, http=(), push=()), notes
+        )
+        out = replace(out, mode=reach.mode, allow=reach.allow)
+        if reach.mode is NetworkMode.NONE:
+            out = replace(out, allow=())
+    if "network.unix_sockets" in said:
+        notes += [f"unix_sockets {sock}" for sock in net.unix_sockets if sock not in cap.unix_sockets]
+        out = replace(out, unix_sockets=tuple(sock for sock in net.unix_sockets if sock in cap.unix_sockets))
+    if "network.unix_datagram" in said and net.unix_datagram and not cap.unix_datagram:
+        notes.append("unix_datagram = true")
+        out = replace(out, unix_datagram=False)
+    if "network.http" in said:
+        out = replace(out, http=_narrow_http(cap.http, net.http, notes), push=_narrow_push(cap, net, notes))
+    return out
+
+
+def _bound_env(cap: EnvRules, env: EnvRules, said: frozenset[str], notes: list[str]) -> EnvRules:
+    passthrough = env.passthrough
+    if "env.pass" in said:
+        notes += [f"env pass {name}" for name in env.passthrough if name not in cap.passthrough]
+        passthrough = tuple(name for name in env.passthrough if name in cap.passthrough)
+    values = dict(env.set)
+    values.update(cap.set)  # the baseline's values are the ones set
+    return EnvRules(deny=tuple(dict.fromkeys((*env.deny, *cap.deny))), set=tuple(sorted(values.items())), passthrough=passthrough)
+
+
+def _bound_checkpoints(cap: CheckpointRules, own: CheckpointRules, said: frozenset[str], notes: list[str]) -> CheckpointRules:
+    out = own
+    if "checkpoints.enabled" in said and cap.enabled and not out.enabled:
+        notes.append("[checkpoints] enabled = false")
+        out = replace(out, enabled=True)
+    if "checkpoints.stage" in said and cap.stage:
+        out = replace(out, stage=True)
+    if "checkpoints.accept" in said and cap.accept == "review" and out.accept != "review":
+        notes.append(f'[checkpoints] accept = "{out.accept}"')
+        out = replace(out, accept="review")
+    return out
+
+
+def _bound_devices(cap: DeviceRules, devices: DeviceRules, said: frozenset[str], notes: list[str]) -> DeviceRules:
+    if "devices.gpu" in said and not cap.gpu and devices.gpu:
+        notes.append("[devices] gpu = true")
+        return DeviceRules()
+    if "devices.gpus" in said and devices.gpu:
+        chosen = devices.gpus or cap.gpus
+        kept = tuple(number for number in chosen if number in cap.gpus)
+        notes += [f"[devices] gpus {number}" for number in chosen if number not in cap.gpus]
+        return DeviceRules(gpu=bool(kept), gpus=kept)
+    return devices

@@ -30,6 +30,8 @@ class Resolution:
     changed: bool = False  # untrusted because it changed since the user trusted it
     notes: tuple[str, ...] = field(default=())
     doubt: str = ""  # why a --policy file named in CI is not trusted as it is (profiles/citrust.py)
+    baseline: tuple[str, ...] = ()  # the administrator's baseline files the policy was narrowed by (profiles/baseline.py)
+    bounded: tuple[str, ...] = ()  # what the baseline took away
 
 
 class _Expander:
@@ -123,14 +125,50 @@ def resolve(
     profile: str | None = None,
     additions: str | None = None,
     env: Mapping[str, str] | None = None,
+    bounded: bool = True,
 ) -> Resolution:
     """The effective policy for a run started in `cwd`.
 
     Order: `--policy FILE` (the user's explicit choice), `--profile NAME`, the
     nearest `.stockade.toml` (narrowing only, unless trusted), the user default.
     `additions` (TOML, stockade learn's) is one more layer on top, the user's own: an
-    untrusted project file is narrowed against the user's policy with it.
+    untrusted project file is narrowed against the user's policy with it. Whichever it is,
+    the administrator's baseline bounds it last (`bounded`; `request_for` bounds it itself,
+    after the run's own flags).
     """
+    resolution = _resolve(cwd, locations, policy_file=policy_file, profile=profile, additions=additions, env=env)
+    return within_baseline(resolution, locations, env) if bounded else resolution
+
+
+def within_baseline(resolution: Resolution, locations: Locations, env: Mapping[str, str] | None) -> Resolution:
+    """The resolution bounded by the administrator's baseline (profiles/baseline.py), where there is one."""
+    import os
+
+    from stockade.profiles import baseline
+
+    found = baseline.load(os.environ if env is None else env, locations.state, resolution.policy.project_dir, locations.home)
+    if found is None:
+        return resolution
+    policy, notes = baseline.narrowed(found, resolution.policy)
+    return dataclasses.replace(resolution, policy=policy, baseline=found.files, bounded=tuple(notes))
+
+
+def baseline_note(resolution: Resolution) -> str | None:
+    """One line saying what the baseline took from the run's policy; none when it took nothing."""
+    if not resolution.bounded:
+        return None
+    return f"stockade: the system baseline ({', '.join(resolution.baseline)}) narrowed this policy: {'; '.join(resolution.bounded)}"
+
+
+def _resolve(
+    cwd: Path,
+    locations: Locations,
+    *,
+    policy_file: Path | None,
+    profile: str | None,
+    additions: str | None,
+    env: Mapping[str, str] | None,
+) -> Resolution:
     if policy_file is not None and profile is not None:
         raise PolicyError("give either --policy or --profile, not both")
     project_file = find_project_policy(cwd)
@@ -281,7 +319,7 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     cwd = Path(invocation.cwd)
     resolution = resolve(
         cwd, locations, policy_file=Path(invocation.policy_file) if invocation.policy_file else None, profile=invocation.profile,
-        additions=invocation.additions, env=invocation.env,
+        additions=invocation.additions, env=invocation.env, bounded=False,
     )  # fmt: skip
     note = untrusted_note(resolution)
     if note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, note):
@@ -296,4 +334,8 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
             policy = replace(policy, checkpoints=replace(policy.checkpoints, stage=True, accept="review"))
         if invocation.gpu:  # the user's own flag: every GPU unless the policy chose some
             policy = replace(policy, devices=replace(policy.devices, gpu=True))
-    return RunRequest.of(invocation, policy, locations), note
+    bounded = within_baseline(dataclasses.replace(resolution, policy=policy), locations, invocation.env)  # last: nothing widens it after
+    bound_note = baseline_note(bounded)
+    if bound_note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, bound_note):
+        say(bound_note)
+    return RunRequest.of(invocation, bounded.policy, locations), note
