@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stockade.bwrap.parts.probe import Check
+from stockade.cli import doctor
 from stockade.cli.main import main
 from stockade.core.errors import ExitCode
 
@@ -34,6 +35,7 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[Check]:
     monkeypatch.setenv("COLUMNS", "300")
     monkeypatch.setattr(probe, "linux_checks", lambda: list(machine))
     monkeypatch.setattr(hook_checks, "hook_checks", lambda home, project: [])
+    monkeypatch.setattr(doctor, "_baseline", lambda: [])
     return machine
 
 
@@ -130,3 +132,23 @@ def test_doctor_reports(capsys: pytest.CaptureFixture[str]) -> None:
 def test_doctor_takes_no_arguments(project: Path, capsys: pytest.CaptureFixture[str], checks: list[Check]) -> None:
     code, out, err = run_cli(capsys, "doctor", "extra")
     assert code == ExitCode.USAGE and out == "" and "unexpected extra argument" in err
+
+
+def test_the_system_baseline_check_says_whether_there_is_one_and_whether_it_reads(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    admin = project.parent / "admin.toml"
+    admin.write_text('required = true\n[network]\nallow = ["pypi.org"]\n')
+    monkeypatch.setenv("STOCKADE_SYSTEM_POLICY", str(admin))
+    (check,) = doctor._baseline()
+    assert check.ok and check.required and check.detail == f"{admin}; required: every policy is narrowed by it"
+    admin.write_text("[network\n")
+    (check,) = doctor._baseline()
+    assert not check.ok and check.required and "not valid TOML" in check.detail
+    monkeypatch.delenv("STOCKADE_SYSTEM_POLICY")
+    (check,) = doctor._baseline()
+    assert not check.ok and "is required and is gone" in check.detail  # it was read as required: its absence stops runs
+    from stockade.core.locations import locate
+    from stockade.profiles.baseline import REMEMBERED
+
+    (locate().state / REMEMBERED).unlink()
+    (check,) = doctor._baseline()
+    assert check.ok and not check.required and check.detail.startswith("none")

@@ -247,6 +247,30 @@ def test_console_hook_blocks_what_it_cannot_wrap(sandbox: None, stdin: str) -> N
     assert cursor.returncode == 0 and json.loads(cursor.stdout)["permission"] == "deny"
 
 
+def test_a_baseline_that_cannot_be_read_blocks_every_shell_command(sandbox: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's command is blocked with the reason, not wrapped into a run that cannot start; the
+    tools the hook leaves alone stay alone; with the baseline readable, the command is wrapped."""
+    admin = tmp_path / "admin" / "policy.toml"
+    admin.parent.mkdir()
+    admin.write_text("[network\n")
+    monkeypatch.setenv("STOCKADE_SYSTEM_POLICY", str(admin))
+    payload = (PAYLOADS / "claude_pretooluse_bash.json").read_text()
+    for agent in ("claude", "codex"):
+        blocked = _hook(agent, payload)
+        assert blocked.returncode == 2 and blocked.stdout == "" and f"{admin}:1: not valid TOML" in blocked.stderr, blocked
+    wrapped_command = Wrapper(STOCKADE, hook.sandbox_shell()).wrap("ls")
+    cursor = _hook("cursor", json.dumps({"hook_event_name": "beforeShellExecution", "command": wrapped_command}))
+    answer = json.loads(cursor.stdout)
+    assert cursor.returncode == 0 and answer["permission"] == "deny" and "not valid TOML" in answer["user_message"], answer
+    other = _hook("claude", json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": "/x"}}))
+    assert other.returncode == 0 and other.stdout == ""  # not a shell tool: left to the agent
+    admin.write_text('[network]\nallow = ["pypi.org"]\n')
+    wrapped = _hook("claude", payload)
+    assert wrapped.returncode == 0 and "updatedInput" in wrapped.stdout, wrapped
+    allowed = _hook("cursor", json.dumps({"hook_event_name": "beforeShellExecution", "command": wrapped_command}))
+    assert json.loads(allowed.stdout)["permission"] == "allow", allowed.stdout
+
+
 def test_console_hook_imports_no_typer_or_rich(sandbox: None) -> None:
     code = (
         'import sys, io; sys.stdin = io.TextIOWrapper(io.BytesIO(b\'{"tool_name": "Bash", "tool_input": {"command": "ls"}}\'));'

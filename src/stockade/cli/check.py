@@ -12,7 +12,7 @@ from stockade.cli.selection import select
 from stockade.core.errors import UsageError
 from stockade.core.locations import locate
 from stockade.profiles.openings import open_ends
-from stockade.profiles.resolve import untrusted_note
+from stockade.profiles.resolve import baseline_note, untrusted_note
 from stockade.profiles.serialize import policy_to_dict, policy_to_toml
 from stockade.profiles.text import escaped_literal, say
 
@@ -32,11 +32,15 @@ def check(
         data["ignored"] = list(resolution.dropped)
         data["open"] = open_ends(resolution.policy, str(locate().home))
         data["digest"] = _digest(file or policy)  # what a CI workflow pins (STOCKADE_POLICY_SHA256, profiles/citrust.py)
+        data["baseline"] = {"files": list(resolution.baseline), "narrowed": list(resolution.bounded)}
         print(escaped_literal(json.dumps(data, indent=2, ensure_ascii=False)))
         return
     note = untrusted_note(resolution)
     if note:
         say(note)
+    bound = baseline_note(resolution)
+    if bound or resolution.baseline:
+        say(bound or f"stockade: bounded by the system baseline ({', '.join(resolution.baseline)}), which takes nothing from this policy")
     for line in open_ends(resolution.policy, str(locate().home)):
         say(f"stockade: note: {_trust_hint(line, resolution.project_file) if note else line}")
     print(policy_to_toml(resolution.policy), end="")

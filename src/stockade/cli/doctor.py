@@ -26,11 +26,30 @@ def _checks() -> list:
                 "" if exists else "sandbox-exec ships with macOS; check that /usr/bin is intact",
             ),
             check_folders(),
+            *_baseline(),
             *_agent_hooks(),
         ]
     from stockade.bwrap.parts.probe import linux_checks
 
-    return linux_checks() + _agent_hooks()
+    return [*linux_checks(), *_baseline(), *_agent_hooks()]
+
+
+def _baseline() -> list:
+    """The administrator's baseline (profiles/baseline.py): whether there is one, and whether it reads."""
+    from stockade.bwrap.parts.probe import Check
+    from stockade.core.errors import PolicyError
+    from stockade.core.locations import locate
+    from stockade.profiles import baseline
+
+    locations = locate()
+    try:
+        found = baseline.load(os.environ, locations.state, Path.cwd(), locations.home)
+    except PolicyError as exc:
+        return [Check("system baseline", False, str(exc), "ask your administrator: no run starts until it reads")]
+    if found is None:
+        return [Check("system baseline", True, f"none ({baseline.SYSTEM_FILE} is not there): your own policies are the widest", required=False)]
+    required = "; required" if found.required else ""
+    return [Check("system baseline", True, f"{', '.join(found.files)}{required}: every policy is narrowed by it")]
 
 
 def _agent_hooks() -> list:

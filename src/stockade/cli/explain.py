@@ -19,7 +19,7 @@ from stockade.profiles.floor import floor_for, floor_summary
 from stockade.profiles.model import NetworkMode, Policy
 from stockade.profiles.openings import open_ends
 from stockade.profiles.paths import below_home
-from stockade.profiles.resolve import untrusted_note
+from stockade.profiles.resolve import baseline_note, untrusted_note
 from stockade.profiles.serialize import policy_to_dict
 from stockade.profiles.text import escaped_literal
 from stockade.profiles.units import format_duration, format_size
@@ -210,14 +210,17 @@ def explain(
     if as_json:
         data["trusted"] = resolution.trusted
         data["ignored"] = list(resolution.dropped)
+        data["baseline"] = {"files": list(resolution.baseline), "narrowed": list(resolution.bounded)}
         print(escaped_literal(json.dumps(data, indent=2, ensure_ascii=False)))
         return
     p = resolution.policy
     console = stdout()
     console.print(f"Policy: {p.origin}" + ("" if resolution.trusted else " (untrusted: narrowing only)"))
-    note = untrusted_note(resolution)
-    if note:
-        console.print(note, soft_wrap=True)  # one line: it ends with a command to paste
+    if resolution.baseline:
+        console.print(f"Within the system baseline: {', '.join(resolution.baseline)} (the administrator's; no policy widens it)", soft_wrap=True)
+    for note in (untrusted_note(resolution), baseline_note(resolution)):
+        if note:
+            console.print(note, soft_wrap=True)  # one line: it ends with a command to paste
     home = str(locate().home)
     for line in open_ends(p, home):
         console.print(f"Note: {line}")

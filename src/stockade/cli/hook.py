@@ -284,6 +284,12 @@ def main(argv: list[str]) -> int:
             raise HookError(f"the hook input is not JSON: {exc}") from None
         wrapper = Wrapper(stockade_executable(), sandbox_shell(), max_output, agent_session(payload))
         result = answer(agent, payload, wrapper)
+        if result and _wraps(result):
+            from stockade.profiles.baseline import problem
+
+            why = problem(os.environ, payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd())
+            if why:  # the administrator's baseline cannot be read: nothing runs, sandboxed or not
+                raise HookError(why)
         text = "" if result is None else _encoded(result)
     except HookError as error:
         return _blocked(agent, str(error))
@@ -291,6 +297,14 @@ def main(argv: list[str]) -> int:
         return _blocked(agent, f"the hook could not read this call ({type(error).__name__})")
     sys.stdout.write(text)
     return 0
+
+
+def _wraps(result: dict[str, Any]) -> bool:
+    """Whether the answer lets a sandboxed command run (rather than deny it, or leave the call alone)."""
+    specific = result.get("hookSpecificOutput")
+    if isinstance(specific, dict):
+        return "updatedInput" in specific or "tool_input" in specific  # claude and codex; gemini
+    return result.get("permission") == "allow"  # cursor
 
 
 def agent_session(payload: Any) -> str | None:

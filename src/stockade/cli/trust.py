@@ -52,8 +52,14 @@ def trust(
     from stockade.profiles.merge import compose
     from stockade.profiles.openings import open_ends
 
-    for line in open_ends(compose(layers, project_dir=target.parent, origin=str(target)), str(locations.home)):
+    composed = compose(layers, project_dir=target.parent, origin=str(target))
+    for line in open_ends(composed, str(locations.home)):
         print(f"stockade: note: {line}")
+    from stockade.profiles.resolve import Resolution, baseline_note, within_baseline
+
+    bound = within_baseline(Resolution(composed, project_file=target), locations, None)
+    if bound.baseline:
+        print(baseline_note(bound) or f"stockade: the system baseline ({', '.join(bound.baseline)}) still bounds it, and takes nothing from it")
 
 
 def trusted_credentials(layers: list[Layer]) -> list[str]:

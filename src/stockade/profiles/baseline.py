@@ -84,6 +84,21 @@ def load(env: Mapping[str, str], state: Path, project_dir: Path, home: Path) -> 
     return Baseline(tuple(layer.source for layer in layers), policy, said, required)
 
 
+def problem(env: Mapping[str, str], cwd: str) -> str | None:
+    """Why no run can start here under the baseline (for the agent hooks: they block the call with it
+    rather than wrap a command that cannot run), or None. Nothing is parsed where there is no baseline."""
+    from stockade.core.locations import locate
+
+    locations = locate(env)
+    if not (os.path.lexists(SYSTEM_FILE) or env.get(VARIABLE) or os.path.lexists(locations.state / REMEMBERED)):
+        return None
+    try:
+        load(env, locations.state, Path(cwd), locations.home)
+    except PolicyError as exc:
+        return str(exc)
+    return None
+
+
 def _check_remembered(state: Path, present: list[str]) -> None:
     for path in _remembered(state):
         if path not in present:
