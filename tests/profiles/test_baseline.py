@@ -279,3 +279,10 @@ def test_the_run_s_own_flags_and_an_mcp_server_s_policy_stay_within_it_too(proje
     assert control.policy.devices.gpu is True and not control.policy.checkpoints.stage
     mcp, _note = request_for(Invocation(["true"], str(project), env, profile="mcp", mcp="server", quiet=True))
     assert mcp.policy.checkpoints.stage and f"{baseline.SOURCE_PREFIX}{admin}" in mcp.policy.sources
+
+
+def test_the_baseline_s_collector_is_the_one_used(project: Path, locations: Locations, admin: Path) -> None:
+    write(admin, '[audit]\notlp = "https://otel.corp.example"\n')
+    write(locations.user_config_file, 'extends = ["default"]\n[audit]\notlp = "http://127.0.0.1:4318"\nlog = "/var/tmp/mine.jsonl"\n')
+    policy = resolve(project, locations, env=env_for(admin)).policy
+    assert policy.audit.otlp == "https://otel.corp.example" and policy.audit.log == "/var/tmp/mine.jsonl"  # log: not set by the baseline

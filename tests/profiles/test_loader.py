@@ -185,3 +185,26 @@ def test_devices_gpus_are_gpu_numbers(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="not a GPU number") as raised:
         load_file(bad, home=tmp_path)
     assert raised.value.line == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ('"http://collector:4318/"', None),
+        ('"https://otel.corp.example:443"', None),
+        ('"collector:4318"', "must be an http:// or https:// URL"),
+        ('"ftp://collector"', "must be an http:// or https:// URL"),
+        ('"http://user:pw@collector:4318"', "its token goes in OTEL_EXPORTER_OTLP_HEADERS"),
+        ('"http://collector:4318/?token=x"', "its token goes in OTEL_EXPORTER_OTLP_HEADERS"),
+        ('"http://collector:port"', "is not a URL"),
+        ("4318", "must be a URL string"),
+    ],
+)
+def test_audit_otlp_is_a_collector_s_base_url(tmp_path: Path, value: str, error: str | None) -> None:
+    text = f"[audit]\n\notlp = {value}\n"
+    if error is None:
+        assert parse_layer(text, "p.toml", base=tmp_path, home=tmp_path).values["audit"]["otlp"] == value.strip('"').rstrip("/")
+        return
+    with pytest.raises(PolicyError, match=error) as raised:
+        parse_layer(text, "p.toml", base=tmp_path, home=tmp_path)
+    assert raised.value.line == 3

@@ -334,3 +334,13 @@ def test_a_project_may_stage_its_runs_and_keep_every_change_for_review() -> None
     assert narrow(base, Policy(checkpoints=CheckpointRules(stage=True, accept="review")))[0].checkpoints.accept == "review"
     assert narrow(Policy(), Policy(checkpoints=CheckpointRules(stage=True)))[0].checkpoints.stage is True
     assert narrow(base, Policy())[0].checkpoints == base.checkpoints, "a project that says nothing changes nothing"
+
+
+def test_an_untrusted_project_cannot_send_your_records_to_a_collector_of_its_choosing() -> None:
+    base = Policy(audit=AuditRules(log="/me/audit.jsonl", otlp="https://otel.mine.example"))
+    project = Policy(audit=AuditRules(otlp="https://collector.attacker.example"))
+    effective, notes = narrow(base, project)
+    assert effective.audit.otlp == "https://otel.mine.example"
+    assert any("audit otlp https://collector.attacker.example" in note for note in notes)
+    same, quiet = narrow(base, Policy(audit=AuditRules(otlp="https://otel.mine.example")))
+    assert same.audit.otlp == "https://otel.mine.example" and quiet == []

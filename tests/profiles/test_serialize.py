@@ -61,7 +61,7 @@ def test_policy_to_dict() -> None:
     }
     assert data["env"] == {"deny": ["AWS_*"], "set": {"CI": "1", "LANG": "C.UTF-8"}, "pass": ["TERM"]}
     assert data["limits"] == {"memory": 4 << 30, "pids": 256, "wall_time": 1800.0, "file_size": 1536, "tmp_size": 512 << 20}
-    assert data["audit"] == {"log": "/home/ann/audit.jsonl"}
+    assert data["audit"] == {"log": "/home/ann/audit.jsonl", "otlp": None}
     assert json.loads(json.dumps(data)) == data  # plain data only
 
 

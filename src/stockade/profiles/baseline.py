@@ -123,11 +123,14 @@ def _remember(state: Path, paths: list[str]) -> None:
     known = _remembered(state)
     if all(path in known for path in paths):
         return
-    from stockade.checkpoints.store import write_atomic
-
+    text = "".join(f"{path}\n" for path in dict.fromkeys([*known, *paths]))
+    temporary = state / f"{REMEMBERED}.{os.getpid()}.tmp"
     try:
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomic(str(state / REMEMBERED), "".join(f"{path}\n" for path in dict.fromkeys([*known, *paths])).encode("utf-8"))
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, state / REMEMBERED)
     except OSError:
         pass  # it is remembered the next time the state folder can be written; the baseline applies now
 

@@ -418,6 +418,8 @@ class _Checker:
             if not isinstance(value, str):
                 raise ValueError(f"must be a path string, not {_type_name(value)}")
             return normalise_path(value, base=self.base, home=self.home, allow_glob=False)
+        if kind is Kind.URL:
+            return _collector_url(value)
         if kind is Kind.ENV_TABLE:
             if not isinstance(value, dict):
                 raise ValueError(f"must be a {kind.value}, not {_type_name(value)}")
@@ -430,6 +432,25 @@ class _Checker:
                     raise ValueError(f"value of {var} contains a NUL character")
             return dict(value)
         raise AssertionError(f"unhandled kind {kind}")
+
+
+def _collector_url(value: Any) -> str:
+    """An OpenTelemetry collector's OTLP/HTTP base URL: http or https, a host, no credentials in it
+    (headers come from OTEL_EXPORTER_OTLP_HEADERS), no query or fragment."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str):
+        raise ValueError(f"must be a URL string, not {_type_name(value)}")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f'{value!r} must be an http:// or https:// URL naming a host, such as "http://collector:4318"')
+    if parts.username or parts.password or parts.query or parts.fragment or any(c.isspace() or ord(c) < 0x20 for c in value):
+        raise ValueError(f"{value!r}: give the collector's base URL alone (its token goes in OTEL_EXPORTER_OTLP_HEADERS)")
+    return value.rstrip("/")
 
 
 def json_key(host: str) -> str:

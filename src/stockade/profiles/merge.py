@@ -83,7 +83,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
             passthrough=env.get("pass", ()),
         ),
         limits=Limits(**limits),
-        audit=AuditRules(log=audit.get("log")),
+        audit=AuditRules(log=audit.get("log"), otlp=audit.get("otlp")),
         checkpoints=CheckpointRules(**values.get("checkpoints", {})),
         devices=DeviceRules(**values.get("devices", {})),
         credentials=credentials,

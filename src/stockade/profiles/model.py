@@ -94,6 +94,7 @@ class DeviceRules:
 @dataclass(frozen=True)
 class AuditRules:
     log: str | None = None  # absolute path of the JSON-lines audit log
+    otlp: str | None = None  # an OpenTelemetry collector's OTLP/HTTP base URL every record is also sent to (proxy/daemon/otlp.py)
 
 
 @dataclass(frozen=True)

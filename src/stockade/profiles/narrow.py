@@ -20,6 +20,8 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
     notes: list[str] = []
     if project.audit.log and project.audit.log != base.audit.log:
         notes.append(f"audit log {project.audit.log}")
+    if project.audit.otlp and project.audit.otlp != base.audit.otlp:
+        notes.append(f"audit otlp {project.audit.otlp} (it would send your records where it chose)")
     fs = FilesystemRules(
         deny_read=_union(base.filesystem.deny_read, project.filesystem.deny_read),
         allow_write=_intersect_roots(base.filesystem.allow_write, project.filesystem.allow_write, notes),
@@ -284,7 +286,11 @@ def within_bound(bound: Policy, said: frozenset[str], policy: Policy) -> tuple[P
             network=_bound_network(bound.network, policy.network, said, notes),
             env=_bound_env(bound.env, policy.env, said, notes),
             limits=_narrow_limits(policy.limits, bound.limits),
-            audit=bound.audit if "audit.log" in said else policy.audit,
+            audit=replace(
+                policy.audit,
+                log=bound.audit.log if "audit.log" in said else policy.audit.log,
+                otlp=bound.audit.otlp if "audit.otlp" in said else policy.audit.otlp,
+            ),
             checkpoints=_bound_checkpoints(bound.checkpoints, policy.checkpoints, said, notes),
             devices=_bound_devices(bound.devices, policy.devices, said, notes),
         ),

@@ -21,6 +21,7 @@ class Kind(str, Enum):
     DURATION = 'duration such as "30m"'
     COUNT = "positive integer"
     PATH = "path"
+    URL = 'URL such as "http://collector:4318"'
     BOOL = "true or false"
     HTTP_TABLES = 'table of "HOST" = { allow = [...], deny = [...] } HTTP rules'
 
@@ -51,7 +52,7 @@ TABLES: dict[str, dict[str, Kind]] = {
         "file_size": Kind.SIZE,
         "tmp_size": Kind.SIZE,
     },
-    "audit": {"log": Kind.PATH},
+    "audit": {"log": Kind.PATH, "otlp": Kind.URL},
     "devices": {"gpu": Kind.BOOL, "gpus": Kind.GPU_NUMBERS},
     "checkpoints": {"enabled": Kind.BOOL, "max_size": Kind.SIZE, "max_age": Kind.DURATION, "stage": Kind.BOOL, "accept": Kind.ACCEPT},
 }

@@ -49,7 +49,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "file_size": limits.file_size,
             "tmp_size": limits.tmp_size,
         },
-        "audit": {"log": policy.audit.log},
+        "audit": {"log": policy.audit.log, "otlp": policy.audit.otlp},
         "checkpoints": {
             "enabled": policy.checkpoints.enabled,
             "max_size": policy.checkpoints.max_size,

@@ -166,6 +166,7 @@ class AuditWriter:
         self._size = 0
         self._link, self._link_at = ZERO, -1  # the last line this writer sealed, and where the file then ended
         self.head = ZERO  # the chain's head after this writer's last line (audit_chain.py)
+        self.tee: Callable[[bytes], None] | None = None  # also given each line once it is in the file (proxy/daemon/otlp.py)
         self._open()
 
     def _open(self) -> None:
@@ -254,6 +255,8 @@ class AuditWriter:
         self._size += len(data)
         self._link, self._link_at = link, start + len(data)
         self.head = link
+        if self.tee is not None:
+            self.tee(data)  # never raises (otlp.Export.send): the line is written whatever becomes of its copy
 
     def _rotate(self) -> None:
         """Shift the generations up one, dropping the oldest, and say so in the new file's first line."""

@@ -48,12 +48,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
+    from stockade.proxy.export_settings import ExportSettings
+
 MAX_LINE = 1 << 20  # a spec with thousands of rules still fits
 # 2: "listen"; 3: "open" (register and listen at once); 4: the spec's "http" rules; 5: its "credentials";
 # 6: its "approve", and "questions"/"answer" (an older daemon would ignore what it does not know, so it is replaced);
 # 7: its "forwards", each a listener more in "open"; 8: its "intercept", three sockets more (bwrap/parts/interception.py);
-# 9: "intercept" counts its sockets: IPv4's three and the log of refused packets, then IPv6's three
-PROTOCOL = 9
+# 9: "intercept" counts its sockets: IPv4's three and the log of refused packets, then IPv6's three;
+# 10: its "export" (the collector its records also go to: an older daemon would send them nowhere)
+PROTOCOL = 10
 PROXY_USER = "stockade"  # the Basic-auth user name; the password is the session token
 START_TIMEOUT = 30.0  # first start creates mitmproxy's private CA; later starts take well under a second
 TEST_UPSTREAM_CA_ENV = "STOCKADE_PROXY_TEST_UPSTREAM_CA"  # tests only: the one CA inspected origins are verified against
@@ -179,6 +182,7 @@ class SessionSpec:
     forwards: tuple[str, ...]
     intercept: int  # sockets more, one of INTERCEPTION_SOCKETS (0: none): the transparent listeners, DNS's, the packet log
     mcp: str  # the agent's MCP server the run is (`stockade run --mcp NAME`), named in each audit record; "" for any other run
+    export: ExportSettings | None  # the collector each audit record also goes to ([audit] otlp: proxy/export_settings.py)
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -197,11 +201,12 @@ class SessionSpec:
         forwards: tuple[str, ...] = (),
         intercept: int = 0,
         mcp: str = "",
+        export: ExportSettings | None = None,
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (
             session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve, tuple(forwards),
-            intercept, mcp,
+            intercept, mcp, export,
         )  # fmt: skip
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
@@ -226,6 +231,10 @@ class SessionSpec:
         # The push patterns only when there are some: a spec without them reads in a daemon that knows none.
         plain["http"] = [[host, list(allow), list(deny), *([list(push)] if push else [])] for host, allow, deny, push in self.http]
         plain["credentials"] = [credential.to_dict() for credential in self.credentials]
+        if self.export is None:
+            del plain["export"]  # a spec without export reads in a daemon that knows none
+        else:
+            plain["export"] = self.export.to_dict()
         return plain
 
     @classmethod
@@ -310,7 +319,16 @@ class SessionSpec:
             forwards=forwards(),
             intercept=interception(),
             mcp=server_name(),
+            export=_export(data.get("export")),
         )
+
+
+def _export(data: object) -> ExportSettings | None:
+    if data is None:
+        return None
+    from stockade.proxy.export_settings import ExportSettings
+
+    return ExportSettings.from_dict(data)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 class SessionEnd:
     """What a session's end tells the run (plain slots: this is on every networked run's path)."""
 
-    __slots__ = ("denials", "audit_error", "trouble", "refused", "always", "names")
+    __slots__ = ("denials", "audit_error", "trouble", "refused", "always", "names", "exported")
 
-    def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "") -> None:
+    def __init__(self, denials: list[dict[str, Any]], audit_error: str | None, trouble: str = "", refused: str = "", exported: str = "") -> None:
+        self.exported = exported  # one line: records the collector did not get ([audit] otlp; "" when none were lost)
         self.always: list[dict[str, Any]] = []  # hosts the user answered "always" for: the run writes them (proxy/client/asking.py)
         self.denials = denials  # dicts with host, port, rule, hint, count, origin
         self.audit_error = audit_error  # why the session's audit log could not be written, if it could not

@@ -79,7 +79,7 @@ class MacOSBackend:
             if not request.quiet:
                 for denial in ended.denials:
                     say(f"stockade: {api.describe_denial(denial, policy.origin)}")
-                for line in (ended.refused, ended.trouble):
+                for line in (ended.refused, ended.trouble, ended.exported):
                     if line:
                         say(f"stockade: {line}")
 

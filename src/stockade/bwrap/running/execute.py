@@ -833,7 +833,7 @@ def _execute(
     if not launch.quiet:
         unreachable = outcome.no_route > 0 and outcome.exit_code != 0  # a command that coped says nothing
         refused_locally = outcome.refused_locally if outcome.exit_code != 0 else 0
-        trouble = [line for line in (bridge.refused, bridge.trouble) if line] if bridge is not None else []
+        trouble = [line for line in (bridge.refused, bridge.trouble, bridge.exported) if line] if bridge is not None else []
         _summary(
             launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble, agent_session,
             refused_locally, bridge is not None and bridge.intercepted, (bridge.names, session) if bridge is not None and bridge.names else None,

@@ -40,7 +40,7 @@ class Bridge:
 
     __slots__ = (
         "session_id", "rules", "runtime", "state", "command", "cwd", "channel", "child_channel_fd", "handover", "denials", "trouble", "refused",
-        "credentials", "file_secrets", "approve", "always", "intercepted", "names",
+        "credentials", "file_secrets", "approve", "always", "intercepted", "names", "exported",
     )  # fmt: skip
 
     def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
@@ -62,6 +62,7 @@ class Bridge:
         self.always: list[dict[str, object]] = []  # hosts answered "always": written into the policy after the run
         self.intercepted = False  # the namespace sends every connection and DNS query to the filter (bwrap/parts/interception.py)
         self.names: tuple[int, int] | None = None  # names the sandbox's resolver answered and refused (proxy/summary.py)
+        self.exported = ""  # records the collector did not get ([audit] otlp), as a line
 
     def open(self) -> None:
         """Before bwrap starts: a connection to the daemon (a starting one will do), and the child's channel."""
@@ -103,3 +104,4 @@ class Bridge:
         self.handover = None
         self.denials, self.trouble, self.refused, self.always = ended.denials, ended.trouble, ended.refused, ended.always
         self.names = ended.names
+        self.exported = ended.exported

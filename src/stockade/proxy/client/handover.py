@@ -175,6 +175,8 @@ class Handover:
         always = reply.get("always")
         ended.always = [item for item in always if isinstance(item, dict)] if isinstance(always, list) else []
         ended.names = summary.names_of(reply.get("names"))
+        exported = reply.get("export_trouble")
+        ended.exported = exported if isinstance(exported, str) else ""
         return ended
 
     def close(self) -> None:
@@ -253,4 +255,14 @@ def spec_message(
         "credentials": [credential.to_dict() for credential in credentials],
         "approve": approve,
         "mcp": str(rules.get("mcp") or ""),
+        **_export(rules),
     }
+
+
+def _export(rules: dict[str, Any]) -> dict[str, Any]:
+    if not rules.get("otlp"):
+        return {}
+    from stockade.proxy.client.sessionclient import export_for
+
+    settings = export_for(rules)
+    return {} if settings is None else {"export": settings.to_dict()}

@@ -285,7 +285,9 @@ def _spawn(files: DaemonFiles, extra: list[str], passed: list[int], idle_timeout
         argv += ["--idle-timeout", str(int(float(idle)))]
     if resolver:
         argv += ["--test-resolver", str(resolver)]
-    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS and k != TEST_RESOLVER_ENV}
+    # OTEL_*: each run passes its own export settings (proxy/export_settings.py); the daemon, shared by every
+    # run, must not send with the first run's
+    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS and k != TEST_RESOLVER_ENV and not k.startswith("OTEL_")}
     log = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         for fd in passed:

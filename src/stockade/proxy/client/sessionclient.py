@@ -12,6 +12,8 @@ give a session its door.
 
 from __future__ import annotations
 
+import os
+
 from stockade.proxy import summary
 from stockade.proxy.client.launch import (
     HUNG_AFTER,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from stockade.core.locations import Locations
     from stockade.profiles.credentials import Resolved
     from stockade.profiles.model import Policy  # a cached run's network session never loads the policy model
+    from stockade.proxy.export_settings import ExportSettings
 
 _held: dict[str, _socket.socket] = {}  # session id -> the control connection that keeps it alive
 
@@ -65,6 +68,7 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
         "allow": list(policy.network.allow),
         "deny": list(policy.network.deny),
         "audit_path": policy.audit.log or str(locations.default_audit_log),
+        "otlp": policy.audit.otlp or "",  # the collector's URL alone: its headers are read when the run starts (spec_message)
         "origin": policy.origin,
         "http": [[host, list(allow), list(deny), *([list(push[host])] if host in push else [])] for host, allow, deny in policy.network.http],
         "credentials": [plan_entry(c.name, c.source, c.where, c.hosts, c.header, c.query, c.origin) for c in policy.credentials],
@@ -99,6 +103,7 @@ def open_session_with(
         http=tuple(rules.get("http", [])),
         credentials=tuple(SessionCredential(c.name, c.placeholder, c.value, tuple(c.hosts), c.header, c.query) for c in credentials or ()),
         approve=approve,
+        export=export_for(rules),
     )
     try:
         ensure_daemon(locations)
@@ -107,6 +112,16 @@ def open_session_with(
         raise
     except OSError as exc:
         raise ProxyDaemonError(f"cannot reach the network proxy daemon: {exc}; the run has no network, so it was not started") from None
+
+
+def export_for(rules: dict[str, Any]) -> ExportSettings | None:
+    """The run's export settings: the policy's collector, with this process's own OTEL variables
+    (the environment the user started `stockade run` from: proxy/export_settings.py)."""
+    if not rules.get("otlp"):
+        return None
+    from stockade.proxy.export_settings import settings_for
+
+    return settings_for(str(rules["otlp"]), os.environ)
 
 
 def register_session(locations: Locations, spec: SessionSpec) -> SessionTicket:
@@ -171,7 +186,7 @@ def close_session(locations: Locations, session_id: str) -> SessionEnd:
     except (OSError, ProxyDaemonError) as error:
         return SessionEnd([], None, summary.daemon_gone(error))
     if ended.audit_error:
-        return SessionEnd(ended.denials, ended.audit_error, summary.audit_failed(ended.audit_error), ended.refused)
+        return SessionEnd(ended.denials, ended.audit_error, summary.audit_failed(ended.audit_error), ended.refused, ended.exported)
     return ended
 
 
@@ -188,8 +203,12 @@ def finish_session(locations: Locations, session_id: str) -> SessionEnd:
     if not reply.get("ok"):
         raise ProxyDaemonError(f"the proxy daemon could not end session {session_id}: {reply.get('error')}")
     audit_error = reply.get("audit_error")
+    exported = reply.get("export_trouble")
     return SessionEnd(
-        list(reply.get("denials", [])), audit_error if isinstance(audit_error, str) else None, refused=summary.refused_line(reply.get("refused"))
+        list(reply.get("denials", [])),
+        audit_error if isinstance(audit_error, str) else None,
+        refused=summary.refused_line(reply.get("refused")),
+        exported=exported if isinstance(exported, str) else "",
     )
 
 

@@ -188,6 +188,8 @@ class ControlServer:
                 return {"ok": False, "error": f"unknown session {session_id!r}"}
             refused = self.doors.refused(session_id)
             reply = {"ok": True, "denials": ended.denial_summary(), "audit_error": ended.writer.broken, "refused": refused, "always": ended.always}
+            if ended.export is not None:
+                reply["export_trouble"] = ended.export_trouble()
             if ended.spec.intercept:  # what the sandbox's resolver answered and refused (inside_dns.py)
                 reply["names"] = {"answered": len(ended.names.by_name), "refused": ended.refused_names}
             return reply

@@ -34,6 +34,7 @@ from stockade.proxy.daemon import headlimit
 from stockade.proxy.daemon.accepting import raise_descriptor_limit
 from stockade.proxy.daemon.controlserver import ControlServer
 from stockade.proxy.daemon.doorkeeper import Doors
+from stockade.proxy.daemon.otlp import Exports
 from stockade.proxy.filter.approvals import Approvals
 from stockade.proxy.filter.auth import SessionAuth
 from stockade.proxy.filter.backstop import Backstop
@@ -60,7 +61,7 @@ class Filter:
     """
 
     def __init__(self, registry: Registry | None = None) -> None:
-        self.registry = registry if registry is not None else Registry()
+        self.registry = registry if registry is not None else Registry(exports=Exports())
         self.connections = Connections()
         self.lookup = Lookup()
         self.auth = SessionAuth(self.registry, self.connections)
@@ -181,6 +182,7 @@ class Daemon:
         self.control.close()
         self.doors.close_all()
         self._remove_files()
+        self.filter.registry.close_exports()  # what waits for a collector, for a moment (proxy/daemon/otlp.py)
 
     # -- idle exit -------------------------------------------------------------
 

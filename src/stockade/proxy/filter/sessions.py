@@ -81,6 +81,12 @@ class Session:
     open_flows: dict[int, Any] = field(default_factory=dict)  # allowed flows with a start record and no end yet (tracking.Tracked)
     names: Names = field(default_factory=Names)  # the addresses the sandbox's resolver gave out (inside_dns.py)
     refused_names: int = 0  # distinct names the sandbox's resolver refused (daemon/inside_dns.py)
+    export: Any = None  # the collector its records also go to (proxy/daemon/otlp.Export), and its counts when the session began
+    export_mark: tuple[int, int] = (0, 0)
+
+    def export_trouble(self) -> str:
+        """What of the session's records did not reach the collector, as a line, or ""."""
+        return self.export.trouble(self.export_mark) if self.export is not None else ""
 
     @property
     def stopped(self) -> str | None:
@@ -134,11 +140,12 @@ OVER_BUDGET = f"more denied destinations than the {MAX_COUNTED} counted one by o
 class Registry:
     """Token -> session, and session id -> session."""
 
-    def __init__(self, open_writer: Callable[[str], AuditWriter] = AuditWriter) -> None:
+    def __init__(self, open_writer: Callable[[str], AuditWriter] = AuditWriter, exports: Any = None) -> None:
         self._open_writer = open_writer
+        self._exports = exports  # proxy/daemon/otlp.Exports, the daemon's: a collector per settings
         self._by_digest: dict[bytes, Session] = {}
         self._by_id: dict[str, Session] = {}
-        self._writers: dict[str, AuditWriter] = {}
+        self._writers: dict[tuple[str, object], AuditWriter] = {}  # by (log, collector): two writers of one log keep one chain
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -152,12 +159,17 @@ class Registry:
             from stockade.proxy.filter.placeholders import secrets_of
 
             rules = dataclasses.replace(rules, secrets=secrets_of(spec.credentials))
-        writer = self._writers.get(spec.audit_path)
+        key = (spec.audit_path, spec.export)
+        writer = self._writers.get(key)
+        export = None
+        if spec.export is not None and self._exports is not None:
+            export = self._exports.get(spec.export)
         if writer is None or writer.broken:
             writer = self._open_writer(spec.audit_path)
-            self._writers[spec.audit_path] = writer
+            writer.tee = export.send if export is not None else None
+            self._writers[key] = writer
         token = secrets.token_urlsafe(32)
-        session = Session(spec, rules, writer)
+        session = Session(spec, rules, writer, export=export, export_mark=export.counts() if export is not None else (0, 0))
         self._by_digest[_digest(token)] = session
         self._by_id[spec.session_id] = session
         return token, session
@@ -187,8 +199,13 @@ class Registry:
         if not any(s.writer is session.writer for s in self._by_id.values()):
             # Not closed here: tunnels cut by the end still write their final record.
             # The file closes when the last of them lets go of the writer.
-            self._writers.pop(session.spec.audit_path, None)
+            self._writers.pop((session.spec.audit_path, session.spec.export), None)
         return session
+
+    def close_exports(self) -> None:
+        """Send what waits for each collector, briefly (the daemon is stopping)."""
+        if self._exports is not None:
+            self._exports.close()
 
 
 ENDED_WITH_RUN = "ended with the run"

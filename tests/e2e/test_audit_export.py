@@ -1,0 +1,70 @@
+"""The audit sent to an OpenTelemetry collector from a real daemon: the records of sandboxed requests
+arrive, chained as in the local log; a collector that is down changes nothing of the run but a line."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from stockade.proxy.audit import read_records
+from tests.e2e.netfixtures import NetWorld, one
+from tests.otlp_receiver import Receiver
+
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.network,
+    pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"),
+]
+
+
+@pytest.fixture(scope="module")
+def world(net_world: NetWorld) -> NetWorld:
+    return net_world
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+    yield found
+    found.stop()
+
+
+def _policy(w: NetWorld, tag: str, collector: str) -> str:
+    return w.policy(tag) + f'otlp = "{collector}"\n'
+
+
+def test_each_record_of_a_run_reaches_the_collector(world: NetWorld, receiver: Receiver) -> None:
+    w = world
+    script = 'curl -s -o /dev/null -w "ok=%{http_code}\\n" "http://allowed.test:$HP/one"; curl -s -o /dev/null -w "no=%{http_code}\\n" "http://denied.test:$DP/x"'
+    result = w.run(script, tag="otlp", policy=_policy(w, "otlp", receiver.url), env={"OTEL_EXPORTER_OTLP_HEADERS": "x-team=infra"})
+    assert (one(result, "ok"), one(result, "no")) == ("200", "403"), result
+    local = list(read_records(w.audit_path("otlp")))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len([r for r in receiver.records if r["attributes"].get("stockade.event") == "session-end"]) < 1:
+        time.sleep(0.1)
+    network = [r for r in receiver.records if r["event_name"] == "stockade.network"]
+    assert {r["attributes"]["server.address"] for r in network} >= {"allowed.test", "denied.test"}, receiver.records
+    denied = next(r for r in network if r["attributes"]["server.address"] == "denied.test")
+    assert denied["attributes"]["ocsf.disposition_id"] == 2 and denied["severity"] == "WARN"
+    chains = {r["attributes"].get("stockade.chain") for r in network}
+    assert {str(r["chain"]) for r in local} <= chains  # the same links as the local log: the collector holds the anchors
+    assert receiver.headers[0]["x-team"] == "infra"
+    assert "not reaching the collector" not in result.stderr
+
+
+def test_a_collector_that_is_down_costs_the_run_nothing_but_a_line(world: NetWorld, receiver: Receiver) -> None:
+    w = world
+    receiver.stop()
+    script = 'for i in 1 2 3; do curl -s -o /dev/null -w "ok=%{http_code}\\n" "http://allowed.test:$HP/d$i"; done; exit 7'
+    first = w.run(script, tag="otlp-down", policy=_policy(w, "otlp-down", receiver.url), env={"OTEL_EXPORTER_OTLP_TIMEOUT": "500"})
+    assert first.returncode == 7 and first.stdout.count("ok=200") == 3, first  # the command's own status, every request served
+    assert len([r for r in read_records(w.audit_path("otlp-down")) if r.get("path", "").startswith("/d")]) == 3
+    time.sleep(2.5)  # the exporter's batch is tried (and fails) after the first run
+    second = w.run(script, tag="otlp-down", policy=_policy(w, "otlp-down", receiver.url), env={"OTEL_EXPORTER_OTLP_TIMEOUT": "500"})
+    assert second.returncode == 7
+    assert len([r for r in read_records(w.audit_path("otlp-down")) if r.get("path", "").startswith("/d")]) == 6
+    said = [line for line in first.stderr.splitlines() + second.stderr.splitlines() if "not reaching the collector" in line]
+    assert said and "the local audit log has every one" in said[0], (first.stderr, second.stderr)
