@@ -220,7 +220,8 @@ def test_console_hook_names_stockade_and_bash_by_absolute_path(sandbox: None) ->
     assert result.returncode == 0, result.stderr
     command = json.loads(result.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
     session = json.loads((PAYLOADS / "claude_pretooluse_bash.json").read_text())["session_id"]
-    assert command.startswith(f"{STOCKADE} run --no-approve --agent-session {session} --max-output 1048576 -- /")
+    call = json.loads((PAYLOADS / "claude_pretooluse_bash.json").read_text())["tool_use_id"]
+    assert command.startswith(f"{STOCKADE} run --no-approve --agent-session {session} --tool-call {call} --max-output 1048576 -- /")
     assert os.path.isabs(command.split(" -- ", 1)[1].split(" ", 1)[0])
 
 
@@ -372,3 +373,30 @@ def test_an_agent_session_is_told_the_untrusted_policy_once(sandbox: None, world
         assert result.returncode == 0 and result.stdout == "ran\n", result
         said.append("is not trusted" in result.stderr)
     assert said == [True, False, True, True]  # a second command of s1 is not told again; another session and no session are
+
+
+@pytest.mark.parametrize(
+    ("payload", "call"),
+    [
+        ({"tool_use_id": "toolu_01QzV7nB3xkLwqR8yTgH2mFe"}, "toolu_01QzV7nB3xkLwqR8yTgH2mFe"),  # Claude Code, Codex
+        ({"generation_id": "gen-7f3a"}, "gen-7f3a"),  # Cursor
+        ({"timestamp": "2025-11-20T10:00:00.000Z"}, "2025-11-20T100000.000Z"),  # Gemini CLI: the call's time stands in
+        ({"tool_use_id": "$(rm -rf ~); x"}, "rm-rfx"),
+        ({"tool_use_id": 7}, None),
+        ({}, None),
+    ],
+)
+def test_the_tool_call_id_is_a_safe_name(payload: dict[str, object], call: str | None) -> None:
+    assert hook.tool_call(payload) == call
+
+
+def test_a_command_wrapped_for_another_tool_call_is_not_wrapped_again() -> None:
+    """An agent that runs the wrapped command it was given (Cursor) makes a new call: the command is
+    still recognised, whichever call it names, and one naming a call that is not a safe name is not."""
+    given = Wrapper("/opt/stockade/bin/stockade", "/bin/bash", agent_session="s1", tool_call="call-1").wrap("ls -la")
+    now = Wrapper("/opt/stockade/bin/stockade", "/bin/bash", agent_session="s1", tool_call="call-2")
+    assert now.unwrap(given) == "ls -la"
+    assert now.unwrap(Wrapper("/opt/stockade/bin/stockade", "/bin/bash", agent_session="s1").wrap("ls")) == "ls"
+    forged = given.replace("--tool-call call-1", "--tool-call 'x;y'")
+    assert now.unwrap(forged) is None
+    assert now.unwrap(given.replace("--agent-session s1", "--agent-session s2")) is None

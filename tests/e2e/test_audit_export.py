@@ -68,3 +68,24 @@ def test_a_collector_that_is_down_costs_the_run_nothing_but_a_line(world: NetWor
     assert len([r for r in read_records(w.audit_path("otlp-down")) if r.get("path", "").startswith("/d")]) == 6
     said = [line for line in first.stderr.splitlines() + second.stderr.splitlines() if "not reaching the collector" in line]
     assert said and "the local audit log has every one" in said[0], (first.stderr, second.stderr)
+
+
+def test_an_agent_s_tool_call_is_named_in_each_record_and_filters_the_audit(world: NetWorld) -> None:
+    import json
+    import subprocess
+    import sys
+
+    w = world
+    script = 'curl -s -o /dev/null -w "ok=%{http_code}\\n" "http://allowed.test:$HP/call"; curl -s -o /dev/null -w "no=%{http_code}\\n" "http://denied.test:$DP/c"'
+    ran = w.run(script, tag="calls", options=["--agent-session", "sess-9", "--tool-call", "toolu_01abc"])
+    other = w.run(script, tag="calls", options=["--tool-call", "toolu_02def"])
+    assert one(ran, "ok") == "200" and one(other, "no") == "403", (ran, other)
+    records = [r for r in read_records(w.audit_path("calls")) if r.get("path") in ("/call", "/c") or r.get("host") == "denied.test"]
+    mine = [r for r in records if r.get("tool_call") == "toolu_01abc"]
+    assert {r["host"] for r in mine} == {"allowed.test", "denied.test"} and all(r["agent_session"] == "sess-9" for r in mine)
+    shown = subprocess.run(
+        [sys.executable, "-m", "stockade.cli.main", "audit", "--json", "--log", str(w.audit_path("calls")), "--tool-call", "toolu_02def"],
+        capture_output=True, text=True, env={**w.box.env, **w.env}, timeout=60,
+    )  # fmt: skip
+    lines = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert lines and all(r["tool_call"] == "toolu_02def" and "agent_session" not in r for r in lines), shown

@@ -177,6 +177,7 @@ def run_launch(
         else:
             runtime, state = runtime_folder(invocation.env), state_folder(invocation.env)
         bridge = Bridge(invocation.session_id, launch.session_rules, runtime, state, tuple(launch.command), launch.cwd)
+        bridge.agent_session, bridge.tool_call = invocation.agent_session or "", invocation.tool_call or ""
         bridge.credentials = credentials if credentials is not None else _read_credentials(launch, invocation) or []
         bridge.approve = invocation.approve
         bridge.file_secrets = tools.credentials if tools is not None else []

@@ -38,6 +38,11 @@ def audit(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records.")] = False,
     log: Annotated[Path | None, typer.Option("--log", help="Audit log file (default: the policy's).")] = None,
     mcp: Annotated[str | None, typer.Option("--mcp", help="Only this MCP server's runs (`stockade run --mcp NAME`).", metavar="NAME")] = None,
+    tool_call: Annotated[
+        str | None, typer.Option("--tool-call", help="Only the run of this agent tool call (its id in the transcript).", metavar="ID")
+    ] = None,
+    agent_session: Annotated[str | None, typer.Option("--agent-session", help="Only the runs of this agent session.", metavar="ID")] = None,
+    pid: Annotated[int | None, typer.Option("--pid", help="Only what this process inside made, or those it started.", metavar="PID")] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Check that no line of the log (or an older file of it) was changed or removed.")] = False,
 ) -> None:
     from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
@@ -51,7 +56,9 @@ def audit(
         raise UsageError(f"no audit log at {log}; runs write to {locate().default_audit_log} unless [audit] log names another")
     if session is not None and not follow:
         session = _whole_session(path, session)
-    where = AuditFilter(session=session, denied_only=denied, host=host, since=since_time, mcp=mcp)
+    where = AuditFilter(
+        session=session, denied_only=denied, host=host, since=since_time, mcp=mcp, tool_call=tool_call, agent_session=agent_session, pid=pid
+    )
     records = follow_records(path, where) if follow else read_records(path, where)
     if as_json or follow:
         for record in records:

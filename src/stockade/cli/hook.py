@@ -70,11 +70,18 @@ class Wrapper:
     shell: str  # absolute path of the shell that runs the string inside the sandbox
     max_output: int | None = DEFAULT_MAX_OUTPUT
     agent_session: str | None = None  # the agent's session id (core/notices.py): its notices are said once
+    tool_call: str | None = None  # the agent's id of this tool call: every audit record of the run names it
 
-    def prefix(self) -> list[str]:
+    def _lead(self) -> list[str]:
         words = [self.stockade, "run", "--no-approve"]  # an agent cannot answer a held request: it gets the 403 at once
         if self.agent_session is not None:
             words += ["--agent-session", self.agent_session]
+        return words
+
+    def prefix(self) -> list[str]:
+        words = self._lead()
+        if self.tool_call is not None:
+            words += ["--tool-call", self.tool_call]
         if self.max_output is not None:
             words += ["--max-output", str(self.max_output)]
         return [*words, "--", self.shell, "-c", "--"]  # `--`: a string that starts with "-" is still the command
@@ -85,7 +92,17 @@ class Wrapper:
         return " ".join(quote(word) for word in [*self.prefix(), command])
 
     def unwrap(self, command: str) -> str | None:
-        """The inner string when `command` is byte for byte what `wrap` makes, else None."""
+        """The inner string when `command` is byte for byte what `wrap` makes, for this tool call or any
+        other (an agent that runs a wrapped command it was given makes a new call), else None."""
+        from dataclasses import replace
+
+        lead = " ".join(quote(word) for word in self._lead()) + " --tool-call "
+        call = command[len(lead) :].partition(" ")[0] if command.startswith(lead) else None
+        if call is not None and session_name(call) != call:
+            return None
+        return replace(self, tool_call=call)._unwrap_exactly(command)
+
+    def _unwrap_exactly(self, command: str) -> str | None:
         head = " ".join(quote(word) for word in self.prefix()) + " "
         if not command.startswith(head):
             return None
@@ -282,7 +299,7 @@ def main(argv: list[str]) -> int:
             payload = json.loads(data)
         except ValueError as exc:
             raise HookError(f"the hook input is not JSON: {exc}") from None
-        wrapper = Wrapper(stockade_executable(), sandbox_shell(), max_output, agent_session(payload))
+        wrapper = Wrapper(stockade_executable(), sandbox_shell(), max_output, agent_session(payload), tool_call(payload))
         result = answer(agent, payload, wrapper)
         if result and _wraps(result):
             from stockade.profiles.baseline import problem
@@ -299,6 +316,24 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def tool_call(payload: Any) -> str | None:
+    """The agent's id of this tool call, as a safe name: Claude Code and Codex send `tool_use_id`,
+    Cursor a `generation_id`; Gemini CLI sends none, and its call's `timestamp` stands in."""
+    if not isinstance(payload, dict):
+        return None
+    for key in ("tool_use_id", "tool_call_id", "generation_id", "timestamp"):
+        name = session_name(payload.get(key))
+        if name:
+            return name
+    return None
+
+
+def session_name(raw: object) -> str | None:
+    from stockade.core.notices import session_name as name
+
+    return name(raw)
+
+
 def _wraps(result: dict[str, Any]) -> bool:
     """Whether the answer lets a sandboxed command run (rather than deny it, or leave the call alone)."""
     specific = result.get("hookSpecificOutput")
@@ -312,8 +347,6 @@ def agent_session(payload: Any) -> str | None:
     `conversation_id`; as a safe file name (core/notices.py), or None."""
     if not isinstance(payload, dict):
         return None
-    from stockade.core.notices import session_name
-
     return session_name(payload.get("session_id")) or session_name(payload.get("conversation_id"))
 
 

@@ -77,6 +77,7 @@ def invocation_of(args: RunArgs) -> Invocation:
         want_findings=bool(args.ci or args.report),  # the report carries the sandbox's refusals
         approve=approve_seconds(args, os.environ),
         agent_session=session_name(args.agent_session),
+        tool_call=session_name(args.tool_call),
     )
 
 

@@ -96,6 +96,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "The agent session this command belongs to (the agent hook gives it): notices are said once per session.",
         "ID",
     ),
+    RunOption(
+        "tool_call",
+        ("--tool-call",),
+        True,
+        "The agent's tool call this command is (the agent hook gives it): every audit record of the run names it.",
+        "ID",
+    ),
 )
 
 BY_FLAG: dict[str, RunOption] = {flag: option for option in RUN_OPTIONS for flag in option.flags}
@@ -122,6 +129,7 @@ class RunArgs:
         self.gpu = False
         self.mcp: str | None = None
         self.agent_session: str | None = None
+        self.tool_call: str | None = None
         self.command: list[str] = []
 
 

@@ -27,7 +27,7 @@ class Invocation:
 
     __slots__ = (
         "command", "cwd", "env", "policy_file", "profile", "quiet", "verbose", "dry_run", "reuse_plans", "session_id", "trace",
-        "additions", "approve", "want_findings", "agent_session", "stage", "gpu", "mcp",
+        "additions", "approve", "want_findings", "agent_session", "stage", "gpu", "mcp", "tool_call",
     )  # fmt: skip
 
     def __init__(
@@ -51,6 +51,7 @@ class Invocation:
         stage: bool = False,
         gpu: bool = False,
         mcp: str | None = None,
+        tool_call: str | None = None,
     ) -> None:
         self.command = command
         self.cwd = cwd  # as the user's shell spells it (os.getcwd())
@@ -67,6 +68,7 @@ class Invocation:
         self.additions = additions
         self.approve = approve  # seconds a refused request waits for the user's answer (proxy/filter/approvals.py); 0: none
         self.agent_session = agent_session  # the agent session's id (core/notices.py): its notices are said once
+        self.tool_call = tool_call  # the agent's tool call this run is (the hook gives it): named in every audit record
         # the run's refusals as data in its result (RunResult.findings): stockade learn, --ci, --report
         self.want_findings = want_findings
         self.mcp = mcp  # --mcp NAME: the agent's MCP server this run is (cli/mcp_policy.py), named in the audit

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import unquote_plus
 
 from stockade.core.errors import StockadeError
@@ -59,6 +59,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # a bound on what one request can add to the log.
 FIELD_LIMITS = {"host": 300, "sni": 300, "method": 40, "path": 2048, "rule": 600, "error": 600, "hint": 400, "address": 64, "scheme": 16}
 COMMAND_LIMIT = 2048  # characters of the session's command, all words together
+OPTIONAL = ("mcp", "agent_session", "tool_call", "process")  # fields a line leaves out when they say nothing
 
 
 def _command_length(command: list[str]) -> int:
@@ -134,14 +135,21 @@ class AuditRecord:
     repeats: int = 0
     last_time: str | None = None
     mcp: str | None = None  # the agent's MCP server the run was (`stockade run --mcp NAME`); left out of the line when None
+    agent_session: str | None = None  # the agent session whose hook started the run; left out when None
+    tool_call: str | None = None  # the agent's tool call that was the run (its id in the agent's transcript); left out when None
+    process: dict[str, object] | None = None  # the process inside that made the connection, where the kernel told (daemon/attribution.py)
+
+    def who(self) -> dict[str, Any]:
+        """The fields that say whose record this is (SessionSpec.who), to make another like it."""
+        return {"session": self.session, "command": self.command, "mcp": self.mcp, "agent_session": self.agent_session, "tool_call": self.tool_call}
 
     def to_line(self) -> bytes:
         """One line of JSON, ASCII only, ending in exactly one newline, its fields cut to FIELD_LIMITS
         (a `truncated` list names the ones that were): a sandbox chooses its paths and host names,
         and must not grow the log by what it sends."""
         data = vars(self)  # not asdict: no deep copy
-        if data.get("mcp") is None:
-            data = {name: value for name, value in data.items() if name != "mcp"}
+        if any(data.get(name) is None for name in OPTIONAL):
+            data = {name: value for name, value in data.items() if name not in OPTIONAL or value is not None}
         cut = [name for name, limit in FIELD_LIMITS.items() if isinstance(data.get(name), str) and len(data[name]) > limit]
         if cut or _command_length(self.command) > COMMAND_LIMIT:
             data = {**data, **{name: data[name][: FIELD_LIMITS[name]] for name in cut}}
@@ -318,9 +326,18 @@ class AuditFilter:
     host: str | None = None  # a name, "*.suffix" or an address
     since: datetime | None = None
     mcp: str | None = None  # only this MCP server's runs
+    tool_call: str | None = None  # only the run of this agent tool call
+    agent_session: str | None = None  # only the runs of this agent session
+    pid: int | None = None  # only what this process inside made (its pid in the sandbox)
 
     def matches(self, record: dict[str, object]) -> bool:
         if self.mcp is not None and record.get("mcp") != self.mcp:
+            return False
+        if self.tool_call is not None and record.get("tool_call") != self.tool_call:
+            return False
+        if self.agent_session is not None and record.get("agent_session") != self.agent_session:
+            return False
+        if self.pid is not None and not _made_by(record, self.pid):
             return False
         if self.session is not None and not str(record.get("session", "")).startswith(self.session):
             return False  # a unique start of the id, as the table shows it (cli/audit_cmd.py)
@@ -495,6 +512,15 @@ def _parse(line: bytes) -> dict[str, object] | None:
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
+
+
+def _made_by(record: dict[str, object], pid: int) -> bool:
+    """Whether the process inside with this pid made the record's connection, or started the one that did."""
+    process = record.get("process")
+    if not isinstance(process, dict):
+        return False
+    chain = process.get("parents")
+    return process.get("pid") == pid or (isinstance(chain, list) and any(isinstance(p, dict) and p.get("pid") == pid for p in chain))
 
 
 def _host_matches(pattern: str, host: str) -> bool:

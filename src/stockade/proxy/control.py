@@ -183,6 +183,8 @@ class SessionSpec:
     intercept: int  # sockets more, one of INTERCEPTION_SOCKETS (0: none): the transparent listeners, DNS's, the packet log
     mcp: str  # the agent's MCP server the run is (`stockade run --mcp NAME`), named in each audit record; "" for any other run
     export: ExportSettings | None  # the collector each audit record also goes to ([audit] otlp: proxy/export_settings.py)
+    agent_session: str  # the agent's session id, for a run an agent's hook started (cli/hook.py); "" for any other run
+    tool_call: str  # the agent's tool call that is this run (its id in the agent's transcript); ""
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -202,11 +204,13 @@ class SessionSpec:
         intercept: int = 0,
         mcp: str = "",
         export: ExportSettings | None = None,
+        agent_session: str = "",
+        tool_call: str = "",
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (
             session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve, tuple(forwards),
-            intercept, mcp, export,
+            intercept, mcp, export, agent_session, tool_call,
         )  # fmt: skip
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
@@ -225,6 +229,13 @@ class SessionSpec:
 
     def __repr__(self) -> str:
         return "SessionSpec(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
+
+    def who(self) -> dict[str, Any]:
+        """The fields every audit record of this session carries: the run, and what started it."""
+        return {
+            "session": self.session_id, "command": list(self.command), "mcp": self.mcp or None,
+            "agent_session": self.agent_session or None, "tool_call": self.tool_call or None,
+        }  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         plain = {name: list(value) if isinstance(value, tuple | list) else value for name, value in zip(self.__slots__, self._values(), strict=True)}
@@ -291,6 +302,12 @@ class SessionSpec:
                 raise ValueError("spec.credentials: names and placeholders must differ")
             return found
 
+        def marker(name: str) -> str:
+            value = text(name, required=False)
+            if len(value) > 128 or not all(c.isalnum() or c in "._-:" for c in value):
+                raise ValueError(f"spec.{name} must be an agent's id (letters, digits, '.', '_', '-', ':'; at most 128)")
+            return value
+
         def server_name() -> str:
             value = text("mcp", required=False)
             if len(value) > 100 or not all(c.isalnum() or c in "._-" for c in value):
@@ -320,6 +337,8 @@ class SessionSpec:
             intercept=interception(),
             mcp=server_name(),
             export=_export(data.get("export")),
+            agent_session=marker("agent_session"),
+            tool_call=marker("tool_call"),
         )
 
 

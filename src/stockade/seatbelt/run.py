@@ -54,7 +54,8 @@ class MacOSBackend:
 
         session, policy = invocation.session_id, request.policy
         credentials = read_all(policy.credentials, request.host_env)
-        ticket = api.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials, invocation.approve)
+        who = (invocation.agent_session or "", invocation.tool_call or "")
+        ticket = api.open_session(request.locations, session, list(request.command), str(request.cwd), policy, credentials, invocation.approve, who)
         planner: SeatbeltPlanner | None = None
         asker = _asker(request.locations, session, invocation.approve)
         try:

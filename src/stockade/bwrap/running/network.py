@@ -40,7 +40,7 @@ class Bridge:
 
     __slots__ = (
         "session_id", "rules", "runtime", "state", "command", "cwd", "channel", "child_channel_fd", "handover", "denials", "trouble", "refused",
-        "credentials", "file_secrets", "approve", "always", "intercepted", "names", "exported",
+        "credentials", "file_secrets", "approve", "always", "intercepted", "names", "exported", "agent_session", "tool_call",
     )  # fmt: skip
 
     def __init__(self, session_id: str, rules: dict[str, object], runtime: str, state: str, command: tuple[str, ...], cwd: str) -> None:
@@ -63,6 +63,8 @@ class Bridge:
         self.intercepted = False  # the namespace sends every connection and DNS query to the filter (bwrap/parts/interception.py)
         self.names: tuple[int, int] | None = None  # names the sandbox's resolver answered and refused (proxy/summary.py)
         self.exported = ""  # records the collector did not get ([audit] otlp), as a line
+        self.agent_session = ""  # the agent session and tool call that started the run (cli/hook.py): in every audit record
+        self.tool_call = ""
 
     def open(self) -> None:
         """Before bwrap starts: a connection to the daemon (a starting one will do), and the child's channel."""
@@ -71,6 +73,8 @@ class Bridge:
 
         spec = spec_message(self.session_id, list(self.command), self.cwd, self.rules, [*self.credentials, *self.file_secrets], self.approve)
         spec["forwards"] = [entry for entry, _address, _port in self.listens()]  # the door of each listener after the proxy's
+        if self.agent_session or self.tool_call:
+            spec.update(agent_session=self.agent_session, tool_call=self.tool_call)
         self.handover = Handover(DaemonFiles(self.runtime, self.state), spec)
         self.handover.reach()
         parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)

@@ -68,25 +68,27 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
         "allow": list(policy.network.allow),
         "deny": list(policy.network.deny),
         "audit_path": policy.audit.log or str(locations.default_audit_log),
-        "otlp": policy.audit.otlp or "",  # the collector's URL alone: its headers are read when the run starts (spec_message)
         "origin": policy.origin,
         "http": [[host, list(allow), list(deny), *([list(push[host])] if host in push else [])] for host, allow, deny in policy.network.http],
         "credentials": [plan_entry(c.name, c.source, c.where, c.hosts, c.header, c.query, c.origin) for c in policy.credentials],
+        # the collector's URL alone: its headers are read when the run starts (export_for)
+        **({"otlp": policy.audit.otlp} if policy.audit.otlp else {}),
     }
 
 
 def open_session(
     locations: Locations, session_id: str, command: list[str], cwd: str, policy: Policy, credentials: list[Resolved] | None = None,
-    approve: int = 0,
+    approve: int = 0, who: tuple[str, str] = ("", ""),
 ) -> SessionTicket:  # fmt: skip
     """Start (or reuse) the daemon and register one run's network rules and its credentials, read
-    (proxy/client/credentials.py), and how long a refused request waits for an answer; fails closed with exit 125."""
-    return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations), credentials, approve)
+    (proxy/client/credentials.py), how long a refused request waits for an answer, and the agent session
+    and tool call that started the run (`who`); fails closed with exit 125."""
+    return open_session_with(locations, session_id, command, cwd, session_rules(policy, locations), credentials, approve, who)
 
 
 def open_session_with(
     locations: Locations, session_id: str, command: list[str], cwd: str, rules: dict[str, Any], credentials: list[Resolved] | None = None,
-    approve: int = 0,
+    approve: int = 0, who: tuple[str, str] = ("", ""),
 ) -> SessionTicket:  # fmt: skip
     """open_session from `session_rules` already taken from the policy, with the run's credentials read."""
     from stockade.proxy.control import SessionCredential
@@ -104,6 +106,8 @@ def open_session_with(
         credentials=tuple(SessionCredential(c.name, c.placeholder, c.value, tuple(c.hosts), c.header, c.query) for c in credentials or ()),
         approve=approve,
         export=export_for(rules),
+        agent_session=who[0],
+        tool_call=who[1],
     )
     try:
         ensure_daemon(locations)

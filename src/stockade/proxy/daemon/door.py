@@ -173,7 +173,7 @@ class Door:
             spec = self.session.spec
             with contextlib.suppress(AuditError):
                 self.session.writer.write(AuditRecord(
-                    session=spec.session_id, command=spec.command, mcp=spec.mcp or None, scheme="connect", host=address, port=port, decision="deny",
+                    **spec.who(), scheme="connect", host=address, port=port, decision="deny",
                     rule="an address of the sandbox's resolver that it never gave out",
                 ))  # fmt: skip
             return None

@@ -143,7 +143,7 @@ def audit_refusals(door: Door) -> None:
     """One record for every connection the session's budget refused (count in `repeats`)."""
     session = door.session
     record = AuditRecord(
-        session=session.spec.session_id, command=session.spec.command, mcp=session.spec.mcp or None, scheme="connect", host="*", port=0,
+        **session.spec.who(), scheme="connect", host="*", port=0,
         decision="deny", rule=door.refusal, time=door.first_refused, repeats=door.refused, last_time=door.last_refused,
     )  # fmt: skip
     try:

@@ -266,7 +266,7 @@ class Resolver:
         tally.counts[key] = 0
         spec = self.session.spec
         record = AuditRecord(
-            session=spec.session_id, command=spec.command, mcp=spec.mcp or None, scheme="dns", host=name, port=53, decision=decision,
+            **spec.who(), scheme="dns", host=name, port=53, decision=decision,
             rule=f"{kind}: {rule}", hint=hint or None,
         )  # fmt: skip
         tally.first[key] = record
@@ -278,19 +278,19 @@ class Resolver:
             if more:
                 first = self.tally.first[key]
                 self._write(AuditRecord(
-                    session=first.session, command=first.command, mcp=first.mcp, scheme="dns", host=first.host, port=53, decision=first.decision,
+                    **first.who(), scheme="dns", host=first.host, port=53, decision=first.decision,
                     rule=first.rule, time=first.time, hint=first.hint, repeats=more, last_time=ended,
                 ))  # fmt: skip
         spec = self.session.spec
         for decision, count in sorted(self.tally.unrecorded.items()):
             answered = "answered" if decision == "allow" else "refused"
             self._write(AuditRecord(
-                session=spec.session_id, command=spec.command, mcp=spec.mcp or None, scheme="dns", host="*", port=53, decision=decision,
+                **spec.who(), scheme="dns", host="*", port=53, decision=decision,
                 rule=f"{count} more queries {answered}, past the first {MAX_RECORDED} distinct ones (not recorded one by one)",
             ))  # fmt: skip
         if self.tally.dropped:
             self._write(AuditRecord(
-                session=spec.session_id, command=spec.command, mcp=spec.mcp or None, scheme="dns", host="*", port=53, decision="deny",
+                **spec.who(), scheme="dns", host="*", port=53, decision="deny",
                 rule=f"{self.tally.dropped} queries dropped: more than {QUERY_RATE:g} a second past a burst of {QUERY_BURST}",
             ))  # fmt: skip
 

@@ -191,9 +191,7 @@ class PacketLog:
         rule = REFUSED.get(kind) or f"IP protocol {kind.removeprefix('ip ')} {ONLY_TCP}"
         scheme = kind if kind in REFUSED else "ip"
         spec = self.session.spec
-        record = AuditRecord(
-            session=spec.session_id, command=spec.command, mcp=spec.mcp or None, scheme=scheme, host=host, port=port, decision="deny", rule=rule
-        )
+        record = AuditRecord(**spec.who(), scheme=scheme, host=host, port=port, decision="deny", rule=rule)
         self.first[key] = record
         self._write(record)
         self.session.note_denial(host, port, Decision(False, rule, "", host))
@@ -204,19 +202,19 @@ class PacketLog:
             if more:
                 first = self.first[key]
                 self._write(AuditRecord(
-                    session=first.session, command=first.command, mcp=first.mcp, scheme=first.scheme, host=first.host, port=first.port,
+                    **first.who(), scheme=first.scheme, host=first.host, port=first.port,
                     decision="deny", rule=first.rule, time=first.time, repeats=more, last_time=ended,
                 ))  # fmt: skip
         spec = self.session.spec
         if self.unrecorded or self.lost:
             self._write(AuditRecord(
-                session=spec.session_id, command=spec.command, mcp=spec.mcp or None, scheme="ip", host="*", port=0, decision="deny",
+                **spec.who(), scheme="ip", host="*", port=0, decision="deny",
                 rule=f"{self.unrecorded} more refused packets past the first {MAX_RECORDED} destinations, and {self.lost} "
                 f"reads of them the kernel could not queue (not recorded one by one)",
             ))  # fmt: skip
         if self.limited:
             self._write(AuditRecord(
-                session=spec.session_id, command=spec.command, mcp=spec.mcp or None, scheme="ip", host="*", port=0, decision="deny",
+                **spec.who(), scheme="ip", host="*", port=0, decision="deny",
                 rule=f"refused packets came at {LOG_RATE} a second or more: past that rate they were refused unrecorded",
             ))  # fmt: skip
 

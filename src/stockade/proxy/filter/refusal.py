@@ -30,9 +30,7 @@ def track(flow: http.HTTPFlow, session: Session, decision: Decision, *, scheme: 
     """Start the flow's audit record (kept in `flow.metadata[META]`) for `decision`."""
     request = flow.request
     record = AuditRecord(
-        session=session.spec.session_id,
-        command=list(session.spec.command),
-        mcp=session.spec.mcp or None,
+        **session.spec.who(),
         scheme=scheme,
         host=decision.host or shown_host(request.host),
         port=request.port,
