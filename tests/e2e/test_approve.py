@@ -249,3 +249,21 @@ def test_a_client_that_ignores_the_proxy_is_asked_about_as_well(world: SimpleNam
     assert out.count(QUESTION.decode()) == 1 and "status=200" in out, out
     code, out = at_terminal(world, folder, script, ["n"])
     assert out.count(QUESTION.decode()) == 1 and "status=200" not in out, out
+
+
+def test_a_host_the_system_baseline_does_not_allow_is_never_asked(world: SimpleNamespace) -> None:
+    """An approval is a widening like any other: it stays within the administrator's baseline."""
+    baseline = world.root / "system-baseline.toml"
+    baseline.write_text('[network]\nallow = ["pypi.org"]\n')
+    folder = project(world, "baseline")
+    saved = dict(world.box.env)
+    world.box.env["STOCKADE_SYSTEM_POLICY"] = str(baseline)
+    try:
+        code, out = at_terminal(world, folder, curl(world, 2), ["a", "a"])
+    finally:
+        world.box.env.clear()
+        world.box.env.update(saved)
+    assert QUESTION.decode() not in out and out.count("status=403") == 2, out
+    assert 'allow = ["pypi.org"]' in (folder / ".stockade.toml").read_text() and HOST not in (folder / ".stockade.toml").read_text()
+    code, out = at_terminal(world, folder, curl(world), ["r"])  # the control: without the baseline it is asked, and let through
+    assert QUESTION.decode() in out and "status=200" in out, out

@@ -286,3 +286,22 @@ def test_the_baseline_s_collector_is_the_one_used(project: Path, locations: Loca
     write(locations.user_config_file, 'extends = ["default"]\n[audit]\notlp = "http://127.0.0.1:4318"\nlog = "/var/tmp/mine.jsonl"\n')
     policy = resolve(project, locations, env=env_for(admin)).policy
     assert policy.audit.otlp == "https://otel.corp.example" and policy.audit.log == "/var/tmp/mine.jsonl"  # log: not set by the baseline
+
+
+def test_a_pass_of_your_own_never_lets_through_a_name_the_baseline_denies(project: Path, locations: Locations, admin: Path) -> None:
+    write(admin, '[env]\ndeny = ["CORP_*"]\n')
+    write(locations.user_config_file, 'extends = ["default"]\n[env]\npass = ["CORP_TOKEN", "TERM", "EDITOR"]\n')
+    result = resolve(project, locations, env=env_for(admin))
+    assert "CORP_TOKEN" not in result.policy.env.passthrough and {"TERM", "EDITOR"} <= set(result.policy.env.passthrough)
+    assert any("env pass CORP_TOKEN" in note for note in result.bounded)
+    write(admin, '[env]\ndeny = ["CORP_*"]\npass = ["CORP_TOKEN", "TERM", "EDITOR"]\n')  # the baseline may pass it itself
+    assert "CORP_TOKEN" in resolve(project, locations, env=env_for(admin)).policy.env.passthrough
+
+
+def test_a_baseline_with_no_network_closes_the_host_s_sockets_too(project: Path, locations: Locations, admin: Path) -> None:
+    write(admin, '[network]\nmode = "none"\n')
+    write(locations.user_config_file, 'extends = ["default"]\n[network]\nmode = "open"\nunix_sockets = ["/run/docker.sock"]\nunix_datagram = true\n')
+    network = resolve(project, locations, env=env_for(admin)).policy.network
+    assert network.mode is NetworkMode.NONE and network.unix_sockets == () and network.unix_datagram is False and network.ceiling == ()
+    write(admin, '[network]\nmode = "none"\nunix_sockets = ["/run/docker.sock"]\n')  # unless it lists some itself
+    assert resolve(project, locations, env=env_for(admin)).policy.network.unix_sockets == ("/run/docker.sock",)

@@ -36,3 +36,9 @@ def test_bad_durations(text: str | float) -> None:
 def test_round_trip_formatting() -> None:
     assert format_size(4 << 30) == "4G" and format_size(1000) == "1000"
     assert format_duration(1800) == "30m" and format_duration(0.5) == "500ms" and format_duration(90) == "90s"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 0.0, -1, 1e300, "100000000000d"])
+def test_a_duration_is_a_finite_positive_number(value: float | str) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        parse_duration(value)

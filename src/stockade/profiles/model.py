@@ -51,6 +51,9 @@ class NetworkRules:
     # push = [...] of those tables: (host rule, ref patterns), canonical (profiles/gitrefs.py), sorted by host; a
     # `git-receive-pack` request to a host with HTTP rules is refused unless its tables' patterns cover every ref.
     push: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The widest allow list a host approved while the command waits may come under (proxy/filter/approvals.py):
+    # the administrator's baseline's (profiles/baseline.py); None where nothing bounds the approvals.
+    ceiling: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -301,12 +301,19 @@ def within_bound(bound: Policy, said: frozenset[str], policy: Policy) -> tuple[P
 def _bound_network(cap: NetworkRules, net: NetworkRules, said: frozenset[str], notes: list[str]) -> NetworkRules:
     out = replace(net, deny=_union(net.deny, cap.deny))
     if "network.mode" in said or "network.allow" in said:
+        if cap.mode is not NetworkMode.OPEN:  # an approval never reaches past the baseline's list (none: nothing at all)
+            ceiling = cap.allow if cap.mode is NetworkMode.ALLOWLIST else ()
+            if net.ceiling is not None:
+                ceiling = tuple(rule for rule in ceiling if rule in net.ceiling)
+            out = replace(out, ceiling=ceiling)
         reach = _narrow_network(
             replace(cap, unix_sockets=net.unix_sockets, unix_datagram=net.unix_datagram, http=(), push=()), replace(net, http=(), push=()), notes
         )
         out = replace(out, mode=reach.mode, allow=reach.allow)
         if reach.mode is NetworkMode.NONE:
             out = replace(out, allow=())
+    if cap.mode is NetworkMode.NONE and "network.mode" in said and "network.unix_sockets" not in said:
+        said = said | {"network.unix_sockets", "network.unix_datagram"}  # no network: the host's sockets are network too
     if "network.unix_sockets" in said:
         notes += [f"unix_sockets {sock}" for sock in net.unix_sockets if sock not in cap.unix_sockets]
         out = replace(out, unix_sockets=tuple(sock for sock in net.unix_sockets if sock in cap.unix_sockets))
@@ -319,10 +326,16 @@ def _bound_network(cap: NetworkRules, net: NetworkRules, said: frozenset[str], n
 
 
 def _bound_env(cap: EnvRules, env: EnvRules, said: frozenset[str], notes: list[str]) -> EnvRules:
+    from stockade.profiles.envfilter import matches
+
     passthrough = env.passthrough
     if "env.pass" in said:
         notes += [f"env pass {name}" for name in env.passthrough if name not in cap.passthrough]
         passthrough = tuple(name for name in env.passthrough if name in cap.passthrough)
+    if cap.deny:  # a `pass` lets a name through a deny pattern: never through the baseline's, unless it passes the name itself
+        held = [name for name in passthrough if matches(name, cap.deny) and name not in cap.passthrough]
+        notes += [f"env pass {name} (the baseline denies it)" for name in held]
+        passthrough = tuple(name for name in passthrough if name not in held)
     values = dict(env.set)
     values.update(cap.set)  # the baseline's values are the ones set
     return EnvRules(deny=tuple(dict.fromkeys((*env.deny, *cap.deny))), set=tuple(sorted(values.items())), passthrough=passthrough)

@@ -29,13 +29,16 @@ def parse_size(value: int | str) -> int:
     return int(number)
 
 
+MAX_DURATION = 100 * 365 * 86400.0  # a century: longer ones overflow the clock's arithmetic, and mean "no limit"
+
+
 def parse_duration(value: int | float | str) -> float:
-    """Seconds from a number or a string like "30m", "1h30m", "500ms"."""
+    """Seconds from a number or a string like "30m", "1h30m", "500ms"; positive and at most MAX_DURATION."""
     if isinstance(value, bool):
         raise ValueError('expected a duration such as "30m" or "10s"')
     if isinstance(value, (int, float)):
-        if value <= 0:
-            raise ValueError("a duration must be positive")
+        if not 0 < value <= MAX_DURATION:  # NaN compares false with everything: caught here too
+            raise ValueError(f"a duration must be a positive number of seconds up to a century, not {value!r}")
         return float(value)
     import re
 
@@ -44,8 +47,8 @@ def parse_duration(value: int | float | str) -> float:
     if not text or "".join(n + u for n, u in parts).lower() != text.lower():
         raise ValueError(f'bad duration {value!r}: write e.g. "30m", "90s" or "1h30m"')
     seconds = sum(float(n) * _DURATION_UNITS[u.lower()] for n, u in parts)
-    if seconds <= 0:
-        raise ValueError(f"bad duration {value!r}: it must be positive")
+    if not 0 < seconds <= MAX_DURATION:
+        raise ValueError(f"bad duration {value!r}: it must be positive and at most a century (leave the key out for no limit)")
     return seconds
 
 

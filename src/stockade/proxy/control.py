@@ -185,6 +185,8 @@ class SessionSpec:
     export: ExportSettings | None  # the collector each audit record also goes to ([audit] otlp: proxy/export_settings.py)
     agent_session: str  # the agent's session id, for a run an agent's hook started (cli/hook.py); "" for any other run
     tool_call: str  # the agent's tool call that is this run (its id in the agent's transcript); ""
+    # the widest allow rules a host the user approves may come under (the administrator's baseline); None: unbounded
+    ceiling: tuple[str, ...] | None
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -206,11 +208,12 @@ class SessionSpec:
         export: ExportSettings | None = None,
         agent_session: str = "",
         tool_call: str = "",
+        ceiling: tuple[str, ...] | None = None,
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (
             session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve, tuple(forwards),
-            intercept, mcp, export, agent_session, tool_call,
+            intercept, mcp, export, agent_session, tool_call, ceiling,
         )  # fmt: skip
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
@@ -246,6 +249,8 @@ class SessionSpec:
             del plain["export"]  # a spec without export reads in a daemon that knows none
         else:
             plain["export"] = self.export.to_dict()
+        if self.ceiling is None:
+            del plain["ceiling"]
         return plain
 
     @classmethod
@@ -339,6 +344,7 @@ class SessionSpec:
             export=_export(data.get("export")),
             agent_session=marker("agent_session"),
             tool_call=marker("tool_call"),
+            ceiling=tuple(strings("ceiling")) if data.get("ceiling") is not None else None,
         )
 
 

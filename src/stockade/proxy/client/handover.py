@@ -256,6 +256,7 @@ def spec_message(
         "approve": approve,
         "mcp": str(rules.get("mcp") or ""),
         **_export(rules),
+        **({"ceiling": list(rules["ceiling"])} if "ceiling" in rules else {}),
     }
 
 

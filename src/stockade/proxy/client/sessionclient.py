@@ -73,6 +73,8 @@ def session_rules(policy: Policy, locations: Locations) -> dict[str, Any]:
         "credentials": [plan_entry(c.name, c.source, c.where, c.hosts, c.header, c.query, c.origin) for c in policy.credentials],
         # the collector's URL alone: its headers are read when the run starts (export_for)
         **({"otlp": policy.audit.otlp} if policy.audit.otlp else {}),
+        # the baseline's allow list: no host past it is approved while the command waits
+        **({"ceiling": list(policy.network.ceiling)} if policy.network.ceiling is not None else {}),
     }
 
 
@@ -108,6 +110,7 @@ def open_session_with(
         export=export_for(rules),
         agent_session=who[0],
         tool_call=who[1],
+        ceiling=tuple(rules["ceiling"]) if "ceiling" in rules else None,
     )
     try:
         ensure_daemon(locations)

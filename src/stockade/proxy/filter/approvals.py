@@ -88,6 +88,8 @@ class Approvals:
         seconds = min(max(int(getattr(session.spec, "approve", 0) or 0), 0), MAX_SECONDS)
         if rule is None or not seconds or session.ended or inside(host, own):
             return decision
+        if not _under_ceiling(rule, session.spec.ceiling):  # the administrator's baseline does not allow it: never asked
+            return Decision(False, f"{decision.rule}; the system baseline does not allow it", "", decision.host)
         if rule in session.declined:
             return Decision(False, f"{decision.rule}; you declined it", decision.hint, decision.host)
         while True:
@@ -184,3 +186,11 @@ class Approvals:
         if self._news is not None:
             self._news.set()
         self._news = asyncio.Event()
+
+
+def _under_ceiling(rule: str, ceiling: tuple[str, ...] | None) -> bool:
+    """Whether an approval of `rule` stays within the baseline's allow list (None: nothing bounds it)."""
+    if ceiling is None:
+        return True
+    wanted = parse_rule(rule)
+    return any(parse_rule(bound).covers(wanted) for bound in ceiling)
