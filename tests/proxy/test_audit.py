@@ -301,12 +301,13 @@ def test_a_torn_last_line_is_fenced_and_skipped(tmp_path: Path) -> None:
     writer.write(record(host="b.test"))
     writer.close()
     lines = path.read_bytes().split(b"\n")
-    assert lines[0] == whole[:-1] and lines[-1] == b"" and json.loads(lines[2])["host"] == "b.test"
+    assert lines[0] == whole[:-1] and lines[-1] == b"" and json.loads(lines[3])["host"] == "b.test"
+    assert json.loads(lines[2])["event"] == "chain-start"  # the lines before the chain (these are unchained) are counted
     assert [r["host"] for r in read_records(path)] == ["a.test", "b.test"]
     control = tmp_path / "clean.jsonl"
     control.write_bytes(whole)
     AuditWriter(control).write(record(host="b.test"))
-    assert control.read_bytes().count(b"\n") == 2, "a clean file gets no blank line"
+    assert b"\n\n" not in control.read_bytes() and control.read_bytes().count(b"\n") == 3, "a clean file gets no blank line"
 
 
 def test_a_flow_with_a_start_and_no_end_is_shown_incomplete(tmp_path: Path) -> None:

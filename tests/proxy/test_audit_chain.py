@@ -117,7 +117,9 @@ def test_a_torn_line_is_skipped_and_the_next_record_chains_past_it(tmp_path: Pat
     writer.write(_record(9))
     writer.close()
     verdict = verify(_generations(path))
-    assert verdict.ok and verdict.torn == 1 and verdict.records == 5, verdict
+    assert verdict.ok and verdict.torn == 1 and verdict.records == 6, verdict  # the torn line's own announcement is chained
+    lines = path.read_bytes().splitlines()
+    assert json.loads(lines[5])["event"] == "torn" and json.loads(lines[5])["bytes"] == len(lines[4])
 
 
 def test_lines_of_an_older_stockade_come_first_and_unchecked(tmp_path: Path) -> None:
@@ -127,7 +129,8 @@ def test_lines_of_an_older_stockade_come_first_and_unchecked(tmp_path: Path) -> 
     writer.write(_record(3))
     writer.close()
     verdict = verify(_generations(path))
-    assert verdict.ok and verdict.unchained == 2 and verdict.records == 1, verdict
+    assert verdict.ok and verdict.unchained == 2 and verdict.records == 2, verdict  # the chain-start line, and the record
+    assert json.loads(path.read_bytes().splitlines()[2])["unchained_lines"] == 2
 
 
 def test_two_writers_of_one_log_keep_one_chain(tmp_path: Path) -> None:
@@ -180,3 +183,87 @@ def test_audit_verify_says_intact_or_names_the_first_broken_line(tmp_path: Path)
     os.mkfifo(fifo)
     odd = _stockade("audit", "--verify", "--log", str(fifo), env=env)
     assert odd.returncode == 2 and "not a regular file" in odd.stderr, odd
+
+
+def test_lines_put_before_the_chain_began_are_found(tmp_path: Path) -> None:
+    """An older stockade's lines are counted by the chain-start line: one added or removed shows."""
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(_record(1).to_line() + _record(2).to_line())
+    writer = AuditWriter(path)
+    writer.write(_record(3))
+    writer.close()
+    legit = path.read_bytes()
+    path.write_bytes(_record(9).to_line() + legit)
+    assert "before the chain began" in verify(_generations(path)).broken
+    path.write_bytes(legit.split(b"\n", 1)[1])
+    assert "before the chain began" in verify(_generations(path)).broken
+    fresh = _log(tmp_path / "fresh", 2)  # a file chained from its first line has no prefix to add to
+    fresh.write_bytes(_record(9).to_line() + fresh.read_bytes())
+    assert "before the chain began" in verify(_generations(fresh)).broken
+
+
+@pytest.mark.parametrize("junk", [b"not json", b"[1, 2]", b'{"session":"s1","decision":"allow"'])
+def test_a_line_that_is_no_record_is_an_insertion_unless_a_writer_said_it_was_cut_short(tmp_path: Path, junk: bytes) -> None:
+    path = _log(tmp_path, 4)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:2], junk + b"\n", *lines[2:]]))
+    assert "no writer said it cut one short" in verify(_generations(path)).broken
+    path.write_bytes(b"".join([*lines, junk]))  # the newest line, cut short: nothing after it yet
+    verdict = verify(_generations(path))
+    assert verdict.ok and verdict.torn == 1, verdict
+
+
+def test_a_torn_announcement_with_no_torn_line_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(_record(1).to_line()[:30])
+    writer = AuditWriter(path)
+    writer.write(_record(2))
+    writer.close()
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert verify(_generations(path)).ok
+    path.write_bytes(b"".join(lines[1:]))  # the torn line itself removed
+    assert not verify(_generations(path)).ok
+
+
+def test_a_generation_removed_between_two_others_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(audit, "MAX_LOG_BYTES", 2048)
+    path = _log(tmp_path, 30)
+    assert verify(_generations(path)).ok
+    rotated_path(path, 1).unlink()
+    assert "is missing, between" in verify(_generations(path)).broken
+    rotated_path(path, 2).unlink()  # the oldest gone as rotation drops it: nothing is missing in between
+    assert verify(_generations(path)).ok
+
+
+def test_a_line_longer_than_any_window_still_chains(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    writer, other = AuditWriter(path), AuditWriter(path)
+    writer.write(_record(1))
+    writer.write_event({"event": "note", "text": "x" * 200_000})  # longer than one read of the tail
+    other.write(_record(2))  # another writer: it must find the long line's link
+    writer.write(_record(3))
+    writer.close()
+    other.close()
+    verdict = verify(_generations(path))
+    assert verdict.ok and verdict.records == 4, verdict
+
+
+WRITER = """
+import sys
+from stockade.proxy import audit
+audit.MAX_LOG_BYTES = 3000
+from stockade.proxy.audit import AuditRecord, AuditWriter
+writer = AuditWriter(sys.argv[1])
+for n in range(int(sys.argv[2])):
+    writer.write(AuditRecord(session=sys.argv[3], command=["c"], scheme="https", host=f"h{n}.test", port=443, decision="deny", rule="r"))
+"""
+
+
+def test_processes_that_write_and_rotate_one_log_keep_every_chain(tmp_path: Path) -> None:
+    """Several daemons sharing a log (a baseline's [audit] log): rotation happens under the file's lock."""
+    path = tmp_path / "audit.jsonl"
+    for trial in range(3):
+        workers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), "60", f"p{trial}-{n}"]) for n in range(8)]
+        assert all(worker.wait(timeout=120) == 0 for worker in workers)
+        verdict = verify(_generations(path))
+        assert verdict.ok, (trial, verdict)

@@ -39,7 +39,7 @@ from urllib.parse import unquote_plus
 
 from stockade.core.errors import StockadeError
 from stockade.profiles.domains import canonical_name
-from stockade.proxy.audit_chain import ZERO, last_link, seal
+from stockade.proxy.audit_chain import ZERO, last_link, seal, torn_tail, unchained_prefix
 
 REDACTED = "REDACTED"
 # Query keys whose values are credentials more often than not (compared
@@ -193,81 +193,113 @@ class AuditWriter:
         self._fd, self._ino = fd, (info.st_dev, info.st_ino)
         self._size = info.st_size
         self._link_at = -1  # another file: its own last line is read before the next is sealed
-        self._fence(info.st_size)
 
-    def _fence(self, size: int) -> None:
-        """End a torn last line (a write cut short by a full disk or a killed writer) with a newline,
-        so the next record starts a line of its own; readers skip the torn one."""
-        if size == 0:
-            return
-        fcntl.flock(self._fd, fcntl.LOCK_EX)  # no other writer is half way through a record meanwhile
+    def _moved(self) -> bool:
+        """Whether the path names another file than the one this writer holds (rotated, or removed)."""
         try:
-            with open(self.path, "rb") as reader:
-                reader.seek(0, os.SEEK_END)
-                if reader.tell() == 0:
-                    return
-                reader.seek(-1, os.SEEK_END)
-                last = reader.read(1)
-            if last and last != b"\n":
-                os.write(self._fd, b"\n")
-        except OSError:
-            return
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        return self._fd < 0 or (info.st_dev, info.st_ino) != self._ino
 
     def write(self, record: AuditRecord) -> None:
         """Append one record; AuditError if it did not reach the file in full."""
+        self.write_line(record.to_line())
+
+    def write_event(self, event: dict[str, object]) -> None:
+        """A line that is no record (readers skip lines with an "event"), chained like one."""
+        self.write_line(json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n")
+
+    def write_line(self, data: bytes) -> None:
+        """Append one line under the file's lock, rotating first when it would grow past MAX_LOG_BYTES.
+
+        Every check is made holding the lock of the file the path names: a writer that rotated the
+        log meanwhile (another daemon sharing it) has already moved it, and this one opens the new
+        file; a writer never appends to a generation after its successor's first line named its head."""
         if self.broken:
             raise AuditError(self.broken)
-        data = record.to_line()
         try:
-            try:
-                info = os.stat(self.path)
-                moved = self._fd < 0 or (info.st_dev, info.st_ino) != self._ino
-            except FileNotFoundError:
-                moved = True
-            if moved:
-                self._open()
-            if self._size + len(data) > MAX_LOG_BYTES and self._size > 0:
-                self._rotate()
-            self._write(data)
+            for _attempt in range(16):
+                if self._fd < 0 or self._moved():
+                    self._open()
+                fd = self._fd
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    if self._moved():
+                        continue  # rotated while we waited for the lock: the new file, next time round
+                    size = os.fstat(fd).st_size
+                    if size + len(data) > MAX_LOG_BYTES and size > 0:
+                        self._rotate(size)  # leaves self._fd the new file; the old one's lock goes with it below
+                        fcntl.flock(self._fd, fcntl.LOCK_EX)
+                        try:
+                            self._write(data)
+                        finally:
+                            fcntl.flock(self._fd, fcntl.LOCK_UN)
+                        return
+                    self._write(data)
+                    return
+                finally:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                    except OSError:
+                        pass
+                    if fd != self._fd:
+                        os.close(fd)
+            raise OSError("the log kept being rotated under this writer")
         except (OSError, AuditError) as exc:
             self.broken = f"cannot write audit log {self.path}: {exc}"
             raise AuditError(self.broken) from exc
 
     def _write(self, data: bytes) -> None:
-        """One record under the file's lock, whole or not at all: a writer that opens the log
-        meanwhile (and fences a torn tail) never sees half of it, and a write cut short (a full
-        disk) is cut back to the last whole record, so every reader of JSON lines can go on."""
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        """One line, sealed (audit_chain.py), whole or not at all, with the lock of self._fd held: a
+        write cut short (a full disk) is cut back to the last whole line, so every reader of JSON lines
+        can go on. A torn tail another writer left is ended first, and said (a `torn` line); lines of
+        an older stockade before the chain's first are counted in a `chain-start` line."""
+        start = os.fstat(self._fd).st_size  # O_APPEND: where this line begins
+        lines = b""
+        if self._link_at == start:
+            previous = self._link
+        else:
+            previous, chained = last_link(self._fd, start)
+            torn = torn_tail(self._fd, start)
+            lead = b"\n" if torn else b""
+            if start and not chained:
+                lines, previous = self._sealed_event(lead, {"event": "chain-start", **unchained_prefix(self._fd, start, torn)}, previous)
+            elif torn:
+                lines, previous = self._sealed_event(lead, {"event": "torn", "bytes": torn}, previous)
+        sealed, link = seal(data, previous)
+        lines += sealed
+        view = memoryview(lines)
         try:
-            start = os.fstat(self._fd).st_size  # O_APPEND: where this record begins
-            previous = self._link if self._link_at == start else last_link(self._fd, start)  # another writer, or a torn tail
-            data, link = seal(data, previous)
-            view = memoryview(data)
-            try:
-                while view:
-                    written = os.write(self._fd, view)
-                    if written <= 0:
-                        raise OSError("short write")
-                    view = view[written:]
-            except OSError:
-                if len(view) < len(data):
-                    try:
-                        os.ftruncate(self._fd, start)
-                    except OSError:
-                        pass  # the next open fences the torn line instead (_fence)
-                raise
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        self._size += len(data)
-        self._link, self._link_at = link, start + len(data)
+            while view:
+                written = os.write(self._fd, view)
+                if written <= 0:
+                    raise OSError("short write")
+                view = view[written:]
+        except OSError:
+            if len(view) < len(lines):
+                try:
+                    os.ftruncate(self._fd, start)
+                except OSError:
+                    pass  # the next line ends the torn one and says so (torn_tail)
+            raise
+        self._size = start + len(lines)
+        self._link, self._link_at = link, start + len(lines)
         self.head = link
         if self.tee is not None:
-            self.tee(data)  # never raises (otlp.Export.send): the line is written whatever becomes of its copy
+            for line in lines.splitlines(keepends=True):
+                if line.strip():
+                    self.tee(line)  # never raises (otlp.Export.send): the line is written whatever becomes of its copy
 
-    def _rotate(self) -> None:
-        """Shift the generations up one, dropping the oldest, and say so in the new file's first line."""
+    @staticmethod
+    def _sealed_event(lead: bytes, event: dict[str, object], previous: str) -> tuple[bytes, str]:
+        line, link = seal(json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n", previous)
+        return lead + line, link
+
+    def _rotate(self, size: int) -> None:
+        """Shift the generations up one, dropping the oldest, and open the new file with a first line
+        that says so: which file was dropped, and the head of the one it follows. The caller holds the
+        current file's lock throughout, so no writer appends to it once the note names its head."""
         dropped = None
         oldest = rotated_path(self.path, KEEP_ROTATED)
         try:
@@ -276,37 +308,26 @@ class AuditWriter:
                 dropped = {"file": oldest.name, "bytes": info.st_size, "last_record": _last_time(oldest)}
         except FileNotFoundError:
             pass
+        head, _chained = last_link(self._fd, size)
         for generation in range(KEEP_ROTATED, 0, -1):
             older = rotated_path(self.path, generation - 1)
             try:
                 os.replace(older, rotated_path(self.path, generation))
             except FileNotFoundError:
                 pass
-        self._open()
-        older = rotated_path(self.path, 1)
-        note = {"event": "rotated", "time": now_iso(), "previous": older.name, "dropped": dropped, "previous_head": self._head_of(older)}
-        self._write(json.dumps(note, ensure_ascii=True).encode() + b"\n")
-
-    def write_event(self, event: dict[str, object]) -> None:
-        """A line that is no record (readers skip lines with an "event"), chained like one."""
-        self.write_line(json.dumps(event, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n")
-
-    def write_line(self, data: bytes) -> None:
-        if self.broken:
-            raise AuditError(self.broken)
+        old = self._fd
+        self._fd = -1  # _open must not close the old file: the caller holds its lock, and closes it
         try:
-            self._write(data)
-        except OSError as exc:
-            self.broken = f"cannot write audit log {self.path}: {exc}"
-            raise AuditError(self.broken) from exc
-
-    @staticmethod
-    def _head_of(path: Path) -> str:
+            self._open()
+        except AuditError:
+            self._fd = old
+            raise
+        note = {"event": "rotated", "time": now_iso(), "previous": rotated_path(self.path, 1).name, "dropped": dropped, "previous_head": head}
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
-            with _open_regular(path) as handle:
-                return last_link(handle.fileno(), os.fstat(handle.fileno()).st_size)
-        except OSError:
-            return ZERO
+            self._write(json.dumps(note, ensure_ascii=True).encode() + b"\n")
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd >= 0:
