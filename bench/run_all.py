@@ -48,8 +48,8 @@ HERE = Path(__file__).resolve().parent
 # The credential row's client sends the placeholder as a bearer token (curl through sh, which expands it inside).
 WITH_TOKEN = ["sh", "-c", 'exec "$@" -H "Authorization: Bearer $BENCH_TOKEN"', "sh"]
 WORKLOADS = (
-    "startup", "terminal", "tools", "git", "place", "caches", "checkpoints", "staging", "mcp", "phases", "first", "loop", "files",
-    "json", "download", "keepalive",
+    "startup", "terminal", "tools", "git", "place", "caches", "checkpoints", "staging", "mcp", "attribution", "phases", "first", "loop",
+    "files", "json", "download", "keepalive",
 )  # fmt: skip
 
 BARE = "bare (no sandbox)"
@@ -388,6 +388,69 @@ def mcp_server(bench: Bench) -> list[Section]:
     return [Section("An MCP server's first answer", note, MS, timed_rounds([unwrapped, offline, networked], runs), unwrapped.name, [])]
 
 
+ATTRIBUTION_CLIENT = """
+import socket, subprocess, sys
+helpers = [subprocess.Popen(["sleep", "120"]) for _ in range(int(sys.argv[3]))]
+held = [open("/dev/null") for _ in range(20)]
+sockets = []
+for _ in range(int(sys.argv[2])):
+    sockets.append(socket.create_connection(("127.0.0.1", int(sys.argv[1]))))
+    sockets[-1].recv(1)  # waits for its answer, as a client waits for the proxy's
+for helper in helpers:
+    helper.kill()
+"""
+
+
+def attribution(bench: Bench) -> list[Section]:
+    """What naming the process behind a connection costs the daemon per connection (proxy/daemon/attribution.py):
+    the /proc lookup for each accepted connection while its client waits for the answer, in trees of 1 and of 21
+    processes, the client keeping every connection open (so its table and its descriptors grow)."""
+    import socket as socket_module
+    import subprocess
+
+    sys.path.insert(0, str(REPO / "src"))
+    from stockade.proxy.daemon.attribution import Attributor
+
+    count = 200
+    progress(f"attribution: the process behind {count} connections, trees of 1 and 21 processes")
+    series: list[Series] = []
+    for extra in (0, 20):
+        listener = socket_module.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        root = subprocess.Popen(["/bin/sh", "-c", f'{HOST_PYTHON} -c "$0" {listener.getsockname()[1]} {count} {extra}; true', ATTRIBUTION_CLIENT])
+        attributor = Attributor(
+            root.pid, socket_module.socket(socket_module.AF_NETLINK, socket_module.SOCK_DGRAM, 4)
+        )  # as the sandbox's namespace hands over
+        plain, looked = [], []
+        accepted = []
+        for _ in range(count):
+            conn, peer = listener.accept()
+            started = time.perf_counter()
+            conn.getpeername()
+            plain.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            found = attributor.who(peer, listener.getsockname())
+            looked.append(time.perf_counter() - started)
+            assert found is not None
+            conn.send(b"x")
+            accepted.append(conn)
+        root.wait()
+        attributor.close()
+        for conn in accepted:
+            conn.close()
+        listener.close()
+        label = "the client alone" if not extra else f"the client and {extra} other processes"
+        if not series:
+            series.append(Series("accepting it (getpeername, no lookup)", tuple(plain)))
+        series.append(Series(f"naming its process: {label}", tuple(looked)))
+    note = (f"Per connection, median of {count}: the daemon's lookup of the process that opened an accepted connection while "
+            "the client waits for its answer (the namespace's TCP table, then the descriptors of the sandbox's processes, "
+            "newest first; the tree read again at most once a second), against getpeername alone. The client keeps each "
+            f"connection open, so the last lookups search {count} sockets and descriptors. The goal: under 0.2 ms.")  # fmt: skip
+    return [Section("Naming the process behind a connection", note, MS_FINE, series, series[0].name, [])]
+
+
 LAYERED = ("~/.cargo/git", "~/.cargo/registry", "~/.cache/pip")  # seen through layers of the project's (bwrap/parts/layers.py)
 
 
@@ -640,7 +703,7 @@ def keepalive(bench: Bench) -> list[Section]:
 RUNNERS: dict[str, Callable[[Bench], list[Section]]] = {
     "phases": phases, "first": first_request,
     "startup": startup, "terminal": terminal, "tools": tools, "git": git, "place": place, "caches": caches, "checkpoints": checkpoints,
-    "staging": staging, "mcp": mcp_server,
+    "staging": staging, "mcp": mcp_server, "attribution": attribution,
     "loop": loop, "files": files, "json": import_json, "download": download, "keepalive": keepalive,
 }  # fmt: skip
 

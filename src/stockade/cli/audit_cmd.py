@@ -149,6 +149,9 @@ def _command(record: dict[str, object]) -> str:
         return ""
     words = [str(word) for word in words]
     text = words[2] if len(words) == 3 and words[1] == "-c" and words[0].endswith("sh") else shlex.join(words)
+    process = record.get("process")
+    if isinstance(process, dict) and process.get("exe"):  # the process inside that made it, first
+        text = f"{os.path.basename(str(process['exe']))}[{process.get('pid')}] in {text}"
     text = printable(text)
     return text if len(text) <= 30 else text[:27] + "..."
 

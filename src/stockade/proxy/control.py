@@ -187,6 +187,8 @@ class SessionSpec:
     tool_call: str  # the agent's tool call that is this run (its id in the agent's transcript); ""
     # the widest allow rules a host the user approves may come under (the administrator's baseline); None: unbounded
     ceiling: tuple[str, ...] | None
+    sandbox_pid: int  # the sandbox's first process on the host (Linux): whose processes opened its connections; 0: unknown
+    diag: bool  # the last socket "open" hands over is the namespace's socket table (bwrap/parts/netns.py _socket_diag)
     __slots__ = tuple(__annotations__)
 
     def __init__(
@@ -209,11 +211,13 @@ class SessionSpec:
         agent_session: str = "",
         tool_call: str = "",
         ceiling: tuple[str, ...] | None = None,
+        sandbox_pid: int = 0,
+        diag: bool = False,
     ) -> None:
         tables = tuple((str(t[0]), tuple(t[1]), tuple(t[2]), tuple(t[3]) if len(t) > 3 else ()) for t in http)
         values = (
             session_id, list(command), cwd, tuple(allow), tuple(deny), audit_path, origin, mode, tables, tuple(credentials), approve, tuple(forwards),
-            intercept, mcp, export, agent_session, tool_call, ceiling,
+            intercept, mcp, export, agent_session, tool_call, ceiling, sandbox_pid, diag,
         )  # fmt: skip
         for name, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, name, value)
@@ -307,6 +311,12 @@ class SessionSpec:
                 raise ValueError("spec.credentials: names and placeholders must differ")
             return found
 
+        def process_id() -> int:
+            value = data.get("sandbox_pid", 0)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 22:
+                raise ValueError("spec.sandbox_pid must be a process id")
+            return value
+
         def marker(name: str) -> str:
             value = text(name, required=False)
             if len(value) > 128 or not all(c.isalnum() or c in "._-:" for c in value):
@@ -345,6 +355,8 @@ class SessionSpec:
             agent_session=marker("agent_session"),
             tool_call=marker("tool_call"),
             ceiling=tuple(strings("ceiling")) if data.get("ceiling") is not None else None,
+            sandbox_pid=process_id(),
+            diag=data.get("diag", False) is True,
         )
 
 

@@ -135,7 +135,7 @@ def test_forwarded_ports_come_after_the_proxys_listener(pair: tuple[socket.socke
     monkeypatch.setattr(netns, "_loopback_up", lambda: None)
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
     netns.enter_private_network(sender.fileno(), 1000, 1001, [("127.0.0.1", 0), ("::1", 0)])
-    received, intercepted = netns.receive_listeners(receiver, 3)
+    received, intercepted, _diag = netns.receive_listeners(receiver, 3)
     assert not intercepted
     try:
         assert [each.family for each in received] == [socket.AF_INET, socket.AF_INET, socket.AF_INET6]
@@ -169,7 +169,7 @@ def test_an_intercepting_child_sends_its_sockets_more_and_says_so(pair: tuple[so
     monkeypatch.setattr(netns, "PROXY_PORT", 0)
     extra = [socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket(), socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)]
     netns.enter_private_network(sender.fileno(), 1000, 1001, [], intercept=lambda: extra)
-    received, intercepted = netns.receive_listeners(receiver, 1, extras=(4, 7))
+    received, intercepted, _diag = netns.receive_listeners(receiver, 1, extras=(4, 7))
     try:
         assert intercepted == 4 and [each.type for each in received[1:]] == [
             socket.SOCK_STREAM,
@@ -186,7 +186,7 @@ def test_a_child_that_could_not_intercept_sends_its_listeners_alone(pair: tuple[
     sender, receiver = pair
     with listening() as original:
         send(sender, b"L", [original.fileno()])
-    received, intercepted = netns.receive_listeners(receiver, 1, extras=(4, 7))
+    received, intercepted, _diag = netns.receive_listeners(receiver, 1, extras=(4, 7))
     assert len(received) == 1 and not intercepted
     received[0].close()
 
@@ -204,3 +204,21 @@ def test_a_missing_library_is_an_oserror_naming_it() -> None:
         netns.library_function("libstockade-none.so.1", "f")
     with pytest.raises(OSError, match="has no"):
         netns.library_function(None, "stockade_no_such_function")
+
+
+def test_the_child_hands_over_its_namespace_s_socket_table_last() -> None:
+    """A netlink socket of the namespace's socket table comes after the listeners, said by a "D"; a
+    message that says one and sends none is refused like any other that does not add up."""
+    sender, receiver = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    diag = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, netns.NETLINK_SOCK_DIAG)
+    sender.sendmsg([b"LD"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("2i", listener.fileno(), diag.fileno()))])
+    received, intercepted, table = netns.receive_listeners(receiver, 1)
+    assert len(received) == 1 and intercepted == 0 and table is not None and table.family == socket.AF_NETLINK
+    for each in (*received, table, listener, diag):
+        each.close()
+    sender.sendmsg([b"LD"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("1i", receiver.fileno()))])
+    with pytest.raises(OSError, match="did not hand over"):
+        netns.receive_listeners(receiver, 1)

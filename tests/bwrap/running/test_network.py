@@ -19,7 +19,7 @@ class FakeHandover:
     """Stands in for proxy.client.handover.Handover: records each call, no daemon."""
 
     made: list[FakeHandover] = []
-    ending = SimpleNamespace(always=[], denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused", names=(4, 1))
+    ending = SimpleNamespace(always=[], denials=[{"host": "evil.example"}], trouble="the daemon died", refused="2 refused", names=(4, 1), exported="")
 
     def __init__(self, files: Any, spec: dict[str, Any]) -> None:
         self.files, self.spec = files, spec

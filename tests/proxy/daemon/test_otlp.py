@@ -141,3 +141,17 @@ def test_sixteen_sessions_with_the_collector_stopped_halfway_lose_nothing_locall
     assert all("not reaching the collector" in session.export.trouble(session.export_mark) for session in sessions)
     registry.close_exports()
     assert len(receiver.records) < 1616
+
+
+def test_who_made_it_is_exported_too() -> None:
+    record = json.loads(
+        _line(agent_session="s-9", tool_call="toolu_1", process={"pid": 12, "exe": "/usr/bin/curl", "argv": ["curl", "x"], "parents": [{"pid": 3}]})
+    )
+    found = otlp.attributes(record)
+    assert (found["stockade.tool_call"], found["process.pid"], found["process.executable.path"], found["process.parent.pid"]) == (
+        "toolu_1",
+        12,
+        "/usr/bin/curl",
+        3,
+    )
+    assert found["process.command_args"] == '["curl", "x"]'

@@ -152,13 +152,28 @@ def enter_private_network(
     _loopback_up()
     listeners = [listen("127.0.0.1", PROXY_PORT, 512), *(listen(address, port, 128) for address, port in forwards)]
     extra = intercept() if intercept is not None else []
+    diag = _socket_diag()
     channel = _socket.socket(fileno=channel_fd)
-    sent = [*listeners, *extra]
+    sent = [*listeners, *extra, *([diag] if diag is not None else [])]
     fds = struct.pack(f"{len(sent)}i", *(each.fileno() for each in sent))
-    channel.sendmsg([b"T" if extra else b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    message = (b"T" if extra else b"L") + (b"D" if diag is not None else b"")
+    channel.sendmsg([message], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
     channel.detach()
     for each in sent:
         each.close()
+
+
+def _socket_diag() -> _socket.socket | None:
+    """A netlink socket of the namespace's socket table (NETLINK_SOCK_DIAG): the daemon asks it which
+    socket a connection came from (proxy/daemon/attribution.py), one exact lookup, where reading
+    /proc/net/tcp walks every bucket of the table. None where the kernel has none to give."""
+    try:
+        return _socket.socket(_socket.AF_NETLINK, _socket.SOCK_DGRAM | _socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG)
+    except OSError:
+        return None
+
+
+NETLINK_SOCK_DIAG = 4
 
 
 def listen(address: str, port: int, backlog: int) -> _socket.socket:
@@ -171,20 +186,23 @@ def listen(address: str, port: int, backlog: int) -> _socket.socket:
     return listener
 
 
-def receive_listeners(channel: _socket.socket, count: int, extras: tuple[int, ...] = ()) -> tuple[list[_socket.socket], int]:
+def receive_listeners(channel: _socket.socket, count: int, extras: tuple[int, ...] = ()) -> tuple[list[_socket.socket], int, _socket.socket | None]:
     """The parent's side: the `count` listening sockets that live in the sandbox's namespace, and,
-    when the child says it intercepts, as many more as one of `extras` (how many: the second value)."""
+    when the child says it intercepts, as many more as one of `extras` (how many: the second value);
+    then the namespace's socket-table netlink socket, where the child made one (`_socket_diag`)."""
     fds: list[int] = []
-    message, ancillary, _flags, _addr = channel.recvmsg(1, _socket.CMSG_SPACE((count + max(extras, default=0)) * struct.calcsize("i")))
+    message, ancillary, _flags, _addr = channel.recvmsg(2, _socket.CMSG_SPACE((count + max(extras, default=0) + 1) * struct.calcsize("i")))
     for level, kind, data in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) - len(data) % 4])
-    extra = len(fds) - count
-    if not ((message == b"L" and extra == 0) or (message == b"T" and extra in extras)):
+    diag = message[1:] == b"D"
+    extra = len(fds) - count - diag
+    if message[1:] not in (b"", b"D") or not ((message[:1] == b"L" and extra == 0) or (message[:1] == b"T" and extra in extras)):
         for fd in fds:
             os.close(fd)
         raise OSError("the sandbox's network namespace did not hand over its listeners")
-    return [_socket.socket(fileno=fd) for fd in fds], extra
+    sockets = [_socket.socket(fileno=fd) for fd in fds]
+    return (sockets[:-1], extra, sockets[-1]) if diag else (sockets, extra, None)
 
 
 def in_child(attempt: Callable[[], str | None]) -> str | None:

@@ -408,16 +408,16 @@ def _supervised(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _after_spawn(bridge: Bridge | None, watch: Checkpointing | None) -> Callable[[], None] | None:
-    """Once bwrap runs: the checkpoint's listener first (bwrap's own calls wait for it), then the
-    network's listeners."""
+def _after_spawn(bridge: Bridge | None, watch: Checkpointing | None) -> Callable[[int], None] | None:
+    """Once bwrap runs (its pid given): the checkpoint's listener first (bwrap's own calls wait for
+    it), then the network's listeners."""
     if watch is None:
         return bridge.attach if bridge is not None else None
 
-    def both() -> None:
+    def both(pid: int) -> None:
         watch.attach()
         if bridge is not None:
-            bridge.attach()
+            bridge.attach(pid)
 
     return both
 

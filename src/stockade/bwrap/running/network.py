@@ -86,19 +86,26 @@ class Bridge:
         found: list[tuple[str, int, list[str]]] = self.rules.get("forwards") or []  # type: ignore[assignment]
         return [(str(entry), str(address), int(port)) for entry, port, addresses in found for address in addresses]
 
-    def attach(self) -> None:
-        """After bwrap started: take the sandbox's listeners and send them to the daemon (no waiting)."""
+    def attach(self, pid: int = 0) -> None:
+        """After bwrap started (`pid`, its process: the daemon reads which process inside opened each
+        connection below it, proxy/daemon/attribution.py): take the sandbox's listeners and send them to
+        the daemon (no waiting)."""
         assert self.channel is not None and self.handover is not None
         os.close(self.child_channel_fd)
         self.channel.settimeout(10)
         try:
-            listeners, intercepted = receive_listeners(self.channel, 1 + len(self.listens()), extras=INTERCEPTION_SOCKETS)
+            listeners, intercepted, diag = receive_listeners(self.channel, 1 + len(self.listens()), extras=INTERCEPTION_SOCKETS)
         finally:
             self.channel.close()
         if intercepted:  # the last ones: the transparent listeners, DNS's, the packet log (bwrap/parts/interception.py)
             self.handover.spec["intercept"] = intercepted
             self.intercepted = True
-        self.handover.send(listeners)
+        if pid:
+            self.handover.spec["sandbox_pid"] = pid
+        if diag is not None:  # the last socket sent: the namespace's socket table, for the daemon's attribution
+            self.handover.spec["diag"] = True
+            listeners.append(diag)
+        self.handover.send(listeners)  # the handover keeps them (a replaced daemon is sent them again), and closes them
 
     def close(self) -> None:
         """After the command: end the session (or leave an unused one to end itself)."""

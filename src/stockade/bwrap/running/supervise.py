@@ -343,7 +343,7 @@ def supervise(
     wall_time: float | None,
     new_session: bool,
     preexec: Callable[[], None] | None,
-    after_spawn: Callable[[], None] | None = None,
+    after_spawn: Callable[[int], None] | None = None,
     watch: Handover | None = None,
     relay: Relay | None = None,
     console: Console | None = None,
@@ -381,7 +381,7 @@ def _supervised(
     info_read_fd: int,
     wall_time: float | None,
     new_session: bool,
-    after_spawn: Callable[[], None] | None,
+    after_spawn: Callable[[int], None] | None,
     watch: Handover | None,
     relay: Relay | None,
     console: Console | None,
@@ -390,7 +390,7 @@ def _supervised(
 ) -> Outcome:
     if after_spawn is not None:
         try:
-            after_spawn()
+            after_spawn(pid)  # bwrap's pid: the sandbox's first process
         except OSError as exc:
             _kill(pid, _signal.SIGKILL)
             os.waitpid(pid, 0)

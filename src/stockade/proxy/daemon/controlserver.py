@@ -224,6 +224,7 @@ class ControlServer:
         forwards = spec.get("forwards")
         intercept = spec.get("intercept", 0)
         extra = intercept if intercept in INTERCEPTION_SOCKETS and not isinstance(intercept, bool) else 0
+        extra += spec.get("diag") is True  # the namespace's socket table, last
         if len(fds) != 1 + (len(forwards) if isinstance(forwards, list) else 0) + extra:
             return {"ok": False, "error": "open needs one listening socket, one more for each of the spec's forwards, and those interception names"}
         registered = self._register(message, owned)

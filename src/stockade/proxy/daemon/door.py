@@ -22,6 +22,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 from mitmproxy import connection, ctx
 from mitmproxy.proxy import layers, mode_specs
@@ -46,15 +47,16 @@ SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h: where a redirected connection wa
 IP6T_SO_ORIGINAL_DST = 80  # linux/netfilter_ipv6/ip6_tables.h: the same for IPv6, at IPPROTO_IPV6
 HELD_LIMIT = 65536  # a forwarded connection's bytes held until its CONNECT is answered, before reading pauses
 
-Bind = Callable[[connection.Client, Session, bool], None]
+Bind = Callable[[connection.Client, Session, bool, "dict[str, object] | None"], None]
 
 
 class Door:
     """Accepts on one session's listener and hands each connection to mitmproxy, bound to that session."""
 
     def __init__(
-        self, session: Session, listener: socket.socket, bind: Bind, budget: Budget, target: str | None = None, transparent: bool = False
-    ) -> None:
+        self, session: Session, listener: socket.socket, bind: Bind, budget: Budget, target: str | None = None, transparent: bool = False,
+        attributor: Any = None,
+    ) -> None:  # fmt: skip
         self.session = session
         self.listener = listener
         # None: the proxy's door; else an allow entry (a host loopback port, bwrap/parts/forwards.py): each
@@ -74,6 +76,7 @@ class Door:
         self._accepting: asyncio.Task[None] | None = None
         self._tasks: dict[socket.socket, asyncio.Task[None]] = {}  # every connection's (asyncio keeps only weak references)
         self._unspoken: set[socket.socket] = set()  # accepted, first byte not seen yet
+        self._attributor = attributor  # proxy/daemon/attribution.Attributor: the session's, shared by its doors; None: none said
 
     def open(self) -> None:
         self.budget.open(self.session.spec.session_id)
@@ -129,6 +132,7 @@ class Door:
         self._unspoken.add(conn)
         try:
             conn.setblocking(False)
+            process = self._who(conn)
             if self.transparent:
                 target = self._asked_for(conn)
                 if target is None:
@@ -142,7 +146,7 @@ class Door:
                 reader, writer = await asyncio.open_connection(sock=conn)
             handed = True
             self._unspoken.discard(conn)
-            await self._hand_over(reader, writer)
+            await self._hand_over(reader, writer, process)
         except (TimeoutError, OSError):
             pass
         except Exception:  # a fault of ours: the connection goes, the daemon stays, the log says why
@@ -158,12 +162,9 @@ class Door:
         """HOST:PORT the client connected to, before the namespace's rule turned it to this door:
         the name when the sandbox's resolver gave that address out; None (recorded) for an address
         of the resolver's block it never gave, which names nothing."""
-        if conn.family == socket.AF_INET6:  # sockaddr_in6: family, port, flow info, address
-            raw = conn.getsockopt(socket.IPPROTO_IPV6, IP6T_SO_ORIGINAL_DST, 28)
-            port, address = int.from_bytes(raw[2:4], "big"), socket.inet_ntop(socket.AF_INET6, raw[8:24])
+        address, port = self._original(conn)
+        if conn.family == socket.AF_INET6:
             return f"[{address}]:{port}"
-        raw = conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
-        port, address = int.from_bytes(raw[2:4], "big"), socket.inet_ntoa(raw[4:8])
         if not is_fake(address):
             return f"{address}:{port}"
         name = self.session.names.name(address)
@@ -197,12 +198,32 @@ class Door:
             conn.shutdown(socket.SHUT_WR)
         conn.close()
 
-    async def _hand_over(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _who(self, conn: socket.socket) -> dict[str, object] | None:
+        """The process inside that opened the connection (proxy/daemon/attribution.py), where the run said
+        which sandbox's processes to look among; it is waiting for its answer, so still there."""
+        if self._attributor is None:
+            return None
+        try:
+            local = self._original(conn) if self.transparent else conn.getsockname()
+            return self._attributor.who(conn.getpeername(), local)
+        except OSError:
+            return None
+
+    @staticmethod
+    def _original(conn: socket.socket) -> tuple[str, int]:
+        """Where a redirected connection was going, as its client's socket still says (address, port)."""
+        if conn.family == socket.AF_INET6:  # sockaddr_in6: family, port, flow info, address
+            raw = conn.getsockopt(socket.IPPROTO_IPV6, IP6T_SO_ORIGINAL_DST, 28)
+            return socket.inet_ntop(socket.AF_INET6, raw[8:24]), int.from_bytes(raw[2:4], "big")
+        raw = conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+        return socket.inet_ntoa(raw[4:8]), int.from_bytes(raw[2:4], "big")
+
+    async def _hand_over(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, process: dict[str, object] | None) -> None:
         """What mitmproxy's own server does with an accepted connection, with the session bound first."""
         proxyserver = ctx.master.addons.get("proxyserver")
         handler = ProxyConnectionHandler(ctx.master, reader, writer, ctx.options, _REGULAR)
         handler.layer = layers.modes.HttpProxy(handler.layer.context)
-        self.bind(handler.client, self.session, self.target is not None)  # a transparent door's tunnel is judged as a proxied one
+        self.bind(handler.client, self.session, self.target is not None, process)  # a transparent door's tunnel is judged as a proxied one
         with proxyserver.register_connection(handler.client.id, handler):
             await handler.handle_client()
 

@@ -35,6 +35,7 @@ class Doors:
         self._refused: dict[str, dict[str, Any]] = {}  # ended session -> connections its budget refused
         self.resolvers: dict[str, Resolver] = {}  # session id -> its sandbox's resolver (inside_dns.py)
         self.packet_logs: dict[str, PacketLog] = {}  # session id -> its refused packets (packet_log.py)
+        self.attributors: dict[str, Any] = {}  # session id -> who opens its connections (attribution.py)
 
     def listen(self, session_id: str, session: Session, fds: list[int], opening: list[Callable[[], None]] | None = None) -> str | None:
         """Open the session's doors on the sockets in `fds`: the proxy's listener, then one for each
@@ -49,20 +50,28 @@ class Doors:
             return f"session {session_id!r} already has its listener"
         targets: list[str | None] = [None, *session.spec.forwards]
         extra = session.spec.intercept
-        if len(fds) != len(targets) + extra:
+        if len(fds) != len(targets) + extra + session.spec.diag:
             return "listen needs one listening socket, one more for each of the spec's forwards, and those interception names"
         sockets = [socket.socket(fileno=fd) for fd in fds]
         fds.clear()
+        diag = sockets.pop() if session.spec.diag else None
+        if diag is not None and diag.family != socket.AF_NETLINK:
+            for each in [*sockets, diag]:
+                each.close()
+            return "listen's last socket must be the namespace's socket table (a netlink socket)"
+        attributor = self._attributor(session, diag)
         streams = sockets[: len(targets)]
         intercepting = _interception(sockets[len(targets) :])
         if any(not _listening(each) for each in streams) or (extra and intercepting is None):
             for each in sockets:
                 each.close()
             return "listen needs a listening TCP socket, and interception's sockets of their kinds"
-        doors = [Door(session, listener, self.bind, self.budget, target) for listener, target in zip(streams, targets, strict=False)]
+        doors = [
+            Door(session, listener, self.bind, self.budget, target, attributor=attributor) for listener, target in zip(streams, targets, strict=False)
+        ]
         if intercepting is not None:
             transparent, datagrams, dns_streams, log = intercepting
-            doors += [Door(session, listener, self.bind, self.budget, transparent=True) for listener in transparent]
+            doors += [Door(session, listener, self.bind, self.budget, transparent=True, attributor=attributor) for listener in transparent]
             resolver = Resolver(session, datagrams, dns_streams)
             packets = PacketLog(session, log)
             self.resolvers[session_id] = resolver
@@ -81,8 +90,23 @@ class Doors:
         self.forwarded[session_id] = doors[1:]
         return None
 
+    def _attributor(self, session: Session, diag: socket.socket | None) -> Any:
+        """Who opens the session's connections (proxy/daemon/attribution.py), where the run said which sandbox."""
+        if not session.spec.sandbox_pid:
+            if diag is not None:
+                diag.close()
+            return None
+        from stockade.proxy.daemon.attribution import Attributor
+
+        attributor = Attributor(session.spec.sandbox_pid, diag)
+        self.attributors[session.spec.session_id] = attributor
+        return attributor
+
     def close(self, session_id: str) -> None:
         """Close the session's door, if it has one, and record what its budget refused."""
+        attributor = self.attributors.pop(session_id, None)
+        if attributor is not None:
+            attributor.close()
         forwards = self.forwarded.pop(session_id, [])
         for forward in forwards:
             forward.close()

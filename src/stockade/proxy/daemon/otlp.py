@@ -68,6 +68,17 @@ def attributes(record: dict[str, Any]) -> dict[str, Any]:
     command = record.get("command")
     if isinstance(command, list):
         put("stockade.command", json.dumps(command, ensure_ascii=True))
+    put("stockade.agent_session", record.get("agent_session"))
+    put("stockade.tool_call", record.get("tool_call"))
+    process = record.get("process")
+    if isinstance(process, dict):
+        put("process.pid", process.get("pid"))
+        put("process.executable.path", process.get("exe"))
+        if isinstance(process.get("argv"), list):
+            put("process.command_args", json.dumps(process["argv"], ensure_ascii=True))
+        parents = process.get("parents")
+        if isinstance(parents, list) and parents and isinstance(parents[0], dict):
+            put("process.parent.pid", parents[0].get("pid"))
     scheme, method = record.get("scheme"), record.get("method")
     if scheme == "dns":
         out.update({"ocsf.class_uid": OCSF_DNS, "ocsf.activity_id": 1})

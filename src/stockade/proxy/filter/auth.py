@@ -16,13 +16,14 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from typing import Any
 
 from mitmproxy import connection, http
 
 from stockade.proxy.control import PROXY_USER
 from stockade.proxy.filter import refusal
 from stockade.proxy.filter.sessions import Registry, Session
-from stockade.proxy.filter.state import SESSION, Connections
+from stockade.proxy.filter.state import PROCESS, SESSION, Connections
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +33,15 @@ class SessionAuth:
         self.registry = registry
         self.connections = connections
 
-    def bind(self, client: connection.Client, session: Session, forwarded: bool = False) -> None:
+    def bind(self, client: connection.Client, session: Session, forwarded: bool = False, process: dict[str, Any] | None = None) -> None:
         """A connection accepted on `session`'s door: it is that session's, whatever it says;
-        `forwarded`: at a forwarded loopback port, whose one tunnel the door opened itself."""
+        `forwarded`: at a forwarded loopback port, whose one tunnel the door opened itself; `process`:
+        the process inside that opened it, named in each of its records."""
         state = self.connections.client(client)
         state.session = session
         state.doored = True
         state.forwarded = forwarded
+        state.process = process
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
         self._admit(flow, "http_connect")
@@ -51,6 +54,7 @@ class SessionAuth:
             session = self._authenticate(flow)
             if session is not None:
                 flow.metadata[SESSION] = session
+                flow.metadata[PROCESS] = self.connections.client(flow.client_conn).process
         except Exception:
             logger.exception("%s failed; refusing %s", hook, refusal.where(flow))
             refusal.fail(flow)

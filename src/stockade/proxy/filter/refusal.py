@@ -16,7 +16,7 @@ from stockade.profiles.hints import after_allow, allow_command, http_fix
 from stockade.profiles.text import shown
 from stockade.proxy.audit import AuditRecord, redact_path
 from stockade.proxy.filter.sessions import Session
-from stockade.proxy.filter.state import META
+from stockade.proxy.filter.state import META, PROCESS
 from stockade.proxy.filter.tracking import Tracked
 from stockade.proxy.rules.decide import Decision, canonical_target
 
@@ -38,6 +38,7 @@ def track(flow: http.HTTPFlow, session: Session, decision: Decision, *, scheme: 
         path=redact_path(path) if path is not None else None,
         decision="allow" if decision.allowed else "deny",
         rule=decision.rule,
+        process=flow.metadata.get(PROCESS),
     )
     tracked = Tracked(session, record)
     flow.metadata[META] = tracked

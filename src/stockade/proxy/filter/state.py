@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import MutableMapping
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 META = "stockade"  # flow.metadata key holding the flow's Tracked
 SESSION = "stockade_session"  # flow.metadata key holding the Session the flow was admitted for
+PROCESS = "stockade_process"  # ... and the process inside that opened its connection (proxy/daemon/attribution.py), or None
 HELD_BODY = "stockade_held_body"  # flow.metadata key: (HTTP tables, host) of a body read whole and judged before it goes on (bodies.py)
 SWAPPED = "stockade_swapped"  # flow.metadata key: the credential values masked in the answer, those swapped in and those of its host
 
@@ -41,6 +42,7 @@ class ClientState:
     splicer: Splicer | None = None  # moves the checked tunnel's bytes once it was handed over
     raw: bool = False  # the tunnel carries raw TCP its host:port rule allows (ssh): tunnels.py
     forwarded: bool = False  # came in at a forwarded loopback port (door.py): its tunnel is the allow entry's alone
+    process: dict[str, Any] | None = None  # the process inside that opened it (proxy/daemon/attribution.py): in its records
     inspected: tuple[HttpTable, ...] = ()  # the tunnel's host has HTTP rules: each request is judged by them
     terminated: bool = False  # stockade terminated the tunnel's TLS (HTTP rules, or credentials that go there)
     # Addresses checked for a request, waiting for the backstop to dial them: (host, port) -> lookup.
