@@ -89,3 +89,27 @@ def test_an_agent_s_tool_call_is_named_in_each_record_and_filters_the_audit(worl
     )  # fmt: skip
     lines = [json.loads(line) for line in shown.stdout.splitlines()]
     assert lines and all(r["tool_call"] == "toolu_02def" and "agent_session" not in r for r in lines), shown
+
+
+def test_sixteen_sandboxes_with_the_collector_stopped_halfway_lose_nothing_locally(world: NetWorld) -> None:
+    """16 runs at once, 100 requests each; the collector stops once the first records arrive: every
+    record is in the local log, chained, and the runs end with their own status."""
+    from stockade.proxy.audit_chain import verify
+
+    w = world
+    receiver = Receiver()
+    policy = _policy(w, "otlp-load", receiver.url)
+    urls = " ".join(f'"http://allowed.test:$HP/load{n}"' for n in range(100))
+    script = f'curl -s -o /dev/null -w "%{{http_code}}\\n" {urls} | sort | uniq -c; exit 3'
+    runs = [w.popen(script, tag="otlp-load", policy=policy, env={"OTEL_EXPORTER_OTLP_TIMEOUT": "500"}) for _ in range(16)]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not receiver.records:
+        time.sleep(0.05)
+    receiver.stop()
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert all(run.returncode == 3 for run in runs), [(run.returncode, err[-300:]) for run, (_out, err) in zip(runs, outputs, strict=True)]
+    assert all("100 200" in out for out, _err in outputs), outputs
+    local = [r for r in read_records(w.audit_path("otlp-load")) if str(r.get("path", "")).startswith("/load")]
+    assert len(local) == 1600, len(local)
+    log = w.audit_path("otlp-load")
+    assert verify([log.with_name(log.name + ".2"), log.with_name(log.name + ".1"), log]).ok
