@@ -38,3 +38,11 @@ def test_policy_deny_set_and_pass() -> None:
 def test_withheld_lists_names_only() -> None:
     names = withheld(HOST, EnvRules())
     assert "AWS_SECRET_ACCESS_KEY" in names and "CANARY1" not in " ".join(names) and "HTTP_PROXY" not in names
+
+
+def test_a_collector_s_headers_never_reach_the_sandbox() -> None:
+    from stockade.profiles.envfilter import SECRET_ENV, matches
+
+    for name in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_LOGS_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"):
+        assert matches(name, SECRET_ENV), name
+    assert not matches("OTEL_EXPORTER_OTLP_ENDPOINT", SECRET_ENV) and not matches("OTEL_SERVICE_NAME", SECRET_ENV)  # the control

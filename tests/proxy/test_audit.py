@@ -473,3 +473,32 @@ def test_a_record_cut_short_is_cut_back_and_the_next_lands_on_its_own_line(tmp_p
     assert lines[-1] == b""
     hosts = [json.loads(line)["host"] for line in lines[:-1]]  # every line whole JSON
     assert hosts == ["first.test", "third.test"]
+
+
+@pytest.mark.parametrize(
+    ("words", "shown"),
+    [
+        (["curl", "-H", "Authorization: Bearer abc"], ["curl", "-H", "Authorization: REDACTED"]),
+        (["tool", "--api-key=xyz", "--password", "hunter2", "plain"], ["tool", "--api-key=REDACTED", "--password", "REDACTED", "plain"]),
+        (["env", "GITHUB_TOKEN=ghp_x", "AWS_SECRET_ACCESS_KEY=wJal"], ["env", "GITHUB_TOKEN=REDACTED", "AWS_SECRET_ACCESS_KEY=REDACTED"]),
+        (["git", "clone", "https://bob:pw@git.example/x"], ["git", "clone", "https://REDACTED@git.example/x"]),
+        (["echo", "ghp_abcdefghijklmnopqrstuvwxyz"], ["echo", "REDACTED"]),
+        (["curl", "https://a.test/x?token=1&q=2"], ["curl", "https://a.test/x?token=REDACTED&q=2"]),
+        (["curl", "https://example.com/a:b", "-X", "POST"], ["curl", "https://example.com/a:b", "-X", "POST"]),
+        (
+            ["/bin/sh", "-c", 'HP=1\ncurl -H "Authorization: Bearer s3" --token abc "http://a/?api_key=k" X_SECRET=v; echo ok'],
+            ["/bin/sh", "-c", 'HP=1\ncurl -H "Authorization: REDACTED" --token REDACTED "http://a/?api_key=REDACTED" X_SECRET=REDACTED; echo ok'],
+        ),
+    ],
+)
+def test_a_command_s_credentials_never_reach_the_log(words: list[str], shown: list[str]) -> None:
+    from stockade.proxy.audit import redact_words
+
+    assert redact_words(words) == shown
+
+
+def test_a_session_s_records_carry_its_command_redacted() -> None:
+    from stockade.proxy.control import SessionSpec
+
+    spec = SessionSpec("s1", ["tool", "--password=hunter2"], "/")
+    assert spec.who()["command"] == ["tool", "--password=REDACTED"] and spec.command == ["tool", "--password=hunter2"]

@@ -49,3 +49,8 @@ def test_settings_from_the_socket_are_checked(data: object) -> None:
 
 def test_headers_as_the_specification_writes_them() -> None:
     assert parse_headers("a=1,b=x%3Dy,=skip,c") == (("a", "1"), ("b", "x=y"))
+
+
+def test_a_logs_url_written_in_full_is_not_doubled() -> None:
+    assert settings_for("http://127.0.0.1:4318/v1/logs", {}).endpoint == "http://127.0.0.1:4318/v1/logs"
+    assert settings_for("http://127.0.0.1:4318/otel", {}).endpoint == "http://127.0.0.1:4318/otel/v1/logs"

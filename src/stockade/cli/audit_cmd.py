@@ -25,7 +25,12 @@ def printable(value: object) -> str:
 def _log_path(log: Path | None) -> Path:
     if log is not None:
         return log
-    policy = select().policy
+    from stockade.core.errors import PolicyError
+
+    try:
+        policy = select().policy
+    except PolicyError as error:
+        raise PolicyError(f"{error.reason}; `stockade audit --log PATH` reads a log without the policy", file=error.file, line=error.line) from None
     return Path(policy.audit.log) if policy.audit.log else locate().default_audit_log
 
 
@@ -42,7 +47,7 @@ def audit(
         str | None, typer.Option("--tool-call", help="Only the run of this agent tool call (its id in the transcript).", metavar="ID")
     ] = None,
     agent_session: Annotated[str | None, typer.Option("--agent-session", help="Only the runs of this agent session.", metavar="ID")] = None,
-    pid: Annotated[int | None, typer.Option("--pid", help="Only what this process inside made, or those it started.", metavar="PID")] = None,
+    pid: Annotated[int | None, typer.Option("--pid", help="Only what this process inside made, or those it started.", metavar="PID", min=1)] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Check that no line of the log (or an older file of it) was changed or removed.")] = False,
 ) -> None:
     from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
@@ -148,7 +153,7 @@ def _command(record: dict[str, object]) -> str:
     if not isinstance(words, list) or not words:
         return ""
     words = [str(word) for word in words]
-    text = words[2] if len(words) == 3 and words[1] == "-c" and words[0].endswith("sh") else shlex.join(words)
+    text = words[2].strip() if len(words) == 3 and words[1] == "-c" and words[0].endswith("sh") else shlex.join(words)
     process = record.get("process")
     if isinstance(process, dict) and process.get("exe"):  # the process inside that made it, first
         text = f"{os.path.basename(str(process['exe']))}[{process.get('pid')}] in {text}"

@@ -137,6 +137,8 @@ def _remember(state: Path, paths: list[str]) -> None:
 
 def narrowed(baseline: Baseline, policy: Policy) -> tuple[Policy, list[str]]:
     """`policy` within the baseline, and one note per allowance it lost."""
+    import re
+
     from stockade.profiles.narrow import within_bound
 
     bounded, notes = within_bound(baseline.policy, baseline.said, policy)
@@ -145,4 +147,12 @@ def narrowed(baseline: Baseline, policy: Policy) -> tuple[Policy, list[str]]:
         sources=tuple(dict.fromkeys((*(SOURCE_PREFIX + path for path in baseline.files), *policy.sources))),
         protected_files=tuple(dict.fromkeys((*policy.protected_files, *baseline.files))),
     )
-    return bounded, [f"{note} (the system baseline does not allow it)" for note in notes]
+    # the narrowing's notes speak of an untrusted project and "your own policy": here the bound is the baseline
+    notes = [re.sub(r" \((outside what your own|not a public address|your own policy)[^)]*\)", "", note) for note in notes]
+    for name in ("memory", "pids", "wall_time", "file_size", "tmp_size"):
+        if getattr(bounded.limits, name) != getattr(policy.limits, name):
+            notes.append(f"[limits] {name} lowered to the baseline's")
+    for name in ("log", "otlp"):
+        if getattr(bounded.audit, name) != getattr(policy.audit, name):
+            notes.append(f"[audit] {name}: the baseline's is used")
+    return bounded, notes

@@ -47,6 +47,7 @@ SECRET_ENV: tuple[str, ...] = (
     "CARGO_REGISTRY_TOKEN",
     "DOCKER_AUTH_CONFIG",
     "VAULT_*",
+    "OTEL_EXPORTER_OTLP*HEADERS",  # a collector's token ("Authorization=Bearer ..."): stockade's export reads it on the host
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
     "HF_TOKEN",

@@ -346,7 +346,8 @@ def _bound_checkpoints(cap: CheckpointRules, own: CheckpointRules, said: frozens
     if "checkpoints.enabled" in said and cap.enabled and not out.enabled:
         notes.append("[checkpoints] enabled = false")
         out = replace(out, enabled=True)
-    if "checkpoints.stage" in said and cap.stage:
+    if "checkpoints.stage" in said and cap.stage and not out.stage:
+        notes.append("[checkpoints] stage = false")
         out = replace(out, stage=True)
     if "checkpoints.accept" in said and cap.accept == "review" and out.accept != "review":
         notes.append(f'[checkpoints] accept = "{out.accept}"')

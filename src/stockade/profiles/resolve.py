@@ -157,7 +157,8 @@ def baseline_note(resolution: Resolution) -> str | None:
     """One line saying what the baseline took from the run's policy; none when it took nothing."""
     if not resolution.bounded:
         return None
-    return f"stockade: the system baseline ({', '.join(resolution.baseline)}) narrowed this policy: {'; '.join(resolution.bounded)}"
+    files = ", ".join(resolution.baseline)
+    return f"stockade: the system baseline ({files}) allows less than this policy; left out or lowered: {'; '.join(resolution.bounded)}"
 
 
 def _resolve(
@@ -338,4 +339,5 @@ def request_for(invocation: Invocation) -> tuple[RunRequest, str | None]:
     bound_note = baseline_note(bounded)
     if bound_note and not invocation.quiet and first_time(str(locations.state), invocation.agent_session, bound_note):
         say(bound_note)
-    return RunRequest.of(invocation, bounded.policy, locations), note
+    # both notes, as a stored plan says them again (bwrap/run.py)
+    return RunRequest.of(invocation, bounded.policy, locations), "\n".join(line for line in (note, bound_note) if line) or None

@@ -103,6 +103,56 @@ def redact_path(path: str) -> str:
     return f"{base}?{'&'.join(parts)}"
 
 
+_SECRET_NAME = re.compile(r"(?i)(authorization|bearer|token|secret|passw|api[-_]?key|credential|cookie|private[-_]?key)")
+
+
+def redact_words(words: list[str]) -> list[str]:
+    """A command's words as a record keeps them, whatever a run put on its command line: the value of
+    an argument whose name says secret (`--token=X`, `--password X`, `Authorization: Bearer X`,
+    `AWS_SECRET_ACCESS_KEY=X`), a URL's user and password and its secret query values, and tokens
+    that announce themselves (ghp_..., AKIA..., xoxb-..., JWTs) are REDACTED."""
+    from stockade.profiles.secretforms import TOKEN_PREFIX, USERINFO
+
+    out: list[str] = []
+    hide = False
+    for word in words:
+        text = str(word)
+        if hide and text:
+            out.append(REDACTED)
+            hide = False
+            continue
+        shown = USERINFO.sub(lambda match: match.group(0).split("://", 1)[0] + "://" + REDACTED + "@", text)
+        if any(space in shown for space in " \t\n"):  # a script (`sh -c '...'`): its secrets where they stand
+            out.append(TOKEN_PREFIX.sub(REDACTED, _redact_script(shown)))
+            continue
+        if "://" in shown and "?" in shown:
+            shown = redact_path(shown)
+        shown = TOKEN_PREFIX.sub(REDACTED, shown)
+        if _SECRET_NAME.search(shown):
+            for separator in ("=", ":"):
+                name, sep, value = shown.partition(separator)
+                if sep and value.strip() and "://" not in name + sep + value[:2]:
+                    shown = f"{name}{sep}{' ' if value.startswith(' ') else ''}{REDACTED}"
+                    break
+            else:
+                hide = shown.startswith("-")  # `--password VALUE`: the value is the next word
+        out.append(shown)
+    return out
+
+
+_SCRIPT_SECRETS = (
+    (re.compile(r"(?i)((?:proxy-)?authorization\s*:\s*)(?:(?:bearer|basic|token)\s+)?[^\s'\"]+"), r"\1" + REDACTED),
+    (re.compile(r"(?i)(\b[\w.-]*(?:token|secret|passw|api[-_]?key|credential|cookie)[\w.-]*=)[^\s'\"&;]+"), r"\1" + REDACTED),
+    (re.compile(r"(?i)(\s--?[\w-]*(?:token|secret|passw|api[-_]?key)[\w-]*\s+)(?!-)[^\s'\"]+"), r"\1" + REDACTED),
+)
+
+
+def _redact_script(text: str) -> str:
+    for pattern, replacement in _SCRIPT_SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 @dataclass
 class AuditRecord:
     """One decision; `bytes_*` and `duration_ms` are final when the flow ends."""

@@ -94,8 +94,9 @@ def settings_for(base_url: str, env: Mapping[str, str]) -> ExportSettings:
     except ValueError:
         pass
     compression = "none" if variable("COMPRESSION").strip().lower() == "none" else "gzip"
+    base = base_url.rstrip("/")
     return ExportSettings(
-        base_url.rstrip("/") + LOGS_PATH,
+        base if base.endswith(LOGS_PATH) else base + LOGS_PATH,  # the base URL, or the logs URL written in full
         parse_headers(variable("HEADERS")),
         timeout,
         compression,

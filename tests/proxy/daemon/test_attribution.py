@@ -70,19 +70,6 @@ def test_nothing_is_said_for_a_tree_that_is_gone(listener: socket.socket) -> Non
     conn.close()
 
 
-@pytest.mark.parametrize(
-    ("word", "shown"),
-    [
-        ("Authorization: Bearer abc", "Authorization: REDACTED"),
-        ("--api-key=xyz", "--api-key=REDACTED"),
-        ("https://example.com/?q=1", "https://example.com/?q=1"),
-        ("GITHUB_TOKEN=ghp_x", "GITHUB_TOKEN=REDACTED"),
-    ],
-)
-def test_credentials_in_arguments_are_redacted(word: str, shown: str) -> None:
-    assert attribution.redacted(word) == shown
-
-
 def test_an_address_is_written_as_the_kernel_writes_it() -> None:
     assert attribution._hex_endpoint(socket.AF_INET, "127.0.0.1", 3128) == b"0100007F:0C38"
     assert attribution._hex_endpoint(socket.AF_INET6, "::1", 80) == b"00000000000000000000000001000000:0050"

@@ -18,7 +18,6 @@ here can fail a connection: where /proc does not tell, there is no `process`.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import struct
 from typing import Any
@@ -27,7 +26,6 @@ ARGS = 32
 ARG_CHARS = 1024
 PARENTS = 16
 TREE_LIMIT = 4096  # processes of one sandbox looked at, at most
-_SECRET = re.compile(r"(?i)(authorization|bearer|token|secret|passw|api[-_]?key|credential|cookie)")
 
 
 TREE_FRESH = 1.0  # seconds a sandbox's process tree is used again before it is read anew (a miss reads it anew at once)
@@ -237,32 +235,21 @@ def _exe(pid: int) -> str:
 
 
 def _argv(pid: int) -> list[str]:
-    """The arguments, bounded, each that looks like it carries a credential with its value redacted."""
+    """The arguments, bounded, credentials in them redacted (audit.redact_words)."""
+    from stockade.proxy.audit import redact_words
+
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             raw = handle.read(ARG_CHARS * 4)
     except OSError:
         return []
-    words, left, hide = [], ARG_CHARS, False
+    words, left = [], ARG_CHARS
     for part in raw.split(b"\0")[:ARGS]:
         if left <= 0:
             break
         word = part.decode("utf-8", "backslashreplace")[:left]
         left -= len(word)
-        shown = "REDACTED" if hide and word else redacted(word)
-        hide = shown == word and word.startswith("-") and bool(_SECRET.search(word))  # `--password VALUE`: the value
-        words.append(shown)
+        words.append(word)
     while words and not words[-1]:
         words.pop()
-    return words
-
-
-def redacted(word: str) -> str:
-    """`--token=abc` as `--token=REDACTED`, `Authorization: Bearer x` as `Authorization: REDACTED`."""
-    if not _SECRET.search(word):
-        return word
-    for separator in ("=", ":"):
-        name, sep, value = word.partition(separator)
-        if sep and value.strip():
-            return f"{name}{sep}{' ' if value.startswith(' ') else ''}REDACTED"
-    return word
+    return redact_words(words)

@@ -95,7 +95,8 @@ def body(record: dict[str, Any]) -> str:
     if "event" in record:
         return f"stockade {record['event']}" + (f" session {record['session']}" if isinstance(record.get("session"), str) else "")
     where = f"{record.get('host')}:{record.get('port')}"
-    request = f" {record.get('method')} {record.get('path')}" if record.get("method") else ""
+    request = " ".join(str(record[key]) for key in ("method", "path") if record.get(key))
+    request = f" {request}" if request else ""
     return f"{record.get('decision')} {record.get('scheme')} {where}{request} ({record.get('rule')})"
 
 
@@ -220,8 +221,7 @@ class Export:
         if self._provider is None:
             return
         try:
-            self._provider.force_flush(int(timeout * 1000))
-            self._provider.shutdown()
+            self._provider.force_flush(int(timeout * 1000))  # no shutdown: it would wait out a send still retrying (its thread dies with us)
         except Exception:  # noqa: BLE001, S110 - a collector that is down at exit loses what waits; the local log has it
             pass
 
