@@ -39,13 +39,14 @@ def test_each_record_names_the_process_inside_and_its_parents(world: NetWorld) -
     allowed = records["/who"]["process"]
     assert allowed["exe"].endswith("/curl") and allowed["argv"][0] == "curl" and isinstance(allowed["pid"], int), allowed
     shell = int(one(ran, "shell"))
+    session = str(records["/who"]["session"])
     assert [parent["pid"] for parent in allowed["parents"]][:1] == [shell], allowed  # its parent: the script's shell, by its pid inside
     denied = next(r for r in records.values() if r["host"] == "denied.test")["process"]
     assert "sekrit" not in json.dumps(denied) and "Authorization: REDACTED" in denied["argv"], denied
     assert len(denied["parents"]) >= 2  # the subshell, then the script's shell
 
     shown = subprocess.run(
-        [sys.executable, "-m", "stockade.cli.main", "audit", "--json", "--log", str(w.audit_path("who")), "--pid", str(shell)],
+        [sys.executable, "-m", "stockade.cli.main", "audit", "--json", "--log", str(w.audit_path("who")), "--pid", str(shell), "--session", session],
         capture_output=True, text=True, env={**w.box.env, **w.env}, timeout=60,
     )  # fmt: skip
     hosts = {json.loads(line)["host"] for line in shown.stdout.splitlines()}
@@ -59,3 +60,10 @@ def test_a_program_that_ignores_the_proxy_is_named_too(world: NetWorld) -> None:
         pytest.skip(f"no transparent path on this kernel: {ran.stderr.strip()[-200:]}")
     record = next(r for r in read_records(w.audit_path("who-direct")) if r["host"] == "allowed.test" and r["scheme"] != "dns")
     assert record.get("process", {}).get("exe", "").endswith("/curl"), record
+
+
+def test_a_pid_alone_names_no_run() -> None:
+    said = subprocess.run(
+        [sys.executable, "-m", "stockade.cli.main", "audit", "--pid", "3", "--log", "/nonexistent.jsonl"], capture_output=True, text=True, timeout=60
+    )
+    assert said.returncode == 2 and "give the run's --session too" in said.stderr, said

@@ -485,6 +485,17 @@ def test_a_record_cut_short_is_cut_back_and_the_next_lands_on_its_own_line(tmp_p
         (["echo", "ghp_abcdefghijklmnopqrstuvwxyz"], ["echo", "REDACTED"]),
         (["curl", "https://a.test/x?token=1&q=2"], ["curl", "https://a.test/x?token=REDACTED&q=2"]),
         (["curl", "https://example.com/a:b", "-X", "POST"], ["curl", "https://example.com/a:b", "-X", "POST"]),
+        (["curl", "-u", "bob:pw", "--user", "ann:x", "-u", "alone"], ["curl", "-u", "bob:REDACTED", "--user", "ann:REDACTED", "-u", "alone"]),
+        (["mysql", "-pPW", "-h", "db"], ["mysql", "REDACTED", "-h", "db"]),
+        (["sshpass", "-p", "pw", "ssh", "host"], ["sshpass", "-p", "REDACTED", "ssh", "host"]),
+        (["docker", "login", "-p", "pw"], ["docker", "login", "-p", "REDACTED"]),
+        (["docker", "run", "-p", "8080:80", "img"], ["docker", "run", "-p", "REDACTED", "img"]),
+        (["mkdir", "-p", "build"], ["mkdir", "-p", "build"]),
+        (
+            ["env", "OPENAI_KEY=sk", "--auth", "x", "--private-key=k", "--pat", "p"],
+            ["env", "OPENAI_KEY=REDACTED", "--auth", "REDACTED", "--private-key=REDACTED", "--pat", "REDACTED"],
+        ),
+        (["ls", "--author", "path"], ["ls", "--author", "path"]),
         (
             ["/bin/sh", "-c", 'HP=1\ncurl -H "Authorization: Bearer s3" --token abc "http://a/?api_key=k" X_SECRET=v; echo ok'],
             ["/bin/sh", "-c", 'HP=1\ncurl -H "Authorization: REDACTED" --token REDACTED "http://a/?api_key=REDACTED" X_SECRET=REDACTED; echo ok'],

@@ -52,6 +52,8 @@ def audit(
 ) -> None:
     from stockade.proxy.audit import AuditFilter, dropped_by_rotation, follow_records, parse_since, read_records
 
+    if pid is not None and session is None:
+        raise UsageError(f"--pid {pid}: every sandbox numbers its processes from 1; give the run's --session too")
     since_time = parse_since(since) if since else None
     path = _log_path(log)
     if verify:

@@ -103,7 +103,11 @@ def redact_path(path: str) -> str:
     return f"{base}?{'&'.join(parts)}"
 
 
-_SECRET_NAME = re.compile(r"(?i)(authorization|bearer|token|secret|passw|api[-_]?key|credential|cookie|private[-_]?key)")
+_SECRET_NAME = re.compile(
+    r"(?i)(authorization|bearer|token|secret|passw|api[-_]?key|credential|cookie|private[-_]?key|_key(?=[=:]|$)|\bauth\b|\bpat\b)"
+)
+_USER_FLAGS = ("-u", "--user", "--proxy-user")  # curl, wget and the like: USER:PASSWORD
+_PASSWORD_FLAG = {"sshpass": "-p", "docker": "-p", "podman": "-p", "nerdctl": "-p"}  # where -p is a password, not a port
 
 
 def redact_words(words: list[str]) -> list[str]:
@@ -114,12 +118,25 @@ def redact_words(words: list[str]) -> list[str]:
     from stockade.profiles.secretforms import TOKEN_PREFIX, USERINFO
 
     out: list[str] = []
-    hide = False
+    hide = after_user = False
+    program = os.path.basename(str(words[0])) if words else ""
     for word in words:
         text = str(word)
         if hide and text:
             out.append(REDACTED)
             hide = False
+            continue
+        if after_user:
+            after_user = False
+            name, sep, _password = text.partition(":")
+            if sep:
+                out.append(f"{name}:{REDACTED}")
+                continue
+        if text in _USER_FLAGS:
+            after_user = True
+        if text == _PASSWORD_FLAG.get(program) or (program.startswith(("mysql", "mariadb")) and text.startswith("-p") and len(text) > 2):
+            out.append(REDACTED if len(text) > 2 else text)
+            hide = len(text) == 2
             continue
         shown = USERINFO.sub(lambda match: match.group(0).split("://", 1)[0] + "://" + REDACTED + "@", text)
         if any(space in shown for space in " \t\n"):  # a script (`sh -c '...'`): its secrets where they stand

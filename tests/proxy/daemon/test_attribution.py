@@ -73,3 +73,21 @@ def test_nothing_is_said_for_a_tree_that_is_gone(listener: socket.socket) -> Non
 def test_an_address_is_written_as_the_kernel_writes_it() -> None:
     assert attribution._hex_endpoint(socket.AF_INET, "127.0.0.1", 3128) == b"0100007F:0C38"
     assert attribution._hex_endpoint(socket.AF_INET6, "::1", 80) == b"00000000000000000000000001000000:0050"
+
+
+def test_a_tree_past_the_budget_gets_no_process_and_costs_a_bounded_read(listener: socket.socket, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of descriptors: the lookup stops at BUDGET entries of /proc and names nothing."""
+    root, port = _tree(listener.getsockname()[1])
+    try:
+        conn, peer = listener.accept()
+        assert attribution.Attributor(root.pid).who(peer) is not None  # the control: within the budget, found
+        reads = []
+        real = attribution.os.readlink
+        monkeypatch.setattr(attribution.os, "readlink", lambda path: reads.append(path) or real(path))
+        monkeypatch.setattr(attribution, "BUDGET", 1)  # the tree alone is two entries
+        assert attribution.Attributor(root.pid).who(peer) is None
+        assert reads == []
+        conn.close()
+    finally:
+        root.kill()
+        root.wait()

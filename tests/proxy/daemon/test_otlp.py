@@ -155,3 +155,45 @@ def test_who_made_it_is_exported_too() -> None:
         3,
     )
     assert found["process.command_args"] == '["curl", "x"]'
+
+
+def test_a_collector_that_redirects_or_answers_at_length_is_a_failure_and_costs_nothing() -> None:
+    """A redirect is not a delivery (the records would be gone), and an answer's body is never read."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Hostile(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.path == "/redirect/v1/logs":
+                self.send_response(302)
+                self.send_header("Location", "https://elsewhere.test/v1/logs")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(512 << 20))
+            self.end_headers()
+            try:
+                for _ in range(64):
+                    self.wfile.write(b"x" * (1 << 20))
+            except OSError:
+                return
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        redirected = otlp.Export(ExportSettings(base + "/redirect/v1/logs", timeout=1.0))
+        redirected.send(_line())
+        assert _wait(lambda: redirected.counts()[0] == 1), redirected.counts()
+        assert "redirects" in redirected.trouble((0, 0)) or "did not take" in redirected.trouble((0, 0))
+        huge = otlp.Export(ExportSettings(base + "/v1/logs", timeout=2.0))
+        huge.send(_line())
+        assert _wait(lambda: huge.sent == 1), (huge.sent, huge.counts())  # taken by its status; the 512 MB never read
+    finally:
+        server.shutdown()
+        server.server_close()

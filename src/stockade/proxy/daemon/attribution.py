@@ -29,6 +29,11 @@ TREE_LIMIT = 4096  # processes of one sandbox looked at, at most
 
 
 TREE_FRESH = 1.0  # seconds a sandbox's process tree is used again before it is read anew (a miss reads it anew at once)
+BUDGET = 2048  # /proc entries one lookup may read: a sandbox of many processes and descriptors gets no process, not the daemon's time
+
+
+class _Spent(Exception):
+    """The lookup read its BUDGET of /proc entries."""
 
 
 class Attributor:
@@ -37,8 +42,11 @@ class Attributor:
     connections come in bursts."""
 
     def __init__(self, root: int, diag: socket.socket | None = None) -> None:
+        import threading
+
         self.root = root
         self.diag = diag
+        self._lock = threading.Lock()  # lookups run on the daemon's worker threads (door.py): one at a time per sandbox
         self._tree: dict[int, int] = {}
         self._read_at = 0.0
         self._sequence = 0
@@ -48,16 +56,27 @@ class Attributor:
             diag.settimeout(0.2)
 
     def close(self) -> None:
-        if self.diag is not None:
-            self.diag.close()
-            self.diag = None
+        with self._lock:
+            if self.diag is not None:
+                self.diag.close()
+                self.diag = None
 
     def who(self, peer: tuple[Any, ...], local: tuple[Any, ...] | None = None) -> dict[str, Any] | None:
         """The process of the sandbox holding the client socket at `peer` (address, port) connected to
         `local` (the address it asked for: the door's, or a redirected connection's first destination),
-        described; None where the kernel does not say."""
+        described; None where the kernel does not say, or where saying it would read more than BUDGET
+        entries of /proc (a sandbox of thousands of processes or descriptors)."""
+        if not self._lock.acquire(blocking=False):
+            return None  # this sandbox's last lookup still runs: no queue of them for the daemon's threads to wait out
+        try:
+            return self._who(peer, local)
+        finally:
+            self._lock.release()
+
+    def _who(self, peer: tuple[Any, ...], local: tuple[Any, ...] | None) -> dict[str, Any] | None:
         import time
 
+        budget = [BUDGET]
         try:
             inode = self._exact(peer, local) if self.diag is not None and local is not None else None
             if inode is None:
@@ -68,17 +87,17 @@ class Attributor:
             fresh = time.monotonic() - self._read_at < TREE_FRESH
             for attempt in (0, 1):
                 if attempt or not fresh:
-                    self._tree, self._read_at = _tree(self.root), time.monotonic()
+                    self._tree, self._read_at = _tree(self.root, budget), time.monotonic()
                 # the process that opened the last connection first (a client opens many), then the newest
                 order = sorted(self._tree, key=lambda pid: (pid == self._last, pid), reverse=True)
                 for pid in order:
-                    fd = _holds(pid, target, self._last_fd if pid == self._last else -1)
+                    fd = _holds(pid, target, self._last_fd if pid == self._last else -1, budget)
                     if fd >= 0:
                         self._last, self._last_fd = pid, fd
                         return _describe(pid, self._tree, self.root)
                 if not fresh:
                     break  # the tree was just read: a second look finds nothing more
-        except (OSError, ValueError):
+        except (OSError, ValueError, _Spent):
             return None
         return None
 
@@ -107,6 +126,12 @@ class Attributor:
                 return None
             return int(struct.unpack_from("=I", data, 16 + INODE_AT)[0])
         return None
+
+
+def _spend(budget: list[int], cost: int = 1) -> None:
+    budget[0] -= cost
+    if budget[0] < 0:
+        raise _Spent
 
 
 SOCK_DIAG_BY_FAMILY = 20
@@ -166,12 +191,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _tree(root: int) -> dict[int, int]:
+def _tree(root: int, budget: list[int] | None = None) -> dict[int, int]:
     """pid -> parent pid for `root` and everything below it."""
     tree = {root: 0}
     queue = [root]
     while queue and len(tree) < TREE_LIMIT:
         parent = queue.pop()
+        if budget is not None:
+            _spend(budget)
         for child in _children(parent):
             if child not in tree:
                 tree[child] = parent
@@ -179,7 +206,7 @@ def _tree(root: int) -> dict[int, int]:
     return tree
 
 
-def _holds(pid: int, target: bytes, near: int = -1) -> int:
+def _holds(pid: int, target: bytes, near: int = -1, budget: list[int] | None = None) -> int:
     """The descriptor of `pid` that is `target` (socket:[INODE]), or -1. `near`: the one its last socket had;
     a client opening connections one after another gets the next free numbers, looked at first."""
     folder = f"/proc/{pid}/fd/".encode("ascii")
@@ -195,6 +222,8 @@ def _holds(pid: int, target: bytes, near: int = -1) -> int:
     except OSError:
         return -1
     for name in sorted(names, key=lambda n: (len(n), n), reverse=True):  # a new socket: a high number, most likely
+        if budget is not None:
+            _spend(budget)
         try:
             if os.readlink(folder + name) == target:
                 return int(name)

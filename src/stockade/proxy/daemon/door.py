@@ -45,6 +45,20 @@ NOT_HTTP = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 58
 _REGULAR = mode_specs.ProxyMode.parse("regular")
 SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h: where a redirected connection was going
 IP6T_SO_ORIGINAL_DST = 80  # linux/netfilter_ipv6/ip6_tables.h: the same for IPv6, at IPPROTO_IPV6
+ATTRIBUTION_WAIT = 0.5  # seconds a connection waits for its process to be named, at most; then it has none
+_LOOKUPS: Any = None
+
+
+def _lookups() -> Any:
+    """The daemon's threads for /proc lookups (two: one slow sandbox leaves the other to the rest)."""
+    global _LOOKUPS
+    if _LOOKUPS is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _LOOKUPS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="attribution")
+    return _LOOKUPS
+
+
 HELD_LIMIT = 65536  # a forwarded connection's bytes held until its CONNECT is answered, before reading pauses
 
 Bind = Callable[[connection.Client, Session, bool, "dict[str, object] | None"], None]
@@ -132,7 +146,7 @@ class Door:
         self._unspoken.add(conn)
         try:
             conn.setblocking(False)
-            process = self._who(conn)
+            process = await self._who(conn)
             if self.transparent:
                 target = self._asked_for(conn)
                 if target is None:
@@ -198,16 +212,21 @@ class Door:
             conn.shutdown(socket.SHUT_WR)
         conn.close()
 
-    def _who(self, conn: socket.socket) -> dict[str, object] | None:
+    async def _who(self, conn: socket.socket) -> dict[str, object] | None:
         """The process inside that opened the connection (proxy/daemon/attribution.py), where the run said
-        which sandbox's processes to look among; it is waiting for its answer, so still there."""
+        which sandbox's processes to look among; it is waiting for its answer, so still there. Read on a
+        worker thread, for at most ATTRIBUTION_WAIT: a sandbox of many processes never holds the loop
+        every session shares."""
         if self._attributor is None:
             return None
         try:
             local = self._original(conn) if self.transparent else conn.getsockname()
-            return self._attributor.who(conn.getpeername(), local)
-        except OSError:
+            peer = conn.getpeername()
+            loop = asyncio.get_running_loop()
+            found = await asyncio.wait_for(loop.run_in_executor(_lookups(), self._attributor.who, peer, local), ATTRIBUTION_WAIT)
+        except (OSError, TimeoutError):
             return None
+        return found if isinstance(found, dict) else None
 
     @staticmethod
     def _original(conn: socket.socket) -> tuple[str, int]:

@@ -141,6 +141,7 @@ class Export:
 
         s = self.settings
         exporter = OTLPLogExporter(
+            session=_bounded_session(),
             endpoint=s.endpoint,
             headers=dict(s.headers),
             timeout=s.timeout,
@@ -279,6 +280,25 @@ class Exports:
     def close(self) -> None:
         for export in self._by_settings.values():
             export.close()
+
+
+def _bounded_session() -> Any:
+    """The exporter's HTTP session: a collector's answer is its status alone (its body is never read: a
+    hostile one could send gigabytes), and a redirect is a failure (it would otherwise count as sent,
+    and the records would be gone)."""
+    import requests
+
+    class Bounded(requests.Session):
+        def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> requests.Response:
+            kwargs["stream"], kwargs["allow_redirects"] = True, False
+            response = super().request(method, url, *args, **kwargs)
+            response._content, response._content_consumed = b"", True
+            response.close()
+            if 300 <= response.status_code < 400:
+                response.status_code, response.reason = 421, f"the collector redirects ({response.headers.get('Location', '?')[:200]})"
+            return response
+
+    return Bounded()
 
 
 def _version() -> str:
