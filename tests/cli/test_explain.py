@@ -238,7 +238,7 @@ def test_json_says_trust_and_what_was_ignored(project: Path, capsys: pytest.Capt
     code, out, err = run_cli(capsys, "explain", "--json")
     data = json.loads(out)
     assert code == 0 and err == ""
-    assert set(data) == {"policy", "floor", "env_withheld", "syscalls_refused", "tool_config", "trusted", "ignored"}
+    assert set(data) == {"policy", "floor", "env_withheld", "syscalls_refused", "tool_config", "trusted", "ignored", "baseline"}
     assert data["trusted"] is False and data["ignored"] == ['network mode "allowlist" (yours is "none")']
     assert data["policy"]["network"]["mode"] == NetworkMode.NONE.value
     code, out, _ = run_cli(capsys, "explain", "--json", "--profile", "offline")

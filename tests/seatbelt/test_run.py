@@ -57,14 +57,16 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         opened=[],
         closed=[],
         said=[],
-        ended=SimpleNamespace(always=[], trouble="", denials=[], refused=""),
+        ended=SimpleNamespace(always=[], trouble="", denials=[], refused="", exported=""),
     )
     FakePlanner.made, FakePlanner.status, FakePlanner.fail = [], 0, None
     monkeypatch.setattr(run, "SeatbeltPlanner", FakePlanner)
     monkeypatch.setattr(run, "request_for", lambda inv: (state.request, None))
     monkeypatch.setattr(run, "say", state.said.append)
 
-    def open_session(locations: Any, session: str, command: list[str], cwd: str, policy: Any, credentials: Any = None, approve: int = 0) -> Any:
+    def open_session(
+        locations: Any, session: str, command: list[str], cwd: str, policy: Any, credentials: Any = None, approve: int = 0, who: Any = ("", "")
+    ) -> Any:
         state.opened.append((locations, session, command, cwd, policy))
         state.approve = approve
         state.credentials = credentials
@@ -114,7 +116,7 @@ def test_credentials_are_read_for_the_daemon_and_the_sandbox_gets_placeholders(w
 
 
 def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> None:
-    world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="too many sessions")
+    world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="too many sessions", exported="")
     assert run.MacOSBackend().run(invocation()).troubles == ["daemon hiccup"]
     assert world.said == [
         "stockade: denied evil.com (policy.toml)",
@@ -125,13 +127,13 @@ def test_trouble_denials_and_refusal_are_reported(world: SimpleNamespace) -> Non
 
 def test_quiet_keeps_the_trouble_but_says_nothing(world: SimpleNamespace) -> None:
     world.request = request(NetworkMode.ALLOWLIST, quiet=True)
-    world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="no")
+    world.ended = SimpleNamespace(always=[], trouble="daemon hiccup", denials=["evil.com"], refused="no", exported="")
     assert run.MacOSBackend().run(invocation()).troubles == ["daemon hiccup"] and world.said == []
 
 
 def test_the_session_is_closed_even_when_the_planner_raises(world: SimpleNamespace) -> None:
     FakePlanner.fail = SandboxSetupError("sandbox-exec missing")
-    world.ended = SimpleNamespace(always=[], trouble="late", denials=[], refused="")
+    world.ended = SimpleNamespace(always=[], trouble="late", denials=[], refused="", exported="")
     with pytest.raises(SandboxSetupError, match="sandbox-exec missing") as raised:
         run.MacOSBackend().run(invocation())
     assert world.closed == [("where", "abc123abc123")]
@@ -147,7 +149,9 @@ def test_explain_builds_a_plain_plan(world: SimpleNamespace) -> None:
 @pytest.mark.parametrize("mode", [NetworkMode.NONE, NetworkMode.ALLOWLIST])
 def test_the_refusals_are_handed_over_when_asked_for(world: SimpleNamespace, mode: NetworkMode) -> None:
     world.request = request(mode)
-    world.ended = SimpleNamespace(always=[], trouble="", denials=[{"host": "x.test", "port": 443, "hint": 'allow = ["x.test"]'}], refused="")
+    world.ended = SimpleNamespace(
+        always=[], trouble="", denials=[{"host": "x.test", "port": 443, "hint": 'allow = ["x.test"]'}], refused="", exported=""
+    )
     asked = Invocation(["curl", "x"], "/p", {}, session_id="abc123abc123", want_findings=True)
     result = run.MacOSBackend().run(asked)
     assert result.status == 0

@@ -66,6 +66,7 @@ def run(
     gpu: Annotated[bool, typer.Option("--gpu", help=_help("gpu"))] = False,
     mcp_server: Annotated[str | None, typer.Option("--mcp", help=_help("mcp"), metavar="NAME")] = None,
     agent_session: Annotated[str | None, typer.Option("--agent-session", help=_help("agent_session"), metavar="ID")] = None,
+    tool_call: Annotated[str | None, typer.Option("--tool-call", help=_help("tool_call"), metavar="ID")] = None,
 ) -> None:
     # Reached only through `stockade --debug run` variants that Typer parses; the
     # console script sends `run` to the lean parser first.
@@ -75,6 +76,7 @@ def run(
     for flag, value in (
         ("--policy", policy), ("--profile", profile), ("-c", shell), ("--platform", platform),
         ("--max-output", max_output), ("--report", report), ("--agent-session", agent_session), ("--mcp", mcp_server),
+        ("--tool-call", tool_call),
     ):  # fmt: skip
         if value is not None:
             argv += [flag, str(value)]
