@@ -38,6 +38,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from stockade.core.notices import session_name
 from stockade.profiles.text import say
 
 AGENTS = ("claude", "codex", "gemini", "cursor")
@@ -326,12 +327,6 @@ def tool_call(payload: Any) -> str | None:
         if name:
             return name
     return None
-
-
-def session_name(raw: object) -> str | None:
-    from stockade.core.notices import session_name as name
-
-    return name(raw)
 
 
 def _wraps(result: dict[str, Any]) -> bool:

@@ -34,12 +34,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import unquote_plus
 
 from stockade.core.errors import StockadeError
 from stockade.profiles.domains import canonical_name
-from stockade.proxy.audit_chain import ZERO, last_link, seal, torn_tail, unchained_prefix
+from stockade.proxy.audit_chain import ZERO, last_link, open_regular, seal, torn_tail, unchained_prefix
 
 REDACTED = "REDACTED"
 # Query keys whose values are credentials more often than not (compared
@@ -452,7 +452,7 @@ def read_records(path: str | os.PathLike[str], where: AuditFilter = AuditFilter(
     open_flows: dict[object, dict[str, object]] = {}
     for generation in range(KEEP_ROTATED, -1, -1):  # the oldest rotated file first
         try:
-            handle = _open_regular(rotated_path(Path(path), generation))
+            handle = open_regular(rotated_path(Path(path), generation))
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -542,7 +542,7 @@ def dropped_by_rotation(path: str | os.PathLike[str]) -> list[dict[str, object]]
     dropped: list[dict[str, object]] = []
     for generation in range(KEEP_ROTATED, -1, -1):
         try:
-            with _open_regular(rotated_path(Path(path), generation)) as handle:
+            with open_regular(rotated_path(Path(path), generation)) as handle:
                 note = _parse(handle.readline())
         except OSError:
             continue
@@ -564,25 +564,10 @@ def generations(log: str | None) -> list[str]:
     return [str(rotated_path(Path(log), generation)) for generation in range(KEEP_ROTATED + 1)]
 
 
-def _open_regular(path: Path) -> BinaryIO:
-    """`path` opened for reading if it is a regular file: never through a symlink, never waiting
-    on a FIFO (a custom log's folder may be one a sandbox writes; its generations are hidden
-    since, but were not always). FileNotFoundError if absent, OSError if anything else."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _last_time(path: Path) -> str | None:
     """The time of the last whole record in a log (read from its tail only)."""
     try:
-        with _open_regular(path) as handle:
+        with open_regular(path) as handle:
             handle.seek(max(0, os.fstat(handle.fileno()).st_size - 65536))
             lines = handle.read().splitlines()
     except OSError:

@@ -30,9 +30,11 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 ZERO = "0" * 64
 FIELD = b',"chain":"'
@@ -146,7 +148,8 @@ def verify(paths: list[Path]) -> Verdict:
     missing: Path | None = None
     for path in paths:
         try:
-            data = _read_regular(path)
+            with open_regular(path) as handle:
+                data = handle.read()
         except FileNotFoundError:
             if verdict.files:
                 missing = missing or path
@@ -225,15 +228,16 @@ def _which(record: dict[str, object]) -> str:
     return f" ({', '.join(said)})" if said else ""
 
 
-def _read_regular(path: Path) -> bytes:
-    """A log file's bytes: never through a link, never waiting on a FIFO put in its place."""
-    import stat
-
+def open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading if it is a regular file: never through a symlink, never waiting
+    on a FIFO (a custom log's folder may be one a sandbox writes; its generations are hidden
+    since, but were not always). FileNotFoundError if absent, OSError if anything else."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read()
-    finally:
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise

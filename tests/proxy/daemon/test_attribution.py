@@ -42,7 +42,7 @@ def test_the_process_holding_the_client_socket_is_named_with_its_parents(listene
     root, port = _tree(listener.getsockname()[1], "--token=s3cret", "--password", "hunter2", "plain")
     try:
         conn, peer = listener.accept()
-        found = attribution.who(peer, root.pid)
+        found = attribution.Attributor(root.pid).who(peer)
         assert found is not None, "the client was not found"
         assert found["exe"] == __import__("os").path.realpath(sys.executable) and found["argv"][0] == sys.executable
         assert found["argv"][-4:] == ["--token=REDACTED", "--password", "REDACTED", "plain"]
@@ -50,7 +50,7 @@ def test_the_process_holding_the_client_socket_is_named_with_its_parents(listene
         conn.close()
         outsider = socket.create_connection(listener.getsockname())  # this test's own socket: not the tree's
         conn, peer = listener.accept()
-        assert attribution.who(peer, root.pid) is None
+        assert attribution.Attributor(root.pid).who(peer) is None
         conn.close()
         outsider.close()
     finally:
@@ -65,8 +65,8 @@ def test_nothing_is_said_for_a_tree_that_is_gone(listener: socket.socket) -> Non
     subprocess.run(["pkill", "-f", f"create_connection.*{listener.getsockname()[1]}"], check=False)
     root.wait()
     time.sleep(0.2)
-    assert attribution.who(peer, root.pid) is None
-    assert attribution.who(("127.0.0.1", port), 4_000_000) is None
+    assert attribution.Attributor(root.pid).who(peer) is None
+    assert attribution.Attributor(4_000_000).who(("127.0.0.1", port)) is None
     conn.close()
 
 

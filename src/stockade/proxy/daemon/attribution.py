@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from typing import Any
 
 ARGS = 32
@@ -74,8 +75,6 @@ class Attributor:
             self._lock.release()
 
     def _who(self, peer: tuple[Any, ...], local: tuple[Any, ...] | None) -> dict[str, Any] | None:
-        import time
-
         budget = [BUDGET]
         try:
             inode = self._exact(peer, local) if self.diag is not None and local is not None else None
@@ -140,11 +139,6 @@ NLMSG_ERROR = 2
 NO_COOKIE = 0xFFFFFFFF  # INET_DIAG_NOCOOKIE: any socket with these addresses
 ALL_STATES = 0xFFFFFFFF
 INODE_AT = 4 + 48 + 16  # in struct inet_diag_msg: family..retrans, the socket id, expires/rqueue/wqueue/uid, then the inode
-
-
-def who(peer: tuple[Any, ...], root: int) -> dict[str, Any] | None:
-    """The process of the sandbox whose first process is `root` (a host pid) that holds the client socket at `peer`."""
-    return Attributor(root).who(peer)
 
 
 def _inode(root: int, address: str, port: int) -> int | None:
