@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 LOGS_PATH = "/v1/logs"
@@ -23,37 +24,20 @@ DEFAULT_TIMEOUT = 10.0
 MAX_HEADERS = 32
 
 
+@dataclass(frozen=True)
 class ExportSettings:
     """One collector and how to reach it; compared by value (the daemon keeps one exporter per settings)."""
 
-    __slots__ = ("endpoint", "headers", "timeout", "compression", "certificate", "client_key", "client_certificate")
-
-    def __init__(
-        self, endpoint: str, headers: tuple[tuple[str, str], ...] = (), timeout: float = DEFAULT_TIMEOUT, compression: str = "gzip",
-        certificate: str = "", client_key: str = "", client_certificate: str = "",
-    ) -> None:  # fmt: skip
-        self.endpoint = endpoint  # the full logs URL: the policy's base URL and /v1/logs
-        self.headers = headers
-        self.timeout = timeout
-        self.compression = compression
-        self.certificate = certificate
-        self.client_key = client_key
-        self.client_certificate = client_certificate
-
-    def key(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExportSettings) and self.key() == other.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def __repr__(self) -> str:  # never the headers' values: they are tokens
-        return f"ExportSettings({self.endpoint!r}, headers={[name for name, _ in self.headers]})"
+    endpoint: str  # the full logs URL: the policy's base URL and /v1/logs
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # never in a repr: they are tokens
+    timeout: float = DEFAULT_TIMEOUT
+    compression: str = "gzip"
+    certificate: str = ""
+    client_key: str = ""
+    client_certificate: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: [list(pair) for pair in self.headers] if name == "headers" else getattr(self, name) for name in self.__slots__}
+        return {**asdict(self), "headers": [list(pair) for pair in self.headers]}
 
     @classmethod
     def from_dict(cls, data: object) -> ExportSettings:
