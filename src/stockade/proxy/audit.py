@@ -25,6 +25,7 @@ heavier than the standard library, since the CLI loads this on demand.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import re
@@ -108,6 +109,12 @@ _SECRET_NAME = re.compile(
 )
 _USER_FLAGS = ("-u", "--user", "--proxy-user")  # curl, wget and the like: USER:PASSWORD
 _PASSWORD_FLAG = {"sshpass": "-p", "docker": "-p", "podman": "-p", "nerdctl": "-p"}  # where -p is a password, not a port
+
+
+@functools.lru_cache(maxsize=256)
+def redacted_command(words: tuple[str, ...]) -> tuple[str, ...]:
+    """A session's command as its records keep it, redacted once (each of its requests asks again)."""
+    return tuple(redact_words(list(words)))
 
 
 def redact_words(words: list[str]) -> list[str]:

@@ -239,10 +239,10 @@ class SessionSpec:
 
     def who(self) -> dict[str, Any]:
         """The fields every audit record of this session carries: the run, and what started it."""
-        from stockade.proxy.audit import redact_words
+        from stockade.proxy.audit import redacted_command
 
         return {
-            "session": self.session_id, "command": redact_words(list(self.command)), "mcp": self.mcp or None,
+            "session": self.session_id, "command": list(redacted_command(tuple(self.command))), "mcp": self.mcp or None,
             "agent_session": self.agent_session or None, "tool_call": self.tool_call or None,
         }  # fmt: skip
 
