@@ -262,8 +262,8 @@ for n in range(int(sys.argv[2])):
 def test_processes_that_write_and_rotate_one_log_keep_every_chain(tmp_path: Path) -> None:
     """Several daemons sharing a log (a baseline's [audit] log): rotation happens under the file's lock."""
     path = tmp_path / "audit.jsonl"
-    for trial in range(3):
-        workers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), "60", f"p{trial}-{n}"]) for n in range(8)]
+    for trial in range(6):
+        workers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), "60", f"p{trial}-{n}"]) for n in range(12)]
         assert all(worker.wait(timeout=120) == 0 for worker in workers)
         verdict = verify(_generations(path))
         assert verdict.ok, (trial, verdict)

@@ -24,6 +24,7 @@ heavier than the standard library, since the CLI loads this on demand.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import json
@@ -49,6 +50,7 @@ REDACTED = "REDACTED"
 SENSITIVE_KEYS = frozenset({"token", "access_token", "key", "api_key", "apikey", "sig", "signature", "password", "passwd", "secret", "auth", "code"})
 SENSITIVE_SUFFIXES = ("_token", "_secret", "_signature", "_password", "_key", "_auth")
 
+ROTATION_WAIT = 30.0  # seconds a writer keeps finding the log rotated under it before it gives up
 MAX_LOG_BYTES = int(os.environ.get("STOCKADE_AUDIT_MAX_BYTES", 64 << 20))  # the environment: tests only
 KEEP_ROTATED = 2
 
@@ -293,7 +295,10 @@ class AuditWriter:
         if self.broken:
             raise AuditError(self.broken)
         try:
-            for _attempt in range(16):
+            # Each round lost means another writer rotated, which is progress; only a log rotated
+            # without end (a loop renaming it) runs out the clock.
+            deadline = time.monotonic() + ROTATION_WAIT
+            while time.monotonic() < deadline:
                 if self._fd < 0 or self._moved():
                     self._open()
                 fd = self._fd
@@ -371,9 +376,13 @@ class AuditWriter:
         return lead + line, link
 
     def _rotate(self, size: int) -> None:
-        """Shift the generations up one, dropping the oldest, and open the new file with a first line
-        that says so: which file was dropped, and the head of the one it follows. The caller holds the
-        current file's lock throughout, so no writer appends to it once the note names its head."""
+        """Shift the generations up one, dropping the oldest, and put a new file at the path whose first
+        line says so: which file was dropped, and the head of the one it follows. The caller holds the
+        current file's lock throughout, so no writer appends to it once the note names its head.
+
+        The new file is written aside and renamed over the path, and the current one is linked to
+        `.1` before that: the path never goes missing, so no other writer creates a file there (and
+        appends to it) before the note is in."""
         dropped = None
         oldest = rotated_path(self.path, KEEP_ROTATED)
         try:
@@ -383,25 +392,42 @@ class AuditWriter:
         except FileNotFoundError:
             pass
         head, _chained = last_link(self._fd, size)
-        for generation in range(KEEP_ROTATED, 0, -1):
-            older = rotated_path(self.path, generation - 1)
-            try:
-                os.replace(older, rotated_path(self.path, generation))
-            except FileNotFoundError:
-                pass
-        old = self._fd
-        self._fd = -1  # _open must not close the old file: the caller holds its lock, and closes it
-        try:
-            self._open()
-        except AuditError:
-            self._fd = old
-            raise
         note = {"event": "rotated", "time": now_iso(), "previous": rotated_path(self.path, 1).name, "dropped": dropped, "previous_head": head}
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        aside = self.path.with_name(f".{self.path.name}.rotating-{os.getpid()}-{os.urandom(4).hex()}")
+        old = self._fd
+        self._fd = os.open(aside, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
+            self._link_at = -1
             self._write(json.dumps(note, ensure_ascii=True).encode() + b"\n")
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            for generation in range(KEEP_ROTATED, 1, -1):
+                try:
+                    os.replace(rotated_path(self.path, generation - 1), rotated_path(self.path, generation))
+                except FileNotFoundError:
+                    pass
+            self._retire(rotated_path(self.path, 1))
+            os.replace(aside, self.path)
+        except BaseException:
+            os.close(self._fd)
+            self._fd = old  # the caller still holds its lock, and closes it
+            self._link_at = -1
+            try:
+                os.unlink(aside)
+            except OSError:
+                pass
+            raise
+        info = os.fstat(self._fd)
+        self._ino, self._size = (info.st_dev, info.st_ino), info.st_size
+
+    def _retire(self, first: Path) -> None:
+        """Make the current file the first rotated generation while the path still names it."""
+        try:
+            os.link(self.path, first, follow_symlinks=False)
+        except FileExistsError:
+            os.replace(self.path, first)  # a stray file there (not ours to keep): replaced, as rotation would
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            os.replace(self.path, first)  # a filesystem without hard links: the path is missing for a moment
 
     def close(self) -> None:
         if self._fd >= 0:
