@@ -33,7 +33,14 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, Any]]:
     FakeBridge.made = []
 
     def fake_execute(
-        launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None, files: Any = ()
+        launch: Any,
+        session_id: str,
+        bridge: Any,
+        trace: bool = False,
+        findings: Any = None,
+        agent_session: Any = None,
+        files: Any = (),
+        who: Any = None,
     ) -> int:
         calls.append((launch, session_id, bridge))
         return launch.status
@@ -89,7 +96,14 @@ def test_a_runs_credentials_are_read_once_for_its_bridge(executed: list[tuple[An
 
 def test_the_bridges_trouble_is_in_the_runs_result(executed: list[tuple[Any, str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     def troubled_execute(
-        launch: Any, session_id: str, bridge: Any, trace: bool = False, findings: Any = None, agent_session: Any = None, files: Any = ()
+        launch: Any,
+        session_id: str,
+        bridge: Any,
+        trace: bool = False,
+        findings: Any = None,
+        agent_session: Any = None,
+        files: Any = (),
+        who: Any = None,
     ) -> int:
         bridge.trouble = "the daemon died"
         return 9

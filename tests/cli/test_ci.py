@@ -86,6 +86,14 @@ def test_tally_adds_up_hosts_and_groups_denials() -> None:
     ]
 
 
+def test_a_run_s_file_and_limit_findings_are_no_host_contacted() -> None:
+    findings = [
+        {"session": "s1", "kind": "moved", "decision": "deny", "rule": "r", "path": "/p/.envrc", "moved_to": "/p/.envrc.q"},
+        {"session": "s1", "kind": "limit", "decision": "deny", "rule": "r", "limit": "pids"},
+    ]
+    assert ci.tally(r for r in RECORDS if r["session"] == "s1") == ci.tally([*(r for r in RECORDS if r["session"] == "s1"), *findings])
+
+
 def test_the_sandboxs_own_refusals_are_in_the_report_and_the_summary(tmp_path: Path) -> None:
     _write_audit(tmp_path)
     summary, report = tmp_path / "step_summary.md", tmp_path / "report.json"

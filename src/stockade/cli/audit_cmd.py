@@ -117,12 +117,15 @@ WIDE = 400  # columns of a table printed to a pipe or a file
 def _cells(record: dict[str, object]) -> list[str]:
     """Short cells for a terminal: time of day, 8-character session, host:port, first 40 characters of the path."""
     stamp = printable(record.get("time", ""))
-    destination = _middle(printable(f"{record.get('host')}:{record.get('port')}"), 40)
-    path = printable(record.get("path") or "")
-    method, scheme = record.get("method"), record.get("scheme")
-    tunnelled = method == "CONNECT" and scheme in ("ssh", "tls", "tcp")  # what the tunnel turned out to carry
-    verb = printable((scheme if tunnelled else method) or scheme or "")
-    request = f"{verb[:40]} {path[:40]}{'...' if len(path) > 40 else ''}".strip()
+    if "kind" in record:  # a finding of the run (proxy/audit.FindingRecord): a file or a limit, not a host
+        destination, request = _finding_cells(record)
+    else:
+        destination = _middle(printable(f"{record.get('host')}:{record.get('port')}"), 40)
+        path = printable(record.get("path") or "")
+        method, scheme = record.get("method"), record.get("scheme")
+        tunnelled = method == "CONNECT" and scheme in ("ssh", "tls", "tcp")  # what the tunnel turned out to carry
+        verb = printable((scheme if tunnelled else method) or scheme or "")
+        request = f"{verb[:40]} {path[:40]}{'...' if len(path) > 40 else ''}".strip()
     return [
         stamp[11:19] or stamp,
         printable(record.get("session", ""))[:8],
@@ -134,6 +137,17 @@ def _cells(record: dict[str, object]) -> list[str]:
         printable(record.get("bytes_down", "")),
         "incomplete: no end record (the daemon stopped under it)" if record.get("incomplete") else "",
     ]
+
+
+def _finding_cells(record: dict[str, object]) -> tuple[str, str]:
+    """(what, how) of a finding: the file (its end, where the name is) or the limit, and the kind."""
+    kind = printable(record.get("kind"))
+    if kind == "limit":
+        return printable(record.get("limit")), "limit"
+    what = _middle(printable(record.get("path") or ""), 40)
+    if kind == "moved":
+        return what, f"moved to {printable(os.path.basename(str(record.get('moved_to') or '')))[:40]}"
+    return what, f"file {printable(record.get('operation') or '')}".strip()
 
 
 def _whole_session(path: Path, prefix: str) -> str:

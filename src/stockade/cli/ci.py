@@ -94,6 +94,8 @@ def tally(records: Iterable[Mapping[str, object]]) -> tuple[list[HostTally], lis
     hosts: dict[tuple[str, int], HostTally] = {}
     denials: dict[tuple[str, int, str], Denial] = {}
     for record in records:
+        if "kind" in record:  # a file or limit finding (proxy/audit.FindingRecord): the report has those apart
+            continue
         host, port = str(record.get("host", "")), _int(record.get("port"))
         if record.get("scheme") == "dns":
             if record.get("decision") == "deny" and host != "*" and not record.get("repeats"):

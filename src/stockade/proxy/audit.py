@@ -1,4 +1,5 @@
-"""Audit records: one JSON line per network decision, written so none is lost or forged.
+"""Audit records: one JSON line per network decision, and per file or limit finding of a run,
+written so none is lost or forged.
 
 Writing: `O_APPEND`, one `write()` per record, no user-space buffer (a record
 is in the kernel when `write` returns, so a dying daemon loses nothing), and
@@ -60,7 +61,10 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 # The most of each field a record keeps, in characters; generous for real traffic, and
 # a bound on what one request can add to the log.
-FIELD_LIMITS = {"host": 300, "sni": 300, "method": 40, "path": 2048, "rule": 600, "error": 600, "hint": 400, "address": 64, "scheme": 16}
+FIELD_LIMITS = {
+    "host": 300, "sni": 300, "method": 40, "path": 2048, "rule": 600, "error": 600, "hint": 400, "address": 64, "scheme": 16,
+    "moved_to": 2048, "operation": 40,
+}  # fmt: skip
 COMMAND_LIMIT = 2048  # characters of the session's command, all words together
 OPTIONAL = ("mcp", "agent_session", "tool_call", "process")  # fields a line leaves out when they say nothing
 
@@ -223,20 +227,56 @@ class AuditRecord:
         """One line of JSON, ASCII only, ending in exactly one newline, its fields cut to FIELD_LIMITS
         (a `truncated` list names the ones that were): a sandbox chooses its paths and host names,
         and must not grow the log by what it sends."""
-        data = vars(self)  # not asdict: no deep copy
-        if any(data.get(name) is None for name in OPTIONAL):
-            data = {name: value for name, value in data.items() if name not in OPTIONAL or value is not None}
-        cut = [name for name, limit in FIELD_LIMITS.items() if isinstance(data.get(name), str) and len(data[name]) > limit]
-        if cut or _command_length(self.command) > COMMAND_LIMIT:
-            data = {**data, **{name: data[name][: FIELD_LIMITS[name]] for name in cut}}
-            if _command_length(self.command) > COMMAND_LIMIT:
-                data["command"] = _shortened(self.command)
-                cut.append("command")
-            data["truncated"] = cut
-        line = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str)
-        if "\n" in line or "\r" in line:  # cannot happen with json.dumps; a record is never split
-            raise AuditError("audit record would span lines")
-        return line.encode("ascii") + b"\n"
+        return _line(vars(self), self.command)  # not asdict: no deep copy
+
+
+KINDS = ("file", "limit", "moved")
+
+
+@dataclass
+class FindingRecord:
+    """What a run found off the network, once the command ended: a file access the sandbox refused
+    (`--trace`), a limit reached, a file written at a protected path and moved aside. A network
+    record has no `kind`; readers that total traffic skip records that have one."""
+
+    session: str
+    command: list[str]
+    kind: str  # one of KINDS
+    rule: str  # why, in a phrase: the wall that refused, the limit and its value, what the moved path could do
+    decision: str = "deny"  # a moved file was written, but never takes effect where it was written
+    time: str = field(default_factory=now_iso)
+    path: str | None = None  # the file (a host path; for "file", as the sandbox named it)
+    moved_to: str | None = None  # "moved": where the file now is
+    operation: str | None = None  # "file": read, write, exec...
+    limit: str | None = None  # "limit": memory, pids, file_size or wall_time
+    error: str | None = None
+    mcp: str | None = None
+    agent_session: str | None = None
+    tool_call: str | None = None
+    process: dict[str, object] | None = None  # where the kernel told which process it was
+
+    def to_line(self) -> bytes:
+        data = {name: value for name, value in vars(self).items() if value is not None or name not in FINDING_OPTIONAL}
+        return _line(data, self.command)
+
+
+FINDING_OPTIONAL = (*OPTIONAL, "path", "moved_to", "operation", "limit", "error")
+
+
+def _line(data: dict[str, Any], command: list[str]) -> bytes:
+    if any(data.get(name) is None for name in OPTIONAL):
+        data = {name: value for name, value in data.items() if name not in OPTIONAL or value is not None}
+    cut = [name for name, limit in FIELD_LIMITS.items() if isinstance(data.get(name), str) and len(data[name]) > limit]
+    if cut or _command_length(command) > COMMAND_LIMIT:
+        data = {**data, **{name: data[name][: FIELD_LIMITS[name]] for name in cut}}
+        if _command_length(command) > COMMAND_LIMIT:
+            data["command"] = _shortened(command)
+            cut.append("command")
+        data["truncated"] = cut
+    line = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str)
+    if "\n" in line or "\r" in line:  # cannot happen with json.dumps; a record is never split
+        raise AuditError("audit record would span lines")
+    return line.encode("ascii") + b"\n"
 
 
 class AuditWriter:
@@ -278,7 +318,7 @@ class AuditWriter:
             return True
         return self._fd < 0 or (info.st_dev, info.st_ino) != self._ino
 
-    def write(self, record: AuditRecord) -> None:
+    def write(self, record: AuditRecord | FindingRecord) -> None:
         """Append one record; AuditError if it did not reach the file in full."""
         self.write_line(record.to_line())
 

@@ -197,3 +197,21 @@ def test_a_collector_that_redirects_or_answers_at_length_is_a_failure_and_costs_
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param({"kind": "moved", "path": "/p/.envrc", "moved_to": "/p/.envrc.q"}, {"ocsf.class_uid": 1001, "ocsf.activity_id": 5}, id="moved"),
+        pytest.param({"kind": "file", "path": "/h/.ssh/id", "operation": "read"}, {"ocsf.class_uid": 1001, "ocsf.activity_id": 2}, id="file"),
+        pytest.param({"kind": "limit", "limit": "memory"}, {"ocsf.class_uid": 1007, "ocsf.activity_id": 2, "stockade.limit": "memory"}, id="limit"),
+    ],
+)
+def test_a_run_s_findings_map_to_file_and_process_activity(fields: dict[str, object], expected: dict[str, object]) -> None:
+    from stockade.proxy.audit import FindingRecord
+
+    record = json.loads(FindingRecord(session="s1", command=["make"], rule="r", tool_call="toolu_1", **fields).to_line())  # type: ignore[arg-type]
+    found = otlp.attributes(record)
+    assert {name: found.get(name) for name in expected} == expected
+    assert found["ocsf.disposition_id"] == 2 and found["stockade.kind"] == fields["kind"] and found["stockade.tool_call"] == "toolu_1"
+    assert "server.address" not in found and record["kind"] in otlp.body(record)

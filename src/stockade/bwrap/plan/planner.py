@@ -378,6 +378,7 @@ def launch_of(plan: BwrapPlan) -> Launch:
         layers=list(view.cache_layers),
         checkpoints=(plan.policy.checkpoints.max_size, plan.policy.checkpoints.max_age) if plan.policy.checkpoints.enabled else None,
         stage=_stage_of(plan) if view.stage_mount else None,
+        audit=(plan.policy.audit.log or str(plan.locations.default_audit_log), plan.policy.audit.otlp or ""),
     )
 
 

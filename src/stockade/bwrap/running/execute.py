@@ -85,6 +85,7 @@ class Launch:
     layers: list[tuple[str, str, str, str]]  # package caches seen through a layer of their own (layers.py)
     checkpoints: tuple[int, float] | None  # [checkpoints] max_size, max_age; None: off (checkpointing.py)
     stage: dict[str, object] | None  # a staged run's overlay mount, marks and accept mode (planner._stage_of); None: not staged
+    audit: tuple[str, str]  # the audit log, and the collector's URL or "": where the run's findings go (after/findings_log.py)
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -705,18 +706,20 @@ def execute(
     findings: dict[str, object] | None = None,
     agent_session: str | None = None,
     files: Sequence[tuple[str, bytes]] = (),
+    who: dict[str, str | None] | None = None,
 ) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after; `trace` (--trace) runs bwrap
     under strace and reports the file accesses the sandbox refused (trace.py, denials.py).
     `findings`, when given, gets what the run refused as data (Invocation.findings). `files`:
-    (path, content) of files the sandbox gets as private copies (profiles/toolconfig.py).
+    (path, content) of files the sandbox gets as private copies (profiles/toolconfig.py). `who`: the
+    MCP server, agent session and tool call the run's audit records name (after/findings_log.py).
 
     Signals sent to stockade from here on go to the sandbox (supervise.Relay); when one killed
     the command, or one came after it, stockade ends by it once its checks are done."""
     resolve_command(launch.command, launch.env)
     signals = Signals(launch, approvals=bridge is not None and bool(bridge.approve))
     try:
-        code = _execute(launch, session, bridge, trace, findings, signals, agent_session, files)
+        code = _execute(launch, session, bridge, trace, findings, signals, agent_session, files, who or {})
     finally:
         signals.close()
     outcome = signals.outcome
@@ -736,6 +739,7 @@ def _execute(
     signals: Signals,
     agent_session: str | None,
     files: Sequence[tuple[str, bytes]],
+    who: dict[str, str | None],
 ) -> int:
     tracer = None
     if trace:
@@ -838,8 +842,13 @@ def _execute(
             launch, outcome.timed_out, hits, quarantined, denials, touched, time.monotonic() - started, unreachable, trouble, agent_session,
             refused_locally, bridge is not None and bridge.intercepted, (bridge.names, session) if bridge is not None and bridge.names else None,
         )  # fmt: skip
-    if tracer is not None:
-        _trace_report(launch, traced, tracer.dropped, findings)
+    refused = _trace_report(launch, traced, tracer.dropped, findings) if tracer is not None else []
+    if hits or outcome.timed_out or quarantined or refused:
+        from stockade.bwrap.after import findings_log
+
+        trouble_line = findings_log.write(launch, findings_log.findings(launch, session, who, hits, outcome.timed_out, quarantined, refused))
+        if trouble_line:
+            say(f"stockade: {trouble_line}")
     if findings is not None:
         findings.update(
             network=list(denials), no_route=outcome.no_route, moved=[{"path": old, "moved_to": new} for old, new in quarantined],
@@ -869,9 +878,10 @@ def _asker(bridge: Bridge | None, holder: Signals) -> Asker | None:
     return start_asking(lambda: DaemonFiles(bridge.runtime, bridge.state), bridge.session_id, os.environ, holder)
 
 
-def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> None:
+def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict[str, object] | None) -> list[tuple[dict[str, object], int]]:
     """--trace's block, after the summary: every file access the sandbox refused and the wall that did
-    (printed even with --quiet, unless the caller takes them as data instead)."""
+    (printed even with --quiet, unless the caller takes them as data instead); each as data, with the
+    pid (the host's) of the process refused."""
     from stockade.bwrap.after.denials import denials, report
 
     found = denials(lines, launch.walls, launch.writable, launch.cwd, launch.origin)
@@ -880,15 +890,17 @@ def _trace_report(launch: Launch, lines: list[str], dropped: int, findings: dict
         denial.fix = fixes.get(denial.failure.path, "")
         if denial.fix.startswith("a secret") and denial.wall == "private_home":
             denial.rule = "the private home does not show it"  # not "allow_read can show it": never a secret
+    data = [(denial.to_data(), denial.failure.pid) for denial in found]
     if findings is not None:
-        findings["files"] = [denial.to_data() for denial in found]
+        findings["files"] = [item for item, _pid in data]
         findings["files_dropped"] = dropped
         if launch.quiet:
-            return
+            return data
     for line in report(found, dropped, fixes):
         say(f"stockade: {line}")
     if launch.checkpoints is not None:
         say("stockade: --trace: this run kept no checkpoint (strace needs the calls a checkpoint waits on): `stockade undo` cannot reach it")
+    return data
 
 
 def _fixes(launch: Launch, refused: list[dict[str, object]]) -> dict[str, str]:

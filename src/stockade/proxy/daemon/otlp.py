@@ -14,7 +14,8 @@ OpenTelemetry's semantic conventions where one fits (`server.address`,
 `server.port`, `http.request.method`, `url.path`, `network.peer.address`,
 `tls.server.name`), `stockade.*` for the rest, and `ocsf.*` for the OCSF
 class the record maps to (Network Activity 4001, HTTP Activity 4002, DNS
-Activity 4003) with its disposition (1 allowed, 2 blocked).
+Activity 4003; a run's file findings File System Activity 1001, its limits
+Process Activity 1007) with its disposition (1 allowed, 2 blocked).
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ SCOPE = "stockade.audit"
 # OCSF classes and the activity within each: Network Activity "Open" (1) and "Refuse" (5), HTTP
 # Activity by method, DNS Activity "Query" (1); Session end is a Network Activity "Close" (2).
 OCSF_NETWORK, OCSF_HTTP, OCSF_DNS = 4001, 4002, 4003
+OCSF_FILE, OCSF_PROCESS = 1001, 1007
+# File System Activity by what the refused call tried (bwrap/after/denials.py's operations); a file
+# moved aside is a "Rename" (5). Process Activity: a limit that killed is "Terminate" (2), pids "Launch" (1).
+FILE_ACTIVITIES = {"create": 1, "read": 2, "write": 3, "remove": 4, "rename": 5, "change": 6, "check": 8}
+LIMIT_ACTIVITIES = {"pids": 1, "memory": 2, "file_size": 2, "wall_time": 2}
 HTTP_ACTIVITIES = {"CONNECT": 1, "DELETE": 2, "GET": 3, "HEAD": 4, "OPTIONS": 5, "POST": 6, "PUT": 7, "TRACE": 8, "PATCH": 9}
 
 
@@ -56,6 +62,8 @@ def attributes(record: dict[str, Any]) -> dict[str, Any]:
         if record.get("event") == "session-end":
             out.update({"ocsf.class_uid": OCSF_NETWORK, "ocsf.activity_id": 2})
         return out
+    if "kind" in record:
+        return _finding_attributes(record, out, put)
     allowed = record.get("decision") == "allow"
     for name, field in (
         ("stockade.session", "session"), ("stockade.decision", "decision"), ("stockade.rule", "rule"), ("stockade.scheme", "scheme"),
@@ -90,10 +98,38 @@ def attributes(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _finding_attributes(record: dict[str, Any], out: dict[str, Any], put: Any) -> dict[str, Any]:
+    """A run's file or limit finding (proxy/audit.FindingRecord)."""
+    for name, field in (
+        ("stockade.session", "session"), ("stockade.kind", "kind"), ("stockade.decision", "decision"), ("stockade.rule", "rule"),
+        ("stockade.limit", "limit"), ("stockade.operation", "operation"), ("stockade.moved_to", "moved_to"), ("stockade.error", "error"),
+        ("stockade.mcp", "mcp"), ("stockade.agent_session", "agent_session"), ("stockade.tool_call", "tool_call"),
+        ("stockade.chain", "chain"), ("file.path", "path"),
+    ):  # fmt: skip
+        put(name, record.get(field))
+    command = record.get("command")
+    if isinstance(command, list):
+        put("stockade.command", json.dumps(command, ensure_ascii=True))
+    process = record.get("process")
+    if isinstance(process, dict):
+        put("stockade.host_pid", process.get("host_pid"))
+    kind = record.get("kind")
+    if kind == "limit":
+        out.update({"ocsf.class_uid": OCSF_PROCESS, "ocsf.activity_id": LIMIT_ACTIVITIES.get(str(record.get("limit")), 99)})
+    else:
+        activity = 5 if kind == "moved" else FILE_ACTIVITIES.get(str(record.get("operation")), 99)
+        out.update({"ocsf.class_uid": OCSF_FILE, "ocsf.activity_id": activity})
+    out["ocsf.disposition_id"] = 2
+    return out
+
+
 def body(record: dict[str, Any]) -> str:
     """One line a person reads in the collector's UI."""
     if "event" in record:
         return f"stockade {record['event']}" + (f" session {record['session']}" if isinstance(record.get("session"), str) else "")
+    if "kind" in record:
+        what = record.get("limit") if record.get("kind") == "limit" else record.get("path")
+        return f"{record.get('decision')} {record.get('kind')} {what} ({record.get('rule')})"
     where = f"{record.get('host')}:{record.get('port')}"
     request = " ".join(str(record[key]) for key in ("method", "path") if record.get(key))
     request = f" {request}" if request else ""
@@ -193,7 +229,7 @@ class Export:
             severity_text="WARN" if denied else "INFO",
             body=body(record),
             attributes=attributes(record),
-            event_name="stockade." + (str(record["event"]) if "event" in record else "network"),
+            event_name="stockade." + str(record.get("event") or record.get("kind") or "network"),
         )
 
     def counts(self) -> tuple[int, int]:
