@@ -31,7 +31,7 @@ def _audit(box: Box, *options: str) -> list[dict[str, object]]:
 
 def test_an_offline_run_s_moved_file_and_limit_are_recorded_with_its_tool_call(box: Box) -> None:
     options = ["--agent-session", "sess-e2e", "--tool-call", "toolu_e2e"]
-    done = box.run("echo 'echo PWNED' > .envrc; sleep 30", policy=_policy(box), options=options)
+    done = box.run("sh -c 'echo PWNED > .envrc'; sleep 30", policy=_policy(box), options=options)
     assert done.returncode == 137 and not (box.project / ".envrc").exists(), done  # killed at wall_time; the file moved aside
     records = _audit(box, "--tool-call", "toolu_e2e")
     assert sorted((str(r["kind"]), str(r.get("limit") or r.get("path"))) for r in records) == [
@@ -39,6 +39,10 @@ def test_an_offline_run_s_moved_file_and_limit_are_recorded_with_its_tool_call(b
     ]  # fmt: skip
     moved = next(r for r in records if r["kind"] == "moved")
     assert str(moved["moved_to"]).startswith(str(box.project / ".envrc.")) and moved["agent_session"] == "sess-e2e"
+    writer = moved["process"]  # the process inside that wrote it, and the command above it
+    assert isinstance(writer, dict) and writer["argv"] == ["sh", "-c", "echo PWNED > .envrc"], moved
+    assert [parent["argv0"] for parent in writer["parents"]] == ["/bin/sh"]
+    assert [r["kind"] for r in _audit(box, "--session", str(moved["session"]), "--pid", str(writer["pid"]))] == ["moved"]
     assert verify([str(box.root / "audit" / "audit.jsonl")]).ok
     # control: a run that finds nothing adds no record, and another tool call's filter sees none of these
     quiet = box.run("echo fine > notes.txt", policy=_policy(box), options=["--tool-call", "toolu_other"])

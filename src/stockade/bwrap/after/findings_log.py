@@ -8,10 +8,12 @@ agent session and tool call, chained like every other line. The run writes
 them itself, after the command ended, under the log's lock (audit.AuditWriter),
 so an offline run (no daemon) has them too.
 
-Which process: the records name one only where the kernel said so. `--trace`
+Which process: the records name one only where the kernel said so. A file
+moved aside names the process that first changed it, which the checkpoint's
+watch described while its call waited (bwrap/running/checkpointing.py; no
+checkpoint, as under `--trace` or with checkpoints off, no process). `--trace`
 gives the pid (strace's, on the host) of each refused call. A limit's cgroup
-counts what it refused, never who, and a file moved aside is found after the
-run ended; those records name the run alone.
+counts what it refused, never who: those records name the run alone.
 
 With `[audit] otlp` the lines also go to the collector, from a process of their
 own (proxy/daemon/export_once.py) that the run does not wait for: a collector
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from stockade.bwrap.running.execute import Launch
     from stockade.proxy.audit import FindingRecord
 
@@ -37,8 +41,10 @@ def findings(
     timed_out: bool,
     quarantined: list[tuple[str, str]],
     refused: list[tuple[dict[str, object], int]],
+    writer: Callable[[str], dict[str, object] | None] | None = None,
 ) -> list[FindingRecord]:
-    """The records of one run's findings; `refused` is --trace's (denial data, the caller's host pid)."""
+    """The records of one run's findings; `refused` is --trace's (denial data, the caller's host pid);
+    `writer` names the process that first changed a path, where the checkpoint's watch saw it."""
     from stockade.proxy.audit import FindingRecord, redacted_command
 
     command = list(redacted_command(tuple(launch.command)))
@@ -48,7 +54,10 @@ def findings(
         return FindingRecord(session=session, command=command, kind=kind, rule=rule, **mark, **fields)  # type: ignore[arg-type]
 
     found = [record("limit", _limit_rule(launch, name), limit=name) for name in [*hits, *(["wall_time"] if timed_out else [])]]
-    found += [record("moved", MOVED_RULE, path=original, moved_to=moved) for original, moved in quarantined]
+    found += [
+        record("moved", MOVED_RULE, path=original, moved_to=moved, process=writer(original) if writer is not None else None)
+        for original, moved in quarantined
+    ]
     for data, pid in refused:
         found.append(
             record(

@@ -26,10 +26,12 @@ import struct
 
 from stockade.bwrap.parts import write_notify
 from stockade.checkpoints import store
+from stockade.proxy import processes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 NOTIF_RECV = 0xC0502100  # SECCOMP_IOCTL_NOTIF_RECV: struct seccomp_notif, 80 bytes
 NOTIF_SEND = 0xC0182101  # SECCOMP_IOCTL_NOTIF_SEND: struct seccomp_notif_resp, 24 bytes
@@ -135,6 +137,11 @@ class Checkpointing:
         self._nofollow = write_notify.O_NOFOLLOW[self.arch]
         self._openat2: Callable[..., int] | None = None
         self._sandboxed: set[int] = set()
+        # the first process to change each path, described while its call waited: a file moved aside
+        # after the run names it in its audit record (bwrap/after/findings_log.py)
+        self.writers: dict[str, tuple[int, int]] = {}  # host path -> (pid, its start time)
+        self.processes: dict[tuple[int, int], dict[str, Any]] = {}
+        self._parents: dict[tuple[int, int], tuple[dict[str, Any], int]] = {}
 
     # -- in the child, before exec ---------------------------------------------------------
 
@@ -368,6 +375,36 @@ class Checkpointing:
             self.recorder.changing(host, how)
         finally:
             self.recorder.cancelled = None
+        if host not in self.writers:
+            self._note_writer(host, pid)
+
+    def _note_writer(self, host: str, pid: int) -> None:
+        """Who first changed `host`: the process and its parents up to the command, read once per
+        process (a pid and its start time: a pid used again is another process)."""
+        key = (pid, _started(pid))
+        self.writers[host] = key
+        if key in self.processes:
+            return
+        parents: list[dict[str, Any]] = []
+        parent = processes.status(pid)[1]
+        while parent > 0 and len(parents) < processes.PARENTS:
+            known = (parent, _started(parent))
+            entry = self._parents.get(known)
+            if entry is None:
+                entry = self._parents[known] = (processes.parent_entry(parent), processes.status(parent)[1])
+            if entry[0]["pid"] <= 1:
+                break  # the sandbox's first process, bwrap's: the command is its child
+            parents.append(entry[0])
+            parent = entry[1]
+        self.processes[key] = processes.describe(pid, parents)
+
+    def writer(self, path: str) -> dict[str, Any] | None:
+        """The process that first changed `path`, or a path below it (a folder moved aside whole)."""
+        key = self.writers.get(path)
+        if key is None:
+            below = path.rstrip("/") + "/"
+            key = next((found for changed, found in self.writers.items() if changed.startswith(below)), None)
+        return self.processes.get(key) if key is not None else None
 
     def _unmagic(self, pid: int, inside: str) -> str:
         """_through_magic until no link into /proc is left at the front (/proc/self/root/proc/self/cwd)."""
@@ -535,6 +572,15 @@ class Checkpointing:
         except OSError:
             return False
         return True
+
+
+def _started(pid: int) -> int:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat); -1 if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def _parent(pid: int) -> int:

@@ -476,11 +476,17 @@ class Checkpoint:
         self.bwrap = os.path.realpath(launch.bwrap)
         self.unloaded = ""
         self.unseen = 0
+        self.watching: Checkpointing | None = None  # the last start's watch: it knows who wrote what
 
     def watch(self, traced: bool) -> Checkpointing:
         from stockade.bwrap.running.checkpointing import Checkpointing
 
-        return Checkpointing(self.recorder, self.places, self.bwrap, traced)
+        self.watching = Checkpointing(self.recorder, self.places, self.bwrap, traced)
+        return self.watching
+
+    def writer(self, path: str) -> dict[str, object] | None:
+        """The process inside that first changed `path` in this run, where the watch saw it."""
+        return self.watching.writer(path) if self.watching is not None else None
 
     def finish(self, status: int | None, launch: Launch) -> None:
         """The record closed; older checkpoints pruned to the policy's bounds."""
@@ -802,6 +808,7 @@ def _execute(
                 _carry_back(launch, stages, session, checkpoint)
                 if staging is not None:
                     staging.finish(checkpoint.recorder if checkpoint is not None else None, list(launch.command), launch.cwd)
+                writer = checkpoint.writer if checkpoint is not None else None
                 if checkpoint is not None and not checkpoint.recorder.recorded:
                     checkpoint = None  # nothing changed: nothing to finish
             signals.outcome = outcome
@@ -846,7 +853,8 @@ def _execute(
     if hits or outcome.timed_out or quarantined or refused:
         from stockade.bwrap.after import findings_log
 
-        trouble_line = findings_log.write(launch, findings_log.findings(launch, session, who, hits, outcome.timed_out, quarantined, refused))
+        found = findings_log.findings(launch, session, who, hits, outcome.timed_out, quarantined, refused, writer)
+        trouble_line = findings_log.write(launch, found)
         if trouble_line:
             say(f"stockade: {trouble_line}")
     if findings is not None:

@@ -23,9 +23,8 @@ import struct
 import time
 from typing import Any
 
-ARGS = 32
-ARG_CHARS = 1024
-PARENTS = 16
+from stockade.proxy.processes import PARENTS, describe, parent_entry
+
 TREE_LIMIT = 4096  # processes of one sandbox looked at, at most
 
 
@@ -227,52 +226,9 @@ def _holds(pid: int, target: bytes, near: int = -1, budget: list[int] | None = N
 
 
 def _describe(pid: int, tree: dict[int, int], root: int) -> dict[str, Any]:
-    found: dict[str, Any] = {"pid": _inside(pid), "exe": _exe(pid), "argv": _argv(pid)}
     parents: list[dict[str, Any]] = []
     parent = tree.get(pid, 0)
     while parent and parent != root and len(parents) < PARENTS:
-        argv = _argv(parent)
-        parents.append({"pid": _inside(parent), "exe": _exe(parent), "argv0": argv[0] if argv else ""})
+        parents.append(parent_entry(parent))
         parent = tree.get(parent, 0)
-    found["parents"] = parents
-    return found
-
-
-def _inside(pid: int) -> int:
-    """The pid as the sandbox's own pid namespace numbers it (the last of NSpid)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as handle:
-            for line in handle:
-                if line.startswith(b"NSpid:"):
-                    return int(line.split()[-1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return pid
-
-
-def _exe(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")[:ARG_CHARS]
-    except OSError:
-        return ""
-
-
-def _argv(pid: int) -> list[str]:
-    """The arguments, bounded, credentials in them redacted (audit.redact_words)."""
-    from stockade.proxy.audit import redact_words
-
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read(ARG_CHARS * 4)
-    except OSError:
-        return []
-    words, left = [], ARG_CHARS
-    for part in raw.split(b"\0")[:ARGS]:
-        if left <= 0:
-            break
-        word = part.decode("utf-8", "backslashreplace")[:left]
-        left -= len(word)
-        words.append(word)
-    while words and not words[-1]:
-        words.pop()
-    return redact_words(words)
+    return describe(pid, parents)
