@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src" / "stockade"
 
 # docs/architecture.md's table: a layer may import those of a lower rank, and its own package
-RANK = {"core": 0, "profiles": 1, "checkpoints": 1, "proxy": 2, "bwrap": 3, "seatbelt": 3, "cli": 4}
+RANK = {"core": 0, "profiles": 1, "checkpoints": 1, "proxy": 2, "containers": 2, "bwrap": 3, "seatbelt": 3, "cli": 4}
 
 # inside a layer, its subpackages in their own order ("" is the layer's own modules, shared by all of them);
 # two subpackages of one rank never import each other

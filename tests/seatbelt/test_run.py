@@ -46,6 +46,7 @@ def request(mode: NetworkMode, quiet: bool = False, credentials: tuple[Credentia
         network=SimpleNamespace(mode=mode), origin="policy.toml", credentials=credentials, project_dir="/p",
         checkpoints=SimpleNamespace(enabled=checkpoints, stage=False, max_size=1 << 30, max_age=3600.0),
         filesystem=SimpleNamespace(allow_write=("/p",)), devices=SimpleNamespace(gpu=False, gpus=()),
+        containers=SimpleNamespace(engine="none"),
     )  # fmt: skip
     return SimpleNamespace(policy=policy, locations="where", command=("curl", "x"), cwd="/p", quiet=quiet, host_env={"HOST_T": "v4lue"})
 

@@ -12,12 +12,13 @@ from typing import Any
 
 from stockade.core.errors import PolicyError
 from stockade.profiles import units
-from stockade.profiles.model import ACCEPT_MODES, HOME_MODES, NetworkMode
+from stockade.profiles.model import ACCEPT_MODES, ENGINES, HOME_MODES, NetworkMode
 from stockade.profiles.paths import normalise_path
 from stockade.profiles.schema import LIST_KINDS, TABLES, Kind
 from stockade.profiles.toml_lines import KeyLines
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IMAGE = re.compile(r"^[A-Za-z0-9*?][A-Za-z0-9._/:@*?-]{0,254}$")  # a reference as `docker pull` takes it, or a glob of one
 _ENV_GLOB = re.compile(r"^[A-Za-z0-9_*?]+$")
 BUILTIN_PREFIX = "builtin:"
 MAX_POLICY_BYTES = 1 << 20
@@ -378,6 +379,8 @@ class _Checker:
                 raise ValueError(f"{value!r} is not a variable name")
             if kind is Kind.GPU_NUMBERS and not (value.isascii() and value.isdigit() and len(value) <= 4):
                 raise ValueError(f"{value!r} is not a GPU number (0, 1, ... as nvidia-smi numbers them)")
+            if kind is Kind.IMAGES and not _IMAGE.match(value):
+                raise ValueError(f"{value!r} is not an image reference or glob (registry/name:tag, with * and ?)")
             return value
         except ValueError as exc:
             raise self.fail(f"'{name}': {exc}", table, key, item=value) from None
@@ -387,6 +390,10 @@ class _Checker:
             if not isinstance(value, str) or value not in {m.value for m in NetworkMode}:
                 raise ValueError(f"must be {kind.value}, not {value!r}")
             return NetworkMode(value)
+        if kind is Kind.ENGINE:
+            if not isinstance(value, str) or value not in ENGINES:
+                raise ValueError(f"must be {kind.value}, not {value!r}")
+            return value
         if kind is Kind.ACCEPT:
             if not isinstance(value, str) or value not in ACCEPT_MODES:
                 raise ValueError(f"must be {kind.value}, not {value!r}")

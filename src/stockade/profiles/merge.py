@@ -11,6 +11,7 @@ from stockade.profiles.loader import Layer
 from stockade.profiles.model import (
     AuditRules,
     CheckpointRules,
+    ContainerRules,
     DeviceRules,
     EnvRules,
     FilesystemRules,
@@ -86,6 +87,7 @@ def compose(layers: list[Layer], *, project_dir: Path, origin: str) -> Policy:
         audit=AuditRules(log=audit.get("log"), otlp=audit.get("otlp")),
         checkpoints=CheckpointRules(**values.get("checkpoints", {})),
         devices=DeviceRules(**values.get("devices", {})),
+        containers=ContainerRules(**values.get("containers", {})),
         credentials=credentials,
         project_dir=project_dir,
         origin=origin,

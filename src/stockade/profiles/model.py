@@ -94,6 +94,20 @@ class DeviceRules:
     gpus: tuple[str, ...] = ()  # only these GPUs (nvidia-smi's numbers); empty: every one
 
 
+ENGINES = ("none", "docker", "podman")
+
+
+@dataclass(frozen=True)
+class ContainerRules:
+    """A container engine's API inside the sandbox, through a gate that forwards only what keeps
+    the engine's containers inside the sandbox's own bounds (containers/gate.py)."""
+
+    engine: str = "none"  # one of ENGINES
+    images: tuple[str, ...] = ()  # image references the sandbox may pull and run; globs ("docker.io/library/*")
+    keep: bool = False  # leave the containers and volumes the run created when it ends
+    socket: str | None = None  # the host engine's socket; None: the engine's usual one (containers/engines.py)
+
+
 @dataclass(frozen=True)
 class AuditRules:
     log: str | None = None  # absolute path of the JSON-lines audit log
@@ -111,6 +125,7 @@ class Policy:
     audit: AuditRules = field(default_factory=AuditRules)
     checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
     devices: DeviceRules = field(default_factory=DeviceRules)
+    containers: ContainerRules = field(default_factory=ContainerRules)
     credentials: tuple[Credential, ...] = ()  # [credentials.NAME], sorted by name: swapped in by the proxy (proxy/filter/placeholders.py)
     project_dir: Path = Path("/")  # where "." of built-in profiles points, and the run's default cwd
     origin: str = "<built-in default>"  # file (or built-in name) a user edits to change this policy

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from stockade.profiles.credentials import Credential
 from stockade.profiles.domains import overlaps, parse_rule
-from stockade.profiles.model import CheckpointRules, DeviceRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
+from stockade.profiles.model import CheckpointRules, ContainerRules, DeviceRules, EnvRules, FilesystemRules, Limits, NetworkMode, NetworkRules, Policy
 from stockade.profiles.paths import is_within
 
 
@@ -40,6 +40,7 @@ def narrow(base: Policy, project: Policy) -> tuple[Policy, list[str]]:
             # a project may stage its runs, and keep every change for review; never the reverse
             checkpoints=_narrow_checkpoints(base.checkpoints, project.checkpoints, notes),
             devices=_narrow_devices(base.devices, project.devices, notes),
+            containers=_narrow_containers(base.containers, project.containers, notes),
             credentials=_narrow_credentials(base, project, notes),
             project_dir=project.project_dir,
             origin=project.origin,
@@ -218,6 +219,24 @@ def _narrow_devices(base: DeviceRules, project: DeviceRules, notes: list[str]) -
     return project
 
 
+def _narrow_containers(base: ContainerRules, project: ContainerRules, notes: list[str]) -> ContainerRules:
+    """A project may take the engine away, or allow fewer images; never add an engine, an image,
+    another engine's socket, or keep what a run made."""
+    if project.engine != "none" and project.engine != base.engine:
+        notes.append(f'[containers] engine = "{project.engine}"')
+    if project.engine == "none" or base.engine == "none" or project.engine != base.engine:
+        return ContainerRules()
+    if project.socket is not None and project.socket != base.socket:
+        notes.append("[containers] socket")
+    images = base.images
+    if project.images:
+        images = tuple(image for image in project.images if image in base.images)
+        notes += [f"[containers] images {image}" for image in project.images if image not in base.images]
+    if project.keep and not base.keep:
+        notes.append("[containers] keep = true")
+    return replace(base, images=images, keep=base.keep and project.keep)
+
+
 def _narrow_checkpoints(base: CheckpointRules, project: CheckpointRules, notes: list[str]) -> CheckpointRules:
     """A project may stage its runs, and keep every change for review; never the reverse."""
     if project.accept == "unmarked" and base.accept != "unmarked":
@@ -293,6 +312,7 @@ def within_bound(bound: Policy, said: frozenset[str], policy: Policy) -> tuple[P
             ),
             checkpoints=_bound_checkpoints(bound.checkpoints, policy.checkpoints, said, notes),
             devices=_bound_devices(bound.devices, policy.devices, said, notes),
+            containers=_bound_containers(bound.containers, policy.containers, said, notes),
         ),
         notes,
     )
@@ -352,6 +372,24 @@ def _bound_checkpoints(cap: CheckpointRules, own: CheckpointRules, said: frozens
     if "checkpoints.accept" in said and cap.accept == "review" and out.accept != "review":
         notes.append(f'[checkpoints] accept = "{out.accept}"')
         out = replace(out, accept="review")
+    return out
+
+
+def _bound_containers(cap: ContainerRules, rules: ContainerRules, said: frozenset[str], notes: list[str]) -> ContainerRules:
+    """The baseline's engine, socket and images bound the policy's where it names them."""
+    if "containers.engine" in said and rules.engine not in ("none", cap.engine):
+        notes.append(f'[containers] engine = "{rules.engine}"')
+        return ContainerRules()
+    out = rules
+    if "containers.socket" in said and out.socket != cap.socket:
+        out = replace(out, socket=cap.socket)
+    if "containers.images" in said:
+        kept = tuple(image for image in out.images if image in cap.images)
+        notes += [f"[containers] images {image}" for image in out.images if image not in cap.images]
+        out = replace(out, images=kept)
+    if "containers.keep" in said and out.keep and not cap.keep:
+        notes.append("[containers] keep = true")
+        out = replace(out, keep=False)
     return out
 
 

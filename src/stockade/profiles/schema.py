@@ -14,6 +14,8 @@ class Kind(str, Enum):
     HOME = '"private" or "host"'
     ACCEPT = '"review" or "unmarked"'
     GPU_NUMBERS = 'list of GPU numbers such as "0"'
+    ENGINE = '"none", "docker" or "podman"'
+    IMAGES = 'list of image references or globs such as "docker.io/library/*"'
     ENV_GLOBS = "list of variable-name globs"
     ENV_NAMES = "list of variable names"
     ENV_TABLE = 'table of NAME = "value"'
@@ -54,7 +56,8 @@ TABLES: dict[str, dict[str, Kind]] = {
     },
     "audit": {"log": Kind.PATH, "otlp": Kind.URL},
     "devices": {"gpu": Kind.BOOL, "gpus": Kind.GPU_NUMBERS},
+    "containers": {"engine": Kind.ENGINE, "images": Kind.IMAGES, "keep": Kind.BOOL, "socket": Kind.PATH},
     "checkpoints": {"enabled": Kind.BOOL, "max_size": Kind.SIZE, "max_age": Kind.DURATION, "stage": Kind.BOOL, "accept": Kind.ACCEPT},
 }
 
-LIST_KINDS = frozenset({Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES, Kind.GPU_NUMBERS})
+LIST_KINDS = frozenset({Kind.NAMES, Kind.PATHS, Kind.GLOB_PATHS, Kind.HOST_RULES, Kind.ENV_GLOBS, Kind.ENV_NAMES, Kind.GPU_NUMBERS, Kind.IMAGES})

@@ -58,8 +58,14 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "accept": policy.checkpoints.accept,
         },
         "devices": {"gpu": policy.devices.gpu, "gpus": list(policy.devices.gpus)},
+        "containers": _containers(policy),
         "credentials": {c.name: _credential(c) for c in policy.credentials},
     }
+
+
+def _containers(policy: Policy) -> dict[str, Any]:
+    rules = policy.containers
+    return {"engine": rules.engine, "images": list(rules.images), "keep": rules.keep, "socket": rules.socket}
 
 
 def _credential(credential: Credential) -> dict[str, Any]:
@@ -108,10 +114,11 @@ def policy_to_toml(policy: Policy) -> str:
         "accept": checkpoints.accept,
     }
     data["devices"] = {"gpu": policy.devices.gpu, "gpus": list(policy.devices.gpus)}
+    data["containers"] = _containers(policy)
     out = [f"# effective policy from {policy.origin}", f"# built from: {', '.join(policy.sources)}"]
     http = data["network"].pop("http")
     credentials = data.pop("credentials")
-    for table in ("filesystem", "network", "env", "limits", "audit", "checkpoints", "devices"):
+    for table in ("filesystem", "network", "env", "limits", "audit", "checkpoints", "devices", "containers"):
         out.append(f"\n[{table}]")
         for key, value in data[table].items():
             if value is None or value == {} and key != "set":

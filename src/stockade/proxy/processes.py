@@ -11,7 +11,10 @@ credentials that look like one redacted), and its parents.
 from __future__ import annotations
 
 import os
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 ARGS = 32
 ARG_CHARS = 1024

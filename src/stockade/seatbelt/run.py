@@ -43,6 +43,8 @@ class MacOSBackend:
             raise UsageError("--stage is not built on macOS yet: run without it (each run's checkpoint lets `stockade undo` take it back)")
         if request.policy.devices.gpu and not request.quiet:
             say("stockade: [devices] gpu is not built on macOS yet: the sandbox gets no device beyond the profile's")
+        if request.policy.containers.engine != "none" and not request.quiet:
+            say("stockade: [containers] is not built on macOS yet: the sandbox gets no engine socket (the engine's own stays unreachable)")
         if request.policy.network.mode is NetworkMode.NONE:
             offline = SeatbeltPlanner()
             try:

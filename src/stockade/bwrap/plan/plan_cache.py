@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.parts.globs import Tree
     from stockade.core.invocation import Invocation
 
-FORMAT = 14  # bump when what a plan holds, or how it is checked, changes
+FORMAT = 15  # bump when what a plan holds, or how it is checked, changes
 MAX_PLANS = 64  # plans kept per user; the oldest go first
 UNCACHEABLE_ROOTS = ("/proc/", "/sys/")
 DISABLE_VARIABLE = "STOCKADE_NO_PLAN_CACHE"

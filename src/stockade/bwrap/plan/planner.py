@@ -379,7 +379,13 @@ def launch_of(plan: BwrapPlan) -> Launch:
         checkpoints=(plan.policy.checkpoints.max_size, plan.policy.checkpoints.max_age) if plan.policy.checkpoints.enabled else None,
         stage=_stage_of(plan) if view.stage_mount else None,
         audit=(plan.policy.audit.log or str(plan.locations.default_audit_log), plan.policy.audit.otlp or ""),
+        containers=_containers_of(plan.policy),
     )
+
+
+def _containers_of(policy: Policy) -> tuple[str, str, list[str], bool] | None:
+    rules = policy.containers
+    return None if rules.engine == "none" else (rules.engine, rules.socket or "", list(rules.images), rules.keep)
 
 
 def _stage_of(plan: BwrapPlan) -> dict[str, object]:

@@ -26,7 +26,6 @@ import struct
 
 from stockade.bwrap.parts import write_notify
 from stockade.checkpoints import store
-from stockade.proxy import processes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -385,6 +384,8 @@ class Checkpointing:
         self.writers[host] = key
         if key in self.processes:
             return
+        from stockade.proxy import processes  # the first change of a run: not on the path of one that changes nothing
+
         parents: list[dict[str, Any]] = []
         parent = processes.status(pid)[1]
         while parent > 0 and len(parents) < processes.PARENTS:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.parts.limits import LimitPlan
     from stockade.bwrap.running.checkpointing import Checkpointing
     from stockade.bwrap.running.console import Console
+    from stockade.bwrap.running.container_gate import RunGate
     from stockade.bwrap.running.freeze import Freeze
     from stockade.bwrap.running.gitstage import Stage
     from stockade.bwrap.running.network import Bridge
@@ -86,6 +87,7 @@ class Launch:
     checkpoints: tuple[int, float] | None  # [checkpoints] max_size, max_age; None: off (checkpointing.py)
     stage: dict[str, object] | None  # a staged run's overlay mount, marks and accept mode (planner._stage_of); None: not staged
     audit: tuple[str, str]  # the audit log, and the collector's URL or "": where the run's findings go (after/findings_log.py)
+    containers: tuple[str, str, list[str], bool] | None  # [containers] engine, socket or "", images, keep; None: no engine (container_gate.py)
     __slots__ = tuple(__annotations__)  # no dataclass: its import costs more than a run
 
     def __init__(self, **values: object) -> None:
@@ -756,6 +758,7 @@ def _execute(
     wall_started = time.time()
     limits = plan_limits(launch.file_size, launch.pids, launch.memory, session)
     asker: Asker | None = None
+    gate: RunGate | None = None
     cgroups = False
     journal = None
     if launch.unguarded:  # a killed run's sweep is finished by the next run (journal.py)
@@ -783,6 +786,13 @@ def _execute(
         asker = _asker(bridge, signals)  # asks at this terminal for the requests the daemon holds
         try:
             tmp, named, made, folder = _tmp_pieces(launch, agent_session)
+            if launch.containers is not None:
+                from stockade.bwrap.running.container_gate import RunGate
+
+                gate = RunGate(launch.containers, session)
+                tmp += gate.pieces
+                if gate.note and not launch.quiet:
+                    say(f"stockade: {gate.note}")
             stages, staged = _git_stages(launch, session)
             # not under --trace: strace's filter sends it the same calls, and the kernel gives each call
             # to the checkpoint's listener instead (a notification outranks a trace)
@@ -820,6 +830,9 @@ def _execute(
         if launch.file_size and outcome.exit_code in (-SIGXFSZ, 128 + SIGXFSZ):
             hits.append("file_size")  # the command itself died writing past the limit
     finally:
+        if gate is not None:
+            for line in gate.close():
+                say(f"stockade: {line}")
         if bridge is not None:
             bridge.close()
         if cgroups:

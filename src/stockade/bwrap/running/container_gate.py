@@ -1,0 +1,64 @@
+"""A run's container engine API (containers/gate.py): started before bwrap, bound at /run/docker.sock
+inside, closed (and what the run made removed) after the command ended."""
+
+from __future__ import annotations
+
+import os
+
+from stockade.bwrap.parts import args as bw
+from stockade.containers import engines
+from stockade.containers.gate import INSIDE, Gate, sweep
+from stockade.core.locations import runtime_folder
+
+
+class RunGate:
+    """The gate, its folder and the lock that says the run is alive."""
+
+    def __init__(self, settings: tuple[str, str, list[str], bool], session: str) -> None:
+        engine, configured, images, keep = settings
+        self.runtime = runtime_folder(os.environ)
+        self.folder = engines.gate_folder(self.runtime, session)
+        self.engine = engines.engine_socket(str(engine), str(configured) or None, os.environ)
+        self.lock = engines.hold(self.folder)
+        listen = os.path.join(self.folder, engines.SOCKET)
+        self.gate = Gate(self.engine, listen, session, tuple(str(image) for image in images), bool(keep))
+        self.note = "" if os.path.exists(self.engine) else (
+            f"[containers] engine = \"{engine}\": no engine listens at {self.engine}; container calls fail until it runs "
+            "(systemctl start docker, or podman system service), or set [containers] socket"
+        )  # fmt: skip
+        self._sweep_leftovers()
+        self.gate.start()
+        self.pieces: list[bw.Piece] = [
+            bw.BindFrom(listen, INSIDE),
+            bw.SetEnv("DOCKER_HOST", f"unix://{INSIDE}"),
+            bw.SetEnv("CONTAINER_HOST", f"unix://{INSIDE}"),
+            bw.SetEnv("TESTCONTAINERS_RYUK_DISABLED", "true"),  # its reaper needs the engine's socket: stockade removes what a run made
+        ]
+
+    def _sweep_leftovers(self) -> None:
+        """What runs killed before their end left (their lock is free): removed, their folders too."""
+        if not self.note:
+            sweep(self.engine, lambda other: engines.alive(self.runtime, other))
+        gates = os.path.join(self.runtime, engines.GATES)
+        for other in os.listdir(gates) if os.path.isdir(gates) else ():
+            folder = engines.gate_folder(self.runtime, other)
+            if folder != self.folder and not engines.alive(self.runtime, other):
+                for name in (engines.SOCKET, engines.LOCK):
+                    try:
+                        os.unlink(os.path.join(folder, name))
+                    except OSError:
+                        pass
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    pass
+
+    def close(self) -> list[str]:
+        lines = self.gate.close()
+        os.close(self.lock)
+        try:
+            os.unlink(os.path.join(self.folder, engines.LOCK))
+            os.rmdir(self.folder)
+        except OSError:
+            pass
+        return lines

@@ -1,0 +1,335 @@
+"""Which Engine API calls the gate forwards, and what a container may ask for.
+
+One table (ROUTES) of every endpoint the gate knows, checked against the
+Docker Engine API version API_VERSION (podman's compatible API answers the
+same); a call not in it is refused, so an endpoint a later engine adds is
+refused until it is read and added here. The bodies the gate reads (a
+container's create, an exec's create, a volume's create) are checked key by
+key against tables of their own: a key not in them is refused, so a field a
+later API adds that loosens isolation cannot slip through as unknown.
+
+What a container may not have is what the sandbox itself may not do: no
+privileges or added capabilities, no host namespaces, devices, sysctls or
+other runtimes, no seccomp or AppArmor turned off, no host folders, no
+volume another run made, no network (the sandbox's filter does not see a
+container's traffic yet: NetworkMode is "none"), and images only as the
+policy's `images` globs allow.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Any
+
+API_VERSION = "1.41"  # the Engine API the tables were checked against (docker 20.10; podman 4's compatible API)
+
+_ID = r"(?P<id>[A-Za-z0-9][A-Za-z0-9_.-]{0,127})"
+_VERSION = re.compile(r"^/v1\.\d{1,3}(?=/)")
+
+
+@dataclass(frozen=True)
+class Route:
+    """An endpoint: `kind` says what the gate does with it (gate.py)."""
+
+    method: str
+    pattern: re.Pattern[str]
+    kind: str  # "pass", "create", "container", "hijack", "list", "exec-create", "exec", "exec-hijack", "pull", "volume-create", "volume"
+
+
+def _route(method: str, path: str, kind: str) -> Route:
+    return Route(method, re.compile("^" + path.replace("{id}", _ID) + "$"), kind)
+
+
+ROUTES = (
+    _route("GET", "/_ping", "pass"),
+    _route("HEAD", "/_ping", "pass"),
+    _route("GET", "/version", "pass"),
+    _route("GET", "/info", "pass"),
+    _route("GET", "/images/json", "pass"),
+    _route("GET", "/images/(?P<image>.+)/json", "pass"),
+    _route("POST", "/images/create", "pull"),
+    _route("POST", "/containers/create", "create"),
+    _route("GET", "/containers/json", "list"),
+    _route("GET", "/containers/{id}/json", "container"),
+    _route("GET", "/containers/{id}/logs", "container"),
+    _route("GET", "/containers/{id}/top", "container"),
+    _route("GET", "/containers/{id}/stats", "container"),
+    _route("GET", "/containers/{id}/changes", "container"),
+    _route("POST", "/containers/{id}/start", "container"),
+    _route("POST", "/containers/{id}/stop", "container"),
+    _route("POST", "/containers/{id}/restart", "container"),
+    _route("POST", "/containers/{id}/kill", "container"),
+    _route("POST", "/containers/{id}/wait", "container"),
+    _route("POST", "/containers/{id}/resize", "container"),
+    _route("POST", "/containers/{id}/pause", "container"),
+    _route("POST", "/containers/{id}/unpause", "container"),
+    _route("DELETE", "/containers/{id}", "container"),
+    _route("GET", "/containers/{id}/archive", "container"),
+    _route("HEAD", "/containers/{id}/archive", "container"),
+    _route("PUT", "/containers/{id}/archive", "container"),
+    _route("POST", "/containers/{id}/attach", "hijack"),
+    _route("POST", "/containers/{id}/exec", "exec-create"),
+    _route("POST", "/exec/{id}/start", "exec-hijack"),
+    _route("POST", "/exec/{id}/resize", "exec"),
+    _route("GET", "/exec/{id}/json", "exec"),
+    _route("POST", "/volumes/create", "volume-create"),
+    _route("GET", "/volumes/{id}", "volume"),
+    _route("DELETE", "/volumes/{id}", "volume"),
+)
+
+# Where a call is refused for a reason of its own (not merely unknown), the line that says so.
+REFUSED_BECAUSE = {
+    "/build": "image builds are not forwarded yet (their context must be checked to lie inside the project)",
+    "/networks": "networks are not forwarded: containers run without a network inside stockade",
+    "/swarm": "swarm is never forwarded",
+    "/plugins": "engine plugins are never forwarded (a plugin runs on the host with its privileges)",
+    "/system": "engine-wide calls are never forwarded",
+    "/commit": "commits are not forwarded",
+    "/images/load": "image loads are not forwarded: pull an image the policy's images allow",
+}
+
+
+def route(method: str, target: str) -> tuple[Route, dict[str, str]] | None:
+    """The route of a request line's method and path (query left out, version prefix dropped)."""
+    path = _VERSION.sub("", target.split("?", 1)[0])
+    for candidate in ROUTES:
+        if candidate.method == method:
+            match = candidate.pattern.match(path)
+            if match:
+                return candidate, match.groupdict()
+    return None
+
+
+def refusal_reason(method: str, target: str) -> str:
+    path = _VERSION.sub("", target.split("?", 1)[0])
+    for prefix, why in REFUSED_BECAUSE.items():
+        if path == prefix or path.startswith(prefix + "/"):
+            return why
+    return f"{method} {path} is not an Engine API call stockade forwards (checked against API {API_VERSION})"
+
+
+# -- images ---------------------------------------------------------------------------------------
+
+
+IMAGE_ID = re.compile(r"^(sha256:)?[0-9a-f]{12,64}$")
+
+
+def normal_image(reference: str) -> str:
+    """A reference as the registry names it: `busybox` is docker.io/library/busybox:latest."""
+    name, digest = (reference.split("@", 1) + [""])[:2]
+    first, _, rest = name.partition("/")
+    if not rest or ("." not in first and ":" not in first and first != "localhost"):
+        name = f"docker.io/{name}" if rest else f"docker.io/library/{name}"
+    tagged = ":" in name.rsplit("/", 1)[-1]
+    if digest:
+        return f"{name}@{digest}"
+    return name if tagged else f"{name}:latest"
+
+
+def image_allowed(reference: str, patterns: tuple[str, ...]) -> bool:
+    full = normal_image(reference)
+    return any(fnmatch.fnmatchcase(full, pattern) or fnmatch.fnmatchcase(full, normal_image(pattern)) for pattern in patterns)
+
+
+# -- bodies ---------------------------------------------------------------------------------------
+
+# A key is fine when absent or null; `_DEFAULT` lists the values that mean "as the engine's default".
+_DEFAULT: tuple[Any, ...] = (None, "", False, 0, [], {})
+
+CREATE_KEYS = frozenset(
+    {"Hostname", "Domainname", "User", "AttachStdin", "AttachStdout", "AttachStderr", "ExposedPorts", "Tty", "OpenStdin",
+     "StdinOnce", "Env", "Cmd", "Healthcheck", "ArgsEscaped", "Image", "Volumes", "WorkingDir", "Entrypoint",
+     "NetworkDisabled", "MacAddress", "OnBuild", "Labels", "StopSignal", "StopTimeout", "Shell", "HostConfig",
+     "NetworkingConfig", "Platform"}
+)  # fmt: skip
+
+# HostConfig keys that hold nothing of the host's: resources, the container's own settings.
+HOST_FREE = frozenset(
+    {"ContainerIDFile", "RestartPolicy", "AutoRemove", "ConsoleSize", "CapDrop", "Dns", "DnsOptions", "DnsSearch", "ExtraHosts",
+     "GroupAdd", "ReadonlyRootfs", "Tmpfs", "ShmSize", "CpuShares", "Memory", "NanoCpus", "BlkioWeight", "CpuPeriod", "CpuQuota",
+     "CpusetCpus", "CpusetMems", "KernelMemory", "KernelMemoryTCP", "MemoryReservation", "MemorySwap", "MemorySwappiness",
+     "Init", "PidsLimit", "Ulimits", "CpuCount", "CpuPercent", "IOMaximumIOps", "IOMaximumBandwidth", "CpuRealtimePeriod",
+     "CpuRealtimeRuntime", "OomScoreAdj"}
+)  # fmt: skip
+# HostConfig keys allowed only at their defaults: each would reach the host or loosen the container.
+HOST_DEFAULT_ONLY = {
+    "Privileged": "privileged containers",
+    "CapAdd": "added capabilities",
+    "Devices": "host devices",
+    "DeviceRequests": "host devices (GPUs)",
+    "DeviceCgroupRules": "device rules",
+    "Sysctls": "sysctls",
+    "Runtime": "another OCI runtime",
+    "CgroupParent": "a cgroup of the host's",
+    "OomKillDisable": "turning the OOM killer off",
+    "Annotations": "runtime annotations",
+    "StorageOpt": "storage options",
+    "VolumeDriver": "volume drivers",
+    "Links": "links (containers have no network)",
+    "PortBindings": "published ports (containers have no network)",
+    "PublishAllPorts": "published ports (containers have no network)",
+    "BlkioWeightDevice": "host block devices",
+    "BlkioDeviceReadBps": "host block devices",
+    "BlkioDeviceWriteBps": "host block devices",
+    "BlkioDeviceReadIOps": "host block devices",
+    "BlkioDeviceWriteIOps": "host block devices",
+}
+# HostConfig keys allowed only when absent (null): an empty value means "none of the engine's".
+ABSENT_ONLY = {"MaskedPaths": "unmasking /proc paths", "ReadonlyPaths": "changing the read-only /proc paths"}
+NAMESPACES = {"PidMode": "pid", "IpcMode": "ipc", "UTSMode": "uts", "UsernsMode": "user", "CgroupnsMode": "cgroup", "Cgroup": "cgroup"}
+PRIVATE_NAMESPACE = frozenset({"", "private", "shareable"})
+LOG_DRIVERS = frozenset({"", "json-file", "local", "k8s-file", "journald", "none"})
+LOG_OPTIONS = frozenset({"max-size", "max-file", "compress", "mode", "max-buffer-size", "tag"})
+SECURITY_OPTS = frozenset({"no-new-privileges", "no-new-privileges:true", "no-new-privileges=true"})
+NETWORKS = frozenset({"", "none", "default", "bridge"})  # the last two are what the CLI sends unasked: made "none"
+
+EXEC_KEYS = frozenset(
+    {"AttachStdin", "AttachStdout", "AttachStderr", "DetachKeys", "Tty", "Env", "Cmd", "Privileged", "User", "WorkingDir", "ConsoleSize"}
+)
+VOLUME_KEYS = frozenset({"Name", "Driver", "DriverOpts", "Labels", "ClusterVolumeSpec"})
+
+
+class Refused(Exception):
+    """A call the gate does not forward; the message is the one line the Docker CLI prints."""
+
+
+def _set(value: Any) -> bool:
+    return not any(value is default or (type(value) is type(default) and value == default) for default in _DEFAULT)
+
+
+def check_create(body: dict[str, Any], volume_known: Any) -> dict[str, Any]:
+    """The create body to forward (its network made "none"), or Refused. `volume_known(name)` says
+    whether a named volume is this run's own (True), absent (None: the engine makes it, and it is then
+    this run's), or another's (False). A value of the wrong type is refused too."""
+    try:
+        return _check_create(body, volume_known)
+    except (TypeError, AttributeError, ValueError) as error:
+        raise Refused(f"a container field has a value of the wrong type ({error})") from None
+
+
+def _check_create(body: dict[str, Any], volume_known: Any) -> dict[str, Any]:
+    unknown = sorted(key for key in body if key not in CREATE_KEYS)
+    if unknown:
+        raise Refused(f"container field {unknown[0]} is not one stockade knows (API {API_VERSION}): refused")
+    _check_networking(body.get("NetworkingConfig"))
+    host = body.get("HostConfig")
+    if host is None:
+        host = {}
+    if not isinstance(host, dict):
+        raise Refused("HostConfig must be an object")
+    for key, value in host.items():
+        if key in HOST_FREE:
+            continue
+        if key in ABSENT_ONLY:
+            if value is not None:  # even empty: [] unmasks every path
+                raise Refused(f"{ABSENT_ONLY[key]} ({key}) is not allowed for containers started inside stockade")
+        elif key in HOST_DEFAULT_ONLY:
+            if _set(value):
+                raise Refused(f"{HOST_DEFAULT_ONLY[key]} ({key}) are not allowed for containers started inside stockade")
+        elif key in NAMESPACES:
+            if value not in PRIVATE_NAMESPACE:
+                raise Refused(f"{key} {value!r}: a container shares no {NAMESPACES[key]} namespace with the host or another container")
+        elif key == "NetworkMode":
+            if value not in NETWORKS:
+                raise Refused(f"NetworkMode {value!r}: containers run without a network inside stockade")
+        elif key == "SecurityOpt":
+            extra = [option for option in value or () if option not in SECURITY_OPTS]
+            if extra:
+                raise Refused(f"security option {extra[0]!r} is not allowed (only no-new-privileges)")
+        elif key == "LogConfig":
+            _check_log(value)
+        elif key == "Binds":
+            for bind in value or ():
+                _check_bind(str(bind), volume_known)
+        elif key == "Mounts":
+            for mount in value or ():
+                _check_mount(mount, volume_known)
+        elif key == "VolumesFrom":
+            if _set(value):
+                raise Refused("VolumesFrom is not allowed: give the container a volume of this run's")
+        elif key == "Isolation":
+            if value not in ("", "default", None):
+                raise Refused(f"Isolation {value!r} is not allowed")
+        else:
+            raise Refused(f"HostConfig field {key} is not one stockade knows (API {API_VERSION}): refused")
+    labels = body.get("Labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
+        raise Refused("Labels must be an object of strings")
+    forwarded = dict(body)
+    forwarded["HostConfig"] = {**host, "NetworkMode": "none"}
+    forwarded["NetworkingConfig"] = None
+    return forwarded
+
+
+def _check_networking(value: Any) -> None:
+    """Only the endpoints the CLI names unasked (the default network, made "none" here)."""
+    if not _set(value):
+        return
+    endpoints = value.get("EndpointsConfig") if isinstance(value, dict) else value
+    others = sorted(name for name in endpoints or {} if name not in NETWORKS) if isinstance(endpoints, dict) else ["?"]
+    if others:
+        raise Refused(f"network {others[0]!r}: containers run without a network inside stockade")
+
+
+def _check_log(value: Any) -> None:
+    if not _set(value):
+        return
+    if not isinstance(value, dict):
+        raise Refused("LogConfig must be an object")
+    driver = value.get("Type") or ""
+    if driver not in LOG_DRIVERS:
+        raise Refused(f"log driver {driver!r} is not allowed (it could send the container's output elsewhere)")
+    options = value.get("Config") or {}
+    extra = sorted(key for key in options if key not in LOG_OPTIONS) if isinstance(options, dict) else ["Config"]
+    if extra:
+        raise Refused(f"log option {extra[0]!r} is not allowed")
+
+
+def _check_bind(bind: str, volume_known: Any) -> None:
+    source = bind.split(":", 1)[0]
+    if source.startswith("/") or source.startswith("."):
+        raise Refused(f"bind mount of the host's {source} is not allowed: give the container a volume of this run's, or `docker cp`")
+    _check_volume(source, volume_known)
+
+
+def _check_mount(mount: Any, volume_known: Any) -> None:
+    if not isinstance(mount, dict):
+        raise Refused("a mount must be an object")
+    kind = mount.get("Type") or "volume"
+    if kind == "tmpfs":
+        return
+    if kind != "volume":
+        raise Refused(f"{kind} mounts are not allowed: give the container a volume of this run's, or `docker cp`")
+    options = mount.get("VolumeOptions") or {}
+    if isinstance(options, dict) and _set(options.get("DriverConfig")):
+        raise Refused("volume driver options are not allowed (the local driver's can mount a host folder)")
+    if mount.get("Source"):
+        _check_volume(str(mount["Source"]), volume_known)
+
+
+def _check_volume(name: str, volume_known: Any) -> None:
+    if volume_known(name) is False:
+        raise Refused(f"volume {name} is not one this run made")
+
+
+def check_exec(body: dict[str, Any]) -> None:
+    unknown = sorted(key for key in body if key not in EXEC_KEYS)
+    if unknown:
+        raise Refused(f"exec field {unknown[0]} is not one stockade knows (API {API_VERSION}): refused")
+    if body.get("Privileged"):
+        raise Refused("privileged exec is not allowed")
+
+
+def check_volume(body: dict[str, Any]) -> None:
+    labels = body.get("Labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
+        raise Refused("Labels must be an object of strings")
+    if not isinstance(body.get("Name") or "", str):
+        raise Refused("Name must be a string")
+    unknown = sorted(key for key in body if key not in VOLUME_KEYS)
+    if unknown:
+        raise Refused(f"volume field {unknown[0]} is not one stockade knows (API {API_VERSION}): refused")
+    if (body.get("Driver") or "local") != "local" or _set(body.get("DriverOpts")) or _set(body.get("ClusterVolumeSpec")):
+        raise Refused("only plain local volumes are allowed (driver options can mount a host folder)")

@@ -1,0 +1,409 @@
+"""The Engine API socket a sandbox gets: each call judged (api.py), forwarded to the host's engine, or refused.
+
+The run serves it from threads of its own while the command runs: a unix
+socket in stockade's runtime folder, bound at /run/docker.sock inside (the
+sandbox's /run is its own). One request per connection: the gate reads the
+request, judges it, sends it to the engine with `Connection: close`, and
+relays the answer; a call that attaches to a container (attach, exec start)
+is then a stream both ways. The gate keeps what this run made (containers,
+execs, volumes): a call on anything else is answered as if it did not exist,
+the list of containers shows only these, and when the run ends they are
+removed (unless `keep`). Each container and volume it creates carries the
+label LABEL with the run's session, so a run killed before its end leaves
+nothing another run cannot find and remove (`sweep`).
+
+A refused call is a 403 with `{"message": ...}`, which the Docker CLI prints as
+"Error response from daemon: ...", and a line in the run's summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from stockade.containers import api
+from stockade.containers.wire import MAX_BODY, MAX_RESPONSE, Head, Reader, WireError, encode_head, json_response, read_body, request_line, status_of
+
+LABEL = "io.stockade.session"
+INSIDE = "/run/docker.sock"  # where the sandbox finds it; /var/run is a link to /run
+ENGINE_TIMEOUT = 30.0  # seconds for an answer the gate reads whole (a create, a list)
+STREAM_IDLE = None  # streams (logs -f, attach, wait) last as long as the container
+
+
+class Gate:
+    """One run's Engine API: `start` before the sandbox, `close` after it."""
+
+    def __init__(self, engine: str, listen: str, session: str, images: tuple[str, ...], keep: bool) -> None:
+        self.engine = engine  # the host engine's socket
+        self.listen = listen
+        self.session = session
+        self.images = images
+        self.keep = keep
+        self.containers: dict[str, str] = {}  # id: name ("" if none)
+        self.execs: set[str] = set()
+        self.volumes: set[str] = set()
+        self.refused: list[str] = []  # one line per refused call, for the summary
+        self._lock = threading.Lock()
+        self._server: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self._closing = False
+
+    # -- life ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        os.makedirs(os.path.dirname(self.listen), mode=0o700, exist_ok=True)
+        try:
+            os.unlink(self.listen)
+        except FileNotFoundError:
+            pass
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o077)
+        try:
+            server.bind(self.listen)
+        finally:
+            os.umask(old)
+        server.listen(64)
+        self._server = server
+        thread = threading.Thread(target=self._accept, name="stockade-containers", daemon=True)
+        thread.start()
+
+    def close(self) -> list[str]:
+        """Stop serving; remove what the run made unless `keep`. Lines for the summary."""
+        self._closing = True
+        if self._server is not None:
+            try:
+                self._server.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._server.close()
+        try:
+            os.unlink(self.listen)
+        except OSError:
+            pass
+        lines = list(dict.fromkeys(self.refused))[:5]
+        if len(self.refused) > 5:
+            lines.append(f"... and {len(self.refused) - 5} more container calls refused")
+        if self.keep or not (self.containers or self.volumes):
+            return lines
+        left = self.remove_all()
+        if left:
+            lines.append(f"could not remove {len(left)} of this run's containers or volumes ({', '.join(left[:3])}); `docker rm -f` them")
+        return lines
+
+    def remove_all(self) -> list[str]:
+        """Remove this run's containers, then its volumes; what could not be removed."""
+        left = []
+        for cid in list(self.containers):
+            status, _data = self._call("DELETE", f"/containers/{cid}?force=true&v=true")
+            if status not in (204, 404):
+                left.append(cid[:12])
+        for name in list(self.volumes):
+            status, _data = self._call("DELETE", f"/volumes/{quote(name, safe='')}?force=true")
+            if status not in (204, 404):
+                left.append(name)
+        return left
+
+    def _accept(self) -> None:
+        assert self._server is not None
+        while not self._closing:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), name="stockade-containers-call", daemon=True).start()
+
+    # -- one call -----------------------------------------------------------------------------
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            reader = Reader(client)
+            raw = reader.head()
+            if raw is None:
+                return
+            head = Head(raw)
+            method, target = request_line(head)
+            found = api.route(method, target)
+            if found is None:
+                self._refuse(client, api.refusal_reason(method, target))
+                return
+            route, parts = found
+            self._handle(client, reader, head, method, target, route, parts)
+        except api.Refused as refusal:
+            self._refuse(client, str(refusal))
+        except WireError as error:
+            _send(client, json_response(400, "Bad Request", {"message": f"stockade: {error}"}))
+        except OSError:
+            pass
+        except Exception as error:  # noqa: BLE001 - a call the gate cannot judge is refused, never a traceback on the run's terminal
+            self._refuse(client, f"the call could not be judged ({type(error).__name__}: {error})")
+        finally:
+            client.close()
+
+    def _refuse(self, client: socket.socket, why: str) -> None:
+        with self._lock:
+            self.refused.append(why)
+        _send(client, json_response(403, "Forbidden", {"message": f"stockade: {why}"}))
+
+    def _missing(self, client: socket.socket, what: str, name: str) -> None:
+        _send(client, json_response(404, "Not Found", {"message": f"No such {what}: {name} (stockade shows only this run's)"}))
+
+    def _handle(self, client: socket.socket, reader: Reader, head: Head, method: str, target: str, route: api.Route, parts: dict[str, str]) -> None:
+        kind = route.kind
+        path, _, query = target.partition("?")
+        if kind in ("container", "hijack", "exec-create"):
+            cid = self._own_container(parts["id"])
+            if cid is None:
+                self._missing(client, "container", parts["id"])
+                return
+            path = path.replace(f"/containers/{parts['id']}", f"/containers/{cid}", 1)
+        if kind in ("exec", "exec-hijack") and parts["id"] not in self.execs:
+            self._missing(client, "exec instance", parts["id"])
+            return
+        if kind == "volume" and parts["id"] not in self.volumes:
+            self._missing(client, "volume", parts["id"])
+            return
+        target = path + ("?" + query if query else "")
+        if kind == "pull":
+            self._check_pull(query)
+        if kind in ("create", "exec-create", "volume-create"):
+            body = self._json_body(reader, head)
+            if kind == "create":
+                body, made = self._checked_create(body)
+            elif kind == "exec-create":
+                api.check_exec(body)
+            else:
+                api.check_volume(body)
+                body["Labels"] = {**(body.get("Labels") or {}), LABEL: self.session}
+            status, answer = self._call(method, target, body)
+            if status == 201 and isinstance(answer, dict):
+                self._remember(kind, answer, query, made if kind == "create" else ())
+            _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
+            return
+        if kind == "list":
+            status, answer = self._call(method, target)
+            if isinstance(answer, list):
+                with self._lock:
+                    answer = [item for item in answer if isinstance(item, dict) and item.get("Id") in self.containers]
+            _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
+            return
+        self._relay(client, reader, head, method, target, hijack=kind in ("hijack", "exec-hijack"))
+
+    def _own_container(self, name: str) -> str | None:
+        with self._lock:
+            if name in self.containers:
+                return name
+            for cid, given in self.containers.items():
+                if given and given.lstrip("/") == name.lstrip("/"):
+                    return cid
+            starts = [cid for cid in self.containers if cid.startswith(name)] if len(name) >= 4 else []
+            return starts[0] if len(starts) == 1 else None
+
+    def _check_pull(self, query: str) -> None:
+        fields = parse_qs(query)
+        if "fromSrc" in fields or "repo" in fields:
+            raise api.Refused("image imports are not forwarded: pull an image the policy's images allow")
+        image = (fields.get("fromImage") or [""])[0]
+        tag = (fields.get("tag") or [""])[0]
+        if not image:
+            raise api.Refused("a pull names no image")
+        reference = image if not tag or "@" in image else (f"{image}@{tag}" if tag.startswith("sha256:") else f"{image}:{tag}")
+        if not api.image_allowed(reference, self.images):
+            raise api.Refused(f"image {api.normal_image(reference)} is not one [containers] images allows")
+
+    def _checked_create(self, body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+        image = str(body.get("Image") or "")
+        if not image or not self._image_allowed(image):  # a name as given, or an id by the names it has
+            raise api.Refused(f"image {api.normal_image(image) if image else '(none)'} is not one [containers] images allows")
+        made: list[str] = []
+
+        def volume_known(name: str) -> bool | None:
+            with self._lock:
+                if name in self.volumes:
+                    return True
+            status, _data = self._call("GET", f"/volumes/{quote(name, safe='')}")
+            if status == 404:
+                made.append(name)
+                return None
+            return False
+
+        forwarded = api.check_create(body, volume_known)
+        forwarded["Labels"] = {**(forwarded.get("Labels") or {}), LABEL: self.session}
+        return forwarded, tuple(made)
+
+    def _image_allowed(self, image: str) -> bool:
+        if api.image_allowed(image, self.images):
+            return True
+        if not api.IMAGE_ID.match(image):
+            return False
+        status, data = self._call("GET", f"/images/{quote(image, safe='')}/json")  # an image's id: by its names
+        tags = data.get("RepoTags") if status == 200 and isinstance(data, dict) else None
+        return bool(tags) and any(api.image_allowed(str(tag), self.images) for tag in tags or ())
+
+    def _remember(self, kind: str, answer: dict[str, Any], query: str, made: tuple[str, ...]) -> None:
+        with self._lock:
+            if kind == "create" and isinstance(answer.get("Id"), str):
+                self.containers[answer["Id"]] = (parse_qs(query).get("name") or [""])[0]
+                self.volumes.update(made)
+            elif kind == "exec-create" and isinstance(answer.get("Id"), str):
+                self.execs.add(answer["Id"])
+            elif kind == "volume-create" and isinstance(answer.get("Name"), str):
+                self.volumes.add(answer["Name"])
+
+    def _json_body(self, reader: Reader, head: Head) -> dict[str, Any]:
+        data = read_body(reader, head, MAX_BODY)
+        try:
+            body = json.loads(data or b"{}")
+        except ValueError:
+            raise api.Refused("the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise api.Refused("the body is not a JSON object")
+        return body
+
+    # -- to the engine ------------------------------------------------------------------------
+
+    def _connect(self) -> socket.socket:
+        engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        engine.settimeout(ENGINE_TIMEOUT)
+        try:
+            engine.connect(self.engine)
+        except OSError:
+            engine.close()
+            raise
+        return engine
+
+    def _call(self, method: str, target: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """One call whose answer the gate reads whole: (status, JSON or None); (-1, None) if the engine is not there."""
+        data = json.dumps(body).encode() if body is not None else b""
+        headers = [("Host", "docker"), ("Connection", "close"), ("Content-Length", str(len(data)))]
+        if body is not None:
+            headers.append(("Content-Type", "application/json"))
+        try:
+            engine = self._connect()
+        except OSError:
+            return -1, None
+        try:
+            engine.sendall(encode_head(f"{method} {target} HTTP/1.1", headers) + data)
+            reader = Reader(engine)
+            raw = reader.head()
+            if raw is None:
+                return -1, None
+            head = Head(raw)
+            status = status_of(head)
+            payload = read_body(reader, head, MAX_RESPONSE, until_end=True) if method != "HEAD" else b""
+        except (OSError, WireError):
+            return -1, None
+        finally:
+            engine.close()
+        try:
+            return status, json.loads(payload) if payload.strip() else None
+        except ValueError:
+            return status, {"message": payload[:500].decode("utf-8", "replace")}
+
+    def _relay(self, client: socket.socket, reader: Reader, head: Head, method: str, target: str, hijack: bool) -> None:
+        """Forward the request as it came (its body streamed, framed as it was) and relay the answer;
+        an attach or exec start becomes a stream both ways once the engine switches."""
+        try:
+            engine = self._connect()
+        except OSError:
+            _send(client, _unreachable(self.engine))
+            return
+        engine.settimeout(STREAM_IDLE)
+        try:
+            dropped = ("Connection", "Keep-Alive", "Proxy-Connection", "Host", "Upgrade")
+            headers = [("Host", "docker"), *head.without(*dropped)]
+            headers += [("Connection", "Upgrade"), ("Upgrade", "tcp")] if hijack else [("Connection", "close")]
+            engine.sendall(encode_head(f"{method} {target} HTTP/1.1", headers))
+            _forward_body(reader, head, engine)
+            if hijack:
+                leftover = reader.take()  # what the client sent after its request: the stream's first bytes
+                if leftover:
+                    engine.sendall(leftover)
+                _pipe_both(client, engine)
+            else:
+                _pipe(engine, client)
+        finally:
+            engine.close()
+
+
+def _forward_body(reader: Reader, head: Head, engine: socket.socket) -> None:
+    length = head.body_length()
+    if length is None:
+        from stockade.containers.wire import chunks
+
+        for piece in chunks(reader):
+            engine.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        engine.sendall(b"0\r\n\r\n")
+        return
+    left = length
+    while left > 0:
+        piece = reader.exactly(min(left, 1 << 16))
+        engine.sendall(piece)
+        left -= len(piece)
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    while True:
+        data = source.recv(1 << 16)
+        if not data:
+            return
+        sink.sendall(data)
+
+
+def _pipe_both(client: socket.socket, engine: socket.socket) -> None:
+    def upstream() -> None:
+        try:
+            _pipe(client, engine)
+            engine.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=upstream, daemon=True)
+    thread.start()
+    try:
+        _pipe(engine, client)
+        client.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _send(client: socket.socket, data: bytes) -> None:
+    try:
+        client.sendall(data)
+    except OSError:
+        pass
+
+
+def _unreachable(engine: str) -> bytes:
+    return json_response(
+        502, "Bad Gateway", {"message": f"stockade: the host's container engine is not answering at {engine} (start it, or set [containers] socket)"}
+    )
+
+
+def sweep(engine: str, alive: Callable[[str], bool]) -> int:
+    """Remove containers and volumes labelled by runs that are gone (killed before their end); how many."""
+    gate = Gate(engine, "", "", (), False)
+    status, found = gate._call("GET", "/containers/json?all=true&filters=" + quote(json.dumps({"label": [LABEL]})))
+    removed = 0
+    for item in found if status == 200 and isinstance(found, list) else ():
+        session = str((item.get("Labels") or {}).get(LABEL, ""))
+        if session and not alive(session) and isinstance(item.get("Id"), str):
+            gate.containers[item["Id"]] = ""
+    status, volumes = gate._call("GET", "/volumes?filters=" + quote(json.dumps({"label": [LABEL]})))
+    for item in (volumes or {}).get("Volumes") or () if status == 200 and isinstance(volumes, dict) else ():
+        session = str((item.get("Labels") or {}).get(LABEL, ""))
+        if session and not alive(session) and isinstance(item.get("Name"), str):
+            gate.volumes.add(item["Name"])
+    removed = len(gate.containers) + len(gate.volumes)
+    gate.remove_all()
+    return removed
+
+
+def split_url(url: str) -> str:
+    """The path of a unix:// URL (DOCKER_HOST, CONTAINER_HOST); "" for any other."""
+    parts = urlsplit(url)
+    return parts.path if parts.scheme == "unix" else ""

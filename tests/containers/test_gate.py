@@ -1,0 +1,180 @@
+"""The gate against a small fake engine: what reaches the engine, and exactly that."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stockade.containers import gate as gate_module
+from stockade.containers import wire
+from stockade.containers.gate import LABEL, Gate
+
+
+class FakeEngine:
+    """Records each request (method, target, headers, body) and answers as `answer` says."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.containers: list[dict[str, object]] = []
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(path)
+        self.server.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            reader = wire.Reader(conn)
+            raw = reader.head()
+            if raw is None:
+                return
+            head = wire.Head(raw)
+            method, target = wire.request_line(head)
+            body = wire.read_body(reader, head, 1 << 20)
+            self.requests.append((method, target, {k.lower(): v for k, v in head.headers}, body))
+            if target.endswith("/start") and head.get("Upgrade") == "tcp":
+                conn.sendall(b"HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n" + reader.take().upper())
+                while data := conn.recv(4096):
+                    conn.sendall(data.upper())
+                return
+            if target.startswith("/containers/json"):
+                conn.sendall(wire.json_response(200, "OK", self.containers))
+            elif target.startswith("/volumes?"):
+                conn.sendall(wire.json_response(200, "OK", {"Volumes": []}))
+            elif method == "POST" and "/containers/create" in target:
+                conn.sendall(wire.json_response(201, "Created", {"Id": "c" * 64, "Warnings": []}))
+            elif method == "DELETE":
+                conn.sendall(wire.encode_head("HTTP/1.1 204 No Content", [("Connection", "close")]))
+            else:
+                conn.sendall(wire.json_response(200, "OK", {"ok": True}))
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[FakeEngine, Gate]]:
+    engine = FakeEngine(str(tmp_path / "engine.sock"))
+    gate = Gate(engine.path, str(tmp_path / "gate" / "docker.sock"), "sess1", ("localhost/*",), False)
+    gate.start()
+    yield engine, gate
+    gate.close()
+    engine.close()
+
+
+def _send(gate: Gate, data: bytes, then: bytes = b"") -> bytes:
+    client = socket.socket(socket.AF_UNIX)
+    client.settimeout(10)
+    client.connect(gate.listen)
+    client.sendall(data)
+    if then:
+        client.sendall(then)
+    client.shutdown(socket.SHUT_WR) if not then else None
+    found = b""
+    while chunk := client.recv(4096):
+        found += chunk
+    client.close()
+    return found
+
+
+def test_a_second_request_on_one_connection_never_reaches_the_engine(setup: tuple[FakeEngine, Gate]) -> None:
+    engine, gate = setup
+    answer = _send(gate, b"GET /_ping HTTP/1.1\r\nHost: d\r\n\r\nDELETE /containers/foreign?force=1 HTTP/1.1\r\nHost: d\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert [(method, target) for method, target, _h, _b in engine.requests] == [("GET", "/_ping")]
+    assert engine.requests[0][2]["connection"] == "close"
+
+
+def test_a_create_is_judged_labelled_and_remembered(setup: tuple[FakeEngine, Gate]) -> None:
+    engine, gate = setup
+    body = json.dumps({"Image": "localhost/x:1", "Cmd": ["true"], "HostConfig": {"NetworkMode": "default"}}).encode()
+    answer = _send(gate, b"POST /v1.41/containers/create?name=web HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    assert answer.startswith(b"HTTP/1.1 201")
+    sent = json.loads(engine.requests[-1][3])
+    assert sent["Labels"] == {LABEL: "sess1"} and sent["HostConfig"]["NetworkMode"] == "none"
+    assert gate.containers == {"c" * 64: "web"}
+    engine.containers = [{"Id": "c" * 64}, {"Id": "d" * 64}]  # the host's own is left out of the list
+    listed = _send(gate, b"GET /containers/json?all=1 HTTP/1.1\r\nHost: d\r\n\r\n")
+    assert json.loads(listed.split(b"\r\n\r\n", 1)[1]) == [{"Id": "c" * 64}]
+    gate.close()
+    assert ("DELETE", f"/containers/{'c' * 64}?force=true&v=true") in [(m, t) for m, t, _h, _b in engine.requests]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"[1]", json.dumps({"Image": "localhost/x", "HostConfig": {"SecurityOpt": 1}}).encode(),
+     json.dumps({"Image": "localhost/x", "Labels": ["a"]}).encode(), json.dumps({"Image": "localhost/x", "HostConfig": []}).encode()],
+)  # fmt: skip
+def test_a_malformed_create_is_refused_and_never_forwarded(setup: tuple[FakeEngine, Gate], body: bytes) -> None:
+    engine, gate = setup
+    answer = _send(gate, b"POST /containers/create HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    assert answer.startswith(b"HTTP/1.1 403") and b'"message": "stockade: ' in answer
+    assert not any("/containers/create" in target for _m, target, _h, _b in engine.requests)
+
+
+def test_a_chunked_body_is_forwarded_framed_and_whole(setup: tuple[FakeEngine, Gate]) -> None:
+    engine, gate = setup
+    gate.containers["a" * 64] = "box"
+    request = b"PUT /containers/box/archive?path=/ HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\n\r\n4\r\ntar!\r\n3\r\nred\r\n0\r\n\r\n"
+    assert _send(gate, request).startswith(b"HTTP/1.1 200")
+    method, target, headers, body = engine.requests[-1]
+    assert (method, target, body) == ("PUT", f"/containers/{'a' * 64}/archive?path=/", b"tar!red") and headers["transfer-encoding"] == "chunked"
+
+
+def test_an_exec_start_becomes_a_stream_both_ways(setup: tuple[FakeEngine, Gate]) -> None:
+    engine, gate = setup
+    gate.execs.add("e1")
+    client = socket.socket(socket.AF_UNIX)
+    client.settimeout(10)
+    client.connect(gate.listen)
+    body = b'{"Detach":false}'
+    client.sendall(
+        b"POST /exec/e1/start HTTP/1.1\r\nHost: d\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    client.sendall(b"hello")
+    found = b""
+    while b"HELLO" not in found:
+        found += client.recv(4096)
+    client.close()
+    assert found.startswith(b"HTTP/1.1 101")
+
+
+def test_calls_on_what_the_run_did_not_make_are_not_found(setup: tuple[FakeEngine, Gate]) -> None:
+    engine, gate = setup
+    for request in (b"POST /containers/other/start", b"GET /exec/x/json", b"DELETE /volumes/v", b"POST /containers/ccc/kill"):
+        assert _send(gate, request + b" HTTP/1.1\r\nHost: d\r\n\r\n").startswith(b"HTTP/1.1 404")
+    assert engine.requests == []
+
+
+def test_an_engine_that_is_not_there_is_a_502_with_a_line(tmp_path: Path) -> None:
+    gate = Gate(str(tmp_path / "missing.sock"), str(tmp_path / "g" / "docker.sock"), "s", (), False)
+    gate.start()
+    try:
+        answer = _send(gate, b"GET /_ping HTTP/1.1\r\nHost: d\r\n\r\n")
+    finally:
+        gate.close()
+    assert answer.startswith(b"HTTP/1.1 502") and b"not answering at" in answer
+
+
+def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path) -> None:
+    engine = FakeEngine(str(tmp_path / "engine.sock"))
+    try:
+        engine.containers = [{"Id": "1" * 64, "Labels": {LABEL: "dead"}}, {"Id": "2" * 64, "Labels": {LABEL: "alive"}}]
+        assert gate_module.sweep(engine.path, lambda session: session == "alive") == 1
+        deleted = [target for method, target, _h, _b in engine.requests if method == "DELETE"]
+        assert deleted == [f"/containers/{'1' * 64}?force=true&v=true"]
+    finally:
+        engine.close()

@@ -1,0 +1,242 @@
+"""Containers from inside the sandbox, through the gate, against a real engine (podman's Docker API).
+
+Each refusal is tried next to a control that the same run makes and the engine
+runs; what the run made is gone when it ends (or kept, with `keep`), what it
+did not make is invisible to it, and a run killed with -9 leaves nothing the
+next run does not remove.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.containers_engine import IMAGE, OTHER_IMAGE, Engine, start_engine
+from tests.e2e.boxes import Box
+
+pytestmark = [pytest.mark.sandbox]
+
+CLIENT = r"""
+import http.client, json, socket, sys
+
+class Unix(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect("/run/docker.sock")
+
+results = []
+for method, path, body in json.loads(sys.argv[1]):
+    connection = Unix("docker", timeout=60)
+    connection.request(method, path, body=None if body is None else json.dumps(body), headers={"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    data = answer.read()
+    try:
+        shown = json.loads(data) if data.strip() else None
+    except ValueError:
+        shown = data.decode("latin-1")
+    results.append([answer.status, shown])
+    if answer.status == 201 and isinstance(shown, dict) and "Id" in shown:
+        sys.stderr.write("created " + shown["Id"] + "\n")
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    root = Path("/var/tmp") / f"stockade-podman-{os.getpid()}"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    found = start_engine(root)
+    try:
+        yield found
+    finally:
+        found.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _policy(engine: Engine, extra: str = "") -> str:
+    return f'extends = ["default"]\n[containers]\nengine = "podman"\nsocket = "{engine.socket}"\nimages = ["localhost/stockade-test:*"]\n{extra}'
+
+
+def _calls(
+    box: Box, engine: Engine, calls: list[list[object]], extra: str = "", after: str = ""
+) -> tuple[list[list[object]], subprocess.CompletedProcess[str]]:
+    (box.project / "client.py").write_text(CLIENT)
+    script = f"python3 client.py '{json.dumps(calls)}'{after}"
+    done = box.run(script, policy=_policy(engine, extra), timeout=180)
+    assert done.stdout.strip(), done
+    return json.loads(done.stdout.strip().splitlines()[0]), done
+
+
+def _create(command: list[str], **fields: object) -> dict[str, object]:
+    return {"Image": IMAGE, "Cmd": command, **fields}
+
+
+def test_a_container_runs_and_is_gone_after_the_run_and_others_stay_unseen(vbox: Box, engine: Engine) -> None:
+    foreign = engine.run("create", "--name", "foreign-one", IMAGE, "sleep", "1000").stdout.strip()
+    calls = [
+        ["POST", "/v1.41/containers/create?name=mine", _create(["sh", "-c", "echo hi-from-inside"])],
+        ["POST", "/v1.41/containers/mine/start", None],
+        ["POST", "/v1.41/containers/mine/wait", None],
+        ["GET", "/v1.41/containers/mine/logs?stdout=1", None],
+        ["GET", "/v1.41/containers/json?all=1", None],
+        ["GET", "/v1.41/containers/foreign-one/json", None],
+        ["GET", f"/v1.41/containers/{foreign}/json", None],
+        ["POST", "/v1.41/containers/foreign-one/exec", {"Cmd": ["id"]}],
+        ["DELETE", f"/v1.41/containers/{foreign[:12]}?force=1", None],
+    ]
+    results, done = _calls(vbox, engine, calls)
+    assert [status for status, _ in results] == [201, 204, 200, 200, 200, 404, 404, 404, 404], (results, done.stderr)
+    assert results[2][1]["StatusCode"] == 0 and "hi-from-inside" in str(results[3][1])
+    assert [item["Names"] for item in results[4][1]] in ([["/mine"]], [["mine"]])  # its own, and nothing of the host's
+    assert engine.names() == []  # removed when the run ended
+    assert "foreign-one" in engine.run("ps", "-a", "--format", "{{.Names}}").stdout  # control: the host's own stays
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        pytest.param({"HostConfig": {"Privileged": True}}, "privileged", id="privileged"),
+        pytest.param({"HostConfig": {"CapAdd": ["SYS_ADMIN"]}}, "capabilities", id="cap-add"),
+        pytest.param({"HostConfig": {"Binds": ["/etc:/host-etc"]}}, "bind mount", id="bind-host-folder"),
+        pytest.param({"HostConfig": {"Mounts": [{"Type": "bind", "Source": "/", "Target": "/host"}]}}, "bind mounts", id="mount-bind"),
+        pytest.param({"HostConfig": {"NetworkMode": "host"}}, "without a network", id="host-network"),
+        pytest.param({"HostConfig": {"PidMode": "host"}}, "pid namespace", id="host-pid"),
+        pytest.param({"HostConfig": {"IpcMode": "host"}}, "ipc namespace", id="host-ipc"),
+        pytest.param({"HostConfig": {"UsernsMode": "host"}}, "user namespace", id="host-userns"),
+        pytest.param({"HostConfig": {"UTSMode": "host"}}, "uts namespace", id="host-uts"),
+        pytest.param(
+            {"HostConfig": {"Devices": [{"PathOnHost": "/dev/sda", "PathInContainer": "/dev/sda", "CgroupPermissions": "rwm"}]}},
+            "devices",
+            id="device",
+        ),
+        pytest.param({"HostConfig": {"SecurityOpt": ["seccomp=unconfined"]}}, "security option", id="seccomp-off"),
+        pytest.param({"HostConfig": {"SecurityOpt": ["apparmor=unconfined"]}}, "security option", id="apparmor-off"),
+        pytest.param({"HostConfig": {"Sysctls": {"kernel.shm_rmid_forced": "1"}}}, "sysctls", id="sysctl"),
+        pytest.param({"HostConfig": {"Runtime": "crun"}}, "runtime", id="other-runtime"),
+        pytest.param({"HostConfig": {"MaskedPaths": []}}, "unmasking", id="unmask-proc"),
+        pytest.param({"HostConfig": {"CgroupParent": "/"}}, "cgroup", id="host-cgroup"),
+        pytest.param(
+            {"HostConfig": {"LogConfig": {"Type": "syslog", "Config": {"syslog-address": "udp://1.2.3.4:514"}}}}, "log driver", id="log-elsewhere"
+        ),
+        pytest.param({"HostConfig": {"PortBindings": {"80/tcp": [{"HostPort": "8080"}]}}}, "published ports", id="ports"),
+        pytest.param({"HostConfig": {"Annotations": {"run.oci.keep_original_groups": "1"}}}, "annotations", id="annotations"),
+        pytest.param({"HostConfig": {"NewIsolationField": True}}, "not one stockade knows", id="unknown-host-field"),
+        pytest.param({"Unknown": 1}, "not one stockade knows", id="unknown-field"),
+        pytest.param({"Image": OTHER_IMAGE}, "images allows", id="image-not-allowed"),
+        pytest.param(
+            {
+                "HostConfig": {
+                    "Mounts": [
+                        {
+                            "Type": "volume",
+                            "Source": "v1",
+                            "Target": "/d",
+                            "VolumeOptions": {"DriverConfig": {"Name": "local", "Options": {"type": "none", "o": "bind", "device": "/etc"}}},
+                        }
+                    ]
+                }
+            },
+            "driver options",
+            id="volume-bind-by-driver",
+        ),
+    ],
+)
+def test_each_loosening_field_is_refused_next_to_a_control_that_runs(vbox: Box, engine: Engine, fields: dict[str, object], said: str) -> None:
+    calls = [
+        ["POST", "/v1.41/containers/create?name=control", _create(["true"])],
+        ["POST", "/v1.41/containers/create?name=tried", _create(["true"], **fields)],
+    ]
+    results, _done = _calls(vbox, engine, calls)
+    assert results[0][0] == 201, results  # the control
+    assert results[1][0] == 403 and said in results[1][1]["message"] and results[1][1]["message"].startswith("stockade: "), results
+    assert "tried" not in engine.run("ps", "-a", "--format", "{{.Names}}").stdout
+
+
+def test_unknown_and_engine_wide_calls_are_refused(vbox: Box, engine: Engine) -> None:
+    calls = [
+        ["GET", "/v1.41/_ping", None],
+        ["POST", "/v1.41/build", None],
+        ["GET", "/v1.41/networks", None],
+        ["GET", "/v4.0.0/libpod/info", None],
+        ["POST", "/v1.41/volumes/create", {"Name": "sneaky", "Driver": "local", "DriverOpts": {"type": "none", "o": "bind", "device": "/etc"}}],
+        ["POST", "/v1.41/images/create?fromImage=docker.io/library/alpine&tag=latest", None],
+        ["POST", "/v1.41/volumes/create", {"Name": "plain"}],
+    ]
+    results, _done = _calls(vbox, engine, calls)
+    assert [status for status, _ in results] == [200, 403, 403, 403, 403, 403, 201], results
+    assert "sneaky" not in engine.run("volume", "ls", "--format", "{{.Name}}").stdout
+    assert "plain" not in engine.run("volume", "ls", "--format", "{{.Name}}").stdout  # the run's own volume: removed at its end
+
+
+def test_keep_leaves_what_the_run_made(vbox: Box, engine: Engine) -> None:
+    calls = [["POST", "/v1.41/containers/create?name=kept", _create(["true"])]]
+    results, _done = _calls(vbox, engine, calls, extra="keep = true\n")
+    assert results[0][0] == 201
+    assert engine.names() == ["kept"]
+    engine.run("rm", "-f", "kept")
+
+
+def test_a_run_killed_with_sigkill_leaves_what_the_next_run_removes(vbox: Box, engine: Engine) -> None:
+    (vbox.project / "client.py").write_text(CLIENT)
+    calls = json.dumps(
+        [["POST", "/v1.41/containers/create?name=orphan", _create(["sleep", "1000"])], ["POST", "/v1.41/containers/orphan/start", None]]
+    )
+    words = [*vbox.command_words(["--policy", str(vbox.policy(_policy(engine)))]), "--", "/bin/sh", "-c", f"python3 client.py '{calls}'; sleep 1000"]
+    process = subprocess.Popen(words, cwd=vbox.project, env=vbox.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "orphan" not in engine.names() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "orphan" in engine.names()
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate(timeout=30)
+    time.sleep(0.5)
+    assert "orphan" in engine.names()  # nothing removed it: the run was killed
+    results, _done = _calls(vbox, engine, [["GET", "/v1.41/_ping", None]])
+    assert results[0][0] == 200 and engine.names() == []  # the next run with the engine removed it
+
+
+def test_ctrl_c_of_the_run_removes_its_containers(vbox: Box, engine: Engine) -> None:
+    (vbox.project / "client.py").write_text(CLIENT)
+    calls = json.dumps(
+        [["POST", "/v1.41/containers/create?name=interrupted", _create(["sleep", "1000"])], ["POST", "/v1.41/containers/interrupted/start", None]]
+    )
+    words = [*vbox.command_words(["--policy", str(vbox.policy(_policy(engine)))]), "--", "/bin/sh", "-c", f"python3 client.py '{calls}'; sleep 1000"]
+    process = subprocess.Popen(words, cwd=vbox.project, env=vbox.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while "interrupted" not in engine.names() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "interrupted" in engine.names()
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode in (130, -signal.SIGINT), err  # stockade ends by the signal that ended the command
+    assert engine.names() == [] and b"Traceback" not in err
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI (the client only)")
+def test_the_docker_cli_runs_a_container_and_prints_a_refusal(vbox: Box, engine: Engine) -> None:
+    script = f"docker run --rm {IMAGE} echo hi-from-docker; echo rc=$?; docker run --rm --privileged {IMAGE} true; echo rc=$?"
+    done = vbox.run(script, policy=_policy(engine), timeout=180)
+    assert "hi-from-docker" in done.stdout and "rc=0" in done.stdout, done
+    assert "Error response from daemon: stockade: privileged containers" in done.stderr and "rc=125" in done.stdout, done
+    assert engine.names() == []
+
+
+def test_without_an_engine_the_run_says_so_and_calls_fail_clearly(vbox: Box) -> None:
+    (vbox.project / "client.py").write_text(CLIENT)
+    policy = 'extends = ["default"]\n[containers]\nengine = "docker"\nsocket = "/nonexistent/docker.sock"\n'
+    done = vbox.run(f"python3 client.py '{json.dumps([['GET', '/_ping', None]])}'", policy=policy, timeout=120)
+    assert done.returncode == 0, done
+    assert json.loads(done.stdout)[0][0] == 502 and "no engine listens at /nonexistent/docker.sock" in done.stderr, done
+    assert sys.executable  # the run itself went on
