@@ -41,6 +41,7 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, Any]]:
         agent_session: Any = None,
         files: Any = (),
         who: Any = None,
+        troubles: Any = None,
     ) -> int:
         calls.append((launch, session_id, bridge))
         return launch.status
@@ -104,6 +105,7 @@ def test_the_bridges_trouble_is_in_the_runs_result(executed: list[tuple[Any, str
         agent_session: Any = None,
         files: Any = (),
         who: Any = None,
+        troubles: Any = None,
     ) -> int:
         bridge.trouble = "the daemon died"
         return 9

@@ -15,9 +15,9 @@ from tests.e2e.boxes import Box
 from tests.otlp_receiver import Receiver
 
 
-def _policy(box: Box, collector: str = "") -> str:
+def _policy(box: Box, collector: str = "", wall_time: str = "2s") -> str:
     log = box.root / "audit" / "audit.jsonl"
-    return f'extends = ["default"]\n[limits]\nwall_time = "2s"\n[audit]\nlog = "{log}"\n' + (f'otlp = "{collector}"\n' if collector else "")
+    return f'extends = ["default"]\n[limits]\nwall_time = "{wall_time}"\n[audit]\nlog = "{log}"\n' + (f'otlp = "{collector}"\n' if collector else "")
 
 
 def _audit(box: Box, *options: str) -> list[dict[str, object]]:
@@ -64,3 +64,16 @@ def test_an_offline_run_s_findings_reach_the_collector(box: Box) -> None:
         assert sent[0]["stockade.chain"] == local[0]["chain"]
     finally:
         receiver.stop()
+
+
+def test_a_moved_file_names_its_last_writer_and_the_earlier_ones(box: Box) -> None:
+    """An innocent program that touched the file first does not take the blame for what another wrote."""
+    script = "touch .envrc; sh -c 'echo curl-evil > .envrc'; mkdir -p d1 d2; sh -c \"sh -c 'touch d1/.envrc; sleep 1; touch d2/.envrc' & sleep 0.3\"; sleep 2"
+    done = box.run(script, policy=_policy(box, wall_time="60s"), options=["--tool-call", "toolu_writers"])
+    assert done.returncode == 0, done
+    records = {str(r["path"]): r for r in _audit(box, "--tool-call", "toolu_writers")}
+    envrc = records[str(box.project / ".envrc")]["process"]
+    assert isinstance(envrc, dict) and envrc["argv"] == ["sh", "-c", "echo curl-evil > .envrc"], envrc
+    assert [other["exe"].rsplit("/", 1)[-1] for other in envrc["earlier"]] == ["touch"]
+    late = records[str(box.project / "d2" / ".envrc")]["process"]  # its parent shell exited first: no stale or host pid in its parents
+    assert isinstance(late, dict) and all(0 < parent["pid"] < 1000 for parent in late["parents"]), late

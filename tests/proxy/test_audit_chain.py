@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stockade.proxy import audit
-from stockade.proxy.audit import KEEP_ROTATED, AuditRecord, AuditWriter, rotated_path
+from stockade.proxy.audit import AuditRecord, AuditWriter, rotated_path
 from stockade.proxy.audit_chain import ZERO, seal, unsealed, verify
 
 
@@ -33,7 +33,7 @@ def _log(tmp_path: Path, count: int = 8) -> Path:
 
 
 def _generations(path: Path) -> list[Path]:
-    return [rotated_path(path, generation) for generation in range(KEEP_ROTATED, -1, -1)]
+    return [rotated_path(path, generation) for generation in range(audit.KEEP_ROTATED, -1, -1)]
 
 
 def test_a_line_seals_and_unseals_to_the_same_bytes() -> None:
@@ -252,18 +252,44 @@ WRITER = """
 import sys
 from stockade.proxy import audit
 audit.MAX_LOG_BYTES = 3000
+audit.KEEP_ROTATED = int(sys.argv[5])
 from stockade.proxy.audit import AuditRecord, AuditWriter
 writer = AuditWriter(sys.argv[1])
 for n in range(int(sys.argv[2])):
-    writer.write(AuditRecord(session=sys.argv[3], command=["c"], scheme="https", host=f"h{n}.test", port=443, decision="deny", rule="r"))
+    writer.write(AuditRecord(session=sys.argv[3], command=["c"], scheme="https", host=f"h{n}.test", port=443, decision="deny", rule="r" * int(sys.argv[4])))
 """
 
 
-def test_processes_that_write_and_rotate_one_log_keep_every_chain(tmp_path: Path) -> None:
-    """Several daemons sharing a log (a baseline's [audit] log): rotation happens under the file's lock."""
+@pytest.mark.parametrize(("rule", "keep"), [(1, 2), (2900, 200)], ids=["small-records", "records-near-the-limit"])
+def test_processes_that_write_and_rotate_one_log_keep_every_chain(tmp_path: Path, rule: int, keep: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several daemons sharing a log (a baseline's [audit] log): rotation happens under the file's lock, and
+    a new generation is locked before it is at the path (records near the limit rotate at every line)."""
+    from stockade.proxy import audit
+
+    monkeypatch.setattr(audit, "KEEP_ROTATED", keep)
     path = tmp_path / "audit.jsonl"
-    for trial in range(6):
-        workers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), "60", f"p{trial}-{n}"]) for n in range(12)]
+    for trial in range(6 if rule == 1 else 2):
+        workers = [
+            subprocess.Popen([sys.executable, "-c", WRITER, str(path), "60" if rule == 1 else "12", f"p{trial}-{n}", str(rule), str(keep)])
+            for n in range(12)
+        ]
         assert all(worker.wait(timeout=120) == 0 for worker in workers)
         verdict = verify(_generations(path))
         assert verdict.ok, (trial, verdict)
+
+
+def test_a_new_generation_a_killed_writer_left_aside_is_removed_at_the_next_rotation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(audit, "MAX_LOG_BYTES", 600)
+    path = tmp_path / "audit.jsonl"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stray = tmp_path / f".audit.jsonl.rotating-{gone.pid}-abcd1234"
+    stray.write_text("")
+    live = tmp_path / f".audit.jsonl.rotating-{os.getppid()}-abcd1234"  # a writer still at work: left alone
+    live.write_text("")
+    writer = AuditWriter(path)
+    for n in range(6):
+        writer.write(_record(n))
+    writer.close()
+    assert not stray.exists() and live.exists()
+    assert verify(_generations(path)).ok

@@ -28,4 +28,4 @@ def test_a_gone_process_says_nothing_rather_than_failing() -> None:
     child = subprocess.Popen(["true"])
     child.wait()
     assert processes.exe(child.pid) == "" and processes.argv(child.pid) == []
-    assert processes.status(child.pid) == (child.pid, -1)
+    assert processes.status(child.pid) == (-1, -1)

@@ -190,6 +190,7 @@ def run_launch(
         agent_session=invocation.agent_session,
         files=[(shown.path, shown.data) for shown in tools.shown] if tools is not None else (),
         who={"mcp": invocation.mcp, "agent_session": invocation.agent_session, "tool_call": invocation.tool_call},
+        troubles=result.troubles,
     )
     if bridge is not None and bridge.trouble:
         result.troubles.append(bridge.trouble)

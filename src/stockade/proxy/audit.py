@@ -66,7 +66,31 @@ FIELD_LIMITS = {
     "moved_to": 2048, "operation": 40,
 }  # fmt: skip
 COMMAND_LIMIT = 2048  # characters of the session's command, all words together
+PROCESS_LIMIT = 4096  # bytes of a record's `process`, as written (escapes counted): a process names itself
 OPTIONAL = ("mcp", "agent_session", "tool_call", "process")  # fields a line leaves out when they say nothing
+
+
+def _short_process(process: dict[str, Any]) -> dict[str, Any]:
+    """A process within PROCESS_LIMIT whatever its names: each text cut to what fits once escaped."""
+
+    def text(value: object, limit: int) -> str:
+        found = str(value or "")
+        while len(json.dumps(found, ensure_ascii=True)) > limit:
+            found = found[: max(0, min(len(found) - 1, len(found) * 3 // 4))]
+        return found
+
+    argv: list[Any] = process["argv"] if isinstance(process.get("argv"), list) else []
+    parents: list[Any] = process["parents"] if isinstance(process.get("parents"), list) else []
+    return {
+        **{key: process[key] for key in ("pid", "host_pid") if isinstance(process.get(key), int)},
+        "exe": text(process.get("exe"), 256),
+        "argv": [text(word, 128) for word in argv[:8]],
+        "parents": [
+            {"pid": parent.get("pid"), "exe": text(parent.get("exe"), 128), "argv0": text(parent.get("argv0"), 64)}
+            for parent in parents[:8]
+            if isinstance(parent, dict)
+        ],
+    }
 
 
 def _command_length(command: list[str]) -> int:
@@ -254,13 +278,14 @@ class FindingRecord:
     agent_session: str | None = None
     tool_call: str | None = None
     process: dict[str, object] | None = None  # where the kernel told which process it was
+    repeats: int | None = None  # a record that stands for this many more of its kind, not written one by one
 
     def to_line(self) -> bytes:
         data = {name: value for name, value in vars(self).items() if value is not None or name not in FINDING_OPTIONAL}
         return _line(data, self.command)
 
 
-FINDING_OPTIONAL = (*OPTIONAL, "path", "moved_to", "operation", "limit", "error")
+FINDING_OPTIONAL = (*OPTIONAL, "path", "moved_to", "operation", "limit", "error", "repeats")
 
 
 def _line(data: dict[str, Any], command: list[str]) -> bytes:
@@ -273,6 +298,9 @@ def _line(data: dict[str, Any], command: list[str]) -> bytes:
             data["command"] = _shortened(command)
             cut.append("command")
         data["truncated"] = cut
+    process = data.get("process")
+    if isinstance(process, dict) and len(json.dumps(process, ensure_ascii=True, default=str)) > PROCESS_LIMIT:
+        data = {**data, "process": _short_process(process), "truncated": [*data.get("truncated", ()), "process"]}
     line = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str)
     if "\n" in line or "\r" in line:  # cannot happen with json.dumps; a record is never split
         raise AuditError("audit record would span lines")
@@ -439,6 +467,8 @@ class AuditWriter:
         try:
             self._link_at = -1
             self._write(json.dumps(note, ensure_ascii=True).encode() + b"\n")
+            # locked before it is at the path: no other writer appends to it (or rotates it) before the caller's line
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
             for generation in range(KEEP_ROTATED, 1, -1):
                 try:
                     os.replace(rotated_path(self.path, generation - 1), rotated_path(self.path, generation))
@@ -457,6 +487,22 @@ class AuditWriter:
             raise
         info = os.fstat(self._fd)
         self._ino, self._size = (info.st_dev, info.st_ino), info.st_size
+        self._remove_stray_asides()
+
+    def _remove_stray_asides(self) -> None:
+        """New generations a writer killed mid-rotation left aside (its process is gone)."""
+        prefix = f".{self.path.name}.rotating-"
+        try:
+            names = [name for name in os.listdir(self.path.parent) if name.startswith(prefix)]
+        except OSError:
+            return
+        for name in names:
+            pid = name[len(prefix) :].split("-", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                try:
+                    os.unlink(self.path.parent / name)
+                except OSError:
+                    pass
 
     def _retire(self, first: Path) -> None:
         """Make the current file the first rotated generation while the path still names it."""
@@ -623,6 +669,16 @@ def dropped_by_rotation(path: str | os.PathLike[str]) -> list[dict[str, object]]
         if isinstance(what, dict):
             dropped.append(what)
     return dropped
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: not ours to judge
+    return True
 
 
 def rotated_path(path: Path, generation: int) -> Path:

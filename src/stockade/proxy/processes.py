@@ -38,8 +38,9 @@ def inside_pid(pid: int) -> int:
 
 
 def status(pid: int) -> tuple[int, int]:
-    """(the pid inside, the parent's pid on this side) from /proc/PID/status; (pid, -1) where it says nothing."""
-    inside, parent = pid, -1
+    """(the pid inside, the parent's pid on this side) from /proc/PID/status; (-1, -1) for a process
+    that is gone (never its number on this side: a record's pids are the sandbox's)."""
+    inside, parent = -1, -1
     try:
         with open(f"/proc/{pid}/status", "rb") as handle:
             for line in handle:

@@ -44,3 +44,23 @@ def test_a_log_that_cannot_be_written_costs_a_line(tmp_path: Path) -> None:
     records = findings_log.findings(run, "s3", {}, ["pids"], False, [], [])
     said = findings_log.write(run, records)
     assert said.startswith("1 finding(s) of this run are not in the audit log") and str(blocker) in said
+
+
+def test_a_run_that_moves_thousands_of_files_writes_a_bounded_number_of_records(tmp_path: Path) -> None:
+    run = launch(command=["sh"], memory=None, pids=None, wall_time=None, file_size=None)
+    moved = [(f"/p/d{n}/.envrc", f"/p/d{n}/.envrc.q") for n in range(5000)]
+    records = findings_log.findings(run, "s4", {}, ["pids"], False, moved, [])
+    assert len(records) <= findings_log.MAX_RECORDS
+    summary = [r for r in records if r.repeats]
+    assert [(r.kind, r.repeats) for r in summary] == [("moved", 5000 - (findings_log.MAX_RECORDS - 3) + 1)]
+    assert sum(1 for r in records if r.kind == "moved" and not r.repeats) + summary[0].repeats == 5000
+
+
+def test_a_process_that_names_itself_at_length_stays_a_few_kilobytes() -> None:
+    from stockade.proxy.audit import PROCESS_LIMIT, FindingRecord
+
+    huge = "\U0001f600" * 1000
+    process = {"pid": 3, "exe": huge, "argv": [huge] * 32, "parents": [{"pid": n, "exe": huge, "argv0": huge} for n in range(16)]}
+    line = FindingRecord(session="s", command=["x"], kind="moved", rule="r", path="/p", process=process).to_line()
+    data = json.loads(line)
+    assert len(line) < PROCESS_LIMIT + 1000 and "process" in data["truncated"] and data["process"]["pid"] == 3

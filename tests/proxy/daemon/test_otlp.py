@@ -215,3 +215,13 @@ def test_a_run_s_findings_map_to_file_and_process_activity(fields: dict[str, obj
     assert {name: found.get(name) for name in expected} == expected
     assert found["ocsf.disposition_id"] == 2 and found["stockade.kind"] == fields["kind"] and found["stockade.tool_call"] == "toolu_1"
     assert "server.address" not in found and record["kind"] in otlp.body(record)
+
+
+def test_a_name_that_is_not_utf8_is_sent_escaped_never_breaking_the_batch() -> None:
+    from stockade.proxy.audit import FindingRecord
+
+    record = json.loads(FindingRecord(session="s", command=["sh"], kind="moved", rule="r", path="/p/bad\udcff/.envrc").to_line())
+    found = otlp.attributes(record)
+    assert found["file.path"] == "/p/bad\\udcff/.envrc"
+    assert all(value.encode("utf-8") for value in found.values() if isinstance(value, str))
+    assert otlp._utf8(otlp.body(record)).encode("utf-8")

@@ -9,8 +9,8 @@ them itself, after the command ended, under the log's lock (audit.AuditWriter),
 so an offline run (no daemon) has them too.
 
 Which process: the records name one only where the kernel said so. A file
-moved aside names the process that first changed it, which the checkpoint's
-watch described while its call waited (bwrap/running/checkpointing.py; no
+moved aside names the process that last changed it (and those before it), which the checkpoint's
+watch described while each call waited (bwrap/running/checkpointing.py; no
 checkpoint, as under `--trace` or with checkpoints off, no process). `--trace`
 gives the pid (strace's, on the host) of each refused call. A limit's cgroup
 counts what it refused, never who: those records name the run alone.
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from stockade.bwrap.running.execute import Launch
     from stockade.proxy.audit import FindingRecord
 
+MAX_RECORDS = 200  # a run's findings written one by one; past that, one record per kind says how many more
 MOVED_RULE = "written inside the sandbox at a protected path (a file that could run code outside it, or one deny_write names): moved aside"
 
 
@@ -45,7 +46,7 @@ def findings(
 ) -> list[FindingRecord]:
     """The records of one run's findings; `refused` is --trace's (denial data, the caller's host pid);
     `writer` names the process that first changed a path, where the checkpoint's watch saw it."""
-    from stockade.proxy.audit import FindingRecord, redacted_command
+    from stockade.proxy.audit import KINDS, FindingRecord, redacted_command
 
     command = list(redacted_command(tuple(launch.command)))
     mark = {name: who.get(name) or None for name in ("mcp", "agent_session", "tool_call")}
@@ -65,7 +66,14 @@ def findings(
                 error=str(data.get("errno") or "") or None, process={"host_pid": pid} if pid > 0 else None,
             )
         )  # fmt: skip
-    return found
+    if len(found) <= MAX_RECORDS:
+        return found
+    kept, rest = found[: MAX_RECORDS - len(KINDS)], found[MAX_RECORDS - len(KINDS) :]
+    for kind in KINDS:
+        more = sum(1 for item in rest if item.kind == kind)
+        if more:
+            kept.append(record(kind, f"{more} more {kind} findings of this run, not written one by one (its summary counts them)", repeats=more))
+    return kept
 
 
 def _limit_rule(launch: Launch, name: str) -> str:
@@ -88,17 +96,19 @@ def write(launch: Launch, records: list[FindingRecord]) -> str:
     from stockade.proxy.audit import AuditError, AuditWriter
 
     log, collector = launch.audit
-    lines: list[bytes] = []
+    lines: list[bytes] = []  # every line written, the chain's own notes among them: all go to the collector
     try:
         writer = AuditWriter(log)
     except AuditError as error:
         return f"{len(records)} finding(s) of this run are not in the audit log: {error}"
     writer.tee = lines.append
+    written = 0
     try:
         for record in records:
             writer.write(record)
+            written += 1
     except AuditError as error:
-        return f"{len(records) - len(lines)} finding(s) of this run are not in the audit log: {error}"
+        return f"{len(records) - written} finding(s) of this run are not in the audit log: {error}"
     finally:
         writer.close()
     if collector and lines:

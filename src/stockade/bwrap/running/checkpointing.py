@@ -48,6 +48,8 @@ OPENAT2 = 437
 RESOLVE_IN_ROOT = 0x10
 O_PATH = 0o10000000
 
+WRITERS = 4  # processes kept per changed path: the last, and those before it
+
 WRITABLE_BINDS = frozenset({b"--bind", b"--bind-try", b"--dev-bind", b"--dev-bind-try"})
 DEVICE_BINDS = frozenset({b"--dev-bind", b"--dev-bind-try"})
 TWO_WORDS = frozenset({b"--ro-bind", b"--ro-bind-try", b"--bind-data", b"--ro-bind-data", b"--symlink", b"--setenv", b"--file", b"--chmod"})
@@ -138,9 +140,10 @@ class Checkpointing:
         self._sandboxed: set[int] = set()
         # the first process to change each path, described while its call waited: a file moved aside
         # after the run names it in its audit record (bwrap/after/findings_log.py)
-        self.writers: dict[str, tuple[int, int]] = {}  # host path -> (pid, its start time)
+        self.writers: dict[str, list[tuple[int, tuple[int, int]]]] = {}  # host path -> [(order, (pid, start time))]
         self.processes: dict[tuple[int, int], dict[str, Any]] = {}
-        self._parents: dict[tuple[int, int], tuple[dict[str, Any], int]] = {}
+        self._parents: dict[tuple[int, int], dict[str, Any]] = {}
+        self._sequence = 0
 
     # -- in the child, before exec ---------------------------------------------------------
 
@@ -374,14 +377,21 @@ class Checkpointing:
             self.recorder.changing(host, how)
         finally:
             self.recorder.cancelled = None
-        if host not in self.writers:
+        known = self.writers.get(host)
+        if known is None or known[-1][1][0] != pid:
             self._note_writer(host, pid)
 
     def _note_writer(self, host: str, pid: int) -> None:
-        """Who first changed `host`: the process and its parents up to the command, read once per
-        process (a pid and its start time: a pid used again is another process)."""
+        """One more process that changed `host`: it and its parents up to the command, read once per
+        process (a pid and its start time: a pid used again is another process). The last WRITERS
+        kept, in the order they came."""
         key = (pid, _started(pid))
-        self.writers[host] = key
+        entries = self.writers.setdefault(host, [])
+        if entries and entries[-1][1] == key:
+            return
+        self._sequence += 1
+        entries.append((self._sequence, key))
+        del entries[:-WRITERS]
         if key in self.processes:
             return
         from stockade.proxy import processes  # the first change of a run: not on the path of one that changes nothing
@@ -392,20 +402,28 @@ class Checkpointing:
             known = (parent, _started(parent))
             entry = self._parents.get(known)
             if entry is None:
-                entry = self._parents[known] = (processes.parent_entry(parent), processes.status(parent)[1])
-            if entry[0]["pid"] <= 1:
-                break  # the sandbox's first process, bwrap's: the command is its child
-            parents.append(entry[0])
-            parent = entry[1]
+                entry = self._parents[known] = processes.parent_entry(parent)
+            if entry["pid"] <= 1:
+                break  # gone, or the sandbox's first process, bwrap's: the command is its child
+            parents.append(entry)
+            parent = processes.status(parent)[1]  # read each time: a parent that exited has left its children to another
         self.processes[key] = processes.describe(pid, parents)
 
     def writer(self, path: str) -> dict[str, Any] | None:
-        """The process that first changed `path`, or a path below it (a folder moved aside whole)."""
-        key = self.writers.get(path)
-        if key is None:
+        """The process that last changed `path` (or a path below it: a folder moved aside whole), with
+        the others that changed it before (`earlier`, oldest first)."""
+        entries = self.writers.get(path)
+        if entries is None:
             below = path.rstrip("/") + "/"
-            key = next((found for changed, found in self.writers.items() if changed.startswith(below)), None)
-        return self.processes.get(key) if key is not None else None
+            entries = sorted(entry for changed, found in self.writers.items() if changed.startswith(below) for entry in found)
+        keys = list(dict.fromkeys(key for _sequence, key in entries))
+        if not keys or keys[-1] not in self.processes:
+            return None
+        last = dict(self.processes[keys[-1]])
+        earlier = [self.processes[key] for key in keys[:-1][-(WRITERS - 1) :] if key in self.processes]
+        if earlier:
+            last["earlier"] = [{"pid": other["pid"], "exe": other["exe"]} for other in earlier]
+        return last
 
     def _unmagic(self, pid: int, inside: str) -> str:
         """_through_magic until no link into /proc is left at the front (/proc/self/root/proc/self/cwd)."""

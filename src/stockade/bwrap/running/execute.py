@@ -715,19 +715,21 @@ def execute(
     agent_session: str | None = None,
     files: Sequence[tuple[str, bytes]] = (),
     who: dict[str, str | None] | None = None,
+    troubles: list[str] | None = None,
 ) -> int:
     """Run it; `bridge` (network runs) is opened here and closed after; `trace` (--trace) runs bwrap
     under strace and reports the file accesses the sandbox refused (trace.py, denials.py).
     `findings`, when given, gets what the run refused as data (Invocation.findings). `files`:
     (path, content) of files the sandbox gets as private copies (profiles/toolconfig.py). `who`: the
-    MCP server, agent session and tool call the run's audit records name (after/findings_log.py).
+    MCP server, agent session and tool call the run's audit records name (after/findings_log.py);
+    `troubles` gets a line when its findings could not be written (a CI run fails on it).
 
     Signals sent to stockade from here on go to the sandbox (supervise.Relay); when one killed
     the command, or one came after it, stockade ends by it once its checks are done."""
     resolve_command(launch.command, launch.env)
     signals = Signals(launch, approvals=bridge is not None and bool(bridge.approve))
     try:
-        code = _execute(launch, session, bridge, trace, findings, signals, agent_session, files, who or {})
+        code = _execute(launch, session, bridge, trace, findings, signals, agent_session, files, who or {}, troubles)
     finally:
         signals.close()
     outcome = signals.outcome
@@ -748,6 +750,7 @@ def _execute(
     agent_session: str | None,
     files: Sequence[tuple[str, bytes]],
     who: dict[str, str | None],
+    troubles: list[str] | None,
 ) -> int:
     tracer = None
     if trace:
@@ -870,6 +873,8 @@ def _execute(
         trouble_line = findings_log.write(launch, found)
         if trouble_line:
             say(f"stockade: {trouble_line}")
+            if troubles is not None:
+                troubles.append(trouble_line)
     if findings is not None:
         findings.update(
             network=list(denials), no_route=outcome.no_route, moved=[{"path": old, "moved_to": new} for old, new in quarantined],

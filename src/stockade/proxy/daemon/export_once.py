@@ -42,7 +42,7 @@ def main() -> int:
 def _note(log: str, lost: int, why: str, endpoint: str, lines: list[bytes]) -> None:
     from stockade.proxy.audit import AuditError, AuditWriter
 
-    sessions = sorted({str(json.loads(line).get("session", "")) for line in lines})
+    sessions = sorted({str(session) for session in (json.loads(line).get("session") for line in lines) if session})
     try:
         writer = AuditWriter(log)
         try:

@@ -52,7 +52,7 @@ def attributes(record: dict[str, Any]) -> dict[str, Any]:
 
     def put(name: str, value: object) -> None:
         if isinstance(value, bool | int | str) and value != "":
-            out[name] = value
+            out[name] = _utf8(value) if isinstance(value, str) else value
 
     if "event" in record:
         put("stockade.event", record["event"])
@@ -78,15 +78,7 @@ def attributes(record: dict[str, Any]) -> dict[str, Any]:
         put("stockade.command", json.dumps(command, ensure_ascii=True))
     put("stockade.agent_session", record.get("agent_session"))
     put("stockade.tool_call", record.get("tool_call"))
-    process = record.get("process")
-    if isinstance(process, dict):
-        put("process.pid", process.get("pid"))
-        put("process.executable.path", process.get("exe"))
-        if isinstance(process.get("argv"), list):
-            put("process.command_args", json.dumps(process["argv"], ensure_ascii=True))
-        parents = process.get("parents")
-        if isinstance(parents, list) and parents and isinstance(parents[0], dict):
-            put("process.parent.pid", parents[0].get("pid"))
+    _process_attributes(record.get("process"), put)
     scheme, method = record.get("scheme"), record.get("method")
     if scheme == "dns":
         out.update({"ocsf.class_uid": OCSF_DNS, "ocsf.activity_id": 1})
@@ -96,6 +88,30 @@ def attributes(record: dict[str, Any]) -> dict[str, Any]:
         out.update({"ocsf.class_uid": OCSF_NETWORK, "ocsf.activity_id": 1 if allowed else 5})
     out["ocsf.disposition_id"] = 1 if allowed else 2
     return out
+
+
+def _process_attributes(process: object, put: Any) -> None:
+    """The process inside a record names (daemon/attribution.py, the checkpoint's watch), or the host's
+    pid of a refused call (`--trace`)."""
+    if not isinstance(process, dict):
+        return
+    put("process.pid", process.get("pid"))
+    put("process.executable.path", process.get("exe"))
+    if isinstance(process.get("argv"), list):
+        put("process.command_args", json.dumps(process["argv"], ensure_ascii=True))
+    parents = process.get("parents")
+    if isinstance(parents, list) and parents and isinstance(parents[0], dict):
+        put("process.parent.pid", parents[0].get("pid"))
+    put("stockade.host_pid", process.get("host_pid"))
+
+
+def _utf8(text: str) -> str:
+    """A string the exporter can encode: a lone surrogate (a file name's byte that is not UTF-8) as its escape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _finding_attributes(record: dict[str, Any], out: dict[str, Any], put: Any) -> dict[str, Any]:
@@ -110,9 +126,7 @@ def _finding_attributes(record: dict[str, Any], out: dict[str, Any], put: Any) -
     command = record.get("command")
     if isinstance(command, list):
         put("stockade.command", json.dumps(command, ensure_ascii=True))
-    process = record.get("process")
-    if isinstance(process, dict):
-        put("stockade.host_pid", process.get("host_pid"))
+    _process_attributes(record.get("process"), put)
     kind = record.get("kind")
     if kind == "limit":
         out.update({"ocsf.class_uid": OCSF_PROCESS, "ocsf.activity_id": LIMIT_ACTIVITIES.get(str(record.get("limit")), 99)})
@@ -227,9 +241,9 @@ class Export:
             timestamp=_nanoseconds(record.get("time")),
             severity_number=SeverityNumber.WARN if denied else SeverityNumber.INFO,
             severity_text="WARN" if denied else "INFO",
-            body=body(record),
+            body=_utf8(body(record)),
             attributes=attributes(record),
-            event_name="stockade." + str(record.get("event") or record.get("kind") or "network"),
+            event_name=_utf8("stockade." + str(record.get("event") or record.get("kind") or "network")),
         )
 
     def counts(self) -> tuple[int, int]:
