@@ -19,6 +19,8 @@ import pytest
 
 IMAGE = "localhost/stockade-test:1"
 OTHER_IMAGE = "localhost/stockade-other:1"
+WEB_IMAGE = "localhost/stockade-test:web"  # busybox's httpd and nc, where the host has a static busybox
+BUSYBOX = "/bin/busybox"
 PROGRAMS = ("/bin/dash", "/bin/cat", "/bin/ls", "/bin/sleep", "/bin/echo", "/bin/touch", "/bin/id")
 CONF = """[containers]
 default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
@@ -53,6 +55,9 @@ class Engine:
     def start(self) -> None:
         self._image(IMAGE)
         self._image(OTHER_IMAGE)
+        self.web = os.path.exists(BUSYBOX) and _static(BUSYBOX)
+        if self.web:
+            self._web_image()
         self.service = subprocess.Popen(
             [*self.podman, "system", "service", "--time=0", f"unix://{self.socket}"],
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -73,6 +78,18 @@ class Engine:
         subprocess.run([*self.podman, "rm", "-af"], env=self.env, capture_output=True, timeout=120)
         subprocess.run([*self.podman, "volume", "rm", "-af"], env=self.env, capture_output=True, timeout=120)
 
+    def _web_image(self) -> None:
+        web = self.root / "web"
+        for folder in ("bin", "www", "etc", "tmp", "proc", "dev", "sys"):
+            (web / folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(BUSYBOX, web / "bin" / "busybox")
+        for name in ("sh", "httpd", "nc", "echo", "cat", "sleep", "printf"):
+            os.symlink("busybox", web / "bin" / name)
+        (web / "www" / "index.html").write_text("served-from-a-container\n")
+        tar = self.root / "web.tar"
+        subprocess.run(["tar", "-C", str(web), "-cf", str(tar), "."], check=True)
+        self.run("import", str(tar), WEB_IMAGE)
+
     def run(self, *words: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """podman itself, on the host: what the engine holds, seen around the gate."""
         return subprocess.run([*self.podman, *words], env=self.env, capture_output=True, text=True, timeout=120, check=check)
@@ -91,6 +108,13 @@ class Engine:
         tar = self.root / "rootfs.tar"
         subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
         self.run("import", str(tar), name)
+
+
+def _static(program: str) -> bool:
+    """Whether `program` needs no library (a static busybox runs in an image of its own alone)."""
+    listed = subprocess.run(["ldd", program], capture_output=True, text=True)
+    said = listed.stdout + listed.stderr
+    return "not a dynamic executable" in said or "statically linked" in said
 
 
 def _rootfs(rootfs: Path) -> None:

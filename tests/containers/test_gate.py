@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -78,7 +79,11 @@ def setup(tmp_path: Path) -> Iterator[tuple[FakeEngine, Gate]]:
 def _send(gate: Gate, data: bytes, then: bytes = b"") -> bytes:
     client = socket.socket(socket.AF_UNIX)
     client.settimeout(10)
-    client.connect(gate.listen)
+    folder = os.open(os.path.dirname(gate.listen), os.O_RDONLY | os.O_DIRECTORY)
+    try:  # a path past AF_UNIX's bound, reached as the gate bound it
+        client.connect(f"/proc/self/fd/{folder}/{os.path.basename(gate.listen)}")
+    finally:
+        os.close(folder)
     client.sendall(data)
     if then:
         client.sendall(then)
@@ -178,3 +183,34 @@ def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path) -> None:
         assert deleted == [f"/containers/{'1' * 64}?force=true&v=true"]
     finally:
         engine.close()
+
+
+def test_podman_s_containers_join_the_sandbox_s_network_and_show_their_ports_on_its_loopback(tmp_path: Path) -> None:
+    engine = FakeEngine(str(tmp_path / "engine.sock"))
+    deep = tmp_path / ("d" * 60) / ("e" * 60)  # past AF_UNIX's 108 bytes: bound through the folder's descriptor
+    gate = Gate(engine.path, str(deep / "docker.sock"), "s", ("localhost/*",), False, kind="podman")
+    gate.start()
+    gate.attach(4242)
+    try:
+        body = json.dumps(
+            {"Image": "localhost/web", "ExposedPorts": {"80/tcp": {}}, "HostConfig": {"PortBindings": {"5432/tcp": [{"HostPort": ""}]}}}
+        ).encode()
+        assert _send(gate, b"POST /containers/create HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)).startswith(
+            b"HTTP/1.1 201"
+        )
+        sent = json.loads(engine.requests[-1][3])["HostConfig"]
+        assert sent["NetworkMode"] == "ns:/proc/4242/ns/net" and "PortBindings" not in sent
+        inspected = gate._inspected({"Id": "c" * 64, "Config": {"ExposedPorts": {"80/tcp": {}}}, "NetworkSettings": {"Ports": {}}})
+        assert inspected["NetworkSettings"]["Ports"] == {
+            "80/tcp": [{"HostIp": "127.0.0.1", "HostPort": "80"}], "5432/tcp": [{"HostIp": "127.0.0.1", "HostPort": "5432"}],
+        }  # fmt: skip
+    finally:
+        gate.close()
+        engine.close()
+
+
+def test_docker_s_containers_have_no_network_and_published_ports_are_refused(setup: tuple[FakeEngine, Gate]) -> None:
+    engine, gate = setup
+    body = json.dumps({"Image": "localhost/web", "HostConfig": {"PortBindings": {"80/tcp": [{"HostPort": "8080"}]}}}).encode()
+    answer = _send(gate, b"POST /containers/create HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    assert answer.startswith(b"HTTP/1.1 403") and b"published ports" in answer

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers_engine import IMAGE, OTHER_IMAGE, Engine, start_engine
+from tests.containers_engine import IMAGE, OTHER_IMAGE, WEB_IMAGE, Engine, start_engine
 from tests.e2e.boxes import Box
 
 pytestmark = [pytest.mark.sandbox]
@@ -109,7 +109,7 @@ def test_a_container_runs_and_is_gone_after_the_run_and_others_stay_unseen(vbox:
         pytest.param({"HostConfig": {"CapAdd": ["SYS_ADMIN"]}}, "capabilities", id="cap-add"),
         pytest.param({"HostConfig": {"Binds": ["/etc:/host-etc"]}}, "bind mount", id="bind-host-folder"),
         pytest.param({"HostConfig": {"Mounts": [{"Type": "bind", "Source": "/", "Target": "/host"}]}}, "bind mounts", id="mount-bind"),
-        pytest.param({"HostConfig": {"NetworkMode": "host"}}, "without a network", id="host-network"),
+        pytest.param({"HostConfig": {"NetworkMode": "host"}}, "sandbox's own network", id="host-network"),
         pytest.param({"HostConfig": {"PidMode": "host"}}, "pid namespace", id="host-pid"),
         pytest.param({"HostConfig": {"IpcMode": "host"}}, "ipc namespace", id="host-ipc"),
         pytest.param({"HostConfig": {"UsernsMode": "host"}}, "user namespace", id="host-userns"),
@@ -128,7 +128,6 @@ def test_a_container_runs_and_is_gone_after_the_run_and_others_stay_unseen(vbox:
         pytest.param(
             {"HostConfig": {"LogConfig": {"Type": "syslog", "Config": {"syslog-address": "udp://1.2.3.4:514"}}}}, "log driver", id="log-elsewhere"
         ),
-        pytest.param({"HostConfig": {"PortBindings": {"80/tcp": [{"HostPort": "8080"}]}}}, "published ports", id="ports"),
         pytest.param({"HostConfig": {"Annotations": {"run.oci.keep_original_groups": "1"}}}, "annotations", id="annotations"),
         pytest.param({"HostConfig": {"NewIsolationField": True}}, "not one stockade knows", id="unknown-host-field"),
         pytest.param({"Unknown": 1}, "not one stockade knows", id="unknown-field"),
@@ -240,3 +239,70 @@ def test_without_an_engine_the_run_says_so_and_calls_fail_clearly(vbox: Box) -> 
     assert done.returncode == 0, done
     assert json.loads(done.stdout)[0][0] == 502 and "no engine listens at /nonexistent/docker.sock" in done.stderr, done
     assert sys.executable  # the run itself went on
+
+
+def _web(engine: Engine) -> None:
+    if not engine.web:
+        pytest.skip("needs a static busybox on the host for the image's httpd and nc (apt-get install busybox-static; .ci/run does)")
+
+
+def test_a_podman_container_shares_the_sandbox_s_own_network(vbox: Box, engine: Engine) -> None:
+    """The sandbox reaches a container's server on its own loopback (the port shown as published there),
+    and the container reaches nothing the offline sandbox cannot."""
+    _web(engine)
+    (vbox.project / "client.py").write_text(CLIENT)
+    calls = json.dumps([
+        ["POST", "/v1.41/containers/create?name=web", {"Image": WEB_IMAGE, "Cmd": ["httpd", "-f", "-p", "18099", "-h", "/www"],
+                                                     "ExposedPorts": {"18099/tcp": {}}, "HostConfig": {"PortBindings": {"18099/tcp": [{"HostPort": ""}]}}}],
+        ["POST", "/v1.41/containers/web/start", None],
+        ["GET", "/v1.41/containers/web/json", None],
+        ["POST", "/v1.41/containers/create?name=out", {"Image": WEB_IMAGE, "Cmd": ["sh", "-c", "nc -w 2 10.1.2.3 80 </dev/null; echo nc=$?"]}],
+        ["POST", "/v1.41/containers/out/start", None],
+        ["POST", "/v1.41/containers/out/wait", None],
+        ["GET", "/v1.41/containers/out/logs?stdout=1&stderr=1", None],
+    ])  # fmt: skip
+    script = f"python3 client.py '{calls}' > calls.json; sleep 1; curl -s http://127.0.0.1:18099/"
+    done = vbox.run(script, policy=_policy(engine), timeout=180)
+    results = json.loads((vbox.project / "calls.json").read_text())
+    assert [status for status, _ in results] == [201, 204, 200, 201, 204, 200, 200], (results, done.stderr)
+    assert done.stdout.strip() == "served-from-a-container", done  # the sandbox's loopback is the container's
+    assert results[2][1]["NetworkSettings"]["Ports"] == {"18099/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18099"}]}
+    assert "nc=1" in str(results[6][1]) and "unreachable" in str(results[6][1]), results[6]  # offline: no way out
+    assert engine.names() == []
+
+
+NETWORKED = r"""
+import json, os, socket, subprocess, sys
+allowed, denied = socket.gethostbyname("allowed.test"), "10.1.2.3"  # a name the policy refuses does not even resolve
+ask = "(printf 'GET /from-a-container HTTP/1.0\\r\\nHost: allowed.test\\r\\n\\r\\n'; sleep 2) | nc -w 5 {0} {1} | head -c 12; echo; (printf 'GET /x HTTP/1.0\\r\\n\\r\\n'; sleep 1) | nc -w 3 {2} {3}; echo denied-nc=$?"
+command = ask.format(allowed, os.environ["HP"], denied, "80")
+calls = [["POST", "/v1.41/containers/create?name=net", {"Image": sys.argv[1], "Cmd": ["sh", "-c", command]}],
+         ["POST", "/v1.41/containers/net/start", None], ["POST", "/v1.41/containers/net/wait", None],
+         ["GET", "/v1.41/containers/net/logs?stdout=1&stderr=1", None]]
+print(subprocess.run([sys.executable, "client.py", json.dumps(calls)], capture_output=True, text=True).stdout)
+"""
+
+
+@pytest.mark.network
+def test_a_container_s_traffic_meets_the_sandbox_s_filter_and_audit(net_world: object, engine: Engine) -> None:
+    from tests.e2e.netfixtures import NetWorld
+
+    assert isinstance(net_world, NetWorld)
+    _web(engine)
+    w = net_world
+    (w.box.project / "client.py").write_text(CLIENT)
+    (w.box.project / "networked.py").write_text(NETWORKED)
+    policy = w.policy("containers") + f'[containers]\nengine = "podman"\nsocket = "{engine.socket}"\nimages = ["localhost/stockade-test:*"]\n'
+    mark = w.origins["http"].mark()
+    done = w.run(f"export HP DP; python3 networked.py {WEB_IMAGE}", tag="containers", policy=policy, timeout=180)
+    assert done.stdout.strip(), done
+    results = json.loads(done.stdout.strip().splitlines()[0])
+    assert [status for status, _ in results] == [201, 204, 200, 200], (results, done.stderr)
+    logs = str(results[3][1])
+    assert " 200" in logs and "HTTP/1." in logs and "denied-nc=" in logs, logs  # the allowed host answered the container
+    seen, _ = w.origins["http"].since(mark)
+    assert any("/from-a-container" in str(getattr(request, "path", request)) for request in seen), seen  # it went through
+    records = w.records("containers", 2)
+    assert any(r.get("host") == "allowed.test" and r.get("decision") == "allow" for r in records), records
+    assert any(r.get("host") == "10.1.2.3" and r.get("decision") == "deny" for r in records), records  # refused, and audited
+    assert engine.names() == []

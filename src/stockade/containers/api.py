@@ -11,9 +11,11 @@ later API adds that loosens isolation cannot slip through as unknown.
 What a container may not have is what the sandbox itself may not do: no
 privileges or added capabilities, no host namespaces, devices, sysctls or
 other runtimes, no seccomp or AppArmor turned off, no host folders, no
-volume another run made, no network (the sandbox's filter does not see a
-container's traffic yet: NetworkMode is "none"), and images only as the
-policy's `images` globs allow.
+volume another run made, and images only as the policy's `images` globs
+allow. Its network is the sandbox's own where the engine can join it (podman:
+the sandbox's network namespace, so what it sends meets the same filter and
+audit, and the sandbox reaches its ports on its own loopback); elsewhere
+(docker) it has none.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ ROUTES = (
     _route("POST", "/images/create", "pull"),
     _route("POST", "/containers/create", "create"),
     _route("GET", "/containers/json", "list"),
-    _route("GET", "/containers/{id}/json", "container"),
+    _route("GET", "/containers/{id}/json", "inspect"),
     _route("GET", "/containers/{id}/logs", "container"),
     _route("GET", "/containers/{id}/top", "container"),
     _route("GET", "/containers/{id}/stats", "container"),
@@ -82,7 +84,7 @@ ROUTES = (
 # Where a call is refused for a reason of its own (not merely unknown), the line that says so.
 REFUSED_BECAUSE = {
     "/build": "image builds are not forwarded yet (their context must be checked to lie inside the project)",
-    "/networks": "networks are not forwarded: containers run without a network inside stockade",
+    "/networks": "networks are not forwarded: a container gets the sandbox's own network inside stockade (podman), or none",
     "/swarm": "swarm is never forwarded",
     "/plugins": "engine plugins are never forwarded (a plugin runs on the host with its privileges)",
     "/system": "engine-wide calls are never forwarded",
@@ -168,8 +170,6 @@ HOST_DEFAULT_ONLY = {
     "StorageOpt": "storage options",
     "VolumeDriver": "volume drivers",
     "Links": "links (containers have no network)",
-    "PortBindings": "published ports (containers have no network)",
-    "PublishAllPorts": "published ports (containers have no network)",
     "BlkioWeightDevice": "host block devices",
     "BlkioDeviceReadBps": "host block devices",
     "BlkioDeviceWriteBps": "host block devices",
@@ -199,17 +199,22 @@ def _set(value: Any) -> bool:
     return not any(value is default or (type(value) is type(default) and value == default) for default in _DEFAULT)
 
 
-def check_create(body: dict[str, Any], volume_known: Any) -> dict[str, Any]:
-    """The create body to forward (its network made "none"), or Refused. `volume_known(name)` says
-    whether a named volume is this run's own (True), absent (None: the engine makes it, and it is then
-    this run's), or another's (False). A value of the wrong type is refused too."""
+PUBLISHING = ("PortBindings", "PublishAllPorts")
+
+
+def check_create(body: dict[str, Any], volume_known: Any, network: str = "none") -> dict[str, Any]:
+    """The create body to forward, its network made `network` (the sandbox's namespace, or "none"), or
+    Refused. `volume_known(name)` says whether a named volume is this run's own (True), absent (None:
+    the engine makes it, and it is then this run's), or another's (False). A value of the wrong type is
+    refused too. Published ports mean nothing in the sandbox's namespace (its loopback has them
+    already): they are dropped there, and refused without a network."""
     try:
-        return _check_create(body, volume_known)
+        return _check_create(body, volume_known, network)
     except (TypeError, AttributeError, ValueError) as error:
         raise Refused(f"a container field has a value of the wrong type ({error})") from None
 
 
-def _check_create(body: dict[str, Any], volume_known: Any) -> dict[str, Any]:
+def _check_create(body: dict[str, Any], volume_known: Any, network: str) -> dict[str, Any]:
     unknown = sorted(key for key in body if key not in CREATE_KEYS)
     if unknown:
         raise Refused(f"container field {unknown[0]} is not one stockade knows (API {API_VERSION}): refused")
@@ -231,9 +236,12 @@ def _check_create(body: dict[str, Any], volume_known: Any) -> dict[str, Any]:
         elif key in NAMESPACES:
             if value not in PRIVATE_NAMESPACE:
                 raise Refused(f"{key} {value!r}: a container shares no {NAMESPACES[key]} namespace with the host or another container")
+        elif key in PUBLISHING:
+            if _set(value) and network == "none":
+                raise Refused(f"published ports ({key}): containers have no network with this engine inside stockade (podman's share the sandbox's)")
         elif key == "NetworkMode":
             if value not in NETWORKS:
-                raise Refused(f"NetworkMode {value!r}: containers run without a network inside stockade")
+                raise Refused(f"NetworkMode {value!r}: a container gets the sandbox's own network inside stockade (podman), or none")
         elif key == "SecurityOpt":
             extra = [option for option in value or () if option not in SECURITY_OPTS]
             if extra:
@@ -258,7 +266,7 @@ def _check_create(body: dict[str, Any], volume_known: Any) -> dict[str, Any]:
     if not isinstance(labels, dict) or not all(isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
         raise Refused("Labels must be an object of strings")
     forwarded = dict(body)
-    forwarded["HostConfig"] = {**host, "NetworkMode": "none"}
+    forwarded["HostConfig"] = {**{key: value for key, value in host.items() if key not in PUBLISHING}, "NetworkMode": network}
     forwarded["NetworkingConfig"] = None
     return forwarded
 
@@ -270,7 +278,7 @@ def _check_networking(value: Any) -> None:
     endpoints = value.get("EndpointsConfig") if isinstance(value, dict) else value
     others = sorted(name for name in endpoints or {} if name not in NETWORKS) if isinstance(endpoints, dict) else ["?"]
     if others:
-        raise Refused(f"network {others[0]!r}: containers run without a network inside stockade")
+        raise Refused(f"network {others[0]!r}: a container gets the sandbox's own network inside stockade (podman), or none")
 
 
 def _check_log(value: Any) -> None:

@@ -31,6 +31,7 @@ from stockade.containers.wire import MAX_BODY, MAX_RESPONSE, Head, Reader, WireE
 
 LABEL = "io.stockade.session"
 INSIDE = "/run/docker.sock"  # where the sandbox finds it; /var/run is a link to /run
+SANDBOX_WAIT = 10.0  # seconds a create waits to learn the sandbox's namespace
 ENGINE_TIMEOUT = 30.0  # seconds for an answer the gate reads whole (a create, a list)
 STREAM_IDLE = None  # streams (logs -f, attach, wait) last as long as the container
 
@@ -38,13 +39,17 @@ STREAM_IDLE = None  # streams (logs -f, attach, wait) last as long as the contai
 class Gate:
     """One run's Engine API: `start` before the sandbox, `close` after it."""
 
-    def __init__(self, engine: str, listen: str, session: str, images: tuple[str, ...], keep: bool) -> None:
+    def __init__(self, engine: str, listen: str, session: str, images: tuple[str, ...], keep: bool, kind: str = "docker") -> None:
         self.engine = engine  # the host engine's socket
+        self.kind = kind  # "podman" joins a container to the sandbox's network namespace; "docker" cannot (none)
+        self._sandbox = threading.Event()  # set once the sandbox's first process is known (attach)
+        self.network = "none"
         self.listen = listen
         self.session = session
         self.images = images
         self.keep = keep
         self.containers: dict[str, str] = {}  # id: name ("" if none)
+        self.ports: dict[str, list[str]] = {}  # id: the ports its create exposed or published ("8080/tcp")
         self.execs: set[str] = set()
         self.volumes: set[str] = set()
         self.refused: list[str] = []  # one line per refused call, for the summary
@@ -62,15 +67,26 @@ class Gate:
         except FileNotFoundError:
             pass
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        folder = os.open(os.path.dirname(self.listen), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         old = os.umask(0o077)
-        try:
-            server.bind(self.listen)
+        try:  # through the folder's descriptor: a runtime folder deep enough would pass AF_UNIX's 108 bytes
+            server.bind(f"/proc/self/fd/{folder}/{os.path.basename(self.listen)}")
+        except OSError:
+            server.close()
+            raise
         finally:
             os.umask(old)
+            os.close(folder)
         server.listen(64)
         self._server = server
         thread = threading.Thread(target=self._accept, name="stockade-containers", daemon=True)
         thread.start()
+
+    def attach(self, init_pid: int) -> None:
+        """The sandbox's first process: podman's containers join its network namespace (ns:PATH)."""
+        if self.kind == "podman":
+            self.network = f"ns:/proc/{init_pid}/ns/net"
+        self._sandbox.set()
 
     def close(self) -> list[str]:
         """Stop serving; remove what the run made unless `keep`. Lines for the summary."""
@@ -155,7 +171,7 @@ class Gate:
     def _handle(self, client: socket.socket, reader: Reader, head: Head, method: str, target: str, route: api.Route, parts: dict[str, str]) -> None:
         kind = route.kind
         path, _, query = target.partition("?")
-        if kind in ("container", "hijack", "exec-create"):
+        if kind in ("container", "inspect", "hijack", "exec-create"):
             cid = self._own_container(parts["id"])
             if cid is None:
                 self._missing(client, "container", parts["id"])
@@ -173,6 +189,7 @@ class Gate:
         if kind in ("create", "exec-create", "volume-create"):
             body = self._json_body(reader, head)
             if kind == "create":
+                asked = _ports_of(body)
                 body, made = self._checked_create(body)
             elif kind == "exec-create":
                 api.check_exec(body)
@@ -181,17 +198,40 @@ class Gate:
                 body["Labels"] = {**(body.get("Labels") or {}), LABEL: self.session}
             status, answer = self._call(method, target, body)
             if status == 201 and isinstance(answer, dict):
-                self._remember(kind, answer, query, made if kind == "create" else ())
+                self._remember(kind, answer, query, made if kind == "create" else (), asked if kind == "create" else [])
             _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
             return
         if kind == "list":
             status, answer = self._call(method, target)
             if isinstance(answer, list):
                 with self._lock:
-                    answer = [item for item in answer if isinstance(item, dict) and item.get("Id") in self.containers]
+                    answer = [self._listed(item) for item in answer if isinstance(item, dict) and item.get("Id") in self.containers]
+            _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
+            return
+        if kind == "inspect" and self.network != "none":
+            status, answer = self._call(method, target)
+            if status == 200 and isinstance(answer, dict):
+                answer = self._inspected(answer)
             _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
             return
         self._relay(client, reader, head, method, target, hijack=kind in ("hijack", "exec-hijack"))
+
+    def _inspected(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """A container in the sandbox's namespace listens on the sandbox's own loopback: each port it
+        exposes is shown as published there at the same number (what Testcontainers and docker-py read)."""
+        config: dict[str, Any] = answer["Config"] if isinstance(answer.get("Config"), dict) else {}
+        exposed: dict[str, Any] = config["ExposedPorts"] if isinstance(config.get("ExposedPorts"), dict) else {}
+        settings: dict[str, Any] = answer["NetworkSettings"] if isinstance(answer.get("NetworkSettings"), dict) else {}
+        with self._lock:
+            asked = self.ports.get(str(answer.get("Id")), [])
+        ports = {port: [{"HostIp": "127.0.0.1", "HostPort": port.split("/", 1)[0]}] for port in dict.fromkeys([*exposed, *asked])}
+        return {**answer, "NetworkSettings": {**settings, "Ports": ports}}
+
+    def _listed(self, item: dict[str, Any]) -> dict[str, Any]:
+        if self.network == "none" or not isinstance(item.get("Ports"), list):
+            return item
+        ports = [{**port, "IP": "127.0.0.1", "PublicPort": port.get("PrivatePort")} for port in item["Ports"] if isinstance(port, dict)]
+        return {**item, "Ports": ports}
 
     def _own_container(self, name: str) -> str | None:
         with self._lock:
@@ -231,7 +271,9 @@ class Gate:
                 return None
             return False
 
-        forwarded = api.check_create(body, volume_known)
+        if self.kind == "podman":
+            self._sandbox.wait(SANDBOX_WAIT)  # a call comes from inside, so the sandbox is there: its pid is known at once
+        forwarded = api.check_create(body, volume_known, self.network)
         forwarded["Labels"] = {**(forwarded.get("Labels") or {}), LABEL: self.session}
         return forwarded, tuple(made)
 
@@ -244,10 +286,11 @@ class Gate:
         tags = data.get("RepoTags") if status == 200 and isinstance(data, dict) else None
         return bool(tags) and any(api.image_allowed(str(tag), self.images) for tag in tags or ())
 
-    def _remember(self, kind: str, answer: dict[str, Any], query: str, made: tuple[str, ...]) -> None:
+    def _remember(self, kind: str, answer: dict[str, Any], query: str, made: tuple[str, ...], ports: list[str]) -> None:
         with self._lock:
             if kind == "create" and isinstance(answer.get("Id"), str):
                 self.containers[answer["Id"]] = (parse_qs(query).get("name") or [""])[0]
+                self.ports[answer["Id"]] = ports
                 self.volumes.update(made)
             elif kind == "exec-create" and isinstance(answer.get("Id"), str):
                 self.execs.add(answer["Id"])
@@ -328,6 +371,16 @@ class Gate:
                 _pipe(engine, client)
         finally:
             engine.close()
+
+
+def _ports_of(body: dict[str, Any]) -> list[str]:
+    """The ports a create exposes or publishes, as "8080/tcp"."""
+    host = body.get("HostConfig") if isinstance(body.get("HostConfig"), dict) else {}
+    found: list[str] = []
+    for table in (body.get("ExposedPorts"), (host or {}).get("PortBindings")):
+        if isinstance(table, dict):
+            found += [port if "/" in port else f"{port}/tcp" for port in table if isinstance(port, str) and port.split("/", 1)[0].isdigit()]
+    return list(dict.fromkeys(found))
 
 
 def _forward_body(reader: Reader, head: Head, engine: socket.socket) -> None:

@@ -21,7 +21,7 @@ class RunGate:
         self.engine = engines.engine_socket(str(engine), str(configured) or None, os.environ)
         self.lock = engines.hold(self.folder)
         listen = os.path.join(self.folder, engines.SOCKET)
-        self.gate = Gate(self.engine, listen, session, tuple(str(image) for image in images), bool(keep))
+        self.gate = Gate(self.engine, listen, session, tuple(str(image) for image in images), bool(keep), str(engine))
         self.note = "" if os.path.exists(self.engine) else (
             f"[containers] engine = \"{engine}\": no engine listens at {self.engine}; container calls fail until it runs "
             "(systemctl start docker, or podman system service), or set [containers] socket"

@@ -334,6 +334,7 @@ def _supervised(
     aliases: dict[str, str] | None = None,
     checkpoint: Checkpoint | None = None,
     stage: tuple[str, str, str, str] | None = None,
+    sandboxed: Callable[[int], None] | None = None,
 ) -> tuple[Outcome, list[str]]:
     """(bwrap's outcome, the host sockets it masked).
 
@@ -381,6 +382,7 @@ def _supervised(
                 relay=signals.relay if signals is not None else None,
                 console=console,
                 freeze=signals.freeze if signals is not None else None,
+                sandboxed=sandboxed,
                 starting_marks=marks,
                 own_stderr=None if errors is None else (errors[1], errors[2]),
             )
@@ -792,7 +794,10 @@ def _execute(
             if launch.containers is not None:
                 from stockade.bwrap.running.container_gate import RunGate
 
-                gate = RunGate(launch.containers, session)
+                try:
+                    gate = RunGate(launch.containers, session)
+                except OSError as exc:
+                    raise SandboxSetupError(f"cannot start the container engine's socket for [containers]: {exc.strerror or exc}") from None
                 tmp += gate.pieces
                 if gate.note and not launch.quiet:
                     say(f"stockade: {gate.note}")
@@ -805,7 +810,8 @@ def _execute(
                 copies = [*((p, d, True) for p, d in files), *named]
                 aliases = {stage.git_dir: stage.alias for stage in stages}
                 layer = staging.layer if staging is not None else None
-                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases, checkpoint, layer)
+                joined = gate.gate.attach if gate is not None else None
+                outcome, masked = _supervised(launch, limits, bridge, tracer, signals, copies, tmp, staged, aliases, checkpoint, layer, joined)
             except StartFailed:
                 if journal is not None:  # nothing ran: nothing to sweep
                     journal.close()

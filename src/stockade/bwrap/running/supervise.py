@@ -350,6 +350,7 @@ def supervise(
     freeze: Freeze | None = None,
     starting_marks: tuple[bytes, ...] = (),
     own_stderr: tuple[int, int] | None = None,
+    sandboxed: Callable[[int], None] | None = None,
 ) -> Outcome:
     """Run bwrap to its end. `own_stderr` (no console): (a pipe's write end, a free fd number below
     10): bwrap's stderr becomes the pipe, and the real one waits at that number for the command
@@ -359,7 +360,8 @@ def supervise(
     runs. `new_session`: bwrap --new-session made the sandbox's pid 1 the leader of the group its
     signals go to. `freeze`: told the sandbox's pid 1, to stop the sandbox for a question.
     `starting_marks`: how the command lines of the sandbox's processes begin until the command runs
-    with its signals reset (signal_reset.py); a signal that comes before then waits for it."""
+    with its signals reset (signal_reset.py); a signal that comes before then waits for it.
+    `sandboxed`: told the sandbox's pid 1 once it exists (the container gate joins its namespaces)."""
     try:
         pid = _spawn(argv, env, pass_fds, preexec, console, own_stderr)
     except OSError as exc:
@@ -370,7 +372,7 @@ def supervise(
     if console is not None:
         console.start()
     try:
-        return _supervised(pid, info_read_fd, wall_time, new_session, after_spawn, watch, relay, console, freeze, starting_marks)
+        return _supervised(pid, info_read_fd, wall_time, new_session, after_spawn, watch, relay, console, freeze, starting_marks, sandboxed)
     finally:
         if console is not None:
             console.finish()  # the rest of the output, then the user's terminal as it was
@@ -387,6 +389,7 @@ def _supervised(
     console: Console | None,
     freeze: Freeze | None,
     starting_marks: tuple[bytes, ...],
+    sandboxed: Callable[[int], None] | None = None,
 ) -> Outcome:
     if after_spawn is not None:
         try:
@@ -404,6 +407,8 @@ def _supervised(
     group = init_pid if new_session else _group_of(init_pid, pid)
     if freeze is not None:
         freeze.attach(init_pid)
+    if sandboxed is not None:
+        sandboxed(init_pid)
     own_relay = relay is None
     relay = Relay().install() if relay is None else relay
     relay.started(group, _command_ready(init_pid, pid, starting_marks) if starting_marks else None)
