@@ -214,3 +214,63 @@ def test_docker_s_containers_have_no_network_and_published_ports_are_refused(set
     body = json.dumps({"Image": "localhost/web", "HostConfig": {"PortBindings": {"80/tcp": [{"HostPort": "8080"}]}}}).encode()
     answer = _send(gate, b"POST /containers/create HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     assert answer.startswith(b"HTTP/1.1 403") and b"published ports" in answer
+
+
+def test_a_request_hidden_behind_a_bare_line_feed_never_reaches_the_engine(setup: tuple[FakeEngine, Gate]) -> None:
+    engine, gate = setup
+    body = b'{"Image":"localhost/x","HostConfig":{"Privileged":true}}'
+    hidden = b"POST /v1.41/containers/create HTTP/1.1\nHost: d\nContent-Type: application/json\nContent-Length: %d\n\n%s" % (len(body), body)
+    answer = _send(gate, b"GET /_ping HTTP/1.1\r\nX: a\n\n" + hidden + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400") and engine.requests == []
+
+
+def test_after_a_refused_exec_start_nothing_more_reaches_the_engine(tmp_path: Path) -> None:
+    """The client's bytes after its request go to the engine only once the engine switched to a stream."""
+    received: list[bytes] = []
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "engine.sock"))
+    server.listen(4)
+
+    def engine() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            conn.sendall(wire.json_response(400, "Bad Request", {"message": "bad exec"}))
+            try:
+                while more := conn.recv(4096):
+                    received.append(more)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=engine, daemon=True)
+    thread.start()
+    gate = Gate(str(tmp_path / "engine.sock"), str(tmp_path / "g" / "docker.sock"), "s", (), False)
+    gate.start()
+    gate.execs.add("e1")
+    try:
+        answer = _send(
+            gate, b"POST /exec/e1/start HTTP/1.1\r\nHost: d\r\nContent-Length: 2\r\n\r\nxxGET /containers/hostctr/json HTTP/1.1\r\nHost: d\r\n\r\n"
+        )
+    finally:
+        gate.close()
+        thread.join(timeout=10)
+        server.close()
+    assert answer.startswith(b"HTTP/1.1 400") and b"hostctr" not in b"".join(received)
+
+
+def test_idle_connections_cannot_take_the_gate_down(setup: tuple[FakeEngine, Gate], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, gate = setup
+    monkeypatch.setattr(gate_module, "REQUEST_TIMEOUT", 0.5)
+    idle = []
+    for _ in range(gate_module.MAX_CALLS + 20):
+        client = socket.socket(socket.AF_UNIX)
+        client.connect(gate.listen)
+        idle.append(client)
+    try:
+        assert _send(gate, b"GET /_ping HTTP/1.1\r\nHost: d\r\n\r\n").startswith(b"HTTP/1.1 200")  # once the idle ones timed out
+    finally:
+        for client in idle:
+            client.close()

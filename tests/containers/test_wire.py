@@ -44,6 +44,13 @@ def test_ambiguous_framing_is_an_error(raw: bytes) -> None:
         wire.Head(raw[:-2] if False else raw.split(b"\r\n\r\n")[0] + b"\r\n\r\n").body_length()
 
 
+@pytest.mark.parametrize("line", [b"X: a\nPOST /containers/create HTTP/1.1", b"X: a\rb", b"X: a\x00b", b"GET /_ping\n HTTP/1.1"])
+def test_a_control_character_inside_a_head_is_refused(line: bytes) -> None:
+    """Go reads a bare LF as a line end: what the gate saw as one header would be a second request there."""
+    with pytest.raises(wire.WireError, match="control character"):
+        wire.Head(b"GET /_ping HTTP/1.1\r\n" + line + b"\r\n\r\n")
+
+
 def test_bounds_hold() -> None:
     with pytest.raises(wire.WireError, match="head too long"):
         _reader(b"GET /" + b"a" * (wire.MAX_HEAD + 10)).head()

@@ -133,6 +133,20 @@ def test_a_container_runs_and_is_gone_after_the_run_and_others_stay_unseen(vbox:
         pytest.param({"Unknown": 1}, "not one stockade knows", id="unknown-field"),
         pytest.param({"Image": OTHER_IMAGE}, "images allows", id="image-not-allowed"),
         pytest.param(
+            {"HostConfig": {"Mounts": [{"Type": "volume", "Source": "fresh1", "Target": "/h", "type": "bind", "source": "/etc"}]}},
+            "differ only in case",
+            id="mount-case-twin",
+        ),
+        pytest.param(
+            {"HostConfig": {"LogConfig": {"Type": "k8s-file", "config": {"path": "/var/tmp/written-by-sandbox.log"}}}},
+            "LogConfig field",
+            id="log-path-by-case",
+        ),
+        pytest.param({"Volumes": {"/var/tmp:/h": {}}}, "container paths only", id="volumes-key-host-bind"),
+        pytest.param({"HostConfig": {"Binds": ["newvol:/x:O,upperdir=/var/tmp/up,workdir=/var/tmp/wk"]}}, "volume option", id="bind-overlay-options"),
+        pytest.param({"HostConfig": {"OomScoreAdj": -1000}}, "OomScoreAdj", id="oom-score-below-host"),
+        pytest.param({"HostConfig": {"GroupAdd": ["keep-groups"]}}, "GroupAdd", id="keep-host-groups"),
+        pytest.param(
             {
                 "HostConfig": {
                     "Mounts": [
@@ -170,9 +184,16 @@ def test_unknown_and_engine_wide_calls_are_refused(vbox: Box, engine: Engine) ->
         ["POST", "/v1.41/volumes/create", {"Name": "sneaky", "Driver": "local", "DriverOpts": {"type": "none", "o": "bind", "device": "/etc"}}],
         ["POST", "/v1.41/images/create?fromImage=docker.io/library/alpine&tag=latest", None],
         ["POST", "/v1.41/volumes/create", {"Name": "plain"}],
+        ["POST", "/v1.41/images/create?fromImage=localhost/stockade-test&tag=1&fromImage=127.0.0.1:9/evil/x", None],
+        ["POST", "/v1.41/images/create?fromImage=localhost/stockade-test&tag=1&FromImage=127.0.0.1:9/evil/x", None],
+        ["POST", "/v1.41/volumes/create", {"Name": "hostvol"}],
     ]
+    engine.run("volume", "create", "hostvol")
     results, _done = _calls(vbox, engine, calls)
-    assert [status for status, _ in results] == [200, 403, 403, 403, 403, 403, 201], results
+    assert [status for status, _ in results] == [200, 403, 403, 403, 403, 403, 201, 403, 403, 403], results
+    assert "exists and is not this run's" in results[9][1]["message"]
+    assert "hostvol" in engine.run("volume", "ls", "--format", "{{.Name}}").stdout  # the host's own: neither taken nor removed
+    engine.run("volume", "rm", "-f", "hostvol")
     assert "sneaky" not in engine.run("volume", "ls", "--format", "{{.Name}}").stdout
     assert "plain" not in engine.run("volume", "ls", "--format", "{{.Name}}").stdout  # the run's own volume: removed at its end
 
@@ -181,7 +202,9 @@ def test_keep_leaves_what_the_run_made(vbox: Box, engine: Engine) -> None:
     calls = [["POST", "/v1.41/containers/create?name=kept", _create(["true"])]]
     results, _done = _calls(vbox, engine, calls, extra="keep = true\n")
     assert results[0][0] == 201
-    assert engine.names() == ["kept"]
+    assert engine.names("io.stockade.kept") == ["kept"]
+    again, _done = _calls(vbox, engine, [["GET", "/v1.41/_ping", None]])  # the next run's sweep takes only what a killed run left
+    assert again[0][0] == 200 and engine.names("io.stockade.kept") == ["kept"]
     engine.run("rm", "-f", "kept")
 
 

@@ -149,11 +149,11 @@ CREATE_KEYS = frozenset(
 
 # HostConfig keys that hold nothing of the host's: resources, the container's own settings.
 HOST_FREE = frozenset(
-    {"ContainerIDFile", "RestartPolicy", "AutoRemove", "ConsoleSize", "CapDrop", "Dns", "DnsOptions", "DnsSearch", "ExtraHosts",
-     "GroupAdd", "ReadonlyRootfs", "Tmpfs", "ShmSize", "CpuShares", "Memory", "NanoCpus", "BlkioWeight", "CpuPeriod", "CpuQuota",
+    {"ContainerIDFile", "AutoRemove", "ConsoleSize", "CapDrop", "Dns", "DnsOptions", "DnsSearch", "ExtraHosts",
+     "ReadonlyRootfs", "ShmSize", "CpuShares", "Memory", "NanoCpus", "BlkioWeight", "CpuPeriod", "CpuQuota",
      "CpusetCpus", "CpusetMems", "KernelMemory", "KernelMemoryTCP", "MemoryReservation", "MemorySwap", "MemorySwappiness",
-     "Init", "PidsLimit", "Ulimits", "CpuCount", "CpuPercent", "IOMaximumIOps", "IOMaximumBandwidth", "CpuRealtimePeriod",
-     "CpuRealtimeRuntime", "OomScoreAdj"}
+     "Init", "PidsLimit", "CpuCount", "CpuPercent", "IOMaximumIOps", "IOMaximumBandwidth", "CpuRealtimePeriod",
+     "CpuRealtimeRuntime"}
 )  # fmt: skip
 # HostConfig keys allowed only at their defaults: each would reach the host or loosen the container.
 HOST_DEFAULT_ONLY = {
@@ -191,6 +191,20 @@ EXEC_KEYS = frozenset(
 VOLUME_KEYS = frozenset({"Name", "Driver", "DriverOpts", "Labels", "ClusterVolumeSpec"})
 
 
+# The nested objects the gate reads, each with the keys it may have, spelled exactly.
+MOUNT_KEYS = frozenset({"Type", "Source", "Target", "ReadOnly", "Consistency", "VolumeOptions", "TmpfsOptions"})
+VOLUME_OPTION_KEYS = frozenset({"NoCopy", "Labels", "DriverConfig"})
+TMPFS_OPTION_KEYS = frozenset({"SizeBytes", "Mode"})
+LOG_KEYS = frozenset({"Type", "Config"})
+RESTART_KEYS = frozenset({"Name", "MaximumRetryCount"})
+ULIMIT_KEYS = frozenset({"Name", "Soft", "Hard"})
+HEALTH_KEYS = frozenset({"Test", "Interval", "Timeout", "Retries", "StartPeriod", "StartInterval"})
+BIND_OPTIONS = frozenset({"ro", "rw", "z", "Z", "nocopy", "private", "rprivate"})
+TMPFS_OPTIONS = frozenset({"size", "mode", "uid", "gid", "ro", "rw", "noexec", "exec", "nosuid", "nodev", "tmpcopyup", "notmpcopyup"})
+VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_CONTAINER_PATH = re.compile(r"^/[^:,\x00]*$")
+
+
 class Refused(Exception):
     """A call the gate does not forward; the message is the one line the Docker CLI prints."""
 
@@ -215,10 +229,12 @@ def check_create(body: dict[str, Any], volume_known: Any, network: str = "none")
 
 
 def _check_create(body: dict[str, Any], volume_known: Any, network: str) -> dict[str, Any]:
+    _no_case_twins(body)
     unknown = sorted(key for key in body if key not in CREATE_KEYS)
     if unknown:
         raise Refused(f"container field {unknown[0]} is not one stockade knows (API {API_VERSION}): refused")
     _check_networking(body.get("NetworkingConfig"))
+    _check_shapes(body)
     host = body.get("HostConfig")
     if host is None:
         host = {}
@@ -260,6 +276,8 @@ def _check_create(body: dict[str, Any], volume_known: Any, network: str) -> dict
         elif key == "Isolation":
             if value not in ("", "default", None):
                 raise Refused(f"Isolation {value!r} is not allowed")
+        elif key in HOST_SHAPES:
+            HOST_SHAPES[key](value)
         else:
             raise Refused(f"HostConfig field {key} is not one stockade knows (API {API_VERSION}): refused")
     labels = body.get("Labels") or {}
@@ -281,11 +299,94 @@ def _check_networking(value: Any) -> None:
         raise Refused(f"network {others[0]!r}: a container gets the sandbox's own network inside stockade (podman), or none")
 
 
+def _no_case_twins(value: Any, depth: int = 0) -> None:
+    """The engine reads JSON keys regardless of case, the last one winning: two keys of one object
+    that differ only in case would let one be checked here and the other used there."""
+    if depth > 32:
+        raise Refused("the body is nested too deep")
+    if isinstance(value, dict):
+        folded = [str(key).casefold() for key in value]
+        if len(set(folded)) != len(folded):
+            raise Refused("two keys of one object differ only in case: refused (the engine would read either)")
+        for item in value.values():
+            _no_case_twins(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _no_case_twins(item, depth + 1)
+
+
+def _exact(value: Any, keys: frozenset[str], what: str) -> dict[str, Any]:
+    """An object with only `keys`, spelled exactly (any other spelling would reach the engine unchecked)."""
+    if not isinstance(value, dict):
+        raise Refused(f"{what} must be an object")
+    unknown = sorted(key for key in value if key not in keys)
+    if unknown:
+        raise Refused(f"{what} field {unknown[0]!r} is not one stockade knows (API {API_VERSION}): refused")
+    return value
+
+
+def _empty_objects(value: Any, what: str, paths: bool = False) -> None:
+    """ExposedPorts and Volumes: names (container paths, for Volumes) to empty objects."""
+    if value is None:
+        return
+    if not isinstance(value, dict) or any(item not in (None, {}) for item in value.values()):
+        raise Refused(f"{what} must map names to empty objects")
+    if paths and any(not _CONTAINER_PATH.match(str(key)) for key in value):
+        raise Refused(f"{what} names container paths only (no host path, no options): refused")
+
+
+def _check_shapes(body: dict[str, Any]) -> None:
+    _empty_objects(body.get("ExposedPorts"), "ExposedPorts")
+    _empty_objects(body.get("Volumes"), "Volumes", paths=True)  # podman reads a key "HOST:CONTAINER" as a bind
+    if _set(body.get("Healthcheck")):
+        _exact(body["Healthcheck"], HEALTH_KEYS, "Healthcheck")
+    for key in ("Env", "Cmd", "Entrypoint", "Shell", "OnBuild"):
+        value = body.get(key)
+        words = [value] if isinstance(value, str) and key in ("Cmd", "Entrypoint") else value
+        if words is not None and not (isinstance(words, list) and all(isinstance(item, str) for item in words)):
+            raise Refused(f"{key} must be a list of strings")
+
+
+def _check_restart(value: Any) -> None:
+    if _set(value):
+        _exact(value, RESTART_KEYS, "RestartPolicy")
+
+
+def _check_ulimits(value: Any) -> None:
+    for item in value or ():
+        _exact(item, ULIMIT_KEYS, "a ulimit")
+
+
+def _check_tmpfs(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict) or not all(isinstance(key, str) and isinstance(item, str) for key, item in value.items()):
+        raise Refused("Tmpfs must map container paths to option strings")
+    for path, options in value.items():
+        if not _CONTAINER_PATH.match(path) or any(option.split("=", 1)[0] not in TMPFS_OPTIONS for option in options.split(",") if option):
+            raise Refused(f"tmpfs {path!r} with {options!r}: only size, mode, uid, gid and the no*/ro/rw flags are allowed")
+
+
+def _check_groups(value: Any) -> None:
+    for group in value or ():
+        if not isinstance(group, str | int) or str(group) in ("keep-groups",) or "," in str(group):
+            raise Refused(f"GroupAdd {group!r} is not allowed (only a group inside the container)")
+
+
+def _check_oom(value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise Refused("OomScoreAdj below 0 is not allowed (it would make the host's processes die first)")
+
+
+HOST_SHAPES = {
+    "RestartPolicy": _check_restart, "Ulimits": _check_ulimits, "Tmpfs": _check_tmpfs, "GroupAdd": _check_groups, "OomScoreAdj": _check_oom,
+}  # fmt: skip
+
+
 def _check_log(value: Any) -> None:
     if not _set(value):
         return
-    if not isinstance(value, dict):
-        raise Refused("LogConfig must be an object")
+    _exact(value, LOG_KEYS, "LogConfig")
     driver = value.get("Type") or ""
     if driver not in LOG_DRIVERS:
         raise Refused(f"log driver {driver!r} is not allowed (it could send the container's output elsewhere)")
@@ -296,41 +397,70 @@ def _check_log(value: Any) -> None:
 
 
 def _check_bind(bind: str, volume_known: Any) -> None:
-    source = bind.split(":", 1)[0]
-    if source.startswith("/") or source.startswith("."):
+    parts = bind.split(":")
+    source = parts[0]
+    if source.startswith(("/", ".", "~")) or "/" in source:
         raise Refused(f"bind mount of the host's {source} is not allowed: give the container a volume of this run's, or `docker cp`")
+    if len(parts) not in (2, 3) or not _CONTAINER_PATH.match(parts[1]):
+        raise Refused(f"volume {bind!r}: NAME:/container/path[:options] only")
+    options = [option for option in (parts[2].split(",") if len(parts) == 3 else ()) if option]
+    if any(option not in BIND_OPTIONS for option in options):
+        raise Refused(
+            f"volume option in {bind!r} is not allowed (only {', '.join(sorted(BIND_OPTIONS))}): overlay and idmap options reach host folders"
+        )
     _check_volume(source, volume_known)
 
 
 def _check_mount(mount: Any, volume_known: Any) -> None:
-    if not isinstance(mount, dict):
-        raise Refused("a mount must be an object")
+    mount = _exact(mount, MOUNT_KEYS, "a mount")
     kind = mount.get("Type") or "volume"
+    if not isinstance(kind, str) or not _CONTAINER_PATH.match(str(mount.get("Target") or "")):
+        raise Refused("a mount needs a Type and an absolute container Target")
     if kind == "tmpfs":
+        if _set(mount.get("Source")) or _set(mount.get("VolumeOptions")):
+            raise Refused("a tmpfs mount has no source")
+        if _set(mount.get("TmpfsOptions")):
+            _exact(mount["TmpfsOptions"], TMPFS_OPTION_KEYS, "TmpfsOptions")
         return
     if kind != "volume":
         raise Refused(f"{kind} mounts are not allowed: give the container a volume of this run's, or `docker cp`")
-    options = mount.get("VolumeOptions") or {}
-    if isinstance(options, dict) and _set(options.get("DriverConfig")):
-        raise Refused("volume driver options are not allowed (the local driver's can mount a host folder)")
+    if _set(mount.get("TmpfsOptions")):
+        raise Refused("a volume mount has no tmpfs options")
+    if _set(mount.get("VolumeOptions")):
+        options = _exact(mount["VolumeOptions"], VOLUME_OPTION_KEYS, "VolumeOptions")
+        if _set(options.get("DriverConfig")):
+            raise Refused("volume driver options are not allowed (the local driver's can mount a host folder)")
     if mount.get("Source"):
         _check_volume(str(mount["Source"]), volume_known)
 
 
 def _check_volume(name: str, volume_known: Any) -> None:
+    if not VOLUME_NAME.match(name):
+        raise Refused(f"volume name {name!r} is not one stockade takes (letters, digits, _ . -)")
     if volume_known(name) is False:
         raise Refused(f"volume {name} is not one this run made")
 
 
 def check_exec(body: dict[str, Any]) -> None:
+    try:
+        _check_exec(body)
+    except (TypeError, AttributeError, ValueError) as error:
+        raise Refused(f"an exec field has a value of the wrong type ({error})") from None
+
+
+def _check_exec(body: dict[str, Any]) -> None:
+    _no_case_twins(body)
     unknown = sorted(key for key in body if key not in EXEC_KEYS)
     if unknown:
         raise Refused(f"exec field {unknown[0]} is not one stockade knows (API {API_VERSION}): refused")
-    if body.get("Privileged"):
+    if body.get("Privileged") not in (None, False):
         raise Refused("privileged exec is not allowed")
 
 
 def check_volume(body: dict[str, Any]) -> None:
+    _no_case_twins(body)
+    if not VOLUME_NAME.match(str(body.get("Name") or "anonymous")):
+        raise Refused("volume name is not one stockade takes (letters, digits, _ . -)")
     labels = body.get("Labels") or {}
     if not isinstance(labels, dict) or not all(isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
         raise Refused("Labels must be an object of strings")

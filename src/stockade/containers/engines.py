@@ -46,6 +46,11 @@ def hold(folder: str) -> int:
     return fd
 
 
+def gone(runtime: str, session: str) -> bool:
+    """Whether `session` was a run of this user's (its folder is here) that ended without its cleanup."""
+    return os.path.isdir(gate_folder(runtime, session)) and not alive(runtime, session)
+
+
 def alive(runtime: str, session: str) -> bool:
     """Whether the run of `session` still holds its lock (a run killed with -9 does not)."""
     try:

@@ -22,17 +22,24 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit
 
 from stockade.containers import api
 from stockade.containers.wire import MAX_BODY, MAX_RESPONSE, Head, Reader, WireError, encode_head, json_response, read_body, request_line, status_of
 
 LABEL = "io.stockade.session"
+KEPT_LABEL = "io.stockade.kept"
 INSIDE = "/run/docker.sock"  # where the sandbox finds it; /var/run is a link to /run
+# Request headers the engine is given, by name (the rest are dropped: only these mean anything to it)
+FORWARDED_HEADERS = frozenset({"content-type", "content-length", "transfer-encoding", "accept", "user-agent", "x-registry-auth", "x-registry-config"})
 SANDBOX_WAIT = 10.0  # seconds a create waits to learn the sandbox's namespace
 ENGINE_TIMEOUT = 30.0  # seconds for an answer the gate reads whole (a create, a list)
+REQUEST_TIMEOUT = 30.0  # seconds for a call's request to arrive whole
+MAX_CALLS = 64  # calls served at once
+LISTEN_BACKLOG = 512  # connections waiting for one of them (a unix socket past it refuses at once)
 STREAM_IDLE = None  # streams (logs -f, attach, wait) last as long as the container
 
 
@@ -44,6 +51,7 @@ class Gate:
         self.kind = kind  # "podman" joins a container to the sandbox's network namespace; "docker" cannot (none)
         self._sandbox = threading.Event()  # set once the sandbox's first process is known (attach)
         self.network = "none"
+        self._label = KEPT_LABEL if keep else LABEL  # what a run keeps, the next run's sweep never takes
         self.listen = listen
         self.session = session
         self.images = images
@@ -57,6 +65,7 @@ class Gate:
         self._server: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._closing = False
+        self._slots = threading.BoundedSemaphore(MAX_CALLS)
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -77,7 +86,7 @@ class Gate:
         finally:
             os.umask(old)
             os.close(folder)
-        server.listen(64)
+        server.listen(LISTEN_BACKLOG)
         self._server = server
         thread = threading.Thread(target=self._accept, name="stockade-containers", daemon=True)
         thread.start()
@@ -127,22 +136,35 @@ class Gate:
     def _accept(self) -> None:
         assert self._server is not None
         while not self._closing:
+            self._slots.acquire()  # at most MAX_CALLS at once: more wait in the listen queue
             try:
                 client, _ = self._server.accept()
             except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), name="stockade-containers-call", daemon=True).start()
+                self._slots.release()
+                if self._closing:
+                    return
+                time.sleep(0.1)  # out of descriptors for a moment: the gate stays up
+                continue
+            threading.Thread(target=self._serve_one, args=(client,), name="stockade-containers-call", daemon=True).start()
+
+    def _serve_one(self, client: socket.socket) -> None:
+        try:
+            self._serve(client)
+        finally:
+            self._slots.release()
 
     # -- one call -----------------------------------------------------------------------------
 
     def _serve(self, client: socket.socket) -> None:
         try:
+            client.settimeout(REQUEST_TIMEOUT)  # a request arrives whole within it; a stream then has none
             reader = Reader(client)
             raw = reader.head()
             if raw is None:
                 return
             head = Head(raw)
             method, target = request_line(head)
+            _single_keys(target)
             found = api.route(method, target)
             if found is None:
                 self._refuse(client, api.refusal_reason(method, target))
@@ -185,7 +207,7 @@ class Gate:
             return
         target = path + ("?" + query if query else "")
         if kind == "pull":
-            self._check_pull(query)
+            target = path + "?" + self._checked_pull(query)  # the values checked, and nothing else
         if kind in ("create", "exec-create", "volume-create"):
             body = self._json_body(reader, head)
             if kind == "create":
@@ -195,7 +217,10 @@ class Gate:
                 api.check_exec(body)
             else:
                 api.check_volume(body)
-                body["Labels"] = {**(body.get("Labels") or {}), LABEL: self.session}
+                name = body.get("Name")
+                if name and self._call("GET", f"/volumes/{quote(str(name), safe='')}")[0] != 404:
+                    raise api.Refused(f"volume {name} exists and is not this run's (a create of an existing volume answers with it)")
+                body["Labels"] = {**(body.get("Labels") or {}), self._label: self.session}
             status, answer = self._call(method, target, body)
             if status == 201 and isinstance(answer, dict):
                 self._remember(kind, answer, query, made if kind == "create" else (), asked if kind == "create" else [])
@@ -243,17 +268,19 @@ class Gate:
             starts = [cid for cid in self.containers if cid.startswith(name)] if len(name) >= 4 else []
             return starts[0] if len(starts) == 1 else None
 
-    def _check_pull(self, query: str) -> None:
-        fields = parse_qs(query)
-        if "fromSrc" in fields or "repo" in fields:
-            raise api.Refused("image imports are not forwarded: pull an image the policy's images allow")
-        image = (fields.get("fromImage") or [""])[0]
-        tag = (fields.get("tag") or [""])[0]
+    def _checked_pull(self, query: str) -> str:
+        """The pull's query rebuilt from the values checked: fromImage, tag and platform, nothing else."""
+        fields = dict(parse_qsl(query, keep_blank_values=True))
+        if set(fields) - {"fromImage", "tag", "platform"}:
+            raise api.Refused("image imports are not forwarded, and a pull takes fromImage, tag and platform only")
+        image, tag, platform = fields.get("fromImage", ""), fields.get("tag", ""), fields.get("platform", "")
         if not image:
             raise api.Refused("a pull names no image")
         reference = image if not tag or "@" in image else (f"{image}@{tag}" if tag.startswith("sha256:") else f"{image}:{tag}")
         if not api.image_allowed(reference, self.images):
             raise api.Refused(f"image {api.normal_image(reference)} is not one [containers] images allows")
+        kept = {"fromImage": image, **({"tag": tag} if tag else {}), **({"platform": platform} if platform else {})}
+        return urlencode(kept)
 
     def _checked_create(self, body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
         image = str(body.get("Image") or "")
@@ -274,7 +301,7 @@ class Gate:
         if self.kind == "podman":
             self._sandbox.wait(SANDBOX_WAIT)  # a call comes from inside, so the sandbox is there: its pid is known at once
         forwarded = api.check_create(body, volume_known, self.network)
-        forwarded["Labels"] = {**(forwarded.get("Labels") or {}), LABEL: self.session}
+        forwarded["Labels"] = {**(forwarded.get("Labels") or {}), self._label: self.session}
         return forwarded, tuple(made)
 
     def _image_allowed(self, image: str) -> bool:
@@ -357,20 +384,39 @@ class Gate:
             return
         engine.settimeout(STREAM_IDLE)
         try:
-            dropped = ("Connection", "Keep-Alive", "Proxy-Connection", "Host", "Upgrade")
-            headers = [("Host", "docker"), *head.without(*dropped)]
+            headers = [("Host", "docker"), *((name, value) for name, value in head.headers if name.lower() in FORWARDED_HEADERS)]
             headers += [("Connection", "Upgrade"), ("Upgrade", "tcp")] if hijack else [("Connection", "close")]
             engine.sendall(encode_head(f"{method} {target} HTTP/1.1", headers))
             _forward_body(reader, head, engine)
-            if hijack:
-                leftover = reader.take()  # what the client sent after its request: the stream's first bytes
-                if leftover:
-                    engine.sendall(leftover)
-                _pipe_both(client, engine)
-            else:
+            if not hijack:
+                _pipe(engine, client)  # nothing the client sends after its request reaches the engine
+                return
+            answer = Reader(engine)
+            raw = answer.head()
+            if raw is None:
+                return
+            response = Head(raw)
+            client.sendall(raw)
+            streams = status_of(response) == 101 or (status_of(response) == 200 and "vnd.docker" in (response.get("Content-Type") or ""))
+            if not streams:  # refused, or an error: its answer, and the client's further bytes never reach the engine
+                client.sendall(answer.take())
                 _pipe(engine, client)
+                return
+            client.sendall(answer.take())
+            client.settimeout(None)  # a stream lasts as long as the container's
+            leftover = reader.take()  # what the client sent after its request: the stream's first bytes
+            if leftover:
+                engine.sendall(leftover)
+            _pipe_both(client, engine)
         finally:
             engine.close()
+
+
+def _single_keys(target: str) -> None:
+    """The engine reads query keys regardless of case, the last one winning: each key once, in one spelling."""
+    keys = [key.casefold() for key, _value in parse_qsl(target.partition("?")[2], keep_blank_values=True)]
+    if len(set(keys)) != len(keys):
+        raise api.Refused("a query key given twice (or in two spellings): refused")
 
 
 def _ports_of(body: dict[str, Any]) -> list[str]:
@@ -438,7 +484,9 @@ def _unreachable(engine: str) -> bytes:
 
 
 def sweep(engine: str, alive: Callable[[str], bool]) -> int:
-    """Remove containers and volumes labelled by runs that are gone (killed before their end); how many."""
+    """Remove containers and volumes labelled by runs that are gone (killed before their end); how many.
+    `alive(session)` is False only for a run of this user's that is gone (its folder here, its lock
+    free): another user's runs on a shared engine, and what a run kept (KEPT_LABEL), are never taken."""
     gate = Gate(engine, "", "", (), False)
     status, found = gate._call("GET", "/containers/json?all=true&filters=" + quote(json.dumps({"label": [LABEL]})))
     removed = 0

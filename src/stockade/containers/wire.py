@@ -8,6 +8,7 @@ grows with what the sandbox (or an engine) sends.
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 MAX_HEAD = 64 << 10
@@ -74,11 +75,17 @@ class Reader:
         return data
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # any control byte but a tab: a bare LF is a line end to the engine
+
+
 class Head:
-    """A request's or a response's first line and headers."""
+    """A request's or a response's first line and headers. A control byte inside a line (a bare LF,
+    a CR, a NUL) is refused: the engine may read it as a line end the gate did not see."""
 
     def __init__(self, raw: bytes) -> None:
         lines = raw.decode("latin-1").split("\r\n")
+        if any(_CONTROL.search(line) for line in lines):
+            raise WireError("a control character inside a head")
         self.first = lines[0]
         self.headers: list[tuple[str, str]] = []
         for line in lines[1:]:

@@ -38,7 +38,7 @@ class RunGate:
     def _sweep_leftovers(self) -> None:
         """What runs killed before their end left (their lock is free): removed, their folders too."""
         if not self.note:
-            sweep(self.engine, lambda other: engines.alive(self.runtime, other))
+            sweep(self.engine, lambda other: not engines.gone(self.runtime, other))
         gates = os.path.join(self.runtime, engines.GATES)
         for other in os.listdir(gates) if os.path.isdir(gates) else ():
             folder = engines.gate_folder(self.runtime, other)
