@@ -84,3 +84,10 @@ def test_a_policy_file_that_is_a_symlink_is_not_followed(project: Path, home: Pa
     assert "symlink" in capsys.readouterr().err
     assert policy.is_symlink() and secret.read_text() == '[registry]\ntoken = "cio-SECRET"\n'
     assert not any("SECRET" in p.read_text() for p in project.iterdir() if p.is_file() and not p.is_symlink())
+
+
+def test_a_policy_file_in_a_folder_that_does_not_exist_is_one_clear_line(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's policy folder is gone once it ends; pasting its hint named a temporary file instead."""
+    assert main(["allow", "example.com", "--policy", str(project / "gone" / ".stockade.toml")]) == 2
+    said = capsys.readouterr().err
+    assert "no folder" in said and str(project / "gone") in said and ".stockade-edit-" not in said

@@ -152,3 +152,17 @@ def test_the_system_baseline_check_says_whether_there_is_one_and_whether_it_read
     (locate().state / REMEMBERED).unlink()
     (check,) = doctor._baseline()
     assert check.ok and not check.required and check.detail.startswith("none")
+
+
+def test_the_policy_s_container_engine_is_checked_where_it_names_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from stockade.cli import doctor as doctor_module
+    from stockade.profiles.model import ContainerRules
+
+    rules = ContainerRules(engine="docker", socket=str(tmp_path / "no-engine.sock"))
+    monkeypatch.setattr("stockade.cli.selection.select", lambda *a, **k: SimpleNamespace(policy=SimpleNamespace(containers=rules)))
+    (found,) = doctor_module._containers()
+    assert not found.ok and not found.required and "not answering" in found.detail and "podman system service" in found.fix
+    monkeypatch.setattr("stockade.cli.selection.select", lambda *a, **k: SimpleNamespace(policy=SimpleNamespace(containers=ContainerRules())))
+    assert doctor_module._containers() == []

@@ -31,7 +31,7 @@ def _checks() -> list:
         ]
     from stockade.bwrap.parts.probe import linux_checks
 
-    return [*linux_checks(), *_baseline(), *_agent_hooks()]
+    return [*linux_checks(), *_baseline(), *_containers(), *_agent_hooks()]
 
 
 def _baseline() -> list:
@@ -50,6 +50,38 @@ def _baseline() -> list:
         return [Check("system baseline", True, f"none ({baseline.SYSTEM_FILE} is not there): your own policies are the widest", required=False)]
     required = "; required" if found.required else ""
     return [Check("system baseline", True, f"{', '.join(found.files)}{required}: every policy is narrowed by it")]
+
+
+def _containers() -> list:
+    """The engine this folder's policy names ([containers]), when it names one: whether it answers there."""
+    from stockade.bwrap.parts.probe import Check
+    from stockade.cli.selection import select
+    from stockade.containers.engines import engine_socket
+    from stockade.core.errors import StockadeError
+
+    try:
+        rules = select().policy.containers
+    except StockadeError:
+        return []  # the policy's own trouble is said by `stockade check`
+    if rules.engine == "none":
+        return []
+    socket = engine_socket(rules.engine, rules.socket, os.environ)
+    answers = _engine_answers(socket)
+    fix = "" if answers else "start it (systemctl start docker, or podman system service), or set [containers] socket"
+    return [Check("container engine", answers, f"{rules.engine} at {socket}" + ("" if answers else ": not answering"), fix, required=False)]
+
+
+def _engine_answers(path: str) -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as engine:
+            engine.settimeout(3)
+            engine.connect(path)
+            engine.sendall(b"GET /_ping HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n")
+            return engine.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
 
 
 def _agent_hooks() -> list:

@@ -184,6 +184,28 @@ def _device_words(policy: Policy) -> str:
     return f"{which}: " + (", ".join(nodes) if nodes else "this machine has no GPU device nodes, so none")
 
 
+def _container_words(policy: Policy) -> str:
+    rules = policy.containers
+    if rules.engine == "none":
+        return "no engine: the host's engine socket is hidden ([containers] engine gives one through a gate)"
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return f"{rules.engine}: not built on macOS yet (no engine socket inside)"
+    from stockade.containers.engines import engine_socket
+
+    socket = engine_socket(rules.engine, rules.socket, os.environ)
+    state = "" if os.path.exists(socket) else " (nothing listens there now)"
+    images = ", ".join(rules.images) or "none (every pull and create is refused)"
+    network = "the sandbox's own network" if rules.engine == "podman" else "no network"
+    kept = "kept after the run" if rules.keep else "removed when the run ends"
+    return (
+        f"{rules.engine} at {socket}{state}, through a gate at /run/docker.sock: no privileges, host folders or host namespaces; "
+        f"{network}; images {images}; what the run makes is {kept}"
+    )
+
+
 def _checkpoint_words(policy: Policy) -> str:
     rules = policy.checkpoints
     if not rules.enabled:
@@ -246,6 +268,7 @@ def explain(
         ("limits", _limits_words(p)),
         ("undo", _checkpoint_words(p)),
         ("devices", _device_words(p)),
+        ("containers", _container_words(p)),
     ]
     for what, rule in rows:
         table.add_row(what, rule)

@@ -127,6 +127,8 @@ def allow_host(rule: str, target: Path, locations: Locations, extends: str | Non
         # reading through it and writing the result in the link's place copied the secret into
         # the project. No file is edited through a link.
         raise UsageError(f"{target} is a symlink; stockade allow edits no file through a link: give the file itself with --policy")
+    if not target.parent.is_dir():
+        raise UsageError(f"no folder {target.parent} for the policy file {target.name}: give --policy a file in a folder that exists")
     store = TrustStore(locations.trust_file)
     created = not target.exists()
     was_trusted = not created and _trusted(store, target, locations)
