@@ -329,3 +329,28 @@ def test_a_container_s_traffic_meets_the_sandbox_s_filter_and_audit(net_world: o
     assert any(r.get("host") == "allowed.test" and r.get("decision") == "allow" for r in records), records
     assert any(r.get("host") == "10.1.2.3" and r.get("decision") == "deny" for r in records), records  # refused, and audited
     assert engine.names() == []
+
+
+TESTCONTAINERS = r"""
+import sys, time, urllib.request
+from testcontainers.core.container import DockerContainer
+
+with DockerContainer(sys.argv[1]).with_command("httpd -f -p 18081 -h /www").with_exposed_ports(18081) as container:
+    host, port = container.get_container_host_ip(), container.get_exposed_port(18081)
+    for _ in range(100):
+        try:
+            print(urllib.request.urlopen(f"http://{host}:{port}/", timeout=2).read().decode().strip(), host, port)
+            break
+        except OSError:
+            time.sleep(0.1)
+"""
+
+
+def test_testcontainers_starts_a_service_and_reaches_it(vbox: Box, engine: Engine) -> None:
+    """The library a test suite uses, unchanged: Ryuk off and the host named by the run's environment."""
+    pytest.importorskip("testcontainers")
+    _web(engine)
+    (vbox.project / "tc.py").write_text(TESTCONTAINERS)
+    done = vbox.run(argv=[sys.executable, "tc.py", WEB_IMAGE], policy=_policy(engine), timeout=180)
+    assert done.returncode == 0 and done.stdout.split() == ["served-from-a-container", "localhost", "18081"], done
+    assert engine.names() == [] and "Traceback" not in done.stderr

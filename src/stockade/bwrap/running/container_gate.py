@@ -33,6 +33,10 @@ class RunGate:
             bw.SetEnv("DOCKER_HOST", f"unix://{INSIDE}"),
             bw.SetEnv("CONTAINER_HOST", f"unix://{INSIDE}"),
             bw.SetEnv("TESTCONTAINERS_RYUK_DISABLED", "true"),  # its reaper needs the engine's socket: stockade removes what a run made
+            # a container's ports are on the sandbox's own loopback (podman), whatever a test library guesses
+            # from the machine (a /.dockerenv it sees would send it to a bridge's gateway)
+            bw.SetEnv("TESTCONTAINERS_HOST_OVERRIDE", "localhost"),
+            bw.SetEnv("TESTCONTAINERS_CONNECTION_MODE", "docker_host"),
         ]
 
     def _sweep_leftovers(self) -> None:
