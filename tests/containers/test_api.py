@@ -110,3 +110,17 @@ def test_no_body_that_passes_reaches_the_host(host: dict[str, Any]) -> None:
     assert not out.get("Binds") and not out.get("Mounts") and not out.get("VolumesFrom")
     assert all(option in api.SECURITY_OPTS for option in out.get("SecurityOpt") or ())
     assert "SomethingNew" not in out
+
+
+def test_api_versions_before_1_24_are_refused() -> None:
+    """1.23 and older read a start's body as the container's whole HostConfig."""
+    assert api.route("POST", "/v1.23/containers/abc/start") is None
+    assert "older than stockade forwards" in api.refusal_reason("POST", "/v1.23/containers/abc/start")
+    assert api.route("POST", "/v1.24/containers/abc/start") is not None
+
+
+def test_exec_start_is_rebuilt_from_its_keys() -> None:
+    assert api.checked_exec_start({"Detach": False, "Tty": True}) == {"Detach": False, "Tty": True}
+    for body in ({"Detach": False, "Privileged": True}, {"detach": True, "Detach": False}, {"Tty": "yes"}):
+        with pytest.raises(api.Refused):
+            api.checked_exec_start(body)

@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -252,7 +253,7 @@ def test_after_a_refused_exec_start_nothing_more_reaches_the_engine(tmp_path: Pa
     gate.execs.add("e1")
     try:
         answer = _send(
-            gate, b"POST /exec/e1/start HTTP/1.1\r\nHost: d\r\nContent-Length: 2\r\n\r\nxxGET /containers/hostctr/json HTTP/1.1\r\nHost: d\r\n\r\n"
+            gate, b"POST /exec/e1/start HTTP/1.1\r\nHost: d\r\nContent-Length: 2\r\n\r\n{}GET /containers/hostctr/json HTTP/1.1\r\nHost: d\r\n\r\n"
         )
     finally:
         gate.close()
@@ -274,3 +275,44 @@ def test_idle_connections_cannot_take_the_gate_down(setup: tuple[FakeEngine, Gat
     finally:
         for client in idle:
             client.close()
+
+
+def test_a_create_still_in_flight_when_the_run_ends_is_removed(tmp_path: Path) -> None:
+    engine = FakeEngine(str(tmp_path / "engine.sock"))
+    original = engine._one
+
+    def slow(conn: socket.socket) -> None:
+        time.sleep(0.5)  # every answer late: the run ends while the create waits
+        original(conn)
+
+    engine._one = slow  # type: ignore[method-assign]
+    gate = Gate(engine.path, str(tmp_path / "g" / "docker.sock"), "s", ("localhost/*",), False)
+    gate.start()
+    body = json.dumps({"Image": "localhost/x:1"}).encode()
+    sender = threading.Thread(
+        target=_send, args=(gate, b"POST /containers/create HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    )
+    sender.start()
+    time.sleep(0.2)
+    gate.close()
+    sender.join(timeout=10)
+    engine.close()
+    assert ("DELETE", f"/containers/{'c' * 64}?force=true&v=true") in [(m, t) for m, t, _h, _b in engine.requests]
+
+
+def test_a_kept_container_gets_no_network(tmp_path: Path) -> None:
+    """Started again after the run, it would join the namespace of a pid long gone, perhaps another's."""
+    engine = FakeEngine(str(tmp_path / "engine.sock"))
+    gate = Gate(engine.path, str(tmp_path / "g" / "docker.sock"), "s", ("localhost/*",), True, kind="podman")
+    gate.start()
+    gate.attach(4242)
+    try:
+        body = json.dumps({"Image": "localhost/x:1"}).encode()
+        assert _send(gate, b"POST /containers/create HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)).startswith(
+            b"HTTP/1.1 201"
+        )
+        sent = json.loads(engine.requests[-1][3])
+        assert sent["HostConfig"]["NetworkMode"] == "none" and sent["Labels"] == {"io.stockade.kept": "s"}
+    finally:
+        gate.close()
+        engine.close()

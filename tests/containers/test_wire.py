@@ -60,3 +60,12 @@ def test_bounds_hold() -> None:
     assert _reader(b"").head() is None
     with pytest.raises(wire.WireError, match="bad request line"):
         wire.request_line(wire.Head(b"GET http://other/ HTTP/1.1\r\n\r\n"))
+
+
+def test_a_chunk_past_its_bound_is_refused_before_it_is_read() -> None:
+    reader = _reader(b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + f"{wire.MAX_CHUNK + 1:x}\r\n".encode() + b"x" * 10)
+    head = wire.Head(reader.head() or b"")
+    with pytest.raises(wire.WireError, match="too large"):
+        wire.read_body(reader, head, 1 << 40)
+    with pytest.raises(wire.WireError, match="bad Content-Length"):
+        wire.Head(b"POST /x HTTP/1.1\r\nContent-Length: \xc2\xb2\r\n\r\n".decode("utf-8").encode("latin-1", "replace")).body_length()

@@ -145,6 +145,15 @@ def test_a_container_runs_and_is_gone_after_the_run_and_others_stay_unseen(vbox:
         pytest.param({"Volumes": {"/var/tmp:/h": {}}}, "container paths only", id="volumes-key-host-bind"),
         pytest.param({"HostConfig": {"Binds": ["newvol:/x:O,upperdir=/var/tmp/up,workdir=/var/tmp/wk"]}}, "volume option", id="bind-overlay-options"),
         pytest.param({"HostConfig": {"OomScoreAdj": -1000}}, "OomScoreAdj", id="oom-score-below-host"),
+        pytest.param({"HostConfig": {"Mounts": [{"Target": "/host", "Consistency": "c,type=bind,src=/"}]}}, "Type", id="mount-type-by-consistency"),
+        pytest.param(
+            {"HostConfig": {"Mounts": [{"Type": "volume", "Target": "/h", "Consistency": "c,volume-opt=o=bind,volume-opt=device=/"}]}},
+            "consistency",
+            id="mount-options-by-consistency",
+        ),
+        pytest.param({"Env": ["HOME*"]}, "Env entry", id="env-copied-from-the-engine"),
+        pytest.param({"Image": "stockade-other:1"}, "images allows", id="short-name-of-a-local-image"),
+        pytest.param({"Image": "LOCALHOST/stockade-test:1"}, "lower-case", id="registry-in-capitals"),
         pytest.param({"HostConfig": {"GroupAdd": ["keep-groups"]}}, "GroupAdd", id="keep-host-groups"),
         pytest.param(
             {
@@ -187,10 +196,17 @@ def test_unknown_and_engine_wide_calls_are_refused(vbox: Box, engine: Engine) ->
         ["POST", "/v1.41/images/create?fromImage=localhost/stockade-test&tag=1&fromImage=127.0.0.1:9/evil/x", None],
         ["POST", "/v1.41/images/create?fromImage=localhost/stockade-test&tag=1&FromImage=127.0.0.1:9/evil/x", None],
         ["POST", "/v1.41/volumes/create", {"Name": "hostvol"}],
+        ["POST", "/v1.41/volumes/create", {"Name": "h"}],
+        ["DELETE", "/v1.41/volumes/h", None],
+        ["DELETE", "/v1.41/volumes/h", None],  # the engine's remove takes a prefix when no name matches: never the host's hostvol
+        ["POST", "/v1.23/containers/create", {"Image": IMAGE}],
+        ["POST", "/v1.41/images/create?fromImage=stockade-other&tag=1", None],
+        ["GET", "/v1.41/images/json", None],
     ]
     engine.run("volume", "create", "hostvol")
     results, _done = _calls(vbox, engine, calls)
-    assert [status for status, _ in results] == [200, 403, 403, 403, 403, 403, 201, 403, 403, 403], results
+    assert [status for status, _ in results] == [200, 403, 403, 403, 403, 403, 201, 403, 403, 403, 201, 204, 404, 403, 403, 200], results
+    assert {tag for image in results[15][1] for tag in image["RepoTags"]} <= {IMAGE, WEB_IMAGE}  # the host's other images are not listed
     assert "exists and is not this run's" in results[9][1]["message"]
     assert "hostvol" in engine.run("volume", "ls", "--format", "{{.Name}}").stdout  # the host's own: neither taken nor removed
     engine.run("volume", "rm", "-f", "hostvol")
@@ -354,3 +370,25 @@ def test_testcontainers_starts_a_service_and_reaches_it(vbox: Box, engine: Engin
     done = vbox.run(argv=[sys.executable, "tc.py", WEB_IMAGE], policy=_policy(engine), timeout=180)
     assert done.returncode == 0 and done.stdout.split() == ["served-from-a-container", "localhost", "18081"], done
     assert engine.names() == [] and "Traceback" not in done.stderr
+
+
+def test_each_judged_call_is_an_audit_record_of_the_run(vbox: Box, engine: Engine) -> None:
+    log = vbox.root / "audit" / "audit.jsonl"
+    calls = [
+        ["POST", "/v1.41/containers/create?name=rec", _create(["true"])],
+        ["POST", "/v1.41/containers/rec/start", None],
+        ["GET", "/v1.41/containers/rec/json", None],  # a read: not recorded
+        ["POST", "/v1.41/containers/create?name=bad", _create(["true"], HostConfig={"Privileged": True})],
+    ]
+    (vbox.project / "client.py").write_text(CLIENT)
+    policy = _policy(engine) + f'[audit]\nlog = "{log}"\n'
+    done = vbox.run(f"python3 client.py '{json.dumps(calls)}'", policy=policy, options=["--tool-call", "toolu_ctr"], timeout=180)
+    assert done.returncode == 0, done
+    from stockade.proxy.audit import read_records
+
+    records = [r for r in read_records(log) if r.get("kind") == "container"]
+    assert [(r["decision"], r["operation"]) for r in records] == [
+        ("allow", "POST /containers/create"), ("allow", f"POST /containers/{json.loads(done.stdout)[0][1]['Id']}/start"),
+        ("deny", "POST /containers/create"),
+    ]  # fmt: skip
+    assert records[0]["path"] == IMAGE and all(r["tool_call"] == "toolu_ctr" for r in records) and "Privileged" in records[2]["rule"]

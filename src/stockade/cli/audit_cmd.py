@@ -144,6 +144,8 @@ def _finding_cells(record: dict[str, object]) -> tuple[str, str]:
     kind = printable(record.get("kind"))
     if kind == "limit":
         return printable(record.get("limit")), "limit"
+    if kind == "container":
+        return _middle(printable(record.get("path") or "container engine"), 40), printable(record.get("operation") or "")[:60]
     what = _middle(printable(record.get("path") or ""), 40)
     if kind == "moved":
         return what, f"moved to {printable(os.path.basename(str(record.get('moved_to') or '')))[:40]}"

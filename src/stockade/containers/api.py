@@ -28,7 +28,8 @@ from typing import Any
 API_VERSION = "1.41"  # the Engine API the tables were checked against (docker 20.10; podman 4's compatible API)
 
 _ID = r"(?P<id>[A-Za-z0-9][A-Za-z0-9_.-]{0,127})"
-_VERSION = re.compile(r"^/v1\.\d{1,3}(?=/)")
+_VERSION = re.compile(r"^/v1\.(?P<minor>\d{1,3})(?=/)")
+OLDEST_MINOR = 24  # API 1.23 and older let a start's body replace the container's whole HostConfig
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ ROUTES = (
     _route("HEAD", "/_ping", "pass"),
     _route("GET", "/version", "pass"),
     _route("GET", "/info", "pass"),
-    _route("GET", "/images/json", "pass"),
+    _route("GET", "/images/json", "images"),
     _route("GET", "/images/(?P<image>.+)/json", "pass"),
     _route("POST", "/images/create", "pull"),
     _route("POST", "/containers/create", "create"),
@@ -94,7 +95,11 @@ REFUSED_BECAUSE = {
 
 
 def route(method: str, target: str) -> tuple[Route, dict[str, str]] | None:
-    """The route of a request line's method and path (query left out, version prefix dropped)."""
+    """The route of a request line's method and path (query left out, version prefix dropped); none
+    for an API version older than 1.24."""
+    version = _VERSION.match(target)
+    if version is not None and int(version["minor"]) < OLDEST_MINOR:
+        return None
     path = _VERSION.sub("", target.split("?", 1)[0])
     for candidate in ROUTES:
         if candidate.method == method:
@@ -104,7 +109,15 @@ def route(method: str, target: str) -> tuple[Route, dict[str, str]] | None:
     return None
 
 
+def shown_path(target: str) -> str:
+    """A call's path as a record keeps it: no query (it may carry a registry's auth), no version prefix."""
+    return _VERSION.sub("", target.split("?", 1)[0])
+
+
 def refusal_reason(method: str, target: str) -> str:
+    version = _VERSION.match(target)
+    if version is not None and int(version["minor"]) < OLDEST_MINOR:
+        return f"Engine API 1.{version['minor']} is older than stockade forwards (1.{OLDEST_MINOR} and later)"
     path = _VERSION.sub("", target.split("?", 1)[0])
     for prefix, why in REFUSED_BECAUSE.items():
         if path == prefix or path.startswith(prefix + "/"):
@@ -116,6 +129,18 @@ def refusal_reason(method: str, target: str) -> str:
 
 
 IMAGE_ID = re.compile(r"^(sha256:)?[0-9a-f]{12,64}$")
+
+
+def checked_image(reference: str) -> str:
+    """A reference as the gate forwards it: whole, so the engine cannot read it otherwise (a short
+    name against local images first, a registry spelled in capitals). Refused if it is not one."""
+    name = reference.split("@", 1)[0].rsplit(":", 1)[0] if ":" in reference.split("/")[-1] else reference.split("@", 1)[0]
+    if not reference or name != name.lower() or not _REFERENCE.match(reference):
+        raise Refused(f"image {reference!r} is not a reference stockade takes (lower-case registry/name[:tag][@digest])")
+    return normal_image(reference)
+
+
+_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(@sha256:[0-9a-f]{64})?$")  # the name lower-case: checked apart
 
 
 def normal_image(reference: str) -> str:
@@ -149,7 +174,7 @@ CREATE_KEYS = frozenset(
 
 # HostConfig keys that hold nothing of the host's: resources, the container's own settings.
 HOST_FREE = frozenset(
-    {"ContainerIDFile", "AutoRemove", "ConsoleSize", "CapDrop", "Dns", "DnsOptions", "DnsSearch", "ExtraHosts",
+    {"AutoRemove", "ConsoleSize", "CapDrop", "Dns", "DnsOptions", "DnsSearch", "ExtraHosts",
      "ReadonlyRootfs", "ShmSize", "CpuShares", "Memory", "NanoCpus", "BlkioWeight", "CpuPeriod", "CpuQuota",
      "CpusetCpus", "CpusetMems", "KernelMemory", "KernelMemoryTCP", "MemoryReservation", "MemorySwap", "MemorySwappiness",
      "Init", "PidsLimit", "CpuCount", "CpuPercent", "IOMaximumIOps", "IOMaximumBandwidth", "CpuRealtimePeriod",
@@ -167,6 +192,7 @@ HOST_DEFAULT_ONLY = {
     "CgroupParent": "a cgroup of the host's",
     "OomKillDisable": "turning the OOM killer off",
     "Annotations": "runtime annotations",
+    "ContainerIDFile": "a container id file (podman makes it a runtime annotation; the CLI writes the file itself)",
     "StorageOpt": "storage options",
     "VolumeDriver": "volume drivers",
     "Links": "links (containers have no network)",
@@ -193,6 +219,7 @@ VOLUME_KEYS = frozenset({"Name", "Driver", "DriverOpts", "Labels", "ClusterVolum
 
 # The nested objects the gate reads, each with the keys it may have, spelled exactly.
 MOUNT_KEYS = frozenset({"Type", "Source", "Target", "ReadOnly", "Consistency", "VolumeOptions", "TmpfsOptions"})
+CONSISTENCY = frozenset({"", "default", "consistent", "cached", "delegated"})
 VOLUME_OPTION_KEYS = frozenset({"NoCopy", "Labels", "DriverConfig"})
 TMPFS_OPTION_KEYS = frozenset({"SizeBytes", "Mode"})
 LOG_KEYS = frozenset({"Type", "Config"})
@@ -201,8 +228,9 @@ ULIMIT_KEYS = frozenset({"Name", "Soft", "Hard"})
 HEALTH_KEYS = frozenset({"Test", "Interval", "Timeout", "Retries", "StartPeriod", "StartInterval"})
 BIND_OPTIONS = frozenset({"ro", "rw", "z", "Z", "nocopy", "private", "rprivate"})
 TMPFS_OPTIONS = frozenset({"size", "mode", "uid", "gid", "ro", "rw", "noexec", "exec", "nosuid", "nodev", "tmpcopyup", "notmpcopyup"})
+_ENV_ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=", re.S)
 VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_CONTAINER_PATH = re.compile(r"^/[^:,\x00]*$")
+_CONTAINER_PATH = re.compile(r'^/[^:,="\x00-\x1f]*$')  # podman joins a mount's fields with commas and =: none of those
 
 
 class Refused(Exception):
@@ -340,6 +368,9 @@ def _check_shapes(body: dict[str, Any]) -> None:
     _empty_objects(body.get("Volumes"), "Volumes", paths=True)  # podman reads a key "HOST:CONTAINER" as a bind
     if _set(body.get("Healthcheck")):
         _exact(body["Healthcheck"], HEALTH_KEYS, "Healthcheck")
+    for entry in body.get("Env") or ():
+        if not isinstance(entry, str) or not _ENV_ENTRY.match(entry):
+            raise Refused(f"Env entry {str(entry)[:60]!r} is not NAME=value (a bare or wildcard name copies the engine's own variables)")
     for key in ("Env", "Cmd", "Entrypoint", "Shell", "OnBuild"):
         value = body.get(key)
         words = [value] if isinstance(value, str) and key in ("Cmd", "Entrypoint") else value
@@ -413,9 +444,13 @@ def _check_bind(bind: str, volume_known: Any) -> None:
 
 def _check_mount(mount: Any, volume_known: Any) -> None:
     mount = _exact(mount, MOUNT_KEYS, "a mount")
-    kind = mount.get("Type") or "volume"
-    if not isinstance(kind, str) or not _CONTAINER_PATH.match(str(mount.get("Target") or "")):
-        raise Refused("a mount needs a Type and an absolute container Target")
+    kind = mount.get("Type")
+    if kind not in ("volume", "tmpfs") and kind not in ("bind", "npipe", "cluster", "image"):
+        raise Refused("a mount needs its Type: volume or tmpfs")
+    if not _CONTAINER_PATH.match(str(mount.get("Target") or "")):
+        raise Refused("a mount needs an absolute container Target without , = or quotes")
+    if (mount.get("Consistency") or "") not in CONSISTENCY:
+        raise Refused(f"mount consistency {mount.get('Consistency')!r} is not one of {', '.join(sorted(CONSISTENCY - {''}))}")
     if kind == "tmpfs":
         if _set(mount.get("Source")) or _set(mount.get("VolumeOptions")):
             raise Refused("a tmpfs mount has no source")
@@ -428,8 +463,8 @@ def _check_mount(mount: Any, volume_known: Any) -> None:
         raise Refused("a volume mount has no tmpfs options")
     if _set(mount.get("VolumeOptions")):
         options = _exact(mount["VolumeOptions"], VOLUME_OPTION_KEYS, "VolumeOptions")
-        if _set(options.get("DriverConfig")):
-            raise Refused("volume driver options are not allowed (the local driver's can mount a host folder)")
+        if _set(options.get("DriverConfig")) or _set(options.get("Labels")):
+            raise Refused("volume driver options and labels are not allowed in a mount (the local driver's can mount a host folder)")
     if mount.get("Source"):
         _check_volume(str(mount["Source"]), volume_known)
 
@@ -455,6 +490,18 @@ def _check_exec(body: dict[str, Any]) -> None:
         raise Refused(f"exec field {unknown[0]} is not one stockade knows (API {API_VERSION}): refused")
     if body.get("Privileged") not in (None, False):
         raise Refused("privileged exec is not allowed")
+
+
+EXEC_START_KEYS = frozenset({"Detach", "Tty", "ConsoleSize"})
+
+
+def checked_exec_start(body: dict[str, Any]) -> dict[str, Any]:
+    """An exec start's body, rebuilt from the keys it may have."""
+    _no_case_twins(body)
+    _exact(body, EXEC_START_KEYS, "exec start")
+    if not all(isinstance(body.get(key, False), bool) for key in ("Detach", "Tty")):
+        raise Refused("exec start's Detach and Tty are true or false")
+    return {key: body[key] for key in EXEC_START_KEYS if key in body}
 
 
 def check_volume(body: dict[str, Any]) -> None:

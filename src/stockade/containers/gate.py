@@ -61,11 +61,15 @@ class Gate:
         self.execs: set[str] = set()
         self.volumes: set[str] = set()
         self.refused: list[str] = []  # one line per refused call, for the summary
+        self.audit: Callable[[str, str, str, str], None] | None = None  # (decision, call, rule, image): each judged call
         self._lock = threading.Lock()
         self._server: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._closing = False
         self._slots = threading.BoundedSemaphore(MAX_CALLS)
+        self._making = 0  # creates sent to the engine and not answered yet
+        self._asked_to_make = False  # whether any was: only then is the engine asked, at the end, for what it holds of this run
+        self._made = threading.Condition(self._lock)
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -110,15 +114,31 @@ class Gate:
             os.unlink(self.listen)
         except OSError:
             pass
+        deadline = time.monotonic() + ENGINE_TIMEOUT  # the creates still in flight end first (streams are ended by the removal)
+        with self._made:
+            while self._making and time.monotonic() < deadline:
+                self._made.wait(deadline - time.monotonic())
         lines = list(dict.fromkeys(self.refused))[:5]
         if len(self.refused) > 5:
             lines.append(f"... and {len(self.refused) - 5} more container calls refused")
-        if self.keep or not (self.containers or self.volumes):
+        if self.keep:
+            return lines
+        if self._asked_to_make:
+            self._labelled_by_this_run()
+        if not (self.containers or self.volumes):
             return lines
         left = self.remove_all()
         if left:
             lines.append(f"could not remove {len(left)} of this run's containers or volumes ({', '.join(left[:3])}); `docker rm -f` them")
         return lines
+
+    def _labelled_by_this_run(self) -> None:
+        """Whatever the engine holds with this run's label, made or not through a call the gate saw end."""
+        filters = quote(json.dumps({"label": [f"{LABEL}={self.session}"]}))
+        status, found = self._call("GET", f"/containers/json?all=true&filters={filters}")
+        for item in found if status == 200 and isinstance(found, list) else ():
+            if isinstance(item, dict) and isinstance(item.get("Id"), str) and (item.get("Labels") or {}).get(LABEL) == self.session:
+                self.containers.setdefault(item["Id"], "")
 
     def remove_all(self) -> list[str]:
         """Remove this run's containers, then its volumes; what could not be removed."""
@@ -128,6 +148,8 @@ class Gate:
             if status not in (204, 404):
                 left.append(cid[:12])
         for name in list(self.volumes):
+            if not self._volume_is_ours(name):
+                continue
             status, _data = self._call("DELETE", f"/volumes/{quote(name, safe='')}?force=true")
             if status not in (204, 404):
                 left.append(name)
@@ -156,36 +178,42 @@ class Gate:
     # -- one call -----------------------------------------------------------------------------
 
     def _serve(self, client: socket.socket) -> None:
+        call = ""
         try:
-            client.settimeout(REQUEST_TIMEOUT)  # a request arrives whole within it; a stream then has none
-            reader = Reader(client)
+            reader = Reader(client, time.monotonic() + REQUEST_TIMEOUT)  # a head and a checked body arrive whole within it
             raw = reader.head()
             if raw is None:
                 return
             head = Head(raw)
             method, target = request_line(head)
             _single_keys(target)
+            call = f"{method} {api.shown_path(target)}"
             found = api.route(method, target)
             if found is None:
-                self._refuse(client, api.refusal_reason(method, target))
+                self._refuse(client, api.refusal_reason(method, target), call)
                 return
             route, parts = found
             self._handle(client, reader, head, method, target, route, parts)
         except api.Refused as refusal:
-            self._refuse(client, str(refusal))
+            self._refuse(client, str(refusal), call)
         except WireError as error:
             _send(client, json_response(400, "Bad Request", {"message": f"stockade: {error}"}))
         except OSError:
             pass
         except Exception as error:  # noqa: BLE001 - a call the gate cannot judge is refused, never a traceback on the run's terminal
-            self._refuse(client, f"the call could not be judged ({type(error).__name__}: {error})")
+            self._refuse(client, f"the call could not be judged ({type(error).__name__}: {error})", call)
         finally:
             client.close()
 
-    def _refuse(self, client: socket.socket, why: str) -> None:
+    def _refuse(self, client: socket.socket, why: str, call: str = "") -> None:
         with self._lock:
             self.refused.append(why)
+        self._record("deny", call, why)
         _send(client, json_response(403, "Forbidden", {"message": f"stockade: {why}"}))
+
+    def _record(self, decision: str, call: str, rule: str, image: str = "") -> None:
+        if self.audit is not None and call:
+            self.audit(decision, call, rule, image)
 
     def _missing(self, client: socket.socket, what: str, name: str) -> None:
         _send(client, json_response(404, "Not Found", {"message": f"No such {what}: {name} (stockade shows only this run's)"}))
@@ -202,12 +230,14 @@ class Gate:
         if kind in ("exec", "exec-hijack") and parts["id"] not in self.execs:
             self._missing(client, "exec instance", parts["id"])
             return
-        if kind == "volume" and parts["id"] not in self.volumes:
+        if kind == "volume" and (parts["id"] not in self.volumes or not self._volume_is_ours(parts["id"])):
             self._missing(client, "volume", parts["id"])
             return
         target = path + ("?" + query if query else "")
+        call = f"{method} {api.shown_path(target)}"
         if kind == "pull":
             target = path + "?" + self._checked_pull(query)  # the values checked, and nothing else
+            self._record("allow", call, "pull of an image [containers] images allows", dict(parse_qsl(query)).get("fromImage", ""))
         if kind in ("create", "exec-create", "volume-create"):
             body = self._json_body(reader, head)
             if kind == "create":
@@ -221,9 +251,20 @@ class Gate:
                 if name and self._call("GET", f"/volumes/{quote(str(name), safe='')}")[0] != 404:
                     raise api.Refused(f"volume {name} exists and is not this run's (a create of an existing volume answers with it)")
                 body["Labels"] = {**(body.get("Labels") or {}), self._label: self.session}
-            status, answer = self._call(method, target, body)
-            if status == 201 and isinstance(answer, dict):
-                self._remember(kind, answer, query, made if kind == "create" else (), asked if kind == "create" else [])
+            self._record("allow", call, "judged and forwarded", str(body.get("Image") or "") if kind == "create" else "")
+            with self._lock:
+                if self._closing:
+                    raise api.Refused("the run is ending")
+                self._making += 1
+                self._asked_to_make = True
+            try:
+                status, answer = self._call(method, target, body)
+                if status == 201 and isinstance(answer, dict):
+                    self._remember(kind, answer, query, made if kind == "create" else (), asked if kind == "create" else [])
+            finally:
+                with self._lock:
+                    self._making -= 1
+                    self._made.notify_all()
             _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
             return
         if kind == "list":
@@ -233,13 +274,29 @@ class Gate:
                     answer = [self._listed(item) for item in answer if isinstance(item, dict) and item.get("Id") in self.containers]
             _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
             return
+        if kind == "images":  # the host's other images are not the sandbox's to list
+            status, answer = self._call(method, target)
+            if isinstance(answer, list):
+                answer = [item for item in answer if isinstance(item, dict) and self._listable(item)]
+            _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
+            return
         if kind == "inspect" and self.network != "none":
             status, answer = self._call(method, target)
             if status == 200 and isinstance(answer, dict):
                 answer = self._inspected(answer)
             _send(client, json_response(status, "", answer) if status >= 0 else _unreachable(self.engine))
             return
-        self._relay(client, reader, head, method, target, hijack=kind in ("hijack", "exec-hijack"))
+        payload: bytes | None = None
+        if kind == "exec-hijack":
+            payload = json.dumps(api.checked_exec_start(self._json_body(reader, head))).encode()
+        elif not (method == "PUT" and kind == "container") and (head.body_length() != 0 or head.get("Transfer-Encoding")):
+            # API 1.23 and older read a start's body as the container's whole HostConfig: no call but a copy in has one
+            raise api.Refused(f"{call} takes no body")
+        if method not in ("GET", "HEAD"):  # what changes something (start, kill, exec, copy in, remove); reads are not recorded
+            self._record("allow", call, "a call on what this run made")
+        reader.deadline = None  # a copy in streams as long as it takes, a call's answer as long as it runs
+        client.settimeout(REQUEST_TIMEOUT)
+        self._relay(client, reader, head, method, target, hijack=kind in ("hijack", "exec-hijack"), body=payload)
 
     def _inspected(self, answer: dict[str, Any]) -> dict[str, Any]:
         """A container in the sandbox's namespace listens on the sandbox's own loopback: each port it
@@ -257,6 +314,20 @@ class Gate:
             return item
         ports = [{**port, "IP": "127.0.0.1", "PublicPort": port.get("PrivatePort")} for port in item["Ports"] if isinstance(port, dict)]
         return {**item, "Ports": ports}
+
+    def _listable(self, image: dict[str, Any]) -> bool:
+        tags = image.get("RepoTags")
+        return isinstance(tags, list) and any(api.image_allowed(str(tag), self.images) for tag in tags)
+
+    def _volume_is_ours(self, name: str) -> bool:
+        """By its exact name and this run's label: the engine's remove takes a prefix of another's name
+        when none has this one exactly (a volume this run removed already)."""
+        status, answer = self._call("GET", f"/volumes/{quote(name, safe='')}")
+        if status == 200 and isinstance(answer, dict) and answer.get("Name") == name and self._labelled(answer):
+            return True
+        with self._lock:
+            self.volumes.discard(name)
+        return False
 
     def _own_container(self, name: str) -> str | None:
         with self._lock:
@@ -277,15 +348,13 @@ class Gate:
         if not image:
             raise api.Refused("a pull names no image")
         reference = image if not tag or "@" in image else (f"{image}@{tag}" if tag.startswith("sha256:") else f"{image}:{tag}")
-        if not api.image_allowed(reference, self.images):
-            raise api.Refused(f"image {api.normal_image(reference)} is not one [containers] images allows")
-        kept = {"fromImage": image, **({"tag": tag} if tag else {}), **({"platform": platform} if platform else {})}
-        return urlencode(kept)
+        full = api.checked_image(reference)
+        if not api.image_allowed(full, self.images):
+            raise api.Refused(f"image {full} is not one [containers] images allows")
+        return urlencode({"fromImage": full, **({"platform": platform} if platform else {})})
 
     def _checked_create(self, body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-        image = str(body.get("Image") or "")
-        if not image or not self._image_allowed(image):  # a name as given, or an id by the names it has
-            raise api.Refused(f"image {api.normal_image(image) if image else '(none)'} is not one [containers] images allows")
+        image = self._allowed_image(str(body.get("Image") or ""))
         made: list[str] = []
 
         def volume_known(name: str) -> bool | None:
@@ -300,18 +369,35 @@ class Gate:
 
         if self.kind == "podman":
             self._sandbox.wait(SANDBOX_WAIT)  # a call comes from inside, so the sandbox is there: its pid is known at once
-        forwarded = api.check_create(body, volume_known, self.network)
+        # a kept container would join the namespace of a pid long gone (and perhaps used again) when started later
+        forwarded = api.check_create(body, volume_known, "none" if self.keep else self.network)
+        forwarded["Image"] = image
         forwarded["Labels"] = {**(forwarded.get("Labels") or {}), self._label: self.session}
-        return forwarded, tuple(made)
+        for name in made:  # made here, labelled, before the engine would make it unlabelled for the container
+            status, answer = self._call("POST", "/volumes/create", {"Name": name, "Labels": {self._label: self.session}})
+            if status != 201 or not self._labelled(answer):
+                raise api.Refused(f"volume {name} could not be made for this run")
+            with self._lock:
+                self.volumes.add(name)
+        return forwarded, ()
 
-    def _image_allowed(self, image: str) -> bool:
-        if api.image_allowed(image, self.images):
-            return True
-        if not api.IMAGE_ID.match(image):
-            return False
-        status, data = self._call("GET", f"/images/{quote(image, safe='')}/json")  # an image's id: by its names
-        tags = data.get("RepoTags") if status == 200 and isinstance(data, dict) else None
-        return bool(tags) and any(api.image_allowed(str(tag), self.images) for tag in tags or ())
+    def _allowed_image(self, image: str) -> str:
+        """The image as the engine is given it: the whole name checked, or the full id of an image whose
+        names are allowed (a short name or an id prefix resolves against local images first)."""
+        if api.IMAGE_ID.match(image):
+            status, data = self._call("GET", f"/images/{quote(image, safe='')}/json")
+            tags = data.get("RepoTags") if status == 200 and isinstance(data, dict) else None
+            if tags and any(api.image_allowed(str(tag), self.images) for tag in tags) and isinstance(data.get("Id"), str):
+                return str(data["Id"])
+        else:
+            full = api.checked_image(image) if image else ""
+            if full and api.image_allowed(full, self.images):
+                return full
+        raise api.Refused(f"image {image or '(none)'} is not one [containers] images allows")
+
+    def _labelled(self, answer: Any) -> bool:
+        labels = answer.get("Labels") if isinstance(answer, dict) else None
+        return isinstance(labels, dict) and labels.get(self._label) == self.session
 
     def _remember(self, kind: str, answer: dict[str, Any], query: str, made: tuple[str, ...], ports: list[str]) -> None:
         with self._lock:
@@ -374,7 +460,7 @@ class Gate:
         except ValueError:
             return status, {"message": payload[:500].decode("utf-8", "replace")}
 
-    def _relay(self, client: socket.socket, reader: Reader, head: Head, method: str, target: str, hijack: bool) -> None:
+    def _relay(self, client: socket.socket, reader: Reader, head: Head, method: str, target: str, hijack: bool, body: bytes | None = None) -> None:
         """Forward the request as it came (its body streamed, framed as it was) and relay the answer;
         an attach or exec start becomes a stream both ways once the engine switches."""
         try:
@@ -384,10 +470,15 @@ class Gate:
             return
         engine.settimeout(STREAM_IDLE)
         try:
-            headers = [("Host", "docker"), *((name, value) for name, value in head.headers if name.lower() in FORWARDED_HEADERS)]
+            known = FORWARDED_HEADERS if body is None else FORWARDED_HEADERS - {"content-length", "transfer-encoding"}
+            headers = [("Host", "docker"), *((name, value) for name, value in head.headers if name.lower() in known)]
+            headers += [("Content-Length", str(len(body)))] if body is not None else []
             headers += [("Connection", "Upgrade"), ("Upgrade", "tcp")] if hijack else [("Connection", "close")]
             engine.sendall(encode_head(f"{method} {target} HTTP/1.1", headers))
-            _forward_body(reader, head, engine)
+            if body is not None:
+                engine.sendall(body)
+            else:
+                _forward_body(reader, head, engine)
             if not hijack:
                 _pipe(engine, client)  # nothing the client sends after its request reaches the engine
                 return
@@ -487,21 +578,24 @@ def sweep(engine: str, alive: Callable[[str], bool]) -> int:
     """Remove containers and volumes labelled by runs that are gone (killed before their end); how many.
     `alive(session)` is False only for a run of this user's that is gone (its folder here, its lock
     free): another user's runs on a shared engine, and what a run kept (KEPT_LABEL), are never taken."""
-    gate = Gate(engine, "", "", (), False)
-    status, found = gate._call("GET", "/containers/json?all=true&filters=" + quote(json.dumps({"label": [LABEL]})))
-    removed = 0
+    gates: dict[str, Gate] = {}
+
+    def gate_of(session: str) -> Gate:
+        return gates.setdefault(session, Gate(engine, "", session, (), False))
+
+    status, found = Gate(engine, "", "", (), False)._call("GET", "/containers/json?all=true&filters=" + quote(json.dumps({"label": [LABEL]})))
     for item in found if status == 200 and isinstance(found, list) else ():
         session = str((item.get("Labels") or {}).get(LABEL, ""))
         if session and not alive(session) and isinstance(item.get("Id"), str):
-            gate.containers[item["Id"]] = ""
-    status, volumes = gate._call("GET", "/volumes?filters=" + quote(json.dumps({"label": [LABEL]})))
+            gate_of(session).containers[item["Id"]] = ""
+    status, volumes = Gate(engine, "", "", (), False)._call("GET", "/volumes?filters=" + quote(json.dumps({"label": [LABEL]})))
     for item in (volumes or {}).get("Volumes") or () if status == 200 and isinstance(volumes, dict) else ():
         session = str((item.get("Labels") or {}).get(LABEL, ""))
         if session and not alive(session) and isinstance(item.get("Name"), str):
-            gate.volumes.add(item["Name"])
-    removed = len(gate.containers) + len(gate.volumes)
-    gate.remove_all()
-    return removed
+            gate_of(session).volumes.add(item["Name"])
+    for gate in gates.values():
+        gate.remove_all()
+    return sum(len(gate.containers) + len(gate.volumes) for gate in gates.values())
 
 
 def split_url(url: str) -> str:

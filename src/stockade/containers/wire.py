@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
+from collections.abc import Iterator
 
 MAX_HEAD = 64 << 10
 MAX_BODY = 4 << 20  # a create body is a few KB
@@ -24,11 +26,17 @@ class WireError(Exception):
 class Reader:
     """Reads from a socket through a buffer of its own, so that what follows a head is kept."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, deadline: float | None = None) -> None:
         self.sock = sock
         self.buffer = bytearray()
+        self.deadline = deadline  # time.monotonic() by which what is read must have come (a request); None: no bound
 
     def _fill(self) -> bool:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise WireError("the request did not arrive in time")
+            self.sock.settimeout(left)
         data = self.sock.recv(CHUNK)
         if data:
             self.buffer += data
@@ -75,6 +83,9 @@ class Reader:
         return data
 
 
+_DIGITS = re.compile(r"^[0-9]{1,18}$")  # ASCII digits only (str.isdigit takes "²")
+_HEX = re.compile(r"^[0-9A-Fa-f]{1,8}$")
+MAX_CHUNK = 16 << 20  # one chunk of a body, at most
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # any control byte but a tab: a bare LF is a line end to the engine
 
 
@@ -118,7 +129,7 @@ class Head:
         length = self.get("Content-Length")
         if length is None:
             return 0
-        if not length.isdigit():
+        if not _DIGITS.match(length):
             raise WireError("bad Content-Length")
         return int(length)
 
@@ -146,10 +157,8 @@ def read_body(reader: Reader, head: Head, limit: int, until_end: bool = False) -
         return reader.exactly(length)
     if length is None:
         data = bytearray()
-        for piece in chunks(reader):
+        for piece in chunks(reader, limit):
             data += piece
-            if len(data) > limit:
-                raise WireError("body too large")
         return bytes(data)
     data = bytearray(reader.take())
     while reader._fill():
@@ -159,20 +168,23 @@ def read_body(reader: Reader, head: Head, limit: int, until_end: bool = False) -
     return bytes(data)
 
 
-def chunks(reader: Reader) -> list[bytes]:
-    """The pieces of a chunked body, its trailers read and dropped."""
-    found: list[bytes] = []
+def chunks(reader: Reader, limit: int | None = None) -> Iterator[bytes]:
+    """The pieces of a chunked body as they come (each at most MAX_CHUNK; all together at most
+    `limit`), its trailers read and dropped."""
+    total = 0
     while True:
-        size_line = reader.line().split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise WireError("bad chunk size") from None
+        size_line = reader.line().split(b";", 1)[0].strip().decode("latin-1")
+        if not _HEX.match(size_line):
+            raise WireError("bad chunk size")
+        size = int(size_line, 16)
+        if size > MAX_CHUNK or (limit is not None and total + size > limit):
+            raise WireError("body too large")
+        total += size
         if size == 0:
             while reader.line() != b"\r\n":
                 pass
-            return found
-        found.append(reader.exactly(size))
+            return
+        yield reader.exactly(size)
         if reader.exactly(2) != b"\r\n":
             raise WireError("bad chunk end")
 

@@ -63,7 +63,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # a bound on what one request can add to the log.
 FIELD_LIMITS = {
     "host": 300, "sni": 300, "method": 40, "path": 2048, "rule": 600, "error": 600, "hint": 400, "address": 64, "scheme": 16,
-    "moved_to": 2048, "operation": 40,
+    "moved_to": 2048, "operation": 300,
 }  # fmt: skip
 COMMAND_LIMIT = 2048  # characters of the session's command, all words together
 PROCESS_LIMIT = 4096  # bytes of a record's `process`, as written (escapes counted): a process names itself
@@ -254,13 +254,14 @@ class AuditRecord:
         return _line(vars(self), self.command)  # not asdict: no deep copy
 
 
-KINDS = ("file", "limit", "moved")
+KINDS = ("file", "limit", "moved", "container")
 
 
 @dataclass
 class FindingRecord:
-    """What a run found off the network, once the command ended: a file access the sandbox refused
-    (`--trace`), a limit reached, a file written at a protected path and moved aside. A network
+    """What a run found off the network: a file access the sandbox refused (`--trace`), a limit
+    reached, a file written at a protected path and moved aside (once the command ended), a call on
+    the container engine's API (as it is judged: containers/gate.py, `path` the image). A network
     record has no `kind`; readers that total traffic skip records that have one."""
 
     session: str
@@ -271,7 +272,7 @@ class FindingRecord:
     time: str = field(default_factory=now_iso)
     path: str | None = None  # the file (a host path; for "file", as the sandbox named it)
     moved_to: str | None = None  # "moved": where the file now is
-    operation: str | None = None  # "file": read, write, exec...
+    operation: str | None = None  # "file": read, write, exec...; "container": the Engine API call, "POST /containers/create"
     limit: str | None = None  # "limit": memory, pids, file_size or wall_time
     error: str | None = None
     mcp: str | None = None

@@ -112,11 +112,11 @@ def write(launch: Launch, records: list[FindingRecord]) -> str:
     finally:
         writer.close()
     if collector and lines:
-        return _export(log, collector, lines)
+        return export(log, collector, lines)
     return ""
 
 
-def _export(log: str, collector: str, lines: list[bytes]) -> str:
+def export(log: str, collector: str, lines: list[bytes]) -> str:
     """Start the exporter and leave it: the settings come from this process's own environment, the
     user's (proxy/export_settings.py), never the sandbox's."""
     import json

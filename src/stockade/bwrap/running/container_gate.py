@@ -4,24 +4,40 @@ inside, closed (and what the run made removed) after the command ended."""
 from __future__ import annotations
 
 import os
+import threading
 
 from stockade.bwrap.parts import args as bw
 from stockade.containers import engines
 from stockade.containers.gate import INSIDE, Gate, sweep
 from stockade.core.locations import runtime_folder
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stockade.proxy.audit import AuditWriter
+
 
 class RunGate:
-    """The gate, its folder and the lock that says the run is alive."""
+    """The gate, its folder and the lock that says the run is alive; each call it judges is an audit
+    record of the run (kind "container"), sent on to the run's collector when the run ends."""
 
-    def __init__(self, settings: tuple[str, str, list[str], bool], session: str) -> None:
+    def __init__(
+        self, settings: tuple[str, str, list[str], bool], session: str, audit: tuple[str, str] = ("", ""), who: dict[str, object] | None = None
+    ) -> None:
         engine, configured, images, keep = settings
+        self.log, self.collector = audit
+        self.who = {"session": session, **(who or {})}
+        self.lines: list[bytes] = []
+        self.trouble = ""
+        self._writer: AuditWriter | None = None
+        self._writing = threading.Lock()
         self.runtime = runtime_folder(os.environ)
         self.folder = engines.gate_folder(self.runtime, session)
         self.engine = engines.engine_socket(str(engine), str(configured) or None, os.environ)
         self.lock = engines.hold(self.folder)
         listen = os.path.join(self.folder, engines.SOCKET)
         self.gate = Gate(self.engine, listen, session, tuple(str(image) for image in images), bool(keep), str(engine))
+        if self.log:
+            self.gate.audit = self._record
         self.note = "" if os.path.exists(self.engine) else (
             f"[containers] engine = \"{engine}\": no engine listens at {self.engine}; container calls fail until it runs "
             "(systemctl start docker, or podman system service), or set [containers] socket"
@@ -57,8 +73,33 @@ class RunGate:
                 except OSError:
                     pass
 
+    def _record(self, decision: str, call: str, rule: str, image: str) -> None:
+        """One judged call in the run's audit log (from the gate's threads: one at a time)."""
+        from stockade.proxy.audit import AuditError, AuditWriter, FindingRecord
+
+        record = FindingRecord(kind="container", decision=decision, operation=call, rule=rule, path=image or None, **self.who)  # type: ignore[arg-type]
+        with self._writing:
+            try:
+                if self._writer is None:
+                    self._writer = AuditWriter(self.log)
+                    self._writer.tee = self.lines.append
+                self._writer.write(record)
+            except AuditError as error:
+                self.trouble = self.trouble or f"container calls are not in the audit log: {error}"
+
     def close(self) -> list[str]:
         lines = self.gate.close()
+        with self._writing:
+            if self._writer is not None:
+                self._writer.close()
+        if self.trouble:
+            lines.append(self.trouble)
+        if self.collector and self.lines:
+            from stockade.bwrap.after.findings_log import export
+
+            sent = export(self.log, self.collector, self.lines)
+            if sent:
+                lines.append(sent)
         os.close(self.lock)
         try:
             os.unlink(os.path.join(self.folder, engines.LOCK))

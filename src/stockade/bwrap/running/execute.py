@@ -795,7 +795,11 @@ def _execute(
                 from stockade.bwrap.running.container_gate import RunGate
 
                 try:
-                    gate = RunGate(launch.containers, session)
+                    from stockade.proxy.audit import redacted_command
+
+                    command = list(redacted_command(tuple(launch.command)))
+                    marks = {name: who.get(name) or None for name in ("mcp", "agent_session", "tool_call")}
+                    gate = RunGate(launch.containers, session, tuple(launch.audit), {"command": command, **marks})  # type: ignore[arg-type]
                 except OSError as exc:
                     raise SandboxSetupError(f"cannot start the container engine's socket for [containers]: {exc.strerror or exc}") from None
                 tmp += gate.pieces

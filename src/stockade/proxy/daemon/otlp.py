@@ -37,7 +37,7 @@ SCOPE = "stockade.audit"
 # OCSF classes and the activity within each: Network Activity "Open" (1) and "Refuse" (5), HTTP
 # Activity by method, DNS Activity "Query" (1); Session end is a Network Activity "Close" (2).
 OCSF_NETWORK, OCSF_HTTP, OCSF_DNS = 4001, 4002, 4003
-OCSF_FILE, OCSF_PROCESS = 1001, 1007
+OCSF_FILE, OCSF_PROCESS, OCSF_API = 1001, 1007, 6003
 # File System Activity by what the refused call tried (bwrap/after/denials.py's operations); a file
 # moved aside is a "Rename" (5). Process Activity: a limit that killed is "Terminate" (2), pids "Launch" (1).
 FILE_ACTIVITIES = {"create": 1, "read": 2, "write": 3, "remove": 4, "rename": 5, "change": 6, "check": 8}
@@ -130,11 +130,23 @@ def _finding_attributes(record: dict[str, Any], out: dict[str, Any], put: Any) -
     kind = record.get("kind")
     if kind == "limit":
         out.update({"ocsf.class_uid": OCSF_PROCESS, "ocsf.activity_id": LIMIT_ACTIVITIES.get(str(record.get("limit")), 99)})
+    elif kind == "container":
+        out.update({"ocsf.class_uid": OCSF_API, "ocsf.activity_id": _api_activity(str(record.get("operation") or ""))})
     else:
         activity = 5 if kind == "moved" else FILE_ACTIVITIES.get(str(record.get("operation")), 99)
         out.update({"ocsf.class_uid": OCSF_FILE, "ocsf.activity_id": activity})
-    out["ocsf.disposition_id"] = 2
+    out["ocsf.disposition_id"] = 1 if record.get("decision") == "allow" else 2
     return out
+
+
+def _api_activity(call: str) -> int:
+    """OCSF API Activity: 1 create, 2 read, 3 update, 4 delete."""
+    method, _, path = call.partition(" ")
+    if method == "DELETE":
+        return 4
+    if method in ("GET", "HEAD"):
+        return 2
+    return 1 if path.endswith("/create") else 3
 
 
 def body(record: dict[str, Any]) -> str:
