@@ -316,3 +316,12 @@ def test_a_kept_container_gets_no_network(tmp_path: Path) -> None:
     finally:
         gate.close()
         engine.close()
+
+
+def test_top_s_ps_arguments_are_not_forwarded(setup: tuple[FakeEngine, Gate]) -> None:
+    """Docker runs ps on the host with them."""
+    engine, gate = setup
+    gate.containers["a" * 64] = "box"
+    assert _send(gate, b"GET /containers/box/top?ps_args=-ef HTTP/1.1\r\nHost: d\r\n\r\n").startswith(b"HTTP/1.1 403")
+    assert _send(gate, b"GET /containers/box/top HTTP/1.1\r\nHost: d\r\n\r\n").startswith(b"HTTP/1.1 200")  # control
+    assert [target for _m, target, _h, _b in engine.requests] == [f"/containers/{'a' * 64}/top"]

@@ -235,6 +235,8 @@ class Gate:
             return
         target = path + ("?" + query if query else "")
         call = f"{method} {api.shown_path(target)}"
+        if path.endswith("/top") and "ps_args" in dict(parse_qsl(query)):
+            raise api.Refused("top's ps_args are not forwarded (docker runs ps with them on the host)")
         if kind == "pull":
             target = path + "?" + self._checked_pull(query)  # the values checked, and nothing else
             self._record("allow", call, "pull of an image [containers] images allows", dict(parse_qsl(query)).get("fromImage", ""))
