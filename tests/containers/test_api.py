@@ -16,7 +16,8 @@ from stockade.containers import api
     [
         ("GET", "/v1.41/_ping", "pass"),
         ("POST", "/containers/create?name=x", "create"),
-        ("POST", "/v1.43/containers/abc123/start", "container"),
+        ("POST", "/v1.43/containers/abc123/start", "start"),
+        ("PUT", "/v1.41/containers/abc/archive?path=/", "copy-in"),
         ("POST", "/v1.41/containers/abc/attach?stream=1", "hijack"),
         ("POST", "/v1.41/exec/e1/start", "exec-hijack"),
         ("DELETE", "/v1.41/volumes/data", "volume"),

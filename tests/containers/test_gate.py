@@ -58,6 +58,8 @@ class FakeEngine:
                 conn.sendall(wire.json_response(200, "OK", {"Volumes": []}))
             elif method == "POST" and "/containers/create" in target:
                 conn.sendall(wire.json_response(201, "Created", {"Id": "c" * 64, "Warnings": []}))
+            elif method == "GET" and target.startswith("/containers/") and target.endswith("/json"):
+                conn.sendall(wire.json_response(200, "OK", {"State": {"Running": True}}))
             elif method == "DELETE":
                 conn.sendall(wire.encode_head("HTTP/1.1 204 No Content", [("Connection", "close")]))
             else:

@@ -93,9 +93,12 @@ def test_a_container_runs_and_is_gone_after_the_run_and_others_stay_unseen(vbox:
         ["GET", f"/v1.41/containers/{foreign}/json", None],
         ["POST", "/v1.41/containers/foreign-one/exec", {"Cmd": ["id"]}],
         ["DELETE", f"/v1.41/containers/{foreign[:12]}?force=1", None],
+        ["POST", "/v1.41/containers/mine/start", None],  # a second start: refused (each start makes the working folder on the host side)
+        ["PUT", "/v1.41/containers/mine/archive?path=/", None],  # into a stopped container: refused
+        ["GET", f"/v1.41/images/{OTHER_IMAGE}/json", None],  # an image the policy does not allow: not shown
     ]
     results, done = _calls(vbox, engine, calls)
-    assert [status for status, _ in results] == [201, 204, 200, 200, 200, 404, 404, 404, 404], (results, done.stderr)
+    assert [status for status, _ in results] == [201, 204, 200, 200, 200, 404, 404, 404, 404, 403, 403, 404], (results, done.stderr)
     assert results[2][1]["StatusCode"] == 0 and "hi-from-inside" in str(results[3][1])
     assert [item["Names"] for item in results[4][1]] in ([["/mine"]], [["mine"]])  # its own, and nothing of the host's
     assert engine.names() == []  # removed when the run ended
@@ -152,6 +155,12 @@ def test_a_container_runs_and_is_gone_after_the_run_and_others_stay_unseen(vbox:
             id="mount-options-by-consistency",
         ),
         pytest.param({"Env": ["HOME*"]}, "Env entry", id="env-copied-from-the-engine"),
+        pytest.param({"WorkingDir": "/var/run/made-on-the-host"}, "WorkingDir", id="workdir-made-on-the-host"),
+        pytest.param({"StopTimeout": 3600}, "StopTimeout", id="stop-timeout-outliving-the-run"),
+        pytest.param({"Entrypoint": ["/sbin/init"]}, "systemd mode", id="systemd-mode-entrypoint"),
+        pytest.param({"Cmd": ["sh", "-c", "exec /usr/lib/systemd/systemd"]}, "systemd mode", id="systemd-mode-in-a-script"),
+        pytest.param({"Labels": {"io.stockade.session=gone": "x"}}, "label", id="label-over-the-session-label"),
+        pytest.param({"HostConfig": {"RestartPolicy": {"Name": "always"}}}, "restart policies", id="restart-always"),
         pytest.param({"Image": "stockade-other:1"}, "images allows", id="short-name-of-a-local-image"),
         pytest.param({"Image": "LOCALHOST/stockade-test:1"}, "lower-case", id="registry-in-capitals"),
         pytest.param({"HostConfig": {"GroupAdd": ["keep-groups"]}}, "GroupAdd", id="keep-host-groups"),
@@ -264,9 +273,12 @@ def test_ctrl_c_of_the_run_removes_its_containers(vbox: Box, engine: Engine) -> 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI (the client only)")
 def test_the_docker_cli_runs_a_container_and_prints_a_refusal(vbox: Box, engine: Engine) -> None:
-    script = f"docker run --rm {IMAGE} echo hi-from-docker; echo rc=$?; docker run --rm --privileged {IMAGE} true; echo rc=$?"
+    script = (
+        f"docker run --rm {IMAGE} echo hi-from-docker; echo rc=$?; docker run --rm --privileged {IMAGE} true; echo rc=$?; "
+        f"docker run -d --name ex {IMAGE} sleep 100 >/dev/null; docker exec ex echo exec-ok"
+    )
     done = vbox.run(script, policy=_policy(engine), timeout=180)
-    assert "hi-from-docker" in done.stdout and "rc=0" in done.stdout, done
+    assert "hi-from-docker" in done.stdout and "rc=0" in done.stdout and "exec-ok" in done.stdout, done
     assert "Error response from daemon: stockade: privileged containers" in done.stderr and "rc=125" in done.stdout, done
     assert engine.names() == []
 

@@ -51,7 +51,7 @@ ROUTES = (
     _route("GET", "/version", "pass"),
     _route("GET", "/info", "pass"),
     _route("GET", "/images/json", "images"),
-    _route("GET", "/images/(?P<image>.+)/json", "pass"),
+    _route("GET", "/images/(?P<image>.+)/json", "image"),
     _route("POST", "/images/create", "pull"),
     _route("POST", "/containers/create", "create"),
     _route("GET", "/containers/json", "list"),
@@ -60,9 +60,8 @@ ROUTES = (
     _route("GET", "/containers/{id}/top", "container"),
     _route("GET", "/containers/{id}/stats", "container"),
     _route("GET", "/containers/{id}/changes", "container"),
-    _route("POST", "/containers/{id}/start", "container"),
+    _route("POST", "/containers/{id}/start", "start"),
     _route("POST", "/containers/{id}/stop", "container"),
-    _route("POST", "/containers/{id}/restart", "container"),
     _route("POST", "/containers/{id}/kill", "container"),
     _route("POST", "/containers/{id}/wait", "container"),
     _route("POST", "/containers/{id}/resize", "container"),
@@ -71,7 +70,7 @@ ROUTES = (
     _route("DELETE", "/containers/{id}", "container"),
     _route("GET", "/containers/{id}/archive", "container"),
     _route("HEAD", "/containers/{id}/archive", "container"),
-    _route("PUT", "/containers/{id}/archive", "container"),
+    _route("PUT", "/containers/{id}/archive", "copy-in"),
     _route("POST", "/containers/{id}/attach", "hijack"),
     _route("POST", "/containers/{id}/exec", "exec-create"),
     _route("POST", "/exec/{id}/start", "exec-hijack"),
@@ -212,7 +211,7 @@ SECURITY_OPTS = frozenset({"no-new-privileges", "no-new-privileges:true", "no-ne
 NETWORKS = frozenset({"", "none", "default", "bridge"})  # the last two are what the CLI sends unasked: made "none"
 
 EXEC_KEYS = frozenset(
-    {"AttachStdin", "AttachStdout", "AttachStderr", "DetachKeys", "Tty", "Env", "Cmd", "Privileged", "User", "WorkingDir", "ConsoleSize"}
+    {"Detach", "AttachStdin", "AttachStdout", "AttachStderr", "DetachKeys", "Tty", "Env", "Cmd", "Privileged", "User", "WorkingDir", "ConsoleSize"}
 )
 VOLUME_KEYS = frozenset({"Name", "Driver", "DriverOpts", "Labels", "ClusterVolumeSpec"})
 
@@ -228,6 +227,7 @@ ULIMIT_KEYS = frozenset({"Name", "Soft", "Hard"})
 HEALTH_KEYS = frozenset({"Test", "Interval", "Timeout", "Retries", "StartPeriod", "StartInterval"})
 BIND_OPTIONS = frozenset({"ro", "rw", "z", "Z", "nocopy", "private", "rprivate"})
 TMPFS_OPTIONS = frozenset({"size", "mode", "uid", "gid", "ro", "rw", "noexec", "exec", "nosuid", "nodev", "tmpcopyup", "notmpcopyup"})
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")  # podman joins labels as k=v: no = in a key
 _ENV_ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=", re.S)
 VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _CONTAINER_PATH = re.compile(r'^/[^:,="\x00-\x1f]*$')  # podman joins a mount's fields with commas and =: none of those
@@ -363,7 +363,35 @@ def _empty_objects(value: Any, what: str, paths: bool = False) -> None:
         raise Refused(f"{what} names container paths only (no host path, no options): refused")
 
 
+SYSTEMD_WORDS = ("init", "systemd")  # podman runs a command so named in systemd mode: the host's cgroup tree, writable (cgroup v1)
+MAX_STOP_TIMEOUT = 10  # seconds a stop may wait: the run's end removes its containers with no longer wait
+
+
+def systemd_mode(words: Any) -> bool:
+    """Whether podman would take a command for systemd (and mount the host's cgroup tree into it)."""
+    if not isinstance(words, list):
+        return False
+    for word in words:
+        for part in str(word).replace(";", " ").replace("&", " ").replace("|", " ").split():
+            name = part.rsplit("/", 1)[-1]
+            if name in SYSTEMD_WORDS or name.endswith("systemd"):
+                return True
+    return False
+
+
 def _check_shapes(body: dict[str, Any]) -> None:
+    if _set(body.get("WorkingDir")):
+        # podman makes a container's working folder on the host side at each start, following links in
+        # its root (an image's /var/run -> /run too): the image's own WORKDIR only, and `cd` in the command
+        raise Refused("WorkingDir is not allowed for containers started inside stockade: use the image's, or cd in the command")
+    timeout = body.get("StopTimeout")
+    if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or not 0 <= timeout <= MAX_STOP_TIMEOUT):
+        raise Refused(f"StopTimeout above {MAX_STOP_TIMEOUT} s is not allowed (the run's end removes its containers)")
+    if systemd_mode(body.get("Entrypoint")) or systemd_mode(body.get("Cmd")):
+        raise Refused("a command named init or systemd runs in podman's systemd mode (the host's cgroup tree inside): refused")
+    for key in body.get("Labels") or {}:
+        if not _LABEL_KEY.match(str(key)) or str(key).startswith(("io.stockade.", "io.containers.", "io.podman.")):
+            raise Refused(f"label {str(key)[:60]!r} is not allowed (plain names; none of stockade's or the engine's own)")
     _empty_objects(body.get("ExposedPorts"), "ExposedPorts")
     _empty_objects(body.get("Volumes"), "Volumes", paths=True)  # podman reads a key "HOST:CONTAINER" as a bind
     if _set(body.get("Healthcheck")):
@@ -379,8 +407,11 @@ def _check_shapes(body: dict[str, Any]) -> None:
 
 
 def _check_restart(value: Any) -> None:
+    """No policy but "no": each start resolves the container's working folder on the host side again."""
     if _set(value):
         _exact(value, RESTART_KEYS, "RestartPolicy")
+        if (value.get("Name") or "no") != "no":
+            raise Refused("restart policies are not allowed: a container starts once inside stockade")
 
 
 def _check_ulimits(value: Any) -> None:

@@ -59,6 +59,7 @@ class Gate:
         self.containers: dict[str, str] = {}  # id: name ("" if none)
         self.ports: dict[str, list[str]] = {}  # id: the ports its create exposed or published ("8080/tcp")
         self.execs: set[str] = set()
+        self.started: set[str] = set()  # containers started once (never again: _start_once)
         self.volumes: set[str] = set()
         self.refused: list[str] = []  # one line per refused call, for the summary
         self.audit: Callable[[str, str, str, str], None] | None = None  # (decision, call, rule, image): each judged call
@@ -144,6 +145,7 @@ class Gate:
         """Remove this run's containers, then its volumes; what could not be removed."""
         left = []
         for cid in list(self.containers):
+            self._call("POST", f"/containers/{cid}/kill?signal=KILL")  # a forced remove would wait out the container's own stop timeout
             status, _data = self._call("DELETE", f"/containers/{cid}?force=true&v=true")
             if status not in (204, 404):
                 left.append(cid[:12])
@@ -221,7 +223,7 @@ class Gate:
     def _handle(self, client: socket.socket, reader: Reader, head: Head, method: str, target: str, route: api.Route, parts: dict[str, str]) -> None:
         kind = route.kind
         path, _, query = target.partition("?")
-        if kind in ("container", "inspect", "hijack", "exec-create"):
+        if kind in ("container", "inspect", "hijack", "exec-create", "start", "copy-in"):
             cid = self._own_container(parts["id"])
             if cid is None:
                 self._missing(client, "container", parts["id"])
@@ -235,6 +237,14 @@ class Gate:
             return
         target = path + ("?" + query if query else "")
         call = f"{method} {api.shown_path(target)}"
+        if kind == "start":
+            self._start_once(path.split("/")[-2])
+        if kind == "copy-in" and not self._running(path.split("/")[-2]):
+            # into a stopped container podman copies on the host side, and its next start would follow what was copied
+            raise api.Refused("a copy in goes only into a running container inside stockade")
+        if kind == "image" and not self._image_listed(target):
+            self._missing(client, "image", parts["image"])
+            return
         if path.endswith("/top") and "ps_args" in dict(parse_qsl(query)):
             raise api.Refused("top's ps_args are not forwarded (docker runs ps with them on the host)")
         if kind == "pull":
@@ -291,7 +301,7 @@ class Gate:
         payload: bytes | None = None
         if kind == "exec-hijack":
             payload = json.dumps(api.checked_exec_start(self._json_body(reader, head))).encode()
-        elif not (method == "PUT" and kind == "container") and (head.body_length() != 0 or head.get("Transfer-Encoding")):
+        elif kind != "copy-in" and (head.body_length() != 0 or head.get("Transfer-Encoding")):
             # API 1.23 and older read a start's body as the container's whole HostConfig: no call but a copy in has one
             raise api.Refused(f"{call} takes no body")
         if method not in ("GET", "HEAD"):  # what changes something (start, kill, exec, copy in, remove); reads are not recorded
@@ -316,6 +326,23 @@ class Gate:
             return item
         ports = [{**port, "IP": "127.0.0.1", "PublicPort": port.get("PrivatePort")} for port in item["Ports"] if isinstance(port, dict)]
         return {**item, "Ports": ports}
+
+    def _start_once(self, cid: str) -> None:
+        """Each start makes the container's working folder on the host side anew, following links its root
+        holds by then: a container starts once (a restart policy is refused at create)."""
+        with self._lock:
+            if cid in self.started:
+                raise api.Refused("a container starts once inside stockade: create another")
+            self.started.add(cid)
+
+    def _running(self, cid: str) -> bool:
+        status, answer = self._call("GET", f"/containers/{cid}/json")
+        state = answer.get("State") if status == 200 and isinstance(answer, dict) else None
+        return isinstance(state, dict) and state.get("Running") is True
+
+    def _image_listed(self, target: str) -> bool:
+        status, answer = self._call("GET", target.split("?", 1)[0])
+        return status == 200 and isinstance(answer, dict) and self._listable(answer)
 
     def _listable(self, image: dict[str, Any]) -> bool:
         tags = image.get("RepoTags")
@@ -357,6 +384,11 @@ class Gate:
 
     def _checked_create(self, body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
         image = self._allowed_image(str(body.get("Image") or ""))
+        if self.kind == "podman" and not (body.get("Entrypoint") and body.get("Cmd")):  # the image's own command counts too
+            status, found = self._call("GET", f"/images/{quote(image, safe='')}/json")
+            config = found.get("Config") if status == 200 and isinstance(found, dict) else None
+            if isinstance(config, dict) and (api.systemd_mode(config.get("Entrypoint")) or api.systemd_mode(config.get("Cmd"))):
+                raise api.Refused(f"image {image}'s own command runs in podman's systemd mode (the host's cgroup tree inside): refused")
         made: list[str] = []
 
         def volume_known(name: str) -> bool | None:
@@ -409,8 +441,8 @@ class Gate:
                 self.volumes.update(made)
             elif kind == "exec-create" and isinstance(answer.get("Id"), str):
                 self.execs.add(answer["Id"])
-            elif kind == "volume-create" and isinstance(answer.get("Name"), str):
-                self.volumes.add(answer["Name"])
+            elif kind == "volume-create" and isinstance(answer.get("Name"), str) and self._labelled(answer):
+                self.volumes.add(answer["Name"])  # another run's, made meanwhile with the same name, is not taken
 
     def _json_body(self, reader: Reader, head: Head) -> dict[str, Any]:
         data = read_body(reader, head, MAX_BODY)
