@@ -58,6 +58,8 @@ class FakeEngine:
                 conn.sendall(wire.json_response(200, "OK", {"Volumes": []}))
             elif method == "POST" and "/containers/create" in target:
                 conn.sendall(wire.json_response(201, "Created", {"Id": "c" * 64, "Warnings": []}))
+            elif method == "GET" and target.startswith("/images/"):
+                conn.sendall(wire.json_response(404, "Not Found", {"message": "no such image"}))
             elif method == "GET" and target.startswith("/containers/") and target.endswith("/json"):
                 conn.sendall(wire.json_response(200, "OK", {"State": {"Running": True}}))
             elif method == "DELETE":
@@ -295,7 +297,7 @@ def test_a_create_still_in_flight_when_the_run_ends_is_removed(tmp_path: Path) -
         target=_send, args=(gate, b"POST /containers/create HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     )
     sender.start()
-    time.sleep(0.2)
+    time.sleep(0.8)  # the image looked up (late), the create sent and not answered yet
     gate.close()
     sender.join(timeout=10)
     engine.close()

@@ -404,3 +404,18 @@ def test_each_judged_call_is_an_audit_record_of_the_run(vbox: Box, engine: Engin
         ("deny", "POST /containers/create"),
     ]  # fmt: skip
     assert records[0]["path"] == IMAGE and all(r["tool_call"] == "toolu_ctr" for r in records) and "Privileged" in records[2]["rule"]
+
+
+def test_a_digest_runs_only_an_image_whose_own_names_are_allowed(vbox: Box, engine: Engine) -> None:
+    """The engine finds a digest in any repository: an allowed name in front of another image's digest ran it."""
+    digest = engine.run("image", "inspect", OTHER_IMAGE, "--format", "{{.Digest}}").stdout.strip()
+    assert digest.startswith("sha256:")
+    calls = [
+        ["POST", "/v1.41/containers/create?name=ok", _create(["true"])],
+        ["POST", "/v1.41/containers/create?name=d1", _create(["true"], Image=f"localhost/stockade-test:1@{digest}")],
+        ["POST", "/v1.41/containers/create?name=d2", _create(["true"], Image=f"localhost/stockade-test@{digest}")],
+        ["POST", f"/v1.41/images/create?fromImage=localhost/stockade-test&tag=1@{digest}", None],
+    ]
+    results, _done = _calls(vbox, engine, calls)
+    assert [status for status, _ in results] == [201, 403, 403, 403], results
+    assert "both a tag and a digest" in results[1][1]["message"] and "images allows" in results[2][1]["message"]

@@ -133,9 +133,13 @@ IMAGE_ID = re.compile(r"^(sha256:)?[0-9a-f]{12,64}$")
 def checked_image(reference: str) -> str:
     """A reference as the gate forwards it: whole, so the engine cannot read it otherwise (a short
     name against local images first, a registry spelled in capitals). Refused if it is not one."""
-    name = reference.split("@", 1)[0].rsplit(":", 1)[0] if ":" in reference.split("/")[-1] else reference.split("@", 1)[0]
+    bare = reference.split("@", 1)[0]
+    tagged = ":" in bare.split("/")[-1]
+    name = bare.rsplit(":", 1)[0] if tagged else bare
     if not reference or name != name.lower() or not _REFERENCE.match(reference):
         raise Refused(f"image {reference!r} is not a reference stockade takes (lower-case registry/name[:tag][@digest])")
+    if tagged and "@" in reference:  # the engine finds a digest in any repository: the tag would only look checked
+        raise Refused(f"image {reference!r} names both a tag and a digest: give one")
     return normal_image(reference)
 
 

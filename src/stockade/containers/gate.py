@@ -252,6 +252,7 @@ class Gate:
             self._record("allow", call, "pull of an image [containers] images allows", dict(parse_qsl(query)).get("fromImage", ""))
         if kind in ("create", "exec-create", "volume-create"):
             body = self._json_body(reader, head)
+            named = str(body.get("Image") or "")  # as the client named it (the engine is given the id it resolved to)
             if kind == "create":
                 asked = _ports_of(body)
                 body, made = self._checked_create(body)
@@ -263,7 +264,7 @@ class Gate:
                 if name and self._call("GET", f"/volumes/{quote(str(name), safe='')}")[0] != 404:
                     raise api.Refused(f"volume {name} exists and is not this run's (a create of an existing volume answers with it)")
                 body["Labels"] = {**(body.get("Labels") or {}), self._label: self.session}
-            self._record("allow", call, "judged and forwarded", str(body.get("Image") or "") if kind == "create" else "")
+            self._record("allow", call, "judged and forwarded", named if kind == "create" else "")
             with self._lock:
                 if self._closing:
                     raise api.Refused("the run is ending")
@@ -426,7 +427,14 @@ class Gate:
         else:
             full = api.checked_image(image) if image else ""
             if full and api.image_allowed(full, self.images):
-                return full
+                # the image the engine would take for that name (by a digest it looks in every repository):
+                # its own names must be allowed, and the engine is given its id
+                status, data = self._call("GET", f"/images/{quote(full, safe='')}/json")
+                if status != 200:
+                    return full  # not here: the engine says so, and a client pulls it through the gate
+                tags = data.get("RepoTags") if isinstance(data, dict) else None
+                if tags and any(api.image_allowed(str(tag), self.images) for tag in tags) and isinstance(data.get("Id"), str):
+                    return str(data["Id"])
         raise api.Refused(f"image {image or '(none)'} is not one [containers] images allows")
 
     def _labelled(self, answer: Any) -> bool:
