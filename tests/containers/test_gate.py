@@ -329,3 +329,14 @@ def test_top_s_ps_arguments_are_not_forwarded(setup: tuple[FakeEngine, Gate]) ->
     assert _send(gate, b"GET /containers/box/top?ps_args=-ef HTTP/1.1\r\nHost: d\r\n\r\n").startswith(b"HTTP/1.1 403")
     assert _send(gate, b"GET /containers/box/top HTTP/1.1\r\nHost: d\r\n\r\n").startswith(b"HTTP/1.1 200")  # control
     assert [target for _m, target, _h, _b in engine.requests] == [f"/containers/{'a' * 64}/top"]
+
+
+def test_a_run_makes_a_bounded_number_of_execs(setup: tuple[FakeEngine, Gate], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine leaves a process on the host for each exec (podman 4.3): a loop of them is bounded."""
+    engine, gate = setup
+    monkeypatch.setattr(gate_module, "MAX_EXECS", 1)
+    gate.containers["a" * 64] = "box"
+    gate.execs.add("e0")
+    body = b'{"Cmd": ["true"]}'
+    answer = _send(gate, b"POST /containers/box/exec HTTP/1.1\r\nHost: d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    assert answer.startswith(b"HTTP/1.1 403") and b"at most 1 execs" in answer and engine.requests == []

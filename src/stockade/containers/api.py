@@ -228,6 +228,8 @@ TMPFS_OPTION_KEYS = frozenset({"SizeBytes", "Mode"})
 LOG_KEYS = frozenset({"Type", "Config"})
 RESTART_KEYS = frozenset({"Name", "MaximumRetryCount"})
 ULIMIT_KEYS = frozenset({"Name", "Soft", "Hard"})
+ULIMITS = {"nofile": 7, "nproc": 6, "core": 4, "stack": 3}  # RLIMIT_NOFILE, RLIMIT_NPROC, RLIMIT_CORE, RLIMIT_STACK on Linux
+MIN_HEALTH_INTERVAL = 1_000_000_000  # nanoseconds: podman runs each check as a process of the engine's, on the host
 HEALTH_KEYS = frozenset({"Test", "Interval", "Timeout", "Retries", "StartPeriod", "StartInterval"})
 BIND_OPTIONS = frozenset({"ro", "rw", "z", "Z", "nocopy", "private", "rprivate"})
 TMPFS_OPTIONS = frozenset({"size", "mode", "uid", "gid", "ro", "rw", "noexec", "exec", "nosuid", "nodev", "tmpcopyup", "notmpcopyup"})
@@ -399,7 +401,11 @@ def _check_shapes(body: dict[str, Any]) -> None:
     _empty_objects(body.get("ExposedPorts"), "ExposedPorts")
     _empty_objects(body.get("Volumes"), "Volumes", paths=True)  # podman reads a key "HOST:CONTAINER" as a bind
     if _set(body.get("Healthcheck")):
-        _exact(body["Healthcheck"], HEALTH_KEYS, "Healthcheck")
+        health = _exact(body["Healthcheck"], HEALTH_KEYS, "Healthcheck")
+        for key in ("Interval", "StartInterval", "Timeout", "StartPeriod"):
+            value = health.get(key) or 0
+            if not isinstance(value, int) or isinstance(value, bool) or (value and value < MIN_HEALTH_INTERVAL and key != "StartPeriod"):
+                raise Refused(f"Healthcheck {key} below 1 s is not allowed (each check is a process the engine starts)")
     for entry in body.get("Env") or ():
         if not isinstance(entry, str) or not _ENV_ENTRY.match(entry):
             raise Refused(f"Env entry {str(entry)[:60]!r} is not NAME=value (a bare or wildcard name copies the engine's own variables)")
@@ -419,8 +425,20 @@ def _check_restart(value: Any) -> None:
 
 
 def _check_ulimits(value: Any) -> None:
+    """Only limits a process may set for itself, up to this process's own: the engine (root) would raise
+    real-time priority, nice or locked memory past what the sandbox may."""
+    import resource
+
     for item in value or ():
         _exact(item, ULIMIT_KEYS, "a ulimit")
+        name = item.get("Name")
+        if name not in ULIMITS:
+            raise Refused(f"ulimit {str(name)[:40]!r} is not allowed (only {', '.join(sorted(ULIMITS))})")
+        ceiling = resource.getrlimit(ULIMITS[name])[1]
+        for key in ("Soft", "Hard"):
+            limit = item.get(key)
+            if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0 or (ceiling != resource.RLIM_INFINITY and limit > ceiling):
+                raise Refused(f"ulimit {name} {key} {limit!r} is past this run's own limit")
 
 
 def _check_tmpfs(value: Any) -> None:
@@ -546,6 +564,9 @@ def check_volume(body: dict[str, Any]) -> None:
     labels = body.get("Labels") or {}
     if not isinstance(labels, dict) or not all(isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
         raise Refused("Labels must be an object of strings")
+    for key in labels:
+        if not _LABEL_KEY.match(key) or key.startswith(("io.stockade.", "io.containers.", "io.podman.")):
+            raise Refused(f"label {key[:60]!r} is not allowed (plain names; none of stockade's or the engine's own)")
     if not isinstance(body.get("Name") or "", str):
         raise Refused("Name must be a string")
     unknown = sorted(key for key in body if key not in VOLUME_KEYS)

@@ -39,6 +39,7 @@ SANDBOX_WAIT = 10.0  # seconds a create waits to learn the sandbox's namespace
 ENGINE_TIMEOUT = 30.0  # seconds for an answer the gate reads whole (a create, a list)
 REQUEST_TIMEOUT = 30.0  # seconds for a call's request to arrive whole
 MAX_CALLS = 64  # calls served at once
+MAX_EXECS = 256  # execs one run may make
 LISTEN_BACKLOG = 512  # connections waiting for one of them (a unix socket past it refuses at once)
 STREAM_IDLE = None  # streams (logs -f, attach, wait) last as long as the container
 
@@ -258,6 +259,9 @@ class Gate:
                 body, made = self._checked_create(body)
             elif kind == "exec-create":
                 api.check_exec(body)
+                with self._lock:
+                    if len(self.execs) >= MAX_EXECS:
+                        raise api.Refused(f"a run makes at most {MAX_EXECS} execs (the engine leaves a process on the host for each)")
             else:
                 api.check_volume(body)
                 name = body.get("Name")
