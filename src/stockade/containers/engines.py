@@ -51,6 +51,19 @@ def gone(runtime: str, session: str) -> bool:
     return os.path.isdir(gate_folder(runtime, session)) and not alive(runtime, session)
 
 
+def remove_folder(folder: str) -> None:
+    """A gate's folder, its socket and lock with it (quietly: another run may be removing it too)."""
+    for name in (SOCKET, LOCK):
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
 def alive(runtime: str, session: str) -> bool:
     """Whether the run of `session` still holds its lock (a run killed with -9 does not)."""
     try:

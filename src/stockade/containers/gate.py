@@ -66,7 +66,6 @@ class Gate:
         self.audit: Callable[[str, str, str, str], None] | None = None  # (decision, call, rule, image): each judged call
         self._lock = threading.Lock()
         self._server: socket.socket | None = None
-        self._threads: list[threading.Thread] = []
         self._closing = False
         self._slots = threading.BoundedSemaphore(MAX_CALLS)
         self._making = 0  # creates sent to the engine and not answered yet

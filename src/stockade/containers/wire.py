@@ -113,10 +113,6 @@ class Head:
             raise WireError(f"more than one {name}")
         return found[0] if found else None
 
-    def without(self, *names: str) -> list[tuple[str, str]]:
-        lower = {name.lower() for name in names}
-        return [(key, value) for key, value in self.headers if key.lower() not in lower]
-
     def body_length(self) -> int | None:
         """Content-Length, or None for a chunked body; 0 when the message has neither."""
         encoding = self.get("Transfer-Encoding")

@@ -17,7 +17,7 @@ def test_the_gate_is_bound_at_the_usual_path_and_named_in_the_environment(tmp_pa
     dead = engines.gate_folder(str(tmp_path / "rt"), "dead-run")
     os.makedirs(dead)
     Path(dead, engines.LOCK).write_text("")  # a run killed with -9: its folder, its lock free
-    gate = RunGate(("docker", str(tmp_path / "no-engine.sock"), ["localhost/*"], False), "s1")
+    gate = RunGate(("docker", str(tmp_path / "no-engine.sock"), ["localhost/*"], False), ("", ""), {"session": "s1"})
     try:
         words = [word for piece in gate.pieces for word in piece.to_args()]
         assert words[:3] == ["--bind", os.path.join(gate.folder, engines.SOCKET), "/run/docker.sock"]

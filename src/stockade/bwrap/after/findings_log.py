@@ -46,13 +46,12 @@ def findings(
 ) -> list[FindingRecord]:
     """The records of one run's findings; `refused` is --trace's (denial data, the caller's host pid);
     `writer` names the process that first changed a path, where the checkpoint's watch saw it."""
-    from stockade.proxy.audit import KINDS, FindingRecord, redacted_command
+    from stockade.proxy.audit import KINDS, FindingRecord
 
-    command = list(redacted_command(tuple(launch.command)))
-    mark = {name: who.get(name) or None for name in ("mcp", "agent_session", "tool_call")}
+    run = run_fields(launch, session, who)
 
     def record(kind: str, rule: str, **fields: object) -> FindingRecord:
-        return FindingRecord(session=session, command=command, kind=kind, rule=rule, **mark, **fields)  # type: ignore[arg-type]
+        return FindingRecord(kind=kind, rule=rule, **run, **fields)  # type: ignore[arg-type]
 
     found = [record("limit", _limit_rule(launch, name), limit=name) for name in [*hits, *(["wall_time"] if timed_out else [])]]
     found += [
@@ -74,6 +73,15 @@ def findings(
         if more:
             kept.append(record(kind, f"{more} more {kind} findings of this run, not written one by one (its summary counts them)", repeats=more))
     return kept
+
+
+def run_fields(launch: Launch, session: str, who: dict[str, str | None]) -> dict[str, object]:
+    """What every record a run writes itself says of the run: its session, its command as records keep
+    it, and the MCP server, agent session and tool call it was."""
+    from stockade.proxy.audit import redacted_command
+
+    marks = {name: who.get(name) or None for name in ("mcp", "agent_session", "tool_call")}
+    return {"session": session, "command": list(redacted_command(tuple(launch.command))), **marks}
 
 
 def _limit_rule(launch: Launch, name: str) -> str:

@@ -20,12 +20,12 @@ class RunGate:
     """The gate, its folder and the lock that says the run is alive; each call it judges is an audit
     record of the run (kind "container"), sent on to the run's collector when the run ends."""
 
-    def __init__(
-        self, settings: tuple[str, str, list[str], bool], session: str, audit: tuple[str, str] = ("", ""), who: dict[str, object] | None = None
-    ) -> None:
+    def __init__(self, settings: tuple[str, str, list[str], bool], audit: tuple[str, str], run: dict[str, object]) -> None:
+        """`run`: what each record says of the run (findings_log.run_fields), its session among them."""
         engine, configured, images, keep = settings
+        session = str(run["session"])
         self.log, self.collector = audit
-        self.who = {"session": session, **(who or {})}
+        self.who = run
         self.lines: list[bytes] = []
         self.trouble = ""
         self._writer: AuditWriter | None = None
@@ -63,15 +63,7 @@ class RunGate:
         for other in os.listdir(gates) if os.path.isdir(gates) else ():
             folder = engines.gate_folder(self.runtime, other)
             if folder != self.folder and not engines.alive(self.runtime, other):
-                for name in (engines.SOCKET, engines.LOCK):
-                    try:
-                        os.unlink(os.path.join(folder, name))
-                    except OSError:
-                        pass
-                try:
-                    os.rmdir(folder)
-                except OSError:
-                    pass
+                engines.remove_folder(folder)
 
     def _record(self, decision: str, call: str, rule: str, image: str) -> None:
         """One judged call in the run's audit log (from the gate's threads: one at a time)."""
@@ -101,9 +93,5 @@ class RunGate:
             if sent:
                 lines.append(sent)
         os.close(self.lock)
-        try:
-            os.unlink(os.path.join(self.folder, engines.LOCK))
-            os.rmdir(self.folder)
-        except OSError:
-            pass
+        engines.remove_folder(self.folder)  # the gate removed its socket
         return lines

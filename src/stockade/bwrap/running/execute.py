@@ -792,14 +792,11 @@ def _execute(
         try:
             tmp, named, made, folder = _tmp_pieces(launch, agent_session)
             if launch.containers is not None:
+                from stockade.bwrap.after.findings_log import run_fields
                 from stockade.bwrap.running.container_gate import RunGate
 
                 try:
-                    from stockade.proxy.audit import redacted_command
-
-                    command = list(redacted_command(tuple(launch.command)))
-                    marks = {name: who.get(name) or None for name in ("mcp", "agent_session", "tool_call")}
-                    gate = RunGate(launch.containers, session, tuple(launch.audit), {"command": command, **marks})  # type: ignore[arg-type]
+                    gate = RunGate(launch.containers, tuple(launch.audit), run_fields(launch, session, who))  # type: ignore[arg-type]
                 except OSError as exc:
                     raise SandboxSetupError(f"cannot start the container engine's socket for [containers]: {exc.strerror or exc}") from None
                 tmp += gate.pieces
